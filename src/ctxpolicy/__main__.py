@@ -1,0 +1,3 @@
+from ctxpolicy.cli import main
+
+raise SystemExit(main())

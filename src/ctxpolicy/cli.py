@@ -1,0 +1,68 @@
+"""The `ctxpolicy` command line.
+
+Each subcommand lives in the module of the room it belongs to; that module exposes
+``add_arguments(parser)`` and ``main(args) -> int``. Modules keep heavy imports inside
+``main`` so that ``ctxpolicy --help`` and light commands stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "compress": ("ctxpolicy.policies.cli", "apply one compression policy to a message history"),
+    "serve": ("ctxpolicy.serving.cli", "start, health-check and stop the model server a cell needs"),
+    "run": ("ctxpolicy.agent.cli_run", "execute one agent run (one task, model, policy, attempt)"),
+    "run-cell": ("ctxpolicy.agent.cli_cell", "execute all runs of one cell against one model server"),
+    "evaluate": ("ctxpolicy.benchmarks.cli_evaluate", "grade a cell's runs with the benchmark's own harness"),
+    "cohort": ("ctxpolicy.benchmarks.cli_cohort", "list, check or regenerate benchmark cohort files"),
+    "aggregate": ("ctxpolicy.metrics.cli_aggregate", "build runs.parquet and calls.parquet from run directories"),
+    "cost": ("ctxpolicy.metrics.cli_cost", "price one run's calls under a prefix cache"),
+    "calibrate": ("ctxpolicy.metrics.cli_calibrate", "derive tight/primary/loose thresholds from FC runs"),
+    "grid": ("ctxpolicy.grid_cli", "print the expanded experiment grid of a config"),
+    "provenance": ("ctxpolicy.provenance.cli", "show or verify where a figure or table came from"),
+    "bundle": ("ctxpolicy.provenance.cli_bundle", "export or import a results bundle with checksums"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ctxpolicy import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ctxpolicy",
+        description="Context-compression policies for LLM agents: run, grade, measure and plot.",
+    )
+    parser.add_argument("--version", action="version", version=f"ctxpolicy {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue  # command not built yet
+            raise
+        p = sub.add_parser(name, help=help_text, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._module.main(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
