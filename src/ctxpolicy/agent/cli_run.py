@@ -1,0 +1,93 @@
+"""Execute one agent run: one task, model, policy and attempt, into RUN_DIR.
+
+RUN_DIR receives messages.jsonl, calls.jsonl, trajectory.json, workspace/, patch.diff (repository
+tasks) and, last, run.json (docs/schema.md). The exit code is 0 whatever the run's outcome
+(submitted, step_limit, time_limit, format_error_limit, context_overflow, error); 2 for bad input.
+
+Examples:
+  # the embedded model (llama.cpp on loopback, started and stopped for this run)
+  ctxpolicy run --benchmark local --model qwen05b --policy TR/Th/0.5 --task tinycalc-001 --out /tmp/r1
+  # a vLLM server you started: vllm serve Qwen/Qwen2.5-Coder-32B-Instruct --served-model-name qwen32b \\
+  #     --enable-prefix-caching --enable-prompt-tokens-details
+  ctxpolicy run --benchmark swebench --model qwen32b --policy FC --task django__django-11099 \\
+      --endpoint http://gpu-node:8000/v1 --served-name qwen32b --out /tmp/r2
+  # any OpenAI-compatible endpoint (llama.cpp, TGI, a hosted API)
+  ctxpolicy run --benchmark local --model qwen05b --policy FC --task tinycalc-001 \\
+      --endpoint http://127.0.0.1:8080/v1 --out /tmp/r3
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+from ctxpolicy.agent.cli_common import ENDPOINT_HELP, add_common_arguments, fail
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ENDPOINT_HELP
+    add_common_arguments(parser)
+    parser.add_argument("--threshold", type=int, help="threshold in tokens (instead of --setting)")
+    parser.add_argument("--task", required=True, help="task id")
+    parser.add_argument("--cohort", help="cohort to find the task in (default: any of the benchmark's)")
+    parser.add_argument("--attempt", type=int, default=1, help="attempt number, 1-based (default: 1)")
+    parser.add_argument("--cell", help="cell slug recorded in the identity (default: from policy and setting)")
+    parser.add_argument("--out", type=Path, required=True, help="the run directory")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ctxpolicy.agent.cli_common import (
+        load_study,
+        make_adapter,
+        model_endpoint,
+        resolve_policy_threshold,
+        serving_errors,
+        settings_overrides,
+    )
+    from ctxpolicy.agent.plan import PlanError, find_task, make_identity
+    from ctxpolicy.agent.runner import execute_run
+    from ctxpolicy.agent.settings import SettingsError, build_settings
+    from ctxpolicy.benchmarks.base import BenchmarkError
+    from ctxpolicy.config import ConfigError
+    from ctxpolicy.grid import Cell
+    from ctxpolicy.policies import PolicySpecError
+
+    if args.attempt < 1:
+        return fail(f"--attempt: {args.attempt} must be 1 or more")
+    if args.threshold is not None and args.setting:
+        return fail("--threshold and --setting exclude each other")
+    try:
+        config = load_study(args)
+        policy, setting, threshold = resolve_policy_threshold(args, config)
+        adapter = make_adapter(config, args.benchmark)
+        task, cohort = find_task(adapter, config, args.benchmark, args.task, args.cohort)
+        settings = build_settings(config, args.benchmark, args.model, task_timeout_s=task.timeout_s,
+                                  overrides=settings_overrides(args))
+        cell = args.cell or Cell(args.track, args.benchmark, args.model, args.policy,
+                                 setting if setting != "fixed" else None, cohort, args.summarizer).slug
+        identity = make_identity(config=config, benchmark=args.benchmark, cohort=cohort, model=args.model,
+                                 policy=policy, task=task, attempt=args.attempt, threshold_setting=setting,
+                                 threshold_tokens=threshold, summarizer=args.summarizer, cell=cell, track=args.track)
+    except (ConfigError, PlanError, PolicySpecError, SettingsError, BenchmarkError) as exc:
+        return fail(str(exc))
+
+    out = args.out
+    try:
+        with contextlib.ExitStack() as servers:
+            endpoint = servers.enter_context(model_endpoint(
+                config, args.model, url=args.endpoint, served_name=args.served_name, log_path=out.parent / "server.log"))
+            summary_endpoint = None
+            if args.summarizer and args.summarizer != args.model:
+                summary_endpoint = servers.enter_context(model_endpoint(
+                    config, args.summarizer, url=args.summarizer_endpoint, served_name=None,
+                    log_path=out.parent / f"server-{args.summarizer}.log"))
+            result = execute_run(identity=identity, task=task, adapter=adapter, settings=settings, endpoint=endpoint,
+                                 summarizer_endpoint=summary_endpoint, run_dir=out)
+    except serving_errors() as exc:
+        print(f"ctxpolicy: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"run_dir": str(result.run_dir), "outcome": result.outcome, "error": result.error}))
+    return 0

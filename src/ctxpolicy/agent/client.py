@@ -1,0 +1,207 @@
+"""A chat-completions client for any OpenAI-compatible endpoint, with bounded retries.
+
+We call the endpoint with httpx rather than litellm because a run must record exactly what
+the server said: the raw ``usage`` (cached prompt tokens sit in
+``usage.prompt_tokens_details.cached_tokens`` on vLLM and OpenAI, and in ``timings.cache_n`` on
+older llama.cpp builds), the server's own context-overflow rejection (which litellm maps to a
+provider-specific exception only for the message texts it knows), and one bounded retry loop
+(litellm and mini-swe-agent each add their own, which multiplies the attempts). The request
+body is the OpenAI chat schema and nothing else, so vLLM, llama.cpp and hosted APIs all take it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+# Texts by which vLLM, llama.cpp, OpenAI and TGI reject a prompt that does not fit the context.
+_OVERFLOW_PATTERN = re.compile(
+    r"context[ _]length|maximum context|exceed_context_size|exceeds the available context"
+    r"|context window|prompt is too long|too many tokens|input is too long",
+    re.IGNORECASE,
+)
+
+
+class EndpointError(RuntimeError):
+    """The endpoint failed for good (after retries, or with a non-retryable answer)."""
+
+
+class TransientEndpointError(EndpointError):
+    """A failure worth retrying: refused connection, timeout, 5xx, 429."""
+
+
+class ContextOverflowError(EndpointError):
+    """The server rejected the prompt as longer than its context."""
+
+
+class DeadlineExceeded(EndpointError):
+    """The run's wall-time limit passed while waiting for the endpoint."""
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    content: str | None
+    tool_calls: list[dict]
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    model: str | None
+    start: float
+    end: float
+    latency_s: float
+    attempts: int
+    raw: dict = field(repr=False)
+
+    def assistant_message(self) -> dict:
+        """The assistant message to append to the history, in the OpenAI chat schema."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return message
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 4
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 20.0
+
+
+def cached_tokens_of(payload: dict) -> int | None:
+    """Server-reported cached prompt tokens, or None where the server does not report them."""
+    usage = payload.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    if details.get("cached_tokens") is not None:
+        return int(details["cached_tokens"])
+    timings = payload.get("timings") or {}
+    if timings.get("cache_n") is not None:
+        return int(timings["cache_n"])
+    return None
+
+
+def is_context_overflow(status_code: int, body: str) -> bool:
+    return status_code == 413 or (400 <= status_code < 500 and bool(_OVERFLOW_PATTERN.search(body)))
+
+
+def parse_chat_payload(payload: dict, *, start: float, end: float, latency_s: float, attempts: int) -> ChatResponse:
+    try:
+        choice = payload["choices"][0]
+        message = choice["message"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise EndpointError(f"malformed chat completion (no choices[0].message): {json.dumps(payload)[:300]}") from exc
+    usage = payload.get("usage") or {}
+    return ChatResponse(
+        content=message.get("content"),
+        tool_calls=list(message.get("tool_calls") or []),
+        finish_reason=choice.get("finish_reason"),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        cached_tokens=cached_tokens_of(payload),
+        model=payload.get("model"),
+        start=start,
+        end=end,
+        latency_s=latency_s,
+        attempts=attempts,
+        raw=payload,
+    )
+
+
+class ChatClient:
+    """POSTs chat completions to ``{base_url}/chat/completions``; thread-safe, one per run."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        request_timeout_s: float = 600.0,
+        connect_timeout_s: float = 10.0,
+        retry: RetryPolicy = RetryPolicy(),
+        api_key: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.request_timeout_s = request_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.retry = retry
+        self._sleep = sleep
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(headers=headers)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def complete(self, body: dict, *, deadline: float | None = None) -> ChatResponse:
+        """One logical call: retried on transient failures, bounded by attempts and ``deadline``.
+
+        Raises ContextOverflowError, DeadlineExceeded or EndpointError (with the last reason).
+        """
+        start = time.time()
+        t0 = time.perf_counter()
+        attempts = 0
+
+        def stop(state: RetryCallState) -> bool:
+            return stop_after_attempt(self.retry.max_attempts)(state) or _past(deadline)
+
+        retrying = Retrying(
+            stop=stop,
+            wait=wait_exponential(multiplier=self.retry.backoff_initial_s, max=self.retry.backoff_max_s),
+            retry=retry_if_exception_type(TransientEndpointError),
+            sleep=lambda seconds: self._sleep(_until(deadline, seconds)),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    payload = self._post_once(body, deadline)
+        except TransientEndpointError as exc:
+            if _past(deadline):
+                raise DeadlineExceeded(f"wall-time limit reached waiting for the endpoint: {exc}") from exc
+            raise EndpointError(f"{exc} (gave up after {attempts} attempts)") from exc
+        end = time.time()
+        return parse_chat_payload(payload, start=start, end=end, latency_s=time.perf_counter() - t0, attempts=attempts)
+
+    def _post_once(self, body: dict, deadline: float | None) -> dict:
+        read_timeout = self.request_timeout_s
+        if deadline is not None:
+            read_timeout = max(0.1, min(read_timeout, deadline - time.time()))
+        timeout = httpx.Timeout(read_timeout, connect=min(self.connect_timeout_s, read_timeout))
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = self._http.post(url, json=body, timeout=timeout)
+        except httpx.TimeoutException as exc:
+            raise TransientEndpointError(f"timeout after {read_timeout:.1f}s: {type(exc).__name__} at {url}") from exc
+        except httpx.TransportError as exc:
+            raise TransientEndpointError(f"connection failed: {type(exc).__name__}: {exc} at {url}") from exc
+        if response.status_code >= 500 or response.status_code == 429:
+            raise TransientEndpointError(f"HTTP {response.status_code} from {url}: {response.text[:300]}")
+        if response.status_code >= 400:
+            if is_context_overflow(response.status_code, response.text):
+                raise ContextOverflowError(f"HTTP {response.status_code}: {response.text[:300]}")
+            raise EndpointError(f"HTTP {response.status_code} from {url}: {response.text[:300]}")
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise TransientEndpointError(f"non-JSON answer from {url}: {response.text[:200]!r}") from exc
+
+
+def _until(deadline: float | None, seconds: float) -> float:
+    return seconds if deadline is None else max(0.0, min(seconds, deadline - time.time()))
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() >= deadline

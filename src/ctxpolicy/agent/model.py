@@ -1,0 +1,162 @@
+"""A mini-swe-agent model for any OpenAI-compatible endpoint, in text or tool-calling mode.
+
+It follows mini-swe-agent's ``Model`` protocol and reuses its parsers and observation
+formatters; the HTTP call is ``ChatClient`` (see ``client.py`` for why not litellm). The call
+and the parsing are separate steps (``complete`` then ``parse``) so that the agent can record a
+call's telemetry even when its answer turns out to be malformed.
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+from typing import Any, Literal
+
+from minisweagent.exceptions import FormatError
+from minisweagent.models.utils.actions_text import format_observation_messages
+from minisweagent.models.utils.actions_toolcall import (
+    BASH_TOOL,
+    format_toolcall_observation_messages,
+    parse_toolcall_actions,
+)
+from pydantic import BaseModel
+
+from ctxpolicy.agent.client import ChatClient, ChatResponse
+from ctxpolicy.agent.messages import api_message
+
+# Fenced blocks: mini-swe-agent's own language tag first, then what small models write instead.
+PREFERRED_BLOCK = re.compile(r"```mswea_bash_command[ \t]*\n(.*?)```", re.DOTALL)
+LENIENT_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+class EndpointModelConfig(BaseModel):
+    model_name: str
+    """The served model name sent as ``model``."""
+    base_url: str
+    mode: Literal["text", "tool"] = "text"
+    temperature: float = 0.2
+    max_tokens: int = 4096
+    seed: int | None = None
+    extra_body: dict[str, Any] = {}
+    format_error_template: str = "{{ error }}"
+    observation_template: str = "<returncode>{{output.returncode}}</returncode>\n<output>\n{{output.output}}</output>"
+
+
+def parse_text_action(content: str) -> str | None:
+    """The command of the first fenced bash block, preferring mini-swe-agent's tag; None if none."""
+    for pattern in (PREFERRED_BLOCK, LENIENT_BLOCK):
+        for block in pattern.findall(content):
+            if block.strip():
+                return block.strip()
+    return None
+
+
+def format_error(template: str, error: str, finish_reason: str | None, content: str) -> FormatError:
+    from jinja2 import StrictUndefined, Template
+
+    text = Template(template, undefined=StrictUndefined).render(
+        error=error, actions=[], finish_reason=finish_reason, has_tool_calls=False
+    )
+    return FormatError(
+        {"role": "user", "content": text, "extra": {"interrupt_type": "FormatError", "model_response": content}}
+    )
+
+
+class EndpointModel:
+    def __init__(self, client: ChatClient, **kwargs):
+        self.config = EndpointModelConfig(**kwargs)
+        self.client = client
+
+    def request_body(self, messages: list[dict]) -> dict:
+        body: dict[str, Any] = {
+            "model": self.config.model_name,
+            "messages": [api_message(m) for m in messages],
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+            "stream": False,
+        }
+        if self.config.seed is not None:
+            body["seed"] = self.config.seed
+        if self.config.mode == "tool":
+            body["tools"] = [BASH_TOOL]
+        return body | self.config.extra_body
+
+    def complete(self, messages: list[dict], *, deadline: float | None = None) -> ChatResponse:
+        return self.client.complete(self.request_body(messages), deadline=deadline)
+
+    def parse(self, response: ChatResponse) -> dict:
+        """The assistant message with its parsed actions; raises FormatError when there is none."""
+        message = response.assistant_message()
+        extra = {"response": response.raw, "cost": 0.0, "timestamp": response.end}
+        try:
+            actions = self._actions(response)
+        except FormatError as exc:
+            exc.messages[0]["extra"].update(extra)
+            raise
+        return message | {"extra": {"actions": actions, **extra}}
+
+    def _actions(self, response: ChatResponse) -> list[dict]:
+        if self.config.mode == "tool" and response.tool_calls:
+            calls = [_namespace(call) for call in response.tool_calls]
+            return parse_toolcall_actions(
+                calls,
+                format_error_template=self.config.format_error_template,
+                template_kwargs={"finish_reason": response.finish_reason},
+            )
+        # Text mode, and tool mode when the model wrote its command as text instead of a tool call.
+        content = response.content or ""
+        command = parse_text_action(content)
+        if command is None:
+            raise format_error(
+                self.config.format_error_template,
+                "No bash code block found in the response.",
+                response.finish_reason,
+                content,
+            )
+        return [{"command": command}]
+
+    # --- mini-swe-agent Model protocol -------------------------------------------------------
+
+    def query(self, messages: list[dict], **kwargs) -> dict:
+        return self.parse(self.complete(messages))
+
+    def format_message(self, **kwargs) -> dict:
+        return kwargs
+
+    def format_observation_messages(
+        self, message: dict, outputs: list[dict], template_vars: dict | None = None
+    ) -> list[dict]:
+        actions = message.get("extra", {}).get("actions", [])
+        if any("tool_call_id" in action for action in actions):
+            return format_toolcall_observation_messages(
+                actions=actions,
+                outputs=outputs,
+                observation_template=self.config.observation_template,
+                template_vars=template_vars,
+            )
+        return format_observation_messages(
+            outputs, observation_template=self.config.observation_template, template_vars=template_vars
+        )
+
+    def get_template_vars(self, **kwargs) -> dict[str, Any]:
+        return self.config.model_dump() | kwargs
+
+    def serialize(self) -> dict:
+        return {
+            "info": {
+                "config": {
+                    "model": self.config.model_dump(mode="json"),
+                    "model_type": f"{self.__class__.__module__}.{self.__class__.__name__}",
+                }
+            }
+        }
+
+
+def _namespace(tool_call: dict) -> SimpleNamespace:
+    function = tool_call.get("function") or {}
+    return SimpleNamespace(
+        id=tool_call.get("id"),
+        function=SimpleNamespace(name=function.get("name"), arguments=function.get("arguments") or ""),
+    )
+
+

@@ -1,0 +1,105 @@
+"""From the command line and the config to what a run needs: identity, task, endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ctxpolicy.agent.runner import Endpoint, RunIdentity, run_seed
+
+
+class PlanError(ValueError):
+    """A run cannot be planned: unknown task, missing threshold, bad endpoint…"""
+
+
+def run_dir_name(task_id: str, attempt: int) -> str:
+    return f"{task_id}__a{attempt}"
+
+
+def make_identity(
+    *,
+    config: dict,
+    benchmark: str,
+    cohort: str,
+    model: str,
+    policy: Any,
+    task: Any,
+    attempt: int,
+    threshold_setting: str | None,
+    threshold_tokens: int | None,
+    summarizer: str | None,
+    cell: str,
+    track: str,
+) -> RunIdentity:
+    """``policy`` is a parsed ``ctxpolicy.policies.PolicySpec``."""
+    return RunIdentity(
+        benchmark=benchmark,
+        cohort=cohort,
+        task_id=task.task_id,
+        stratum=task.stratum,
+        model=model,
+        policy=str(policy),
+        primitive=policy.primitive,
+        trigger=policy.trigger,
+        threshold_setting=threshold_setting if policy.needs_threshold else None,
+        threshold_tokens=threshold_tokens if policy.needs_threshold else None,
+        depth=policy.depth,
+        summarizer=summarizer,
+        attempt=attempt,
+        seed=run_seed(int(config.get("seed", 0)), attempt),
+        cell=cell,
+        track=track,
+    )
+
+
+def find_task(adapter: Any, config: dict, benchmark: str, task_id: str, cohort: str | None) -> tuple[Any, str]:
+    """The task and the cohort it was found in (the named one first, then the others)."""
+    cohorts = list(config["benchmarks"][benchmark].get("cohorts", {}))
+    order = [cohort] if cohort else []
+    order += [c for c in cohorts if c not in order]
+    for name in order:
+        for task in adapter.tasks(name):
+            if task.task_id == task_id:
+                return task, name
+    raise PlanError(f"task {task_id!r}: not in the {benchmark} cohorts ({', '.join(order)})")
+
+
+def endpoint_for_url(url: str, model: str, model_cfg: dict, served_name: str | None = None) -> Endpoint:
+    """An endpoint that someone else runs (``--endpoint URL``): we record what we know of it."""
+    if not url.startswith(("http://", "https://")):
+        raise PlanError(f"--endpoint: {url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+    name = served_name or model_cfg.get("served_name") or model
+    return Endpoint(
+        base_url=url.rstrip("/"),
+        served_name=name,
+        server={"kind": "endpoint", "version": None, "url": url.rstrip("/")},
+        model={"name": name, "file": None, "sha256": None,
+               "hub_id": model_cfg.get("hub_id"), "revision": model_cfg.get("revision")},
+    )
+
+
+def endpoint_for_server(handle: Any) -> Endpoint:
+    """An endpoint for a server started by ``ctxpolicy.serving.start_server``."""
+    info = dict(getattr(handle, "info", None) or {})
+    model_info = info.get("model") if isinstance(info.get("model"), dict) else {}
+    server_info = info.get("server") if isinstance(info.get("server"), dict) else {}
+    return Endpoint(
+        base_url=handle.base_url.rstrip("/"),
+        served_name=handle.served_name,
+        server={
+            "kind": server_info.get("kind", info.get("kind")),
+            "version": server_info.get("version", info.get("version")),
+            "url": handle.base_url.rstrip("/"),
+        },
+        model={
+            "name": model_info.get("name", handle.served_name),
+            "file": model_info.get("file", info.get("file")),
+            "sha256": model_info.get("sha256", info.get("sha256")),
+            "hub_id": model_info.get("hub_id", info.get("hub_id")),
+            "revision": model_info.get("revision", info.get("revision")),
+        },
+    )
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[3]

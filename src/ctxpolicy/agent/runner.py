@@ -1,0 +1,285 @@
+"""One run, start to finish: workspace, agent loop, submission, and the run record.
+
+``execute_run`` never raises for a run's own failure: whatever goes wrong ends the run with an
+outcome (``error`` with the reason when nothing more specific applies) and a complete record,
+so that a cell goes on. Only ``run.json`` written last marks the run complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxpolicy.agent.client import ChatClient
+from ctxpolicy.agent.record import (
+    PATCH_DIFF,
+    RUN_JSON,
+    TRAJECTORY_JSON,
+    WORKSPACE,
+    RunRecorder,
+    atomic_write_json,
+    atomic_write_text,
+    reset_run_dir,
+)
+from ctxpolicy.agent.settings import AGENT_DIR, RunSettings, load_templates
+from ctxpolicy.agent.versions import software_versions
+
+SCHEMA_VERSION = 1
+
+OUTCOMES = ("submitted", "step_limit", "time_limit", "format_error_limit", "context_overflow", "error")
+
+# mini-swe-agent exit statuses (and ours, from ctxpolicy.agent.agent) -> run outcomes
+_OUTCOME_OF_EXIT = {
+    "Submitted": "submitted",
+    "LimitsExceeded": "step_limit",
+    "TimeExceeded": "time_limit",
+    "RepeatedFormatError": "format_error_limit",
+    "ContextOverflow": "context_overflow",
+    "EndpointError": "error",
+}
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the model answers, and what answers there (recorded in run.json ``versions``)."""
+
+    base_url: str
+    served_name: str
+    server: dict = field(default_factory=dict)  # kind, version, url
+    model: dict = field(default_factory=dict)  # name, file, sha256, hub_id, revision
+    api_key: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    benchmark: str
+    cohort: str
+    task_id: str
+    stratum: str
+    model: str
+    policy: str
+    primitive: str
+    trigger: str | None
+    threshold_setting: str | None
+    threshold_tokens: int | None
+    depth: float | None
+    summarizer: str | None
+    attempt: int
+    seed: int
+    cell: str
+    track: str
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_dir: Path
+    outcome: str
+    error: str | None
+    skipped: bool = False
+
+
+def outcome_of(exit_status: str) -> str:
+    return _OUTCOME_OF_EXIT.get(exit_status, "error")
+
+
+def run_seed(base_seed: int, attempt: int) -> int:
+    """Attempts of one task differ in seed: attempt 1 uses the config's seed, attempt k adds k-1."""
+    return base_seed + attempt - 1
+
+
+def execute_run(
+    *,
+    identity: RunIdentity,
+    task: Any,
+    adapter: Any,
+    settings: RunSettings,
+    endpoint: Endpoint,
+    run_dir: Path,
+    summarizer_endpoint: Endpoint | None = None,
+    agent_dir: Path = AGENT_DIR,
+) -> RunResult:
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    reset_run_dir(run_dir)
+    start = time.time()
+    state = _RunState()
+    try:
+        _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_endpoint, run_dir, agent_dir)
+    except Exception as exc:  # a run never crashes its cell
+        state.outcome = "error"
+        state.error = f"{type(exc).__name__}: {exc}"
+        state.traceback = traceback.format_exc()
+        log.warning("run %s failed: %s", run_dir, state.error)
+    end = time.time()
+    record = run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
+    atomic_write_json(run_dir / RUN_JSON, record)
+    return RunResult(run_dir, state.outcome, state.error)
+
+
+@dataclass
+class _RunState:
+    outcome: str = "error"
+    error: str | None = None
+    traceback: str | None = None
+    submission: str = ""
+    agent: Any = None
+    recorder: RunRecorder | None = None
+    setup_s: float = 0.0
+    agent_s: float = 0.0
+
+
+def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_endpoint, run_dir, agent_dir) -> None:
+    # Imported here: mini-swe-agent prints a banner and takes a second to import.
+    from ctxpolicy.agent.agent import PolicyAgent
+    from ctxpolicy.agent.model import EndpointModel
+    from ctxpolicy.agent.summarizer import RecordingSummarizer
+    from ctxpolicy.policies import HistoryDump, parse_spec
+    from ctxpolicy.tokens import count_message
+
+    templates = load_templates(settings.mode, agent_dir)
+    t0 = time.perf_counter()
+    workspace = run_dir / WORKSPACE
+    workspace.mkdir(parents=True, exist_ok=True)
+    adapter.prepare_workspace(task, workspace)
+    env = adapter.make_environment(task, workspace, settings.command_timeout_s)
+    state.setup_s = time.perf_counter() - t0
+
+    clients = [_client(endpoint, settings)]
+    summary_client = clients[0]
+    if summarizer_endpoint is not None and summarizer_endpoint.base_url != endpoint.base_url:
+        summary_client = _client(summarizer_endpoint, settings)
+        clients.append(summary_client)
+    state.recorder = RunRecorder(run_dir, count_message)
+    try:
+        model = EndpointModel(
+            clients[0],
+            model_name=endpoint.served_name,
+            base_url=endpoint.base_url,
+            mode=settings.mode,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            seed=identity.seed,
+            format_error_template=templates.format_error_template,
+            observation_template=templates.observation_template,
+        )
+        agent = PolicyAgent(
+            model,
+            env,
+            policy=parse_spec(identity.policy),
+            threshold=identity.threshold_tokens,
+            recorder=state.recorder,
+            dump=HistoryDump(workspace),
+            system_template=templates.system_template,
+            instance_template=templates.instance_template,
+            step_limit=settings.step_limit,
+            cost_limit=0,
+            wall_time_limit_seconds=settings.wall_time_limit_s or 0,
+            max_consecutive_format_errors=settings.format_error_limit,
+        )
+        agent.summarizer = RecordingSummarizer(
+            summary_client,
+            model=(summarizer_endpoint or endpoint).served_name,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            seed=identity.seed,
+            deadline=lambda: agent.deadline,
+            listener=agent.on_summary_call,
+        )
+        state.agent = agent
+        t1 = time.perf_counter()
+        try:
+            exit_extra = agent.run(task.instruction, submission_instructions=adapter.submission_instructions(task))
+        finally:
+            state.agent_s = time.perf_counter() - t1
+            atomic_write_json(run_dir / TRAJECTORY_JSON, agent.serialize(_trajectory_extra(identity)))
+        state.outcome = outcome_of(exit_extra.get("exit_status", ""))
+        if state.outcome == "error":
+            state.error = exit_extra.get("reason") or exit_extra.get("exit_status") or "unknown exit"
+        elif state.outcome == "submitted":
+            state.submission = adapter.collect_submission(task, workspace, exit_extra.get("submission", ""))
+            if task.kind == "repo":
+                atomic_write_text(run_dir / PATCH_DIFF, state.submission)
+    finally:
+        state.recorder.close()
+        for client in clients:
+            client.close()
+        _close_environment(env)
+
+
+def _client(endpoint: Endpoint, settings: RunSettings) -> ChatClient:
+    return ChatClient(
+        endpoint.base_url,
+        request_timeout_s=settings.request_timeout_s,
+        connect_timeout_s=settings.connect_timeout_s,
+        retry=settings.retry,
+        api_key=endpoint.api_key,
+    )
+
+
+def _close_environment(env: Any) -> None:
+    for name in ("cleanup", "close"):
+        method = getattr(env, name, None)
+        if callable(method):
+            try:
+                method()
+            except Exception as exc:  # cleanup failure must not hide the run's outcome
+                log.warning("environment %s() failed: %s", name, exc)
+            return
+
+
+def _trajectory_extra(identity: RunIdentity) -> dict:
+    return {"info": {"ctxpolicy": {"identity": asdict(identity)}}}
+
+
+def totals_of(calls: list[dict], steps: int, format_errors: int) -> dict:
+    agent_calls = [c for c in calls if c["kind"] == "agent"]
+    reported = [c["cached_tokens"] for c in calls if c.get("cached_tokens") is not None]
+    prompt = [c["prompt_tokens"] for c in agent_calls if c.get("prompt_tokens") is not None]
+    return {
+        "steps": steps,
+        "agent_calls": len(agent_calls),
+        "summary_calls": len(calls) - len(agent_calls),
+        "prompt_tokens": sum(c.get("prompt_tokens") or 0 for c in calls),
+        "completion_tokens": sum(c.get("completion_tokens") or 0 for c in calls),
+        "cached_tokens": sum(reported) if reported else None,
+        "compression_events": sum(len(c.get("events") or ()) for c in agent_calls),
+        "format_errors": format_errors,
+        "peak_prompt_tokens": max(prompt, default=0),
+        "failed_calls": sum(1 for c in calls if c.get("status") != "ok"),
+    }
+
+
+def run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end) -> dict:
+    agent = state.agent
+    calls = state.recorder.calls if state.recorder else []
+    llm_s = agent.llm_s if agent else 0.0
+    tool_s = agent.tool_s if agent else 0.0
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "complete": True,
+        "identity": asdict(identity),
+        "outcome": state.outcome,
+        "error": state.error,
+        "submission": state.submission,
+        "timing": {
+            "start": start, "end": end, "wall_s": end - start,
+            "setup_s": state.setup_s, "agent_s": state.agent_s, "llm_s": llm_s, "tool_s": tool_s,
+        },
+        "totals": totals_of(calls, agent.n_calls if agent else 0, agent.format_errors if agent else 0),
+        "settings": settings.record(),
+        "versions": {
+            **software_versions(),
+            "model": endpoint.model,
+            "server": endpoint.server,
+            "summarizer": None if summarizer_endpoint is None else {
+                "model": summarizer_endpoint.model, "server": summarizer_endpoint.server},
+        },
+        "trajectory_file": TRAJECTORY_JSON,
+        "traceback": state.traceback,
+    }

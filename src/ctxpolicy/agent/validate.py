@@ -1,0 +1,77 @@
+"""Check a run directory against the documented schemas (src/ctxpolicy/agent/schema/*.json).
+
+Beyond each file's JSON schema it checks what ties the files together: every message id a call
+names is in the store, every stored id is the hash of its message, calls are numbered in order.
+
+    python -m ctxpolicy.agent.validate RUN_DIR [RUN_DIR ...]
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+
+from ctxpolicy.agent.messages import message_id
+from ctxpolicy.agent.record import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, read_json, read_jsonl
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
+
+
+@functools.lru_cache(maxsize=None)
+def validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8")))
+
+
+def _schema_problems(name: str, data: object, where: str) -> list[str]:
+    return [f"{where}: {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+            for e in validator(name).iter_errors(data)]
+
+
+def run_dir_problems(run_dir: Path) -> list[str]:
+    """Every way ``run_dir`` departs from the contract; empty when it conforms."""
+    run_dir = Path(run_dir)
+    problems: list[str] = []
+    try:
+        problems += _schema_problems("run", read_json(run_dir / RUN_JSON), str(run_dir / RUN_JSON))
+    except (OSError, ValueError) as exc:
+        problems.append(f"{run_dir / RUN_JSON}: unreadable ({exc})")
+    store: dict[str, dict] = {}
+    try:
+        for n, line in enumerate(read_jsonl(run_dir / MESSAGES_JSONL), 1):
+            where = f"{run_dir / MESSAGES_JSONL}:{n}"
+            problems += _schema_problems("message", line, where)
+            if isinstance(line.get("message"), dict) and message_id(line["message"]) != line.get("id"):
+                problems.append(f"{where}: id {line.get('id')!r} is not the hash of its message")
+            store[line.get("id")] = line
+    except (OSError, ValueError) as exc:
+        problems.append(f"{run_dir / MESSAGES_JSONL}: unreadable ({exc})")
+    try:
+        for n, call in enumerate(read_jsonl(run_dir / CALLS_JSONL)):
+            where = f"{run_dir / CALLS_JSONL}:{n + 1}"
+            problems += _schema_problems("call", call, where)
+            if call.get("index") != n:
+                problems.append(f"{where}: index {call.get('index')!r}, expected {n}")
+            missing = [mid for mid in call.get("message_ids", []) if mid not in store]
+            if missing:
+                problems.append(f"{where}: message_ids not in {MESSAGES_JSONL}: {missing}")
+    except (OSError, ValueError) as exc:
+        problems.append(f"{run_dir / CALLS_JSONL}: unreadable ({exc})")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    failed = False
+    for run_dir in argv:
+        for problem in run_dir_problems(Path(run_dir)):
+            print(problem)
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,253 @@
+"""The offline suite's adapter: workspaces on disk, commands and grading inside bubblewrap."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ctxpolicy.benchmarks import grading
+from ctxpolicy.benchmarks.base import (
+    BenchmarkError,
+    Task,
+    Verdict,
+    read_run,
+    submission_instructions_for,
+    write_verdict,
+)
+from ctxpolicy.benchmarks.cohorts import read_cohort, require_known
+from ctxpolicy.benchmarks.local_suite import repo_instances, snapshot_dir, terminal_tasks
+
+HARNESS = "ctxpolicy-local/swebench-grading"
+TERMINAL_STRATUM = "terminal"
+SETUP_TIMEOUT_S = 60
+TEST_TIMEOUT_S = 120
+AGENT_ENV = {"PAGER": "cat", "MANPAGER": "cat", "GIT_PAGER": "cat", "PYTHONDONTWRITEBYTECODE": "1", "TQDM_DISABLE": "1"}
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "ctxpolicy",
+    "GIT_AUTHOR_EMAIL": "ctxpolicy@localhost",
+    "GIT_COMMITTER_NAME": "ctxpolicy",
+    "GIT_COMMITTER_EMAIL": "ctxpolicy@localhost",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+}
+# never part of a submission: byte code and caches the agent's own test runs leave behind
+GIT_EXCLUDE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+# the order swebench's harness tries (swebench.harness.run_evaluation.GIT_APPLY_CMDS)
+GIT_APPLY_CMDS = (
+    "git apply --verbose",
+    "git apply --verbose --3way",
+    "git apply --verbose --reject",
+    "patch --batch --forward --fuzz=5 -p1 -i",
+)
+
+
+def _sandbox():
+    # the sandbox room is imported at use, so listing tasks works where bubblewrap is absent
+    from ctxpolicy import sandbox
+
+    return sandbox
+
+
+class LocalAdapter:
+    name = "local"
+
+    def __init__(self, bench_cfg: dict[str, Any], repo_root: Path, name: str = "local"):
+        self.name = name
+        self.cfg = bench_cfg
+        self.repo_root = Path(repo_root)
+        self.environment = bench_cfg.get("environment", "bwrap")
+        self.instances = repo_instances()
+        self.terminal = terminal_tasks()
+
+    # --- tasks -----------------------------------------------------------------------------
+    def all_tasks(self) -> dict[str, Task]:
+        tasks = {iid: _repo_task(inst) for iid, inst in self.instances.items()}
+        tasks.update({tid: _terminal_task(t) for tid, t in self.terminal.items()})
+        return tasks
+
+    def cohort_path(self, cohort: str) -> Path:
+        cohorts = self.cfg.get("cohorts") or {}
+        if cohort not in cohorts:
+            raise BenchmarkError(
+                f"benchmark {self.name}: no cohort {cohort!r} in benchmarks.{self.name}.cohorts "
+                f"(available: {', '.join(sorted(cohorts)) or 'none'})"
+            )
+        return self.repo_root / cohorts[cohort]
+
+    def tasks(self, cohort: str) -> list[Task]:
+        path = self.cohort_path(cohort)
+        ids = read_cohort(path)
+        known = self.all_tasks()
+        require_known(ids, known, str(path))
+        return [known[i] for i in ids]
+
+    def task(self, task_id: str) -> Task:
+        known = self.all_tasks()
+        if task_id not in known:
+            raise BenchmarkError(f"benchmark {self.name}: unknown task id {task_id!r}")
+        return known[task_id]
+
+    # --- environment -----------------------------------------------------------------------
+    def check_environment(self) -> None:
+        if self.environment != "bwrap":
+            raise BenchmarkError(
+                f"benchmarks.{self.name}.environment: {self.environment!r} is not supported by the "
+                "local suite (use bwrap)"
+            )
+        if not _sandbox().bwrap_available():
+            raise BenchmarkError(
+                f"benchmarks.{self.name}.environment: bwrap is not available on this machine "
+                "(install the Debian package bubblewrap)"
+            )
+
+    def prepare_workspace(self, task: Task, workspace: Path) -> None:
+        workspace = Path(workspace)
+        if workspace.exists() and any(workspace.iterdir()):
+            raise BenchmarkError(f"workspace {workspace} is not empty")
+        workspace.mkdir(parents=True, exist_ok=True)
+        if task.kind == "repo":
+            init_repository(snapshot_dir(self.instances[task.task_id]), workspace)
+        else:
+            setup = (self.terminal[task.task_id]["path"] / "setup.sh").read_text(encoding="utf-8")
+            result = _sandbox().run_sandboxed(setup, workspace, timeout_s=SETUP_TIMEOUT_S, env=AGENT_ENV)
+            if result.returncode != 0 or result.timed_out:
+                raise BenchmarkError(f"task {task.task_id}: setup.sh failed ({result.returncode}): {result.output[-500:]}")
+
+    def make_environment(self, task: Task, workspace: Path, command_timeout_s: int) -> Any:
+        return _sandbox().SandboxEnvironment(Path(workspace), timeout=command_timeout_s, env=dict(AGENT_ENV))
+
+    def submission_instructions(self, task: Task) -> str:
+        return submission_instructions_for(task)
+
+    def collect_submission(self, task: Task, workspace: Path, submission_text: str) -> str:
+        """Repository tasks: the workspace's own diff against the snapshot (what the agent
+        changed, whatever it printed); terminal tasks: the submission text (the state is graded)."""
+        if task.kind != "repo" or not (Path(workspace) / ".git").is_dir():
+            return submission_text
+        result = _sandbox().run_sandboxed(
+            "git add -A && git diff --cached --binary HEAD", Path(workspace), timeout_s=60, env=AGENT_ENV
+        )
+        return result.output if result.returncode == 0 and not result.timed_out else submission_text
+
+    # --- grading ---------------------------------------------------------------------------
+    def evaluate(self, run_dirs: list[Path], log_dir: Path) -> dict[Path, Verdict]:
+        log_dir = Path(log_dir)
+        verdicts: dict[Path, Verdict] = {}
+        for run_dir in tqdm(run_dirs, desc=f"grading {self.name}", unit="run", disable=None):
+            run = read_run(run_dir)
+            task = self.task(run.task_id)
+            run_log_dir = log_dir / Path(run_dir).name
+            run_log_dir.mkdir(parents=True, exist_ok=True)
+            if task.kind == "repo":
+                verdict = self.grade_patch(task.task_id, run.model_patch, run_log_dir)
+            else:
+                verdict = self.grade_state(task.task_id, Path(run_dir) / "workspace", run_log_dir)
+            write_verdict(run_dir, verdict)
+            verdicts[Path(run_dir)] = verdict
+        return verdicts
+
+    def grade_patch(self, instance_id: str, model_patch: str, log_dir: Path) -> Verdict:
+        """SWE-bench's procedure on a fresh copy of the snapshot: apply, run the eval script, grade."""
+        instance = self.instances[instance_id]
+        log_path = log_dir / "test_output.txt"
+        with tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp:
+            repo = Path(tmp) / "repo"
+            repo.mkdir()
+            init_repository(snapshot_dir(instance), repo)
+            patch_file = log_dir / "patch.diff"
+            patch_file.write_text(model_patch, encoding="utf-8")
+            if model_patch.strip():
+                applied, output = apply_patch(repo, patch_file)
+                log = grading.apply_log(applied, output)
+            else:
+                applied, log = True, "no patch submitted: the tests run on the unchanged snapshot\n"
+            if applied:
+                result = _sandbox().run_sandboxed(
+                    instance["eval_script"], repo, timeout_s=TEST_TIMEOUT_S, env=AGENT_ENV
+                )
+                log += result.output
+                if result.timed_out:
+                    log += f"\n>>>>> Tests Timed Out after {TEST_TIMEOUT_S} s\n"
+        log_path.write_text(log, encoding="utf-8")
+        report = grading.grade_repo_log(instance, model_patch, log_path)
+        return Verdict(resolved=bool(report["resolved"]), harness=HARNESS, report=report, log=str(log_path))
+
+    def grade_state(self, task_id: str, workspace: Path, log_dir: Path) -> Verdict:
+        """Terminal-Bench's procedure on a copy of the final state: copy the tests in, run them."""
+        task_dir = self.terminal[task_id]["path"]
+        log_path = log_dir / "test_output.txt"
+        if not workspace.is_dir():
+            log_path.write_text(f"no workspace at {workspace}\n", encoding="utf-8")
+            report = {"resolved": False, "tests_status": {}, "returncode": None, "error": "workspace missing"}
+            return Verdict(resolved=False, harness=HARNESS, report=report, log=str(log_path))
+        with tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp:
+            root = Path(tmp)
+            shutil.copytree(workspace, root / "app", symlinks=True)
+            shutil.copytree(task_dir / "tests", root / "tests")
+            shutil.copy2(task_dir / "run-tests.sh", root / "run-tests.sh")
+            timeout = int(self.terminal[task_id].get("max_test_timeout_sec") or TEST_TIMEOUT_S)
+            result = _sandbox().run_sandboxed(
+                f"bash {root / 'run-tests.sh'}",
+                root,
+                timeout_s=timeout,
+                env={**AGENT_ENV, "TEST_DIR": str(root / "tests")},
+                cwd=root / "app",
+            )
+        log_path.write_text(result.output, encoding="utf-8")
+        report = grading.grade_terminal_log(result.output, -1 if result.timed_out else result.returncode)
+        return Verdict(resolved=report["resolved"], harness=HARNESS, report=report, log=str(log_path))
+
+
+def _repo_task(instance: dict[str, Any]) -> Task:
+    return Task(
+        task_id=instance["instance_id"],
+        stratum=instance["stratum"],
+        kind="repo",
+        instruction=instance["problem_statement"],
+        timeout_s=None,
+        metadata={"repo": instance["repo"], "difficulty": instance["difficulty"], "version": instance["version"]},
+    )
+
+
+def _terminal_task(task: dict[str, Any]) -> Task:
+    timeout = task.get("max_agent_timeout_sec")
+    return Task(
+        task_id=task["task_id"],
+        stratum=TERMINAL_STRATUM,
+        kind="terminal",
+        instruction=task["instruction"],
+        timeout_s=int(timeout) if timeout else None,
+        metadata={"difficulty": task.get("difficulty"), "category": task.get("category")},
+    )
+
+
+def init_repository(snapshot: Path, workspace: Path) -> None:
+    """Copy a snapshot into `workspace` and commit it, so that a submission is a `git diff`.
+
+    Fixed identity and dates make the base commit the same on every machine.
+    """
+    shutil.copytree(snapshot, workspace, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(workspace), **GIT_IDENTITY}
+    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "snapshot"]):
+        subprocess.run(argv, cwd=workspace, env=env, check=True, capture_output=True)
+    (workspace / ".git" / "info").mkdir(exist_ok=True)
+    (workspace / ".git" / "info" / "exclude").write_text(GIT_EXCLUDE, encoding="utf-8")
+
+
+def apply_patch(repo: Path, patch_file: Path) -> tuple[bool, str]:
+    """Apply a patch the way swebench's harness does: each method in turn from a clean tree."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), **GIT_IDENTITY}
+    output = ""
+    for attempt, command in enumerate(GIT_APPLY_CMDS):
+        if attempt:
+            subprocess.run("git checkout -- . ; git clean -fdq", shell=True, cwd=repo, env=env, capture_output=True)
+        result = subprocess.run(f"{command} {patch_file}", shell=True, cwd=repo, env=env, capture_output=True, text=True)
+        output = result.stdout + result.stderr
+        if result.returncode == 0:
+            return True, output
+    return False, output

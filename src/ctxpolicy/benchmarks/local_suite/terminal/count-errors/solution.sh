@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -cw ERROR app.log > error_count.txt

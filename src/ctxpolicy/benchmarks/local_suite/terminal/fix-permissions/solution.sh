@@ -1,0 +1,3 @@
+#!/bin/bash
+chmod +x run.sh
+./run.sh > run_output.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+# nothing to set up
+true

@@ -1,0 +1,188 @@
+"""Load and check a study config: one YAML file, validated against config/schema.yaml.
+
+Validation has the semantics of ``snakemake.utils.validate(config, schema, set_default=True)``
+(JSON Schema draft 2020-12, schema defaults filled in), followed by the cross-reference
+checks a schema cannot express (a grid naming an unknown model, a Th cell without a
+threshold source, ...). Every failure is one ``ConfigError`` line naming the file, the key
+path, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
+DEFAULT_CONFIG = REPO_ROOT / "config" / "config.yaml"
+SETTINGS = ("tight", "primary", "loose")
+TRACKS = ("calibration", "full_comparison", "sweeps", "summarizer")
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message is one line naming file, key and value."""
+
+
+def load_config(path: str | Path) -> dict:
+    """Read, validate and default-fill the config at ``path``."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
+    return validate_config(data, source=str(path))
+
+
+def validate_config(data: Mapping[str, Any], source: str = "<config>") -> dict:
+    """Return a validated, default-filled deep copy of ``data``."""
+    config = copy.deepcopy(dict(data))
+    _check_schema(config, source)
+    _check_references(config, source)
+    return config
+
+
+# ---------------------------------------------------------------- schema
+
+
+@functools.lru_cache(maxsize=1)
+def load_schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _default_filling_validator():
+    from jsonschema import Draft202012Validator, validators
+
+    validate_properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        # as snakemake.utils.validate, but copying defaults so nested defaults never mutate the schema
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    cls = validators.extend(Draft202012Validator, {"properties": set_defaults})
+    return cls(load_schema())
+
+
+def _check_schema(config: dict, source: str) -> None:
+    errors = list(_default_filling_validator().iter_errors(config))
+    if errors:
+        first = min(errors, key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
+        raise ConfigError(f"{source}: {_describe(first)}")
+
+
+def key_path(parts: Iterable[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _describe(error) -> str:
+    where = key_path(error.absolute_path)
+    value = error.instance
+    kind, rule = error.validator, error.validator_value
+    if kind == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(value) - set(allowed))
+        return f"{where}: unknown key {unknown[0]!r}; allowed keys: {', '.join(allowed)}"
+    if kind == "required":
+        missing = [k for k in rule if k not in value]
+        return f"{where}: missing required key {missing[0]!r}"
+    if kind in ("enum", "const"):
+        allowed = rule if kind == "enum" else [rule]
+        return f"{where}: {value!r} is not allowed; allowed: {', '.join(map(str, allowed))}"
+    if kind == "type":
+        wanted = " or ".join(rule) if isinstance(rule, list) else rule
+        return f"{where}: {value!r} is not allowed; expected {wanted}"
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[kind]
+        return f"{where}: {value!r} is not allowed; must be {op} {rule}"
+    if kind == "pattern":
+        return f"{where}: {value!r} is not allowed; must match {rule}"
+    if kind == "uniqueItems":
+        return f"{where}: {value!r} is not allowed; items must be unique"
+    if kind == "minProperties":
+        return f"{where}: must not be empty"
+    if kind == "oneOf":
+        allowed = error.schema.get("description") or "one of the documented forms (config/README.md)"
+        return f"{where}: {value!r} is not allowed; allowed: {allowed}"
+    return f"{where}: {value!r} is not allowed; {error.message}"
+
+
+# ---------------------------------------------------------------- cross references
+
+
+def _check_references(config: dict, source: str) -> None:
+    def fail(where: str, message: str) -> None:
+        raise ConfigError(f"{source}: {where}: {message}")
+
+    models, benchmarks = config["models"], config["benchmarks"]
+    for track in TRACKS:
+        section = config["grid"].get(track, {})
+        for key, known, what in (("models", models, "model"), ("benchmarks", benchmarks, "benchmark"),
+                                 ("summarizers", models, "model")):
+            for i, name in enumerate(section.get(key, [])):
+                if name not in known:
+                    fail(f"grid.{track}.{key}[{i}]",
+                         f"{name!r} is not a {what} of this config; allowed: {', '.join(known)}")
+        cohort = section.get("cohort")
+        for b in section.get("benchmarks", []):
+            if cohort not in benchmarks[b]["cohorts"]:
+                fail(f"grid.{track}.cohort", f"{cohort!r} is not a cohort of benchmark {b!r}; "
+                     f"allowed: {', '.join(benchmarks[b]['cohorts'])}")
+        for key in ("policies", "invariant"):
+            for i, spec in enumerate(section.get(key, [])):
+                _check_spec(spec, lambda msg, i=i, key=key: fail(f"grid.{track}.{key}[{i}]", msg))
+        for i, primitive in enumerate(section.get("tunable", [])):
+            for depth in section.get("depths", []):
+                _check_spec(f"{primitive}/Th/{depth:g}",
+                            lambda msg, i=i: fail(f"grid.{track}.tunable[{i}]", msg))
+
+    from ctxpolicy.grid import expand_grid  # same room; grid needs this module first
+
+    cells = expand_grid(config)
+    calibrated = {(c.benchmark, c.model) for c in cells if c.track == "calibration"}
+    for b, per_model in config["thresholds"].items():
+        if b not in benchmarks:
+            fail(f"thresholds.{b}", f"{b!r} is not a benchmark of this config; allowed: {', '.join(benchmarks)}")
+        for m, source_of in per_model.items():
+            if m not in models:
+                fail(f"thresholds.{b}.{m}", f"{m!r} is not a model of this config; allowed: {', '.join(models)}")
+            if source_of["source"] == "calibrate" and (b, m) not in calibrated:
+                fail(f"thresholds.{b}.{m}", f"source 'calibrate' needs {m!r} and {b!r} in "
+                     "grid.calibration (its FC runs give the thresholds)")
+
+    for cell in cells:
+        if cell.setting is None:
+            continue
+        source_of = config["thresholds"].get(cell.benchmark, {}).get(cell.model)
+        where = f"thresholds.{cell.benchmark}.{cell.model}"
+        if source_of is None:
+            fail(where, f"missing, but cell {cell.slug} needs a {cell.setting!r} threshold; "
+                 "allowed: {source: calibrate} or {source: preset, tight: N, primary: N, loose: N}")
+        if source_of["source"] == "preset" and cell.setting not in source_of:
+            fail(where, f"preset has no {cell.setting!r} threshold, but cell {cell.slug} needs it")
+
+
+def _check_spec(spec: str, fail) -> None:
+    from ctxpolicy.grid import parse_policy
+
+    try:
+        parse_policy(spec)
+    except Exception as exc:  # the policies room's own error type, whatever it is
+        fail(f"{spec!r} is not a valid policy spec ({exc})")

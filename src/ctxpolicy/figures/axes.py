@@ -1,0 +1,63 @@
+"""Small drawing helpers shared by the figures: interval points, legends, reference lines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from ctxpolicy.figures import style
+
+
+def interval(table: pd.DataFrame, column: str) -> np.ndarray | None:
+    """2×n asymmetric error bars from ``column``, ``column_lo`` and ``column_hi``; None when the
+    table has no interval for the column (the figure then says so)."""
+    if f"{column}_lo" not in table or f"{column}_hi" not in table:
+        return None
+    mid = table[column].astype(float).to_numpy()
+    lo, hi = table[f"{column}_lo"].astype(float).to_numpy(), table[f"{column}_hi"].astype(float).to_numpy()
+    return np.nan_to_num(np.vstack([mid - lo, hi - mid]).clip(min=0))
+
+
+def policy_point(ax, x: float, y: float, spec: str, *, xerr=None, yerr=None, **kw) -> None:
+    ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=style.policy_marker(spec),
+                color=style.policy_color(spec), ecolor=style.policy_color(spec),
+                elinewidth=0.8, markersize=5, markeredgecolor="white", markeredgewidth=0.4,
+                zorder=3, **kw)
+
+
+def policy_handles(specs: Iterable[str], settings: dict[str, str] | None = None) -> list[Line2D]:
+    return [Line2D([], [], linestyle="none", marker=style.policy_marker(s),
+                   color=style.policy_color(s), markersize=5,
+                   label=style.policy_label(s, (settings or {}).get(s)))
+            for s in specs]
+
+
+def legend_top(fig, handles, ncol: int | None = None) -> None:
+    """One legend for the whole figure, above the panels (needs a constrained layout)."""
+    if not handles:
+        return
+    fig.legend(handles=handles, loc="outside upper center", ncol=ncol or min(len(handles), 6),
+               frameon=False, handletextpad=0.3, columnspacing=1.0)
+
+
+def combos_with_data(data, combos) -> list[tuple[str, str]]:
+    """The (benchmark, model) pairs that have rows; the others are already in the notes."""
+    if data.empty:
+        return []
+    present = set(zip(data.table["benchmark"].astype(str), data.table["model"].astype(str)))
+    return [c for c in combos if c in present]
+
+
+def grid(nrows: int, ncols: int, *, width: float = style.FULL_WIDTH, row_height: float = 1.9,
+         **kw):
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, row_height * nrows + 0.3),
+                             squeeze=False, layout="constrained", **kw)
+    return fig, axes
+
+
+def combo_title(benchmark: str, model: str) -> str:
+    return f"{model} · {benchmark}"

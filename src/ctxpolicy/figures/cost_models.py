@@ -1,0 +1,62 @@
+"""Beyond the study: billed input cost relative to FC under three cache models.
+
+Exact (prefix cache replayed over the recorded messages), estimated (local token counts)
+and measured (the server's reported cached tokens), side by side per policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ctxpolicy.figures import axes as ax_
+from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures.prepared import Prepared
+
+METHODS = (("cost_ratio", "exact", "//"), ("cost_ratio_est", "estimated", ""),
+           ("cost_ratio_measured", "measured", ".."))
+
+
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+    block = inputs.block(config, "full_comparison")
+    return comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
+                                     setting=block.get("setting", "primary"),
+                                     policies=comparisons.policies_of(config, "full_comparison"))
+
+
+def plot(data: Prepared):
+    title = "Billed input cost relative to FC by cache model"
+    if data.empty:
+        return notes.note_figure(title, data.note_text() or "no data")
+    combos = ax_.combos_with_data(data, data.meta["combos"])
+    fig, grid = ax_.grid(len(combos), 1, row_height=1.9)
+    width = 0.26
+    for ax, (benchmark, model) in zip(grid[:, 0], combos):
+        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        ax.set_title(ax_.combo_title(benchmark, model), loc="left")
+        rows = rows.set_index(rows["policy"].astype(str)).loc[style.order_policies(rows["policy"])]
+        x = np.arange(len(rows))
+        missing = []
+        for k, (column, label, hatch) in enumerate(METHODS):
+            if column not in rows or rows[column].isna().all():
+                missing.append(label)
+                continue
+            ax.bar(x + (k - 1) * width, rows[column].astype(float), width,
+                   yerr=ax_.interval(rows, column), hatch=hatch, label=label,
+                   color=[style.policy_color(p) for p in rows.index], edgecolor="white",
+                   linewidth=0.4, error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
+        ax.axhline(1.0, color="#666666", linewidth=0.6)
+        ax.set_xticks(x, [style.policy_label(p) for p in rows.index], rotation=20, ha="right")
+        ax.set_ylabel("cost / FC")
+        if missing:
+            ax.text(0.99, 0.97, f"not available: {', '.join(missing)}", transform=ax.transAxes,
+                    ha="right", va="top", fontsize=6.5, color=notes.NOTE_COLOR)
+    from matplotlib.patches import Patch
+    ax_.legend_top(fig, [Patch(facecolor="#BBBBBB", edgecolor="white", hatch=h, label=l)
+                           for _, l, h in METHODS])
+    if data.notes:
+        notes.footnote(fig, data.note_text())
+    return fig

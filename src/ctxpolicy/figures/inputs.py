@@ -1,0 +1,85 @@
+"""What a notebook reads: the config mapping, the run and call tables, and the grid blocks.
+
+A missing table is not an error here: it comes back empty, and the figure says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+RUN_COLUMNS = (
+    "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger",
+    "depth", "setting", "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed",
+    "outcome", "resolved", "has_verdict", "outcome_class", "wall_s", "steps", "agent_calls",
+    "summary_calls", "prompt_tokens", "completion_tokens", "total_tokens", "peak_prompt_tokens",
+    "n_prompt_counts", "compression_events", "compression_freq", "format_errors",
+    "billed_exact", "fresh_exact", "cached_exact", "billed_est", "fresh_est", "cached_est",
+    "billed_measured", "cached_measured", "summary_input", "retrieval_cmds", "execution_cmds")
+CALL_COLUMNS = (
+    "run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt", "index",
+    "kind", "step", "start", "end", "latency_s", "prompt_tokens", "completion_tokens",
+    "cached_tokens", "est_tokens_before", "est_tokens_after", "n_events", "cached_exact",
+    "cached_est")
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """The config file as a plain mapping (validation is the config room's job)."""
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def _read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+    table = pd.read_parquet(path)
+    for c in columns:
+        if c not in table.columns:
+            table[c] = pd.NA
+    return table
+
+
+def read_runs(tables_dir: str | Path) -> pd.DataFrame:
+    return _read_table(Path(tables_dir) / "runs.parquet", RUN_COLUMNS)
+
+
+def read_calls(tables_dir: str | Path) -> pd.DataFrame:
+    return _read_table(Path(tables_dir) / "calls.parquet", CALL_COLUMNS)
+
+
+def block(config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return dict(((config.get("grid") or {}).get(name)) or {})
+
+
+def combos(config: Mapping[str, Any], block_name: str) -> list[tuple[str, str]]:
+    """(benchmark, model) pairs of a grid block, model-major in config order."""
+    b = block(config, block_name)
+    return [(bench, model) for model in (b.get("models") or []) for bench in (b.get("benchmarks") or [])]
+
+
+def models(config: Mapping[str, Any]) -> list[str]:
+    return list((config.get("models") or {}).keys())
+
+
+def select(runs: pd.DataFrame, **where: Any) -> pd.DataFrame:
+    """Rows where every given column equals the value (``None`` values are ignored)."""
+    mask = pd.Series(True, index=runs.index)
+    for column, value in where.items():
+        if value is not None:
+            mask &= runs[column].astype("object") == value
+    return runs[mask]
+
+
+def setting_matches(settings: pd.Series, wanted: str | None) -> pd.Series:
+    """True where a cell's threshold setting is ``wanted`` or the policy has none."""
+    values = settings.astype("object")
+    if wanted is None:
+        return pd.Series(True, index=settings.index)
+    return values.isna() | (values == wanted) | (values == "none")

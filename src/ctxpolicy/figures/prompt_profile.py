@@ -1,0 +1,99 @@
+"""Figure 6: prompt tokens per model call for two runs of one task, FC and a TR policy.
+
+The task is the one whose FC run is longest among the tasks that both policies ran
+(ties broken by task id), unless a task is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from ctxpolicy.figures import axes as ax_
+from ctxpolicy.figures import inputs, notes, style
+from ctxpolicy.figures.prepared import Prepared
+
+SUMMARY_COLOR = "#AA3377"
+
+
+def pick_policy(config: Mapping[str, Any], runs: pd.DataFrame) -> str | None:
+    candidates = [p for p in inputs.block(config, "full_comparison").get("policies") or []
+                  if style.primitive_of(p) == "TR"]
+    candidates += sorted({p for p in runs["policy"].dropna().astype(str) if style.primitive_of(p) == "TR"})
+    present = set(runs["policy"].dropna().astype(str))
+    return next((p for p in candidates if p in present), None)
+
+
+def compute(runs: pd.DataFrame, calls: pd.DataFrame, config: Mapping[str, Any], *,
+            model: str = "", benchmark: str = "", task_id: str = "") -> Prepared:
+    combos = inputs.combos(config, "full_comparison")
+    if not (model and benchmark):
+        if not combos:
+            return Prepared(pd.DataFrame(), ["the config has no full comparison."])
+        benchmark, model = benchmark or combos[0][0], model or combos[0][1]
+    own = inputs.select(runs, benchmark=benchmark, model=model)
+    setting = inputs.block(config, "full_comparison").get("setting", "primary")
+    policy = pick_policy(config, own)
+    meta = {"benchmark": benchmark, "model": model, "policy": policy}
+    if policy is None:
+        return Prepared(pd.DataFrame(), [f"no TR runs for {model} on {benchmark}."], meta)
+    fc = own[own["policy"].astype(str) == style.FC]
+    tr = own[(own["policy"].astype(str) == policy) & inputs.setting_matches(own["setting"], setting)
+             & own["summarizer"].isna()]
+    shared = sorted(set(fc["task_id"].astype(str)) & set(tr["task_id"].astype(str)))
+    if task_id:
+        shared = [t for t in shared if t == task_id]
+    if not shared:
+        why = f"task {task_id} was not run by both" if task_id else "no task was run by both"
+        return Prepared(pd.DataFrame(), [f"{why} FC and {policy} ({model}, {benchmark})."], meta)
+    fc_first = fc[fc["task_id"].astype(str).isin(shared)].sort_values(["task_id", "attempt"])
+    fc_first = fc_first.drop_duplicates("task_id")
+    longest = fc_first.sort_values(["agent_calls", "task_id"], ascending=[False, True]).iloc[0]
+    task = str(longest["task_id"])
+    chosen = {style.FC: longest,
+              policy: tr[tr["task_id"].astype(str) == task].sort_values("attempt").iloc[0]}
+    frames = []
+    for spec, run in chosen.items():
+        c = calls[calls["run_dir"].astype(str) == str(run["run_dir"])].sort_values("index")
+        frames.append(c.assign(policy=spec, threshold_tokens=run.get("threshold_tokens")))
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    meta.update(task_id=task)
+    found = [] if not table.empty else [f"calls.parquet has no calls for task {task}."]
+    return Prepared(table, found, meta)
+
+
+def plot(data: Prepared):
+    title = "Figure 6: prompt tokens per model call"
+    if data.empty:
+        return notes.note_figure(title, data.note_text() or "no data")
+    specs = [style.FC, data.meta["policy"]]
+    fig, grid = ax_.grid(2, 1, row_height=1.5, sharex=True, sharey=True)
+    for ax, spec in zip(grid[:, 0], specs):
+        rows = data.table[data.table["policy"] == spec].reset_index(drop=True)
+        colors = [SUMMARY_COLOR if k == "summary" else style.policy_color(spec) for k in rows["kind"]]
+        ax.bar(range(1, len(rows) + 1), rows["prompt_tokens"].astype(float), width=0.8,
+               color=colors, linewidth=0)
+        fired = rows.index[rows["n_events"].fillna(0).astype(int) > 0]
+        if len(fired):
+            ax.plot(fired + 1, rows.loc[fired, "prompt_tokens"].astype(float), linestyle="none",
+                    marker="v", color="black", markersize=3, label="compression")
+        threshold = rows["threshold_tokens"].dropna()
+        if len(threshold):
+            ax.axhline(float(threshold.iloc[0]), color="#666666", linestyle="--", linewidth=0.7)
+        ax.set_title(f"{style.policy_label(spec)} — {data.meta['task_id']} "
+                     f"({data.meta['model']} · {data.meta['benchmark']})", loc="left")
+        ax.set_ylabel("prompt tokens")
+    grid[-1, 0].set_xlabel("model call")
+    handles = ax_.policy_handles(specs)
+    from matplotlib.patches import Patch
+    from matplotlib.lines import Line2D
+    handles += [Patch(color=SUMMARY_COLOR, label="summary call"),
+                Line2D([], [], linestyle="none", marker="v", color="black", markersize=3,
+                       label="compression event"),
+                Line2D([], [], linestyle="--", color="#666666", label="threshold")]
+    ax_.legend_top(fig, handles)
+    if data.notes:
+        notes.footnote(fig, data.note_text())
+    return fig

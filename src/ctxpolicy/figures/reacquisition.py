@@ -1,0 +1,77 @@
+"""Beyond the study: reacquisition. Retrieval commands (reading state back) and execution
+commands per run, relative to FC, per policy of the full comparison.
+
+Ratios and intervals come from ``compare_to_fc`` when it reports ``retrieval_ratio`` and
+``execution_ratio``; otherwise the point ratios come from
+``ctxpolicy.metrics.compare.resource_ratio`` and the figure says the intervals are missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
+
+from ctxpolicy.figures import axes as ax_
+from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures.prepared import Prepared
+
+KINDS = (("retrieval_ratio", "retrieval_cmds", "retrieval", ""),
+         ("execution_ratio", "execution_cmds", "execution", "//"))
+
+
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+    from ctxpolicy.metrics.compare import resource_ratio
+
+    block = inputs.block(config, "full_comparison")
+    data = comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
+                                     setting=block.get("setting", "primary"),
+                                     policies=comparisons.policies_of(config, "full_comparison"))
+    if data.empty or all(ratio in data.table for ratio, *_ in KINDS):
+        return data
+    table = data.table.copy()
+    for ratio, column, *_ in KINDS:
+        values = []
+        for _, row in table.iterrows():
+            own = comparisons.runs_of(runs, config, row["benchmark"], row["model"])
+            cell = own[own["cell"].astype(str) == str(row["cell"])]
+            fc = own[own["policy"].astype(str) == style.FC]
+            values.append(resource_ratio(cell, fc, column)[0])
+        table[ratio] = values
+    data.table = table
+    data.notes.append("intervals not shown: ctxpolicy.metrics.compare_to_fc reports no "
+                      "retrieval/execution ratios yet.")
+    return data
+
+
+def plot(data: Prepared):
+    title = "Reacquisition: retrieval and execution commands relative to FC"
+    combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
+    if not combos:
+        return notes.note_figure(title, data.note_text() or "no data")
+    specs = style.order_policies(data.table["policy"])
+    fig, grid = ax_.grid(1, len(combos), row_height=0.3 * len(specs) + 0.9,
+                         width=min(style.FULL_WIDTH, 3.3 * len(combos)), sharey=True)
+    y = np.arange(len(specs))[::-1]
+    for ax, (benchmark, model) in zip(grid[0, :], combos):
+        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        for k, (ratio, _, label, hatch) in enumerate(KINDS):
+            err = ax_.interval(rows, ratio)
+            ax.barh(y + (0.2 if k == 0 else -0.2), rows[ratio].astype(float) - 1.0, left=1.0,
+                    height=0.38, xerr=err, hatch=hatch, edgecolor="white", linewidth=0.3,
+                    color=[style.policy_color(p) for p in specs],
+                    error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
+        ax.axvline(1.0, color="#666666", linewidth=0.6)
+        ax.set_yticks(y, [style.policy_label(p) for p in specs])
+        ax.set_xlabel("commands per run / FC")
+        ax.grid(axis="y", visible=False)
+        ax.set_title(ax_.combo_title(benchmark, model), loc="left")
+    ax_.legend_top(fig, [Patch(facecolor="#BBBBBB", edgecolor="white", hatch=h, label=f"{l} commands")
+                         for _, _, l, h in KINDS])
+    if data.notes:
+        notes.footnote(fig, data.note_text())
+    return fig

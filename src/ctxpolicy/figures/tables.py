@@ -1,0 +1,196 @@
+"""Tables 1/4 (the grid), 3 (tasks per evaluation), 5 (environment) and 6 (thresholds).
+
+Every table is built from what the study recorded or configured, never typed by hand.
+Each builder returns ``(table, note)``; the note says what is missing, or is ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ctxpolicy.figures import style
+
+FILLED, OPEN = "●", "○"
+TRACK_LABELS = {"calibration": "calibration (FC)", "full": "full comparison",
+                "sweep": "threshold/depth sweep", "summarizer": "summarizer comparison"}
+
+
+# ---------------------------------------------------------------- Table 1/4: the grid
+
+
+def grid_cells(config: Mapping[str, Any]) -> list:
+    from ctxpolicy.grid import expand_grid
+    return expand_grid(dict(config))
+
+
+def _mark(tracks: set[str]) -> str:
+    return FILLED if tracks & {"full", "calibration"} else OPEN if tracks else ""
+
+
+def table1(cells: list) -> pd.DataFrame:
+    """One row per policy; per threshold setting ● in the full comparison, ○ in a sweep only."""
+    settings = sorted({c.setting for c in cells if c.setting}, key=style.setting_sort_key)
+    rows = []
+    for spec in style.order_policies(c.policy for c in cells):
+        mine = [c for c in cells if c.policy == spec]
+        primitive, trigger, depth = style.parse_spec(spec)
+        row = {"policy": style.policy_label(spec), "primitive": primitive,
+               "trigger": trigger or "–", "depth": "–" if depth is None else f"{depth:g}"}
+        for s in settings:
+            row[s] = _mark({c.track for c in mine if c.setting == s})
+        row["no threshold"] = _mark({c.track for c in mine if not c.setting})
+        row["summarizers"] = ", ".join(sorted({c.summarizer for c in mine if c.summarizer})) or "–"
+        row["models"] = ", ".join(sorted({c.model for c in mine}))
+        row["benchmarks"] = ", ".join(sorted({c.benchmark for c in mine}))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table4(cells: list, config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | None]:
+    """Cells and runs per track, benchmark and model."""
+    from ctxpolicy.grid import cohort_tasks
+    rows: dict[tuple, dict] = {}
+    unreadable: set[str] = set()
+    for c in cells:
+        key = (c.track, c.benchmark, c.model)
+        row = rows.setdefault(key, {"track": TRACK_LABELS.get(c.track, c.track),
+                                    "benchmark": c.benchmark, "model": c.model, "cohort": c.cohort,
+                                    "policies": set(), "cells": 0, "tasks": 0, "runs": 0})
+        row["policies"].add(c.policy)
+        row["cells"] += 1
+        try:
+            n = len(cohort_tasks(dict(config), c.benchmark, c.cohort))
+        except Exception:  # an unreadable cohort is reported in the note, not fatal
+            unreadable.add(f"{c.benchmark}/{c.cohort}")
+            n = 0
+        row["tasks"] = max(row["tasks"], n)
+        row["runs"] += n * int(config.get("attempts", 1))
+    table = pd.DataFrame([{**r, "policies": len(r["policies"])} for r in rows.values()])
+    note = (f"cohort files unreadable, counted as 0 tasks: {', '.join(sorted(unreadable))}"
+            if unreadable else None)
+    return table, note
+
+
+# ---------------------------------------------------------------- Table 3: tasks per evaluation
+
+
+def read_cohort(path: str | Path) -> list[tuple[str, str | None]]:
+    """(task id, stratum or None) per line; blank lines and # comments skipped."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        fields = line.split("#", 1)[0].split()
+        if fields:
+            out.append((fields[0], fields[1] if len(fields) > 1 else None))
+    return out
+
+
+def default_stratum(task_id: str) -> str:
+    """``tinycalc-001`` → ``tinycalc``; ``astropy__astropy-12907`` → ``astropy/astropy``."""
+    stem = re.sub(r"[-_]\d+$", "", task_id)
+    return stem.replace("__", "/")
+
+
+def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str | None]:
+    known = {}
+    if runs is not None and not runs.empty:
+        known = dict(zip(runs["task_id"].astype(str), runs["stratum"].astype(str)))
+    rows, missing = [], []
+    for benchmark, spec in (config.get("benchmarks") or {}).items():
+        for cohort, path in ((spec or {}).get("cohorts") or {}).items():
+            try:
+                tasks = read_cohort(path)
+            except OSError:
+                missing.append(str(path))
+                continue
+            strata = pd.Series([s or known.get(t) or default_stratum(t) for t, s in tasks], dtype="object")
+            counts = strata.value_counts().sort_index()
+            for stratum, n in counts.items():
+                rows.append({"benchmark": benchmark, "cohort": cohort, "stratum": stratum, "tasks": int(n)})
+            rows.append({"benchmark": benchmark, "cohort": cohort, "stratum": "all", "tasks": len(tasks)})
+    note = f"cohort files missing: {', '.join(missing)}" if missing else None
+    if not rows:
+        note = note or "the config names no cohort files"
+    return pd.DataFrame(rows, columns=["benchmark", "cohort", "stratum", "tasks"]), note
+
+
+# ---------------------------------------------------------------- Table 5: environment
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif value is not None:
+        out[prefix] = str(value)
+
+
+def run_records(runs: pd.DataFrame) -> list[dict]:
+    """The ``run.json`` of every run directory that can be read."""
+    records = []
+    for run_dir in sorted(set(runs["run_dir"].dropna().astype(str))):
+        try:
+            records.append(json.loads((Path(run_dir) / "run.json").read_text()))
+        except (OSError, ValueError):
+            continue
+    return records
+
+
+def table5(runs: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """Versions, serving and inference settings as the runs recorded them, per model."""
+    records = run_records(runs)
+    if not records:
+        why = "no runs in runs.parquet" if runs.empty else "no run.json readable under the run_dir paths"
+        return pd.DataFrame(columns=["model", "field", "value"]), f"no environment recorded: {why}"
+    values: dict[tuple[str, str], set[str]] = {}
+    for rec in records:
+        model = str((rec.get("identity") or {}).get("model", "?"))
+        flat: dict[str, str] = {}
+        _flatten("", {"versions": rec.get("versions") or {}, "settings": rec.get("settings") or {},
+                      "hardware": rec.get("hardware") or {}}, flat)
+        for field, value in flat.items():
+            if field.endswith(("git_commit", "sha256")):
+                value = value[:12]
+            values.setdefault((model, field), set()).add(value)
+    rows = [{"model": m, "field": f, "value": " | ".join(sorted(v))}
+            for (m, f), v in sorted(values.items())]
+    skipped = len(set(runs["run_dir"].dropna())) - len(records)
+    note = f"{skipped} run directories had no readable run.json" if skipped else None
+    return pd.DataFrame(rows), note
+
+
+# ---------------------------------------------------------------- Table 6: thresholds
+
+
+def table6(config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | None]:
+    results_dir = Path(str(config.get("results_dir") or "results"))
+    rows, missing = [], []
+    for benchmark, models in (config.get("thresholds") or {}).items():
+        for model, spec in (models or {}).items():
+            spec = dict(spec or {})
+            path = results_dir / "thresholds" / benchmark / f"{model}.json"
+            try:
+                values = json.loads(path.read_text())
+            except (OSError, ValueError):
+                values = spec if spec.get("source") == "preset" else None
+            if values is None:
+                missing.append(str(path))
+                continue
+            preset = str(values.get("source", spec.get("source"))) == "preset"
+            rows.append({"benchmark": benchmark, "model": model,
+                         "source": "preset*" if preset else "calibrated",
+                         **{s: values.get(s) for s in style.SETTING_ORDER}})
+    notes = []
+    if any(r["source"].startswith("preset") for r in rows):
+        notes.append("* preset thresholds from the config, not calibrated")
+    if missing:
+        notes.append(f"no thresholds file yet: {', '.join(missing)}")
+    if not rows and not missing:
+        notes.append("the config lists no thresholds")
+    return (pd.DataFrame(rows, columns=["benchmark", "model", "source", *style.SETTING_ORDER]),
+            "; ".join(notes) or None)

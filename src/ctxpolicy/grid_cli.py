@@ -1,0 +1,47 @@
+"""Print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
+
+With --json, print {"summary": [...], "cells": [...]} instead, one record per cell with its
+slug, run directory root and run count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="config/config.yaml", help="study config (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print the cells as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ctxpolicy.config import ConfigError, load_config
+    from ctxpolicy.grid import cell_record, expand_grid, summarize
+
+    try:
+        config = load_config(args.config)
+        cells = expand_grid(config)
+        summary = summarize(cells, config)
+        records = [cell_record(c, config) for c in cells] if args.json else []
+    except ConfigError as exc:
+        print(f"ctxpolicy grid: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump({"config": args.config, "summary": summary, "cells": records}, sys.stdout, indent=1)
+        print()
+        return 0
+    print(format_table(summary, attempts=config["attempts"]))
+    return 0
+
+
+def format_table(summary: list[dict], attempts: int) -> str:
+    header = ("benchmark", "model", "track", "cells", "runs")
+    rows = [tuple(str(r[k]) for k in header) for r in summary]
+    rows.append(("total", "", "", str(sum(r["cells"] for r in summary)), str(sum(r["runs"] for r in summary))))
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    align = lambda row: "  ".join(v.rjust(w) if i >= 3 else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths)))  # noqa: E731
+    lines = [align(header), "  ".join("-" * w for w in widths), *map(align, rows[:-1]),
+             "  ".join("-" * w for w in widths), align(rows[-1]), f"(runs = cohort tasks x {attempts} attempts)"]
+    return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,130 @@
+"""Run directories -> the runs table (one row per run) and the calls table (one row per call).
+
+Runs are parsed in parallel worker processes, in chunks; the run-level columns of the calls
+table (run_dir, cell, model, ...) are stored as categoricals so 3.5 million call rows stay small.
+Unreadable runs come back as ``RecordError``s in ``Tables.problems``: reported and left out.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
+from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
+
+CALL_RUN_COLUMNS = ("run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt")
+CALL_COLUMNS = ("index", "kind", "step", "start", "end", "latency_s", "prompt_tokens",
+                "completion_tokens", "cached_tokens", "est_tokens_before", "est_tokens_after",
+                "n_events", "cached_exact", "cached_est")
+CATEGORICAL_RUN_COLUMNS = ("cell", "track", "benchmark", "cohort", "model", "policy", "primitive",
+                           "trigger", "setting", "summarizer", "stratum", "outcome", "outcome_class")
+
+
+@dataclass
+class Tables:
+    runs: pd.DataFrame
+    calls: pd.DataFrame
+    problems: list[RecordError] = field(default_factory=list)
+
+
+def _read_chunk(run_dirs: list[Path], block: int, discount: float):
+    rows, calls, problems = [], [], []
+    for run_dir in run_dirs:
+        try:
+            record = read_run(run_dir, block, discount)
+        except RecordError as exc:
+            problems.append((str(exc.path), exc.reason))
+            continue
+        rows.append(record.row)
+        calls.append(record.calls)
+    lengths = np.array([len(c["index"]) for c in calls], dtype=np.int64)
+    merged = {k: np.concatenate([c[k] for c in calls]) if calls else np.zeros(0) for k in CALL_COLUMNS}
+    return rows, lengths, merged, problems
+
+
+def aggregate(roots: list[Path], *, block: int = DEFAULT_BLOCK, discount: float = DEFAULT_DISCOUNT,
+              processes: int | None = None, progress: bool = False) -> Tables:
+    from tqdm import tqdm
+
+    run_dirs = find_run_dirs([Path(r) for r in roots])
+    processes = processes or min(len(os.sched_getaffinity(0)), 8)
+    chunk = max(1, min(500, len(run_dirs) // (processes * 8) + 1))
+    chunks = [run_dirs[i:i + chunk] for i in range(0, len(run_dirs), chunk)]
+    work = partial(_read_chunk, block=block, discount=discount)
+    results = []
+    bar = tqdm(total=len(run_dirs), disable=not progress, desc="aggregate", unit="run")
+    if processes > 1 and len(chunks) > 1:
+        with ProcessPoolExecutor(processes) as pool:
+            for part, result in zip(chunks, pool.map(work, chunks)):
+                results.append(result)
+                bar.update(len(part))
+    else:
+        for part in chunks:
+            results.append(work(part))
+            bar.update(len(part))
+    bar.close()
+    rows = [row for r in results for row in r[0]]
+    problems = [RecordError(Path(path), reason) for r in results for path, reason in r[3]]
+    runs = runs_frame(rows)
+    lengths = np.concatenate([r[1] for r in results]) if results else np.zeros(0, np.int64)
+    call_columns = {k: np.concatenate([r[2][k] for r in results]) if results else np.zeros(0)
+                    for k in CALL_COLUMNS}
+    return Tables(runs, calls_frame(runs, lengths, call_columns), problems)
+
+
+def runs_frame(rows: list[dict]) -> pd.DataFrame:
+    runs = pd.DataFrame(rows)
+    if runs.empty:
+        return runs
+    for column in ("depth", "threshold_tokens", "wall_s", "compression_freq", "peak_prompt_tokens",
+                   "billed_exact", "fresh_exact", "cached_exact", "billed_measured", "cached_measured",
+                   "format_errors", "seed"):
+        runs[column] = pd.to_numeric(runs[column], errors="coerce").astype("float64")
+    for column in CATEGORICAL_RUN_COLUMNS:
+        runs[column] = runs[column].astype("category")
+    return runs
+
+
+def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    run_no = np.repeat(np.arange(len(runs)), lengths)
+    data = {}
+    for name in CALL_RUN_COLUMNS:
+        values = runs[name] if len(runs) else pd.Series([], dtype=object)
+        if name == "attempt":
+            data[name] = values.to_numpy()[run_no] if len(runs) else np.zeros(0, np.int64)
+            continue
+        category = values.astype("category")
+        data[name] = pd.Categorical.from_codes(category.cat.codes.to_numpy()[run_no], category.cat.categories)
+    for name in CALL_COLUMNS:
+        data[name] = columns[name]
+    calls = pd.DataFrame(data)
+    calls["kind"] = calls["kind"].astype("category")
+    return calls
+
+
+def write_tables(tables: Tables, out_dir: Path) -> tuple[Path, Path]:
+    """Write runs.parquet and calls.parquet atomically (temporary file, fsync, rename)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = out_dir / "runs.parquet", out_dir / "calls.parquet"
+    for frame, path in zip((tables.runs, tables.calls), paths):
+        _write_parquet_atomic(frame, path)
+    return paths
+
+
+def _write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        frame.to_parquet(tmp, index=False)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

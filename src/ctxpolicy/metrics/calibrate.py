@@ -1,0 +1,54 @@
+"""Threshold calibration from full-context (FC) runs, and the study's preset thresholds.
+
+Each complete FC run contributes its peak context: the largest server-reported prompt of its
+agent calls. The tight, primary and loose thresholds are the 5th, 15th and 25th percentiles of
+those peaks (numpy's default linear interpolation), rounded to the nearest ``round_to`` tokens
+(halves round up). The study used 1,000; small embedded models need a finer unit (e.g. 100).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PERCENTILES = {"tight": 5, "primary": 15, "loose": 25}
+DEFAULT_ROUND = 1000
+
+# The study's own thresholds (tokens), keyed like config/paper.yaml: benchmark -> model.
+PRESET_THRESHOLDS: dict[str, dict[str, dict]] = {
+    "swebench": {
+        "qwen": {"source": "preset", "tight": 10000, "primary": 15000, "loose": 20000},
+        "devstral": {"source": "preset", "tight": 17000, "primary": 21000, "loose": 24000},
+        "glm": {"source": "preset", "tight": 10000, "primary": 13000, "loose": 15000},
+    },
+    "terminalbench": {
+        "qwen": {"source": "preset", "tight": 2000, "primary": 3000, "loose": 4000},
+        "devstral": {"source": "preset", "tight": 3000, "primary": 4000, "loose": 7000},
+        "glm": {"source": "preset", "tight": None, "primary": 3000, "loose": None},
+    },
+}
+
+
+def round_nearest(value: float, unit: int) -> int:
+    return int(np.floor(value / unit + 0.5) * unit)
+
+
+def thresholds_from_peaks(peaks: list[int] | np.ndarray, round_to: int = DEFAULT_ROUND) -> dict:
+    """The thresholds-file content (docs/architecture.md) for a list of FC peak contexts."""
+    values = np.asarray(peaks, dtype=float)
+    if values.size == 0:
+        raise ValueError("no FC peaks to calibrate from")
+    if round_to < 1:
+        raise ValueError(f"round_to must be >= 1, got {round_to}")
+    raw = {name: float(np.percentile(values, q)) for name, q in PERCENTILES.items()}
+    result = {"source": "calibrated"}
+    for name, value in raw.items():
+        rounded = round_nearest(value, round_to)
+        if rounded <= 0:
+            raise ValueError(f"{name} threshold {value:.0f} rounds to {rounded} at round_to={round_to}; "
+                             "use a smaller rounding unit")
+        result[name] = rounded
+    result["percentiles"] = {str(PERCENTILES[name]): value for name, value in raw.items()}
+    result["round_to"] = round_to
+    result["n_runs"] = int(values.size)
+    result["peaks"] = sorted(int(v) for v in values)
+    return result

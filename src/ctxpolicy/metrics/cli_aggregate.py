@@ -1,0 +1,45 @@
+"""Build results/tables/runs.parquet and calls.parquet from run directories.
+
+Every directory under the --runs roots that holds a run file is read. Runs that are missing,
+partial or corrupt are listed on stderr with the reason and left out of the tables; the exit
+code is 0 when tables were written (1 when any run was left out and --strict is given).
+Columns: docs/schema.md (SECTION tables). Definitions: docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--runs", action="append", required=True, type=Path, metavar="DIR",
+                        help="a directory of run directories (repeatable), e.g. results/runs")
+    parser.add_argument("--out", type=Path, default=Path("results/tables"), help="output directory")
+    parser.add_argument("--block", type=int, default=16, help="cache block size in tokens (default 16)")
+    parser.add_argument("--discount", type=float, default=0.1,
+                        help="price of a cached input token relative to a fresh one (default 0.1)")
+    parser.add_argument("--processes", type=int, default=None, help="parser processes (default: all cores)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when any run was left out")
+
+
+def main(args) -> int:
+    from ctxpolicy.metrics.aggregate import aggregate, write_tables
+    from ctxpolicy.metrics.records import RecordError
+
+    if args.block < 1 or not 0 <= args.discount <= 1:
+        print(f"--block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}",
+              file=sys.stderr)
+        return 2
+    try:
+        tables = aggregate(args.runs, block=args.block, discount=args.discount,
+                           processes=args.processes, progress=sys.stderr.isatty())
+    except RecordError as exc:
+        print(f"aggregate: {exc}", file=sys.stderr)
+        return 2
+    for problem in tables.problems:
+        print(f"left out: {problem.path}: {problem.reason}", file=sys.stderr)
+    runs_path, calls_path = write_tables(tables, args.out)
+    print(f"{len(tables.runs)} runs -> {runs_path}; {len(tables.calls)} calls -> {calls_path}; "
+          f"{len(tables.problems)} left out")
+    return 1 if args.strict and tables.problems else 0

@@ -1,0 +1,67 @@
+"""Derive tight/primary/loose thresholds from the FC runs of one model and benchmark.
+
+Reads every complete run under the --runs cell directories (runs that cannot be read are
+listed on stderr and left out), takes each run's peak context (largest server-reported
+agent prompt) and writes the 5th/15th/25th percentiles, rounded to the nearest --round tokens,
+with the distribution, to the thresholds file (atomically).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--runs", action="append", required=True, type=Path, metavar="CELL_DIR",
+                        help="an FC cell directory (repeatable)")
+    parser.add_argument("--out", required=True, type=Path, help="thresholds JSON file to write")
+    parser.add_argument("--round", dest="round_to", type=int, default=1000,
+                        help="rounding unit in tokens (default 1000; e.g. 100 for small local models)")
+
+
+def main(args) -> int:
+    import json
+    import os
+
+    from ctxpolicy.metrics.calibrate import thresholds_from_peaks
+    from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
+
+    try:
+        run_dirs = find_run_dirs(args.runs)
+    except RecordError as exc:
+        print(f"calibrate: {exc}", file=sys.stderr)
+        return 2
+    peaks, identities = [], set()
+    for run_dir in run_dirs:
+        try:
+            row = read_run(run_dir).row
+        except RecordError as exc:
+            print(f"left out: {exc}", file=sys.stderr)
+            continue
+        if row["policy"] != "FC":
+            print(f"calibrate: {run_dir}/run.json: field identity.policy is {row['policy']!r}, not 'FC'",
+                  file=sys.stderr)
+            return 2
+        if row["peak_prompt_tokens"] is not None:
+            peaks.append(row["peak_prompt_tokens"])
+            identities.add((row["benchmark"], row["model"]))
+    if len(identities) > 1:
+        print(f"calibrate: runs mix (benchmark, model) pairs {sorted(identities)}", file=sys.stderr)
+        return 2
+    try:
+        result = thresholds_from_peaks(peaks, args.round_to)
+    except ValueError as exc:
+        print(f"calibrate: {exc}", file=sys.stderr)
+        return 2
+    (result["benchmark"], result["model"]), = identities
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(f".{args.out.name}.tmp")
+    with open(tmp, "w") as handle:
+        json.dump(result, handle, indent=2)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, args.out)
+    print(f"{len(peaks)} FC runs: tight {result['tight']}, primary {result['primary']}, "
+          f"loose {result['loose']} -> {args.out}")
+    return 0

@@ -1,0 +1,89 @@
+"""Price one run's LLM calls under a prefix cache: C = N_fresh + discount * N_cached + N_summary.
+
+Input (-i FILE or stdin): JSON lines in call order, each
+  {"kind": "agent"|"summary", "prompt_tokens": int,
+   "message_ids": [str, ...], "message_tokens": [int, ...]}
+(message_ids and message_tokens optional; without them on every agent call only the estimate
+is possible). Output: one JSON object {"exact": {fresh, cached, summary, billed_input} or null,
+"estimated": {...}, "block": B, "discount": D}. Definitions: docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--block", type=int, default=16, help="cache block size in tokens (default 16)")
+    parser.add_argument("--discount", type=float, default=0.1,
+                        help="price of a cached token relative to a fresh one (default 0.1)")
+    parser.add_argument("-i", "--input", type=Path, default=None, help="calls JSONL (default: stdin)")
+
+
+class CallsError(ValueError):
+    pass
+
+
+def read_calls(lines, source: str) -> list[dict]:
+    import json
+
+    calls = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{source}: line {number}"
+        try:
+            call = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CallsError(f"{where}: not JSON ({exc.msg})") from None
+        if call.get("kind") not in ("agent", "summary"):
+            raise CallsError(f"{where}: field kind is {call.get('kind')!r}, not 'agent' or 'summary'")
+        if not isinstance(call.get("prompt_tokens"), int) or call["prompt_tokens"] < 0:
+            raise CallsError(f"{where}: field prompt_tokens is {call.get('prompt_tokens')!r}, not an int >= 0")
+        ids, tokens = call.get("message_ids"), call.get("message_tokens")
+        if (ids is None) != (tokens is None) or (ids is not None and len(ids) != len(tokens)):
+            raise CallsError(f"{where}: fields message_ids and message_tokens must come together, same length")
+        calls.append(call)
+    return calls
+
+
+def price(calls: list[dict], block: int, discount: float) -> dict:
+    import numpy as np
+
+    from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached
+
+    agent = [c for c in calls if c["kind"] == "agent"]
+    prompts = np.array([c["prompt_tokens"] for c in agent], dtype=np.int64)
+    summary = sum(c["prompt_tokens"] for c in calls if c["kind"] == "summary")
+    est, _ = estimated_cached(prompts, None, block)
+    result = {"exact": None, "estimated": billed(prompts, est, summary, discount).as_dict(),
+              "block": block, "discount": discount}
+    if agent and all(c.get("message_ids") is not None for c in agent):
+        codes: dict[str, int] = {}
+        sequences = [np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64)
+                     for c in agent]
+        tokens = [np.array(c["message_tokens"], dtype=np.int64) for c in agent]
+        cached = exact_cached(sequences, tokens, prompts, block)
+        result["exact"] = billed(prompts, cached, summary, discount).as_dict()
+    return result
+
+
+def main(args) -> int:
+    import json
+
+    if args.block < 1 or not 0 <= args.discount <= 1:
+        print(f"cost: --block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}",
+              file=sys.stderr)
+        return 2
+    try:
+        if args.input is None:
+            calls = read_calls(sys.stdin, "<stdin>")
+        else:
+            with open(args.input) as handle:
+                calls = read_calls(handle, str(args.input))
+    except (CallsError, OSError) as exc:
+        print(f"cost: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(price(calls, args.block, args.discount)))
+    return 0

@@ -1,0 +1,83 @@
+"""Retrieval versus execution: what kind of work each agent command does.
+
+Retrieval reads state back (cat, head, grep, ls, ``sed -n``, ``git diff`` ...): after a
+compression the agent often has to do it again, which is the hidden reacquisition cost.
+Execution changes or runs something (editing, running, installing, testing). A command line
+is retrieval only when every simple command in it is a read and nothing is redirected into a
+file; anything else is execution. ``cd``, ``echo`` and similar glue count as neither on their
+own, so ``cd src && ls`` is retrieval.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+
+COMMAND_BLOCK = re.compile(r"```mswea_bash_command\s*\n(.*?)```", re.DOTALL)
+SPLIT = re.compile(r"&&|\|\||;|\||\n")
+WRITE_REDIRECT = re.compile(r"(?<![0-9&])>{1,2}(?!\s*/dev/null)|\btee\b")
+
+READERS = {"cat", "head", "tail", "grep", "egrep", "fgrep", "rg", "ag", "find", "ls", "tree",
+           "wc", "less", "more", "nl", "file", "stat", "du", "awk", "diff", "cmp", "which",
+           "type", "readlink", "realpath", "basename", "dirname", "sort", "uniq", "cut", "od",
+           "xxd", "hexdump", "strings", "locate", "whereis", "env", "printenv", "pwd", "column"}
+GIT_READERS = {"show", "diff", "log", "status", "grep", "blame", "ls-files", "branch", "rev-parse"}
+NEUTRAL = {"cd", "echo", "true", "printf", "export", "set", "sleep", "clear"}
+
+
+def commands_of(message: dict) -> list[str]:
+    """The shell commands in one assistant message (text mode blocks or tool-call arguments)."""
+    found = COMMAND_BLOCK.findall(message.get("content") or "") if isinstance(message.get("content"), str) else []
+    for call in message.get("tool_calls") or []:
+        arguments = (call.get("function") or {}).get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                continue
+        if isinstance(arguments, dict) and isinstance(arguments.get("command"), str):
+            found.append(arguments["command"])
+    return [c.strip() for c in found if c.strip()]
+
+
+@lru_cache(maxsize=65536)
+def is_retrieval(command: str) -> bool:
+    if WRITE_REDIRECT.search(command) or "<<" in command:
+        return False
+    kinds = [_kind(part) for part in SPLIT.split(command) if part.strip()]
+    kinds = [k for k in kinds if k != "neutral"]
+    return bool(kinds) and all(k == "read" for k in kinds)
+
+
+def _kind(simple: str) -> str:
+    words = simple.split()  # only the program and its flags matter, so quoting can be ignored
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        words = words[1:]  # leading VAR=value assignments
+    if not words:
+        return "neutral"
+    head = words[0].rsplit("/", 1)[-1]
+    if head in NEUTRAL:
+        return "neutral"
+    if head == "sed":
+        return "read" if "-n" in words and not any(w.startswith("-i") or w == "--in-place" for w in words) else "exec"
+    if head == "git":
+        sub = next((w for w in words[1:] if not w.startswith("-")), "")
+        return "read" if sub in GIT_READERS else "exec"
+    if head == "find":
+        return "exec" if any(w in ("-delete", "-exec", "-execdir") for w in words) else "read"
+    return "read" if head in READERS else "exec"
+
+
+def count_commands(messages: list[dict]) -> tuple[int, int]:
+    """(retrieval, execution) command counts over assistant messages."""
+    retrieval = execution = 0
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for command in commands_of(message):
+            if is_retrieval(command):
+                retrieval += 1
+            else:
+                execution += 1
+    return retrieval, execution

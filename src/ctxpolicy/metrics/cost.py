@@ -1,0 +1,146 @@
+"""Billed input cost under a prefix cache, with three ways to count cached tokens.
+
+C = N_fresh + discount * N_cached + N_summary, in units of one fresh input token. N_fresh and
+N_cached split the agent calls' prompts; summarizer input is always billed fresh; output tokens
+are not part of C. The three ways to get N_cached, per agent call k:
+
+exact      the longest prefix, in whole messages, that call k shares with any earlier agent
+           call of the run, counted in message tokens, rounded down to whole cache blocks and
+           capped at the call's prompt;
+estimated  from the prompt sizes and compression events alone (see ``estimated_cached``);
+measured   the server-reported cached tokens (unknown for the run if any agent call lacks it).
+
+Written here rather than taken from a library: no maintained package prices prefix caching from
+recorded message sequences, and the estimate is the study's own rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_BLOCK = 16
+DEFAULT_DISCOUNT = 0.1
+LARGE_DROP_TOKENS = 1000
+LARGE_DROP_SHARE = 0.25
+
+# Random odd multipliers make the position-weighted sum below a 64-bit hash of each prefix.
+_MIX = np.random.default_rng(20260101).integers(1, 2**63, size=2, dtype=np.uint64) | np.uint64(1)
+
+
+def floor_block(tokens: np.ndarray | int, block: int) -> np.ndarray:
+    return (np.asarray(tokens, dtype=np.int64) // block) * block
+
+
+def exact_cached(sequences: list[np.ndarray], tokens: list[np.ndarray], prompts: np.ndarray,
+                 block: int = DEFAULT_BLOCK) -> np.ndarray:
+    """Cached tokens of each agent call from its message sequence.
+
+    ``sequences[k]`` holds integer message codes of agent call k in the order sent (equal
+    codes = equal messages), ``tokens[k]`` their token counts, ``prompts[k]`` the call's prompt.
+    """
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+    if lengths.sum() == 0:
+        return np.zeros(len(sequences), dtype=np.int64)
+    return exact_cached_flat(np.concatenate(sequences), np.concatenate(tokens), lengths, prompts, block)
+
+
+def exact_cached_flat(codes: np.ndarray, tokens: np.ndarray, lengths: np.ndarray, prompts: np.ndarray,
+                      block: int = DEFAULT_BLOCK) -> np.ndarray:
+    """``exact_cached`` on the calls' sequences laid end to end (``lengths[k]`` codes each).
+
+    A prefix of call k is cached when any earlier call sent the same prefix. The set of such
+    prefixes is closed under shortening, so the number of call k's prefixes seen before is the
+    length of its longest shared prefix. Prefixes are compared by a 64-bit hash of
+    (code, position) terms summed along the sequence; calls are laid out in order, so the first
+    occurrence of a prefix hash belongs to the earliest call that sent that prefix.
+    """
+    n = len(lengths)
+    prompts = np.asarray(prompts, dtype=np.int64)
+    if n == 0 or lengths.sum() == 0:
+        return np.zeros(n, dtype=np.int64)
+    codes = np.asarray(codes).astype(np.uint64)
+    call = np.repeat(np.arange(n), lengths)
+    position = (np.arange(len(codes)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
+    terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
+    prefix_hash = _segmented_cumsum(terms, lengths)
+    first_seen, _ = _first_occurrence(prefix_hash)
+    first_call = call[first_seen]
+    shared = first_call < call
+    shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
+    return np.minimum(floor_block(shared_tokens, block), prompts)
+
+
+def _first_occurrence(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """For each element, the position of the first element equal to it (hash-based, O(n))."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(values)
+    first = np.empty(len(uniques), dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(values) - 1, -1, -1)  # the last write, the earliest, wins
+    return first[codes], len(uniques)
+
+
+def _segmented_cumsum(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Cumulative sum restarting at each segment (uint64, wrapping on purpose)."""
+    total = np.cumsum(values, dtype=np.uint64)
+    starts = np.cumsum(lengths) - lengths
+    before = np.where(starts > 0, total[np.maximum(starts - 1, 0)], np.uint64(0))
+    return total - np.repeat(before, lengths)
+
+
+def estimated_cached(prompts: np.ndarray, events: np.ndarray | None = None,
+                     block: int = DEFAULT_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """The study's reconstruction of each agent call's cached tokens from prompt sizes.
+
+    The stable prefix is the first call's prompt (system prompt and task, which no policy
+    changes). For call k after call k-1:
+      * no compression event and P_k >= P_{k-1} (ordinary growth): the previous prompt is
+        cached, the growth is fresh: cached = floor_block(P_{k-1});
+      * a compression event before call k (tokens from the cleared or first changed message
+        on are fresh; without message sizes that message is placed right after the stable
+        prefix), a large drop P_{k-1} - P_k >= max(1000, 0.25 P_{k-1}), or a smaller
+        unexplained drop: only the stable prefix is cached, the suffix beyond it is fresh:
+        cached = floor_block(min(stable, P_k)).
+    The first call has nothing cached. Returns (cached, kind) with kind one of
+    "first", "growth", "event", "large_drop", "small_drop".
+    """
+    p = np.asarray(prompts, dtype=np.int64)
+    n = len(p)
+    kind = np.full(n, "growth", dtype=object)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), kind
+    ev = np.zeros(n, dtype=bool) if events is None else np.asarray(events, dtype=bool)
+    prev = np.r_[0, p[:-1]]
+    drop = prev - p
+    large = drop >= np.maximum(LARGE_DROP_TOKENS, LARGE_DROP_SHARE * prev)
+    stable_only = ev | (drop > 0)
+    cached = np.where(stable_only, floor_block(np.minimum(p[0], p), block), floor_block(prev, block))
+    kind[drop > 0] = "small_drop"
+    kind[large] = "large_drop"
+    kind[ev] = "event"
+    cached[0], kind[0] = 0, "first"
+    return cached.astype(np.int64), kind
+
+
+@dataclass(frozen=True)
+class Billed:
+    fresh: int
+    cached: int
+    summary: int
+    billed_input: float
+
+    def as_dict(self) -> dict:
+        return {"fresh": self.fresh, "cached": self.cached, "summary": self.summary,
+                "billed_input": self.billed_input}
+
+
+def billed(agent_prompts: np.ndarray, agent_cached: np.ndarray, summary_input: int,
+           discount: float = DEFAULT_DISCOUNT) -> Billed:
+    """C = N_fresh + discount * N_cached + N_summary over one run's calls."""
+    prompts = np.asarray(agent_prompts, dtype=np.int64)
+    cached = np.minimum(np.asarray(agent_cached, dtype=np.int64), prompts)
+    n_cached = int(cached.sum())
+    n_fresh = int(prompts.sum()) - n_cached
+    return Billed(n_fresh, n_cached, int(summary_input), n_fresh + discount * n_cached + int(summary_input))

@@ -1,0 +1,123 @@
+"""apply_policy: one application of a policy before an agent call.
+
+The step part of a policy (``St``, or the OTRC part of ``St+Th``) runs on every call; the
+threshold part runs when the history's token count exceeds the threshold. The depth target of
+a part is computed once, from the compressible window when that part begins, and shared by its
+stages (so ``TRC+SU`` clears towards the same target the summary is written for). Each stage
+that changes the history, or calls the summarizer, records one compression event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ctxpolicy.policies.clearing import clear_ninth_from_end, clear_thinking, clear_tool_results
+from ctxpolicy.policies.compaction import compact
+from ctxpolicy.policies.digest import digest_window
+from ctxpolicy.policies.dump import HistoryDump
+from ctxpolicy.policies.history import first_difference, protected_prefix_length
+from ctxpolicy.policies.rewrite import PolicyError, Rewrite, StageContext
+from ctxpolicy.policies.spec import PolicySpec, parse_spec
+from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
+from ctxpolicy.policies.summarizing import summarize_head, summarize_window
+from ctxpolicy.policies.truncation import truncate
+from ctxpolicy.tokens import count_messages
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    messages: list[dict]
+    events: list[dict] = field(default_factory=list)
+    summary_calls: list[SummaryCall] = field(default_factory=list)
+
+
+def check_messages(messages: object) -> None:
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise PolicyError(f"messages: expected a list, got {type(messages).__name__}")
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise PolicyError(f"messages[{index}]: expected an object, got {type(message).__name__}")
+        if not isinstance(message.get("role"), str):
+            raise PolicyError(f"messages[{index}]: missing field 'role'")
+
+
+def _run_stage(stage: str, window: list[dict], target: int | None, context: StageContext,
+               is_last: bool) -> Rewrite | None:
+    if stage == "OTRC":
+        return clear_ninth_from_end(window, context)
+    if stage == "CC":
+        return compact(window)
+    assert target is not None, f"stage {stage} needs a depth target"
+    if stage == "TR":
+        return truncate(window, target)
+    if stage == "TRC":
+        return clear_tool_results(window, target, fall_back_to_tr=is_last)
+    if stage == "CT":
+        return clear_thinking(window)
+    if stage in ("SU", "S"):
+        return summarize_window(stage, window, target, context)
+    if stage in ("SU-p", "S-p"):
+        return summarize_head(stage, window, target, context)
+    if stage == "DIGEST":
+        return digest_window(window, target, context)
+    raise PolicyError(f"unknown stage {stage!r}")
+
+
+def _event(stage: str, trigger: str, depth: float | None, target: int | None, prefix_length: int,
+           before: list[dict], after: list[dict], rewrite: Rewrite) -> dict:
+    prefix_tokens = count_messages(before[:prefix_length])
+    window_before = count_messages(before[prefix_length:])
+    window_after = count_messages(after[prefix_length:])
+    return {
+        "primitive": stage, "trigger": trigger, "depth": depth if target is not None else None,
+        "window_tokens_before": window_before, "window_tokens_after": window_after,
+        "total_tokens_before": prefix_tokens + window_before, "total_tokens_after": prefix_tokens + window_after,
+        "target_tokens": target, "messages_removed": rewrite.removed, "messages_cleared": rewrite.cleared,
+        "summary_tokens": rewrite.summary_tokens, "first_changed_index": first_difference(before, after),
+        "fallback": rewrite.fallback,
+    }
+
+
+def apply_policy(spec: PolicySpec | str, messages: Sequence[Mapping], *, threshold: int | None = None,
+                 calls: int | None = None, summarizer: Summarizer | None = None,
+                 dump: HistoryDump | None = None) -> PolicyResult:
+    """Apply ``spec`` once to ``messages`` (never mutated) as it would run before the next call.
+
+    ``calls`` is the number of agent calls made so far (default: the assistant messages).
+    Unchanged messages are returned as the same objects; changed ones are new dicts.
+    """
+    spec = parse_spec(spec) if isinstance(spec, str) else spec
+    check_messages(messages)
+    if spec.needs_threshold and threshold is None:
+        raise PolicyError(f"policy {spec} is threshold-triggered and needs a threshold")
+    history = list(messages)
+    if calls is None:
+        calls = sum(1 for m in history if m.get("role") == "assistant")
+    prefix_length = protected_prefix_length(history)
+    events: list[dict] = []
+    summary_calls: list[SummaryCall] = []
+    for trigger, stages in (("St", spec.step_stages), ("Th", spec.threshold_stages)):
+        if not stages or len(history) == prefix_length:
+            continue  # no stage here, or nothing compressible
+        if trigger == "Th" and count_messages(history) <= threshold:
+            continue
+        target = int((1 - spec.depth) * count_messages(history[prefix_length:])) if spec.depth is not None else None
+        dump_path = None
+        for position, stage in enumerate(stages):
+            if stage == "DUMP":
+                if dump is None:
+                    raise PolicyError(f"policy {spec} has a DUMP stage and needs a dump directory")
+                dump_path = dump.write(history, calls)
+                continue
+            context = StageContext(len(history), calls, summarizer, dump_path)
+            stage_target = target if stage not in ("OTRC", "CC") else None
+            rewrite = _run_stage(stage, history[prefix_length:], stage_target, context, position == len(stages) - 1)
+            if rewrite is None:
+                continue
+            after = history[:prefix_length] + rewrite.window
+            if after != history or rewrite.summary_calls:
+                events.append(_event(stage, trigger, spec.depth, stage_target, prefix_length, history, after, rewrite))
+                summary_calls.extend(rewrite.summary_calls)
+            history = after
+    return PolicyResult(history, events, summary_calls)

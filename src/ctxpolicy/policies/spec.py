@@ -1,0 +1,187 @@
+"""The P/T/D notation: parse and print policy specs such as ``TR/Th/0.5`` or ``OTRC+S-p/St+Th/0.5``.
+
+A primitive is a chain of stages joined by ``+``, in this order:
+
+* ``OTRC`` (optional, first; the step part of ``St`` and ``St+Th`` policies),
+* the clearing and preparing stages ``TRC``, ``CT``, ``DUMP`` (optional, in this order),
+* at most one final stage: ``TR``, ``SU``, ``S``, ``SU-p``, ``S-p``, ``DIGEST`` or ``CC``.
+
+``FC`` (full context) stands alone and never compresses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CANONICAL_DEPTH = 0.5
+STUDY_DEPTHS = (0.3, 0.5, 0.7)
+
+# The study's primitives, then the ones beyond it, by how depth applies to them.
+DEPTH_TUNABLE = ("TR", "SU", "SU-p", "S", "S-p", "DIGEST")
+DEPTH_INVARIANT = ("TRC", "TRC+SU", "TRC+S", "OTRC", "OTRC+TR", "OTRC+SU-p", "OTRC+S-p", "CC")
+STUDY_PRIMITIVES = ("FC", "TR", "TRC", "SU", "S", "SU-p", "S-p", "TRC+SU", "TRC+S",
+                    "OTRC", "OTRC+TR", "OTRC+SU-p", "OTRC+S-p")
+
+STEP_STAGE = "OTRC"
+PREPARING_STAGES = ("TRC", "CT", "DUMP")  # canonical order
+SUMMARY_STAGES = ("SU", "S", "SU-p", "S-p", "DIGEST")
+FINAL_STAGES = ("TR", *SUMMARY_STAGES, "CC")
+TRIGGERS = ("Th", "St", "St+Th")
+
+VALID_FORMS = (
+    "valid forms: FC | OTRC/St | OTRC+FINAL/St+Th[/D] | CC/Th | "
+    "[TRC+][CT+][DUMP+]FINAL/Th|St[/D] | TRC/Th|St, "
+    "where FINAL is one of TR, SU, S, SU-p, S-p, DIGEST (CT and DUMP need a summary: SU, S, SU-p, S-p, DIGEST), "
+    "D is a depth in (0, 1) such as 0.3, 0.5, 0.7 (depth-invariant policies, those with TRC or OTRC, "
+    "accept only 0.5); examples: TR/Th/0.5, SU-p/Th/0.3, TRC/Th, OTRC+S-p/St+Th/0.5, OTRC/St, FC"
+)
+
+_SPEC_RE = re.compile(r"^(?P<primitive>[A-Za-z+-]+)(?:/(?P<trigger>St\+Th|Th|St))?(?:/(?P<depth>[0-9.]+))?$")
+
+
+class PolicySpecError(ValueError):
+    """An unknown or ill-formed policy spec; the message lists the valid forms."""
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    primitive: str
+    trigger: str | None = None
+    depth: float | None = None
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return tuple(self.primitive.split("+"))
+
+    @property
+    def is_fc(self) -> bool:
+        return self.primitive == "FC"
+
+    @property
+    def needs_threshold(self) -> bool:
+        return self.trigger is not None and "Th" in self.trigger
+
+    @property
+    def needs_target(self) -> bool:
+        """Whether any stage compresses towards a depth target (then ``depth`` is set)."""
+        return any(s not in (STEP_STAGE, "CC") for s in self.stages) and not self.is_fc
+
+    @property
+    def depth_tunable(self) -> bool:
+        return self.needs_target and not ({"TRC", STEP_STAGE} & set(self.stages))
+
+    @property
+    def step_stages(self) -> tuple[str, ...]:
+        """Stages applied before every call."""
+        if self.trigger == "St":
+            return self.stages
+        if self.trigger == "St+Th":
+            return self.stages[:1]
+        return ()
+
+    @property
+    def threshold_stages(self) -> tuple[str, ...]:
+        """Stages applied before a call when the history exceeds the threshold."""
+        if self.trigger == "Th":
+            return self.stages
+        if self.trigger == "St+Th":
+            return self.stages[1:]
+        return ()
+
+    @property
+    def needs_summarizer(self) -> bool:
+        return bool({"SU", "S", "SU-p", "S-p"} & set(self.stages))
+
+    def __str__(self) -> str:
+        parts = [self.primitive]
+        if self.trigger:
+            parts.append(self.trigger)
+        if self.depth is not None and (self.depth_tunable or STEP_STAGE in self.stages):
+            parts.append(f"{self.depth:g}")
+        return "/".join(parts)
+
+    @property
+    def slug(self) -> str:
+        """A filesystem-safe, stable name: ``OTRC+S-p/St+Th/0.5`` -> ``OTRCplusS-p_StplusTh_0.5``."""
+        return str(self).replace("+", "plus").replace("/", "_")
+
+
+def _fail(spec: str, why: str) -> PolicySpecError:
+    return PolicySpecError(f"policy spec {spec!r}: {why}; {VALID_FORMS}")
+
+
+def _check_stages(spec: str, stages: list[str]) -> None:
+    known = {STEP_STAGE, *PREPARING_STAGES, *FINAL_STAGES}
+    for stage in stages:
+        if stage not in known:
+            raise _fail(spec, f"unknown primitive {stage!r}")
+    if len(set(stages)) != len(stages):
+        raise _fail(spec, "a primitive appears twice")
+    order = [STEP_STAGE, *PREPARING_STAGES, *FINAL_STAGES]
+    positions = [order.index(s) for s in stages]
+    finals = [s for s in stages if s in FINAL_STAGES]
+    if positions != sorted(positions) or len(finals) > 1:
+        raise _fail(spec, "stages must be OTRC, then TRC, CT, DUMP, then at most one final primitive")
+    if finals and finals[0] != stages[-1]:
+        raise _fail(spec, "the final primitive must come last")
+    if "CC" in stages and stages != ["CC"]:
+        raise _fail(spec, "CC stands alone")
+    final = finals[0] if finals else None
+    if ({"CT", "DUMP"} & set(stages)) and final not in SUMMARY_STAGES:
+        raise _fail(spec, "CT and DUMP prepare a summary and need one of SU, S, SU-p, S-p, DIGEST after them")
+    if "TRC" in stages and final == "TR":
+        raise _fail(spec, "TRC already falls back to TR; write TRC")
+
+
+def _check_trigger(spec: str, stages: list[str], trigger: str | None) -> None:
+    if trigger is None:
+        raise _fail(spec, "a trigger (Th, St or St+Th) is required")
+    if stages == [STEP_STAGE]:
+        if trigger != "St":
+            raise _fail(spec, "OTRC alone is step-triggered: write OTRC/St")
+    elif stages[0] == STEP_STAGE:
+        if trigger != "St+Th":
+            raise _fail(spec, "an OTRC stack runs OTRC every step and the rest on the threshold: use St+Th")
+    elif trigger == "St+Th":
+        raise _fail(spec, "St+Th needs OTRC as its step part")
+    elif stages == ["CC"] and trigger != "Th":
+        raise _fail(spec, "CC is threshold-triggered: write CC/Th")
+
+
+def parse_spec(text: str) -> PolicySpec:
+    """Parse ``P/T/D`` into a :class:`PolicySpec`; raises :class:`PolicySpecError` listing the valid forms."""
+    spec = str(text).strip()
+    if spec == "FC":
+        return PolicySpec("FC")
+    match = _SPEC_RE.match(spec)
+    if not match:
+        raise _fail(spec, "ill-formed")
+    primitive = match["primitive"]
+    stages = primitive.split("+")
+    if "FC" in stages:
+        raise _fail(spec, "FC takes no trigger or depth")
+    _check_stages(spec, stages)
+    trigger = match["trigger"]
+    _check_trigger(spec, stages, trigger)
+    candidate = PolicySpec(primitive, trigger, None)
+    depth = _parse_depth(spec, match["depth"], candidate)
+    return PolicySpec(primitive, trigger, depth)
+
+
+def _parse_depth(spec: str, raw: str | None, candidate: PolicySpec) -> float | None:
+    if not candidate.needs_target:
+        if raw is not None:
+            raise _fail(spec, f"{candidate.primitive} takes no depth")
+        return None
+    if raw is None:
+        return CANONICAL_DEPTH
+    try:
+        depth = float(raw)
+    except ValueError:
+        raise _fail(spec, f"depth {raw!r} is not a number") from None
+    if not 0.0 < depth < 1.0:
+        raise _fail(spec, f"depth {raw} is outside (0, 1)")
+    if not candidate.depth_tunable and depth != CANONICAL_DEPTH:
+        raise _fail(spec, f"{candidate.primitive} is depth-invariant and uses D = {CANONICAL_DEPTH}")
+    return depth

@@ -1,0 +1,88 @@
+"""SU, S, SU-p and S-p: replace the window, or its older head, with one user-role summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ctxpolicy.policies.history import SUMMARY_MARKER, Message, token_list, units
+from ctxpolicy.policies.prompts import MIN_ALLOWANCE_TOKENS, summary_request
+from ctxpolicy.policies.rewrite import PolicyError, Rewrite, StageContext
+from ctxpolicy.policies.summarizer import SummaryCall
+from ctxpolicy.policies.truncation import truncate
+from ctxpolicy.tokens import count_message
+
+BEGIN, END = "BEGIN SUMMARY", "END SUMMARY"
+SUMMARY_ERROR_FALLBACK = "TR:summary-error"
+
+
+def summary_message(text: str, dump_path: str | None = None) -> dict:
+    body = f"{SUMMARY_MARKER} Summary of the earlier part of this task:\n\n{text.strip()}"
+    if dump_path:
+        body += f"\n\nThe full history up to this summary is saved as JSON at {dump_path}"
+    return {"role": "user", "content": body}
+
+
+def _structured_part(text: str) -> str:
+    """The text between the begin/end markers (markers included) when the model wrote both."""
+    start, end = text.find(BEGIN), text.rfind(END)
+    return text[start:end + len(END)] if 0 <= start < end else text
+
+
+def _request_summary(stage: str, window: Sequence[Message], allowance: int, context: StageContext) -> SummaryCall:
+    if context.summarizer is None:
+        raise PolicyError(f"policy stage {stage} needs a summarizer")
+    return context.summarizer.summarize(summary_request(stage, window, allowance))
+
+
+def _summary_text(stage: str, call: SummaryCall) -> str:
+    return _structured_part(call.text) if stage in ("S", "S-p") else call.text
+
+
+def _on_error(window: Sequence[Message], target: int, call: SummaryCall) -> Rewrite:
+    truncated = truncate(window, target)
+    kept = truncated.window if truncated else list(window)
+    return Rewrite(kept, removed=len(window) - len(kept), fallback=SUMMARY_ERROR_FALLBACK, summary_calls=[call])
+
+
+def summarize_window(stage: str, window: Sequence[Message], target: int, context: StageContext) -> Rewrite:
+    """SU / S: the whole window becomes one summary written within ``target`` tokens (soft)."""
+    call = _request_summary(stage, window, max(MIN_ALLOWANCE_TOKENS, target), context)
+    if call.error:
+        return _on_error(window, target, call)
+    message = summary_message(_summary_text(stage, call), context.dump_path)
+    tokens = count_message(message)
+    # S falls back to TR, which keeps the last (here: the only) message, so it cannot shorten it.
+    fallback = "TR" if stage == "S" and tokens > target else None
+    return Rewrite([message], removed=len(window), summary_tokens=tokens, fallback=fallback, summary_calls=[call])
+
+
+def verbatim_tail_start(window: Sequence[Message], budget: int) -> int:
+    """Start of the longest run of whole most-recent units that fits ``budget`` tokens."""
+    tokens = token_list(window)
+    start, used = len(window), 0
+    for unit_start, unit_end in reversed(units(window)):
+        size = sum(tokens[unit_start:unit_end])
+        if used + size > budget:
+            break
+        start, used = unit_start, used + size
+    return start
+
+
+def summarize_head(stage: str, window: Sequence[Message], target: int, context: StageContext) -> Rewrite | None:
+    """SU-p / S-p: half the allowance keeps a verbatim tail, half summarizes the older head."""
+    tail_budget = target // 2
+    tail_start = verbatim_tail_start(window, tail_budget)
+    head, tail = window[:tail_start], list(window[tail_start:])
+    if not head:
+        return None
+    base = stage.removesuffix("-p")
+    call = _request_summary(stage, head, max(MIN_ALLOWANCE_TOKENS, target - tail_budget), context)
+    if call.error:
+        return _on_error(window, target, call)
+    message = summary_message(_summary_text(base, call), context.dump_path)
+    rebuilt = [message, *tail]
+    truncated = truncate(rebuilt, target, fallback="TR")
+    final = truncated.window if truncated else rebuilt
+    originals_kept = len(final) - (1 if final and final[0] is message else 0)
+    return Rewrite(final, removed=len(window) - originals_kept, summary_tokens=count_message(message),
+                   fallback="TR" if truncated else None, summary_calls=[call])

@@ -1,0 +1,277 @@
+"""Results bundles: run records, thresholds and tables in one tar.gz with a checksum manifest.
+
+A reviewer imports a bundle into an empty ``results/`` and regenerates every figure and table
+without a GPU: import checks every checksum before it writes anything, refuses links and paths
+that leave the results directory, and gives restored files modification times that keep the
+order they had when exported (tables last), compressed into the moment of import. Snakemake
+then sees each rule's outputs as newer than its inputs and the repository's files, so it
+schedules no run, evaluation or calibration job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+from tqdm import tqdm
+
+from .atomic import atomic_output
+from .environment import code_state, package_versions, python_version
+from .hashing import sha256_file
+
+MANIFEST_NAME = "MANIFEST.json"
+BUNDLE_ROOT = "results"
+BUNDLE_FORMAT = "ctxpolicy-results-bundle"
+SCHEMA_VERSION = 1
+BUNDLED_DIRS = ("runs", "thresholds", "tables")
+LAST_RESTORED = ("tables",)   # derived from everything else in the bundle
+RESTORE_STEP_NS = 1_000
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be written, trusted or restored; the message names every offending file."""
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    written: int
+    unchanged: int
+    results: Path
+
+
+def _is_workspace(rel: PurePosixPath) -> bool:
+    # results/runs/{benchmark}/{model}/{cell}/{run}/workspace
+    return rel.parts[0] == "runs" and len(rel.parts) == 6 and rel.name == "workspace"
+
+
+def bundle_files(results: Path, workspaces: bool = False) -> tuple[list[PurePosixPath], list[PurePosixPath]]:
+    """Files to pack (relative to ``results``, sorted) and the symbolic links left out."""
+    files, links = [], []
+    for top in BUNDLED_DIRS:
+        for dirpath, dirnames, filenames in os.walk(results / top):
+            rel_dir = PurePosixPath(Path(dirpath).relative_to(results).as_posix())
+            kept = []
+            for name in sorted(dirnames):
+                if Path(dirpath, name).is_symlink():
+                    links.append(rel_dir / name)
+                elif workspaces or not _is_workspace(rel_dir / name):
+                    kept.append(name)
+            dirnames[:] = kept
+            for name in filenames:
+                (links if Path(dirpath, name).is_symlink() else files).append(rel_dir / name)
+    return sorted(files), sorted(links)
+
+
+class _HashingReader:
+    def __init__(self, handle):
+        self._handle = handle
+        self.digest = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self.digest.update(data)
+        return data
+
+
+def _tarinfo(name: str, size: int, mtime: float) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = size, mtime, 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False,
+                  progress: bool = False) -> dict:
+    """Pack ``results`` into ``out`` (written atomically) and return the manifest."""
+    results, out = Path(results), Path(out)
+    if not any((results / top).is_dir() for top in BUNDLED_DIRS):
+        raise BundleError(f"{results}: no {', '.join(BUNDLED_DIRS)} directory to bundle")
+    files, links = bundle_files(results, workspaces)
+    entries = []
+    with atomic_output(out) as handle, tarfile.open(fileobj=handle, mode="w:gz",
+                                                    format=tarfile.PAX_FORMAT) as tar:
+        for rel in tqdm(files, desc="bundling", unit="file", disable=None if progress else True):
+            path = results / rel
+            stat = path.stat()
+            with open(path, "rb") as source:
+                reader = _HashingReader(source)
+                tar.addfile(_tarinfo(f"{BUNDLE_ROOT}/{rel}", stat.st_size, stat.st_mtime), reader)
+            entries.append({"path": str(rel), "sha256": reader.digest.hexdigest(),
+                            "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+        manifest = {
+            "format": BUNDLE_FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "code": code_state(Path.cwd()),
+            "packages": package_versions(),
+            "python": python_version(),
+            "workspaces": workspaces,
+            "links_left_out": [str(link) for link in links],
+            "files": entries,
+        }
+        data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+        tar.addfile(_tarinfo(MANIFEST_NAME, len(data), time.time()), io.BytesIO(data))
+    return manifest
+
+
+def safe_relative(name: str) -> PurePosixPath | None:
+    """``name`` as a path inside the results directory, or None where it would leave it."""
+    path = PurePosixPath(name)
+    if not name or "\\" in name or "\0" in name or path.is_absolute():
+        return None
+    if any(part in ("..", "") for part in name.split("/")):
+        return None
+    return path
+
+
+def _member_path(name: str) -> PurePosixPath | None:
+    """The results-relative path of a bundle member, or None where it is not a safe one."""
+    path = safe_relative(name.rstrip("/"))
+    if path is None or path.parts[0] != BUNDLE_ROOT:
+        return None
+    return PurePosixPath(*path.parts[1:]) if len(path.parts) > 1 else PurePosixPath(".")
+
+
+def _load_manifest(bundle: Path, data: bytes | None) -> dict:
+    if data is None:
+        raise BundleError(f"{bundle}: no {MANIFEST_NAME}: not a ctxpolicy results bundle")
+    try:
+        manifest = json.loads(data)
+    except ValueError as exc:
+        raise BundleError(f"{bundle}: {MANIFEST_NAME}: not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'format': expected {BUNDLE_FORMAT!r}")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'schema_version': expected {SCHEMA_VERSION}, "
+                          f"got {manifest.get('schema_version')!r}")
+    files = manifest.get("files")
+    if not isinstance(files, list):
+        raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'files': expected a list")
+    for index, entry in enumerate(files):
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
+                and isinstance(entry.get("sha256"), str) and isinstance(entry.get("mtime_ns"), int)):
+            raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'files[{index}]': "
+                              f"expected {{path, sha256, size, mtime_ns}}, got {entry!r:.80}")
+        if safe_relative(entry["path"]) is None:
+            raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'files[{index}].path': "
+                              f"{entry['path']!r} leaves the results directory")
+    return manifest
+
+
+def check_bundle(bundle: str | Path, progress: bool = False) -> dict:
+    """Read the whole bundle, hashing every member, and return its manifest if everything
+    matches; otherwise raise BundleError listing each unsafe, unlisted, missing or altered file.
+    Nothing is written."""
+    bundle = Path(bundle)
+    problems: list[str] = []
+    digests: dict[str, str] = {}
+    manifest_data = None
+    try:
+        with tarfile.open(bundle, "r:*") as tar:
+            for member in tqdm(tar, desc="checking", unit="file", disable=None if progress else True):
+                rel = _member_path(member.name)
+                if not (member.isreg() or member.isdir()):
+                    problems.append(f"{member.name}: not a regular file (links and devices are refused)")
+                elif member.name == MANIFEST_NAME:
+                    if manifest_data is not None:
+                        problems.append(f"{member.name}: appears twice")
+                    manifest_data = tar.extractfile(member).read()
+                elif rel is None:
+                    problems.append(f"{member.name}: path leaves the results directory")
+                elif member.isdir():
+                    continue
+                elif str(rel) in digests:
+                    problems.append(f"{member.name}: appears twice")
+                else:
+                    digests[str(rel)] = hashlib.file_digest(tar.extractfile(member), "sha256").hexdigest()
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise BundleError(f"{bundle}: unreadable bundle: {exc}") from None
+    manifest = _load_manifest(bundle, manifest_data)
+    listed = {entry["path"]: entry for entry in manifest["files"]}
+    for path, entry in listed.items():
+        if path not in digests:
+            problems.append(f"{BUNDLE_ROOT}/{path}: listed in {MANIFEST_NAME} but not in the bundle")
+        elif digests[path] != entry["sha256"]:
+            problems.append(f"{BUNDLE_ROOT}/{path}: checksum mismatch "
+                            f"({MANIFEST_NAME} {entry['sha256'][:12]}, content {digests[path][:12]})")
+    problems.extend(f"{BUNDLE_ROOT}/{path}: not listed in {MANIFEST_NAME}"
+                    for path in digests if path not in listed)
+    if problems:
+        raise BundleError(f"{bundle}: refused, {len(problems)} problem(s):\n  " + "\n  ".join(sorted(problems)))
+    return manifest
+
+
+def restored_mtimes(files: list[dict], now_ns: int, step_ns: int = RESTORE_STEP_NS) -> dict[str, int]:
+    """Modification times for restored files: the exported order (tables after everything else,
+    then original mtime), with files that were simultaneous staying simultaneous, packed into
+    the moments just before ``now_ns``."""
+    def key(entry: dict) -> tuple[int, int]:
+        return (PurePosixPath(entry["path"]).parts[0] in LAST_RESTORED, entry["mtime_ns"])
+
+    ranks = {k: rank for rank, k in enumerate(sorted({key(e) for e in files}))}
+    newest = len(ranks) - 1
+    return {e["path"]: now_ns - (newest - ranks[key(e)]) * step_ns for e in files}
+
+
+def _conflicts(results: Path, files: list[dict]) -> tuple[list[str], set[str]]:
+    """Existing files that differ from the bundle's, and those already identical."""
+    differing, identical = [], set()
+    for entry in files:
+        path = results / entry["path"]
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            differing.append(entry["path"])
+        elif path.is_file():
+            if sha256_file(path) == entry["sha256"]:
+                identical.add(entry["path"])
+            else:
+                differing.append(entry["path"])
+    return differing, identical
+
+
+def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, expected: str) -> None:
+    with atomic_output(dest, durable=False) as out:
+        reader = _HashingReader(tar.extractfile(member))
+        shutil.copyfileobj(reader, out)
+        # the bundle was checked in full already; this catches it being replaced since
+        if reader.digest.hexdigest() != expected:
+            raise BundleError(f"{member.name}: changed while importing (checksum mismatch)")
+
+
+def import_bundle(bundle: str | Path, results: str | Path, overwrite: bool = False,
+                  progress: bool = False) -> ImportSummary:
+    """Check ``bundle`` completely, then restore its files under ``results``.
+
+    Refuses (BundleError, nothing written) a bundle that fails its checksums or holds unsafe
+    paths, and, unless ``overwrite``, a results directory holding different versions of its files.
+    """
+    bundle, results = Path(bundle), Path(results)
+    manifest = check_bundle(bundle, progress)
+    files = manifest["files"]
+    differing, identical = _conflicts(results, files)
+    if differing and not overwrite:
+        raise BundleError(f"{results}: {len(differing)} file(s) differ from the bundle's "
+                          f"(use --overwrite to replace them):\n  " + "\n  ".join(differing))
+    expected = {entry["path"]: entry["sha256"] for entry in files}
+    written = 0
+    with tarfile.open(bundle, "r:*") as tar:
+        for member in tqdm(tar, desc="restoring", unit="file", total=len(files) + 1,
+                           disable=None if progress else True):
+            rel = _member_path(member.name) if member.isreg() else None
+            if rel is None or str(rel) in identical or str(rel) not in expected:
+                continue
+            _extract_member(tar, member, results / rel, expected[str(rel)])
+            written += 1
+    os.sync()
+    for path, mtime_ns in restored_mtimes(files, time.time_ns()).items():
+        os.utime(results / path, ns=(mtime_ns, mtime_ns))
+    return ImportSummary(written=written, unchanged=len(identical), results=results)
+

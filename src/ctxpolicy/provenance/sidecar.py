@@ -1,0 +1,178 @@
+"""Provenance sidecars: ``TARGET.prov.json`` next to every figure and table.
+
+A sidecar records what made its target: the code commit and whether the tree was dirty, the
+config and its hash, every input with its hash (and a pointer to the input's own sidecar, so a
+chain can be followed back to the run records), package versions, model files and hashes, the
+executed notebook and the target's own hash. Paths are stored relative to the sidecar's
+directory so that a results tree stays auditable after it is moved or unpacked from a bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .atomic import write_text_atomic
+from .environment import code_state, package_versions, python_version
+from .hashing import sha256_file
+from .runs import RUN_JSON, load_run_json, run_model
+
+SIDECAR_SUFFIX = ".prov.json"
+SCHEMA_VERSION = 1
+
+
+class SidecarError(ValueError):
+    """A sidecar or one of the files it should describe is missing or malformed."""
+
+
+def sidecar_path(target: str | Path) -> Path:
+    return Path(str(target) + SIDECAR_SUFFIX)
+
+
+def relative_path(path: str | Path, start: str | Path) -> str:
+    """``path`` relative to directory ``start``, POSIX-style, without resolving symlinks."""
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(start))).as_posix()
+
+
+def recorded_path(sidecar: Path, recorded: str) -> Path:
+    """The file a path stored in ``sidecar`` points to, as a normalized path."""
+    return Path(os.path.normpath(sidecar.parent / recorded))
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _existing_file(path: Path, role: str) -> Path:
+    if not path.exists():
+        raise SidecarError(f"{path}: {role} does not exist")
+    if not path.is_file():
+        raise SidecarError(f"{path}: {role} is not a regular file")
+    return path
+
+
+def _unique_paths(paths: Iterable[str | Path]) -> list[Path]:
+    unique = {os.path.abspath(p): Path(p) for p in paths}
+    return [unique[key] for key in sorted(unique)]
+
+
+def _models_of_inputs(inputs: list[Path]) -> list[dict]:
+    """Model records carried by the inputs: run.json ``versions.model`` and input sidecars' models."""
+    models = []
+    for path in inputs:
+        if path.name == RUN_JSON:
+            record = load_run_json(path)
+            model = run_model(record) if record else None
+            if model:
+                models.append(model)
+        elif sidecar_path(path).is_file():
+            models.extend(read_sidecar(sidecar_path(path)).get("models") or [])
+    return models
+
+
+def _distinct(records: Iterable[dict]) -> list[dict]:
+    by_key = {_canonical(record): record for record in records}
+    return [by_key[key] for key in sorted(by_key)]
+
+
+def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | None,
+                   inputs: Iterable[str | Path], notebook: str | Path | None = None,
+                   models: list[dict] | None = None, extra: dict | None = None,
+                   repo_root: str | Path | None = None, progress: bool = False) -> list[Path]:
+    """Write one sidecar per target, all sharing the same inputs; inputs are hashed once.
+
+    Returns the sidecar paths. ``repo_root`` (default: the working directory) is where the
+    code commit is read.
+    """
+    targets = [_existing_file(Path(t), "target") for t in targets]
+    config = _existing_file(Path(config_path), "config") if config_path is not None else None
+    nb = _existing_file(Path(notebook), "notebook") if notebook is not None else None
+    input_paths = [_existing_file(p, "input") for p in _unique_paths(inputs)]
+    if extra is not None:
+        try:
+            _canonical(extra)
+        except (TypeError, ValueError) as exc:
+            raise SidecarError(f"extra: not JSON-serializable: {exc}") from None
+
+    hashes = {p: sha256_file(p) for p in tqdm(input_paths, desc="hashing inputs", unit="file",
+                                              disable=None if progress else True)}
+    shared = {
+        "code": code_state(repo_root if repo_root is not None else Path.cwd()),
+        "models": _distinct([*(models or []), *_models_of_inputs(input_paths)]),
+        "packages": package_versions(),
+        "python": python_version(),
+        "extra": extra or {},
+    }
+    config_hash = sha256_file(config) if config else None
+    notebook_hash = sha256_file(nb) if nb else None
+    written = []
+    for target in targets:
+        base = target.parent
+        entries = []
+        for path in input_paths:
+            entry = {"path": relative_path(path, base), "sha256": hashes[path]}
+            if sidecar_path(path).is_file():
+                entry["sidecar"] = relative_path(sidecar_path(path), base)
+            entries.append(entry)
+        sidecar = {
+            "schema_version": SCHEMA_VERSION,
+            "target": {"path": target.name, "sha256": sha256_file(target)},
+            "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **shared,
+            "config": {"path": relative_path(config, base), "sha256": config_hash} if config else None,
+            "notebook": {"path": relative_path(nb, base), "sha256": notebook_hash} if nb else None,
+            "inputs": entries,
+        }
+        out = sidecar_path(target)
+        write_text_atomic(out, json.dumps(sidecar, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        written.append(out)
+    return written
+
+
+def write_sidecar(target: str | Path, *, config_path: str | Path | None, inputs: Iterable[str | Path],
+                  notebook: str | Path | None = None, models: list[dict] | None = None,
+                  extra: dict | None = None, repo_root: str | Path | None = None) -> Path:
+    """Write ``target + ".prov.json"`` atomically and return its path."""
+    return write_sidecars([target], config_path=config_path, inputs=inputs, notebook=notebook,
+                          models=models, extra=extra, repo_root=repo_root)[0]
+
+
+def _require_file_record(sidecar: Path, data: dict, field: str, optional: bool) -> None:
+    value = data.get(field)
+    if value is None and optional:
+        return
+    if not (isinstance(value, dict) and isinstance(value.get("path"), str)
+            and isinstance(value.get("sha256"), str)):
+        raise SidecarError(f"{sidecar}: field '{field}': expected {{path, sha256}}, got {value!r:.80}")
+
+
+def read_sidecar(path: str | Path) -> dict:
+    """Load and check a sidecar; a malformed one raises SidecarError naming file and field."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SidecarError(f"{path}: no provenance sidecar") from None
+    except (OSError, ValueError) as exc:
+        raise SidecarError(f"{path}: unreadable sidecar: {exc}") from None
+    if not isinstance(data, dict):
+        raise SidecarError(f"{path}: expected a JSON object")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise SidecarError(f"{path}: field 'schema_version': expected {SCHEMA_VERSION}, "
+                           f"got {data.get('schema_version')!r}")
+    _require_file_record(path, data, "target", optional=False)
+    _require_file_record(path, data, "config", optional=True)
+    _require_file_record(path, data, "notebook", optional=True)
+    inputs = data.get("inputs")
+    if not isinstance(inputs, list):
+        raise SidecarError(f"{path}: field 'inputs': expected a list, got {inputs!r:.80}")
+    for index, entry in enumerate(inputs):
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
+                and isinstance(entry.get("sha256"), str)):
+            raise SidecarError(f"{path}: field 'inputs[{index}]': expected {{path, sha256}}, got {entry!r:.80}")
+    return data

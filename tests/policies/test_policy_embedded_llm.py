@@ -1,0 +1,55 @@
+"""Summaries written by the embedded local LLM (model entry ``qwen05b`` of config/config.yaml), for real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import require
+from policy_histories import text_history, tool_history
+
+from ctxpolicy.policies import SUMMARY_MARKER, EndpointSummarizer, apply_policy
+
+pytestmark = pytest.mark.llm
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def summarizer(tmp_path_factory):
+    model_cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"]["qwen05b"]
+    try:
+        from ctxpolicy.serving.models import cached_model
+        from ctxpolicy.serving.server import start_server
+    except ImportError:
+        cached_model = start_server = None
+    require(start_server is not None, "ctxpolicy.serving.start_server")
+    require(cached_model(model_cfg["gguf"]) is not None,
+            f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})")
+    log = tmp_path_factory.mktemp("llm") / "server.log"
+    with start_server(model_cfg, log_path=log, ready_timeout_s=180) as server:
+        yield EndpointSummarizer(server.base_url, server.served_name, max_tokens=160, timeout_s=300)
+
+
+def test_structured_partial_summary_in_text_mode(summarizer):
+    history = text_history([(15, 80)] * 5)
+    result = apply_policy("S-p/Th/0.5", history, threshold=0, summarizer=summarizer)
+    call, = result.summary_calls
+    assert call.error is None, call.error
+    assert call.text.strip() and call.prompt_tokens > 100 and call.completion_tokens > 0
+    assert call.end > call.start
+    summary = result.messages[2]
+    assert summary["role"] == "user" and summary["content"].startswith(SUMMARY_MARKER)
+    assert result.messages[:2] == history[:2]
+    event, = result.events
+    assert event["primitive"] == "S-p" and event["summary_tokens"] > 0
+
+
+def test_free_summary_in_tool_calling_mode(summarizer):
+    history = tool_history([(15, [80])] * 4)
+    result = apply_policy("TRC+SU/Th", history, threshold=0, summarizer=summarizer)
+    assert [e["primitive"] for e in result.events] == ["TRC", "SU"]
+    call, = result.summary_calls
+    assert call.error is None, call.error
+    assert result.messages[2]["content"].startswith(SUMMARY_MARKER) and len(result.messages) == 3

@@ -1,0 +1,82 @@
+"""One real run end to end: the embedded model on llama.cpp, the offline suite, bubblewrap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import require
+
+from ctxpolicy.agent.plan import endpoint_for_server, make_identity, repo_root
+from ctxpolicy.agent.record import read_json, read_jsonl, rebuild_prompts
+from ctxpolicy.agent.runner import OUTCOMES, execute_run
+from ctxpolicy.agent.settings import build_settings
+from ctxpolicy.agent.validate import run_dir_problems
+from ctxpolicy.config import load_config
+from ctxpolicy.policies import parse_spec
+
+MODEL = "qwen05b"
+TASK = "hello-world"
+THRESHOLD = 450  # low enough that truncation fires within three steps
+
+
+@pytest.fixture(scope="module")
+def embedded_run(tmp_path_factory):
+    from ctxpolicy.benchmarks import get_adapter
+    from ctxpolicy.sandbox import bwrap_available
+    from ctxpolicy.serving import cached_model, start_server
+
+    config = load_config(repo_root() / "config" / "config.yaml")
+    model_cfg = {**config["models"][MODEL], "parallel": 1}
+    require(bwrap_available(), "bubblewrap (Debian package bubblewrap)")
+    require(cached_model(model_cfg["gguf"]) is not None, f"embedded model {model_cfg['gguf']} (scripts/bootstrap.sh)")
+
+    tmp = tmp_path_factory.mktemp("real")
+    cohort = tmp / "cohort.txt"
+    cohort.write_text(f"{TASK}\n")
+    bench_cfg = {**config["benchmarks"]["local"], "cohorts": {"main": str(cohort)}}
+    adapter = get_adapter("local", bench_cfg, repo_root())
+    adapter.check_environment()
+    task = adapter.tasks("main")[0]
+    policy = parse_spec("TR/Th/0.5")
+    settings = build_settings(config, "local", MODEL, overrides={"step_limit": 3, "max_tokens": 128})
+    identity = make_identity(config=config, benchmark="local", cohort="main", model=MODEL, policy=policy, task=task,
+                             attempt=1, threshold_setting="fixed", threshold_tokens=THRESHOLD, summarizer=None,
+                             cell="TR_Th_0.5__fixed", track="full")
+    with start_server(model_cfg, log_path=tmp / "server.log") as handle:
+        result = execute_run(identity=identity, task=task, adapter=adapter, settings=settings,
+                             endpoint=endpoint_for_server(handle), run_dir=tmp / f"{TASK}__a1")
+    return result
+
+
+def test_real_run_completes_with_an_outcome(embedded_run):
+    record = read_json(embedded_run.run_dir / "run.json")
+    assert record["outcome"] in OUTCOMES and record["outcome"] != "error", record["error"]
+    assert record["versions"]["server"]["kind"] == "llamacpp"
+    assert record["versions"]["model"]["sha256"]
+    assert record["totals"]["agent_calls"] >= 1
+
+
+def test_real_run_fills_every_telemetry_field(embedded_run):
+    calls = list(read_jsonl(embedded_run.run_dir / "calls.jsonl"))
+    assert calls
+    for call in calls:
+        assert call["status"] == "ok"
+        assert call["prompt_tokens"] > 0 and call["completion_tokens"] > 0
+        assert call["cached_tokens"] is not None  # llama.cpp reports cached prompt tokens
+        assert call["latency_s"] > 0 and call["end"] >= call["start"]
+        assert call["est_tokens_before"] > 0 and call["est_tokens_after"] > 0
+        assert call["message_ids"]
+    if len(calls) > 1:
+        assert any(c["cached_tokens"] > 0 for c in calls[1:]), "later calls should reuse the cached prefix"
+
+
+def test_real_run_directory_validates_and_rebuilds(embedded_run):
+    assert run_dir_problems(embedded_run.run_dir) == []
+    calls = list(read_jsonl(embedded_run.run_dir / "calls.jsonl"))
+    prompts = rebuild_prompts(embedded_run.run_dir)
+    assert len(prompts) == len(calls)
+    assert prompts[0][0]["role"] == "system" and prompts[0][1]["role"] == "user"
+    trajectory = read_json(embedded_run.run_dir / "trajectory.json")
+    assert trajectory["trajectory_format"] == "mini-swe-agent-1.1"
+    assert Path(embedded_run.run_dir / "workspace").is_dir()

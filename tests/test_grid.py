@@ -1,0 +1,135 @@
+"""Grid expansion: the paper config expands to the study's structure, cells are deduplicated
+across tracks, slugs are stable, thresholds resolve from the preset or the calibration file."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ctxpolicy.config import ConfigError, validate_config
+from ctxpolicy.grid import Cell, expand_grid, parse_policy, resolve_threshold, run_count, summarize
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER_COHORTS = {("swebench", "main"): 100, ("swebench", "sweep"): 25,
+                 ("terminalbench", "main"): 40, ("terminalbench", "sweep"): 15}
+
+
+def with_cohorts(config: dict, tmp_path: Path, sizes: dict) -> dict:
+    """The config with its cohort files replaced by synthetic ones of the given sizes."""
+    for (benchmark, cohort), n in sizes.items():
+        path = tmp_path / f"{benchmark}_{cohort}.txt"
+        path.write_text("# synthetic\n" + "".join(f"{benchmark}-{i:03d}\n" for i in range(n)))
+        config["benchmarks"][benchmark]["cohorts"][cohort] = str(path)
+    return validate_config(config)
+
+
+@pytest.fixture
+def paper(tmp_path) -> dict:
+    return with_cohorts(yaml.safe_load((ROOT / "config/paper.yaml").read_text()), tmp_path, PAPER_COHORTS)
+
+
+def test_paper_grid_has_the_study_structure(paper):
+    cells = expand_grid(paper)
+    by_track = Counter(c.track for c in cells)
+    # FC per model and benchmark, calibrated and reused as the full comparison's reference
+    assert by_track["calibration"] == 3 * 2
+    # 13 policies (FC counted under calibration) for 3 models on 2 benchmarks
+    assert by_track["full"] == 12 * 3 * 2
+    # per (model, benchmark): 5 tunable x 3 depths x 3 settings + 6 invariant x 3 settings,
+    # minus the 5 + 6 primary cells of the full comparison
+    assert by_track["sweep"] == (45 + 18 - 11) * 2 * 2
+    assert by_track["summarizer"] == 2 * 2
+    assert {c.model for c in cells if c.track == "sweep"} == {"qwen", "devstral"}
+    assert len({c.key for c in cells}) == len(cells)
+
+
+def test_paper_run_counts(paper):
+    rows = {(r["benchmark"], r["model"], r["track"]): r for r in summarize(expand_grid(paper), paper)}
+    assert rows[("swebench", "glm", "calibration")]["runs"] == 100 * 3
+    assert rows[("swebench", "qwen", "full")]["runs"] == 12 * 100 * 3
+    assert rows[("terminalbench", "devstral", "sweep")]["runs"] == 52 * 15 * 3
+    assert rows[("swebench", "qwen", "summarizer")]["runs"] == 4 * 25 * 3
+    assert sum(r["runs"] for r in rows.values()) == 29160
+
+
+def test_sweeps_skip_cells_of_the_full_comparison(paper):
+    cells = expand_grid(paper)
+    sweep = {(c.benchmark, c.model, c.slug) for c in cells if c.track == "sweep"}
+    assert ("swebench", "qwen", "TR_Th_0.5__primary") not in sweep
+    assert ("swebench", "qwen", "TR_Th_0.5__tight") in sweep
+    assert ("swebench", "qwen", "TRCplusSU_Th__loose") in sweep
+    full = next(c for c in cells if c.slug == "TR_Th_0.5__primary" and c.model == "qwen"
+                and c.benchmark == "swebench")
+    assert (full.track, full.cohort) == ("full", "main")
+
+
+def test_slugs_and_run_roots():
+    assert parse_policy("OTRC+S-p/St+Th/0.5").slug == "OTRCplusS-p_StplusTh_0.5"
+    cell = Cell("summarizer", "swebench", "qwen", "SU/Th/0.5", "primary", "sweep", "gemma")
+    assert cell.slug == "SU_Th_0.5__primary__sum-gemma"
+    assert cell.run_root("results") == Path("results/runs/swebench/qwen/SU_Th_0.5__primary__sum-gemma")
+    assert Cell("full", "local", "m", "FC", None, "main", None).slug == "FC"
+    assert Cell("full", "local", "m", "OTRC/St", None, "main", None).slug == "OTRC_St"
+
+
+def test_policies_without_threshold_have_no_setting(paper):
+    for cell in expand_grid(paper):
+        assert (cell.setting is None) == (cell.policy in ("FC", "OTRC/St"))
+
+
+def test_agent_as_its_own_summarizer_is_the_ordinary_cell(paper):
+    paper["grid"]["summarizer"]["summarizers"] = ["qwen", "gemma"]
+    summ = [c for c in expand_grid(paper) if c.track == "summarizer"]
+    assert {c.summarizer for c in summ} == {"gemma"}
+
+
+def test_run_count_reads_the_cohort_file(paper):
+    cell = next(c for c in expand_grid(paper) if c.benchmark == "terminalbench" and c.cohort == "sweep")
+    assert run_count(cell, paper) == 15 * 3
+
+
+def test_thresholds_from_preset_and_calibration_file(paper, tmp_path):
+    assert resolve_threshold(paper, "swebench", "devstral", "loose") == 24000
+    assert resolve_threshold(paper, "terminalbench", "glm", "primary") == 3000
+    assert resolve_threshold(paper, "swebench", "qwen", None) is None
+    with pytest.raises(ConfigError, match="thresholds.terminalbench.glm.tight: missing from the preset"):
+        resolve_threshold(paper, "terminalbench", "glm", "tight")
+
+    paper["thresholds"]["swebench"]["qwen"] = {"source": "calibrate"}
+    paper["results_dir"] = str(tmp_path / "results")
+    with pytest.raises(ConfigError, match="no thresholds file; run calibration first"):
+        resolve_threshold(paper, "swebench", "qwen", "primary")
+    path = tmp_path / "results/thresholds/swebench/qwen.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"source": "calibrated", "tight": 9000, "primary": 14000, "loose": 19000}))
+    assert resolve_threshold(paper, "swebench", "qwen", "primary") == 14000
+    other = tmp_path / "elsewhere.json"
+    other.write_text(json.dumps({"source": "calibrated", "tight": 1, "primary": 2, "loose": 3}))
+    assert resolve_threshold(paper, "swebench", "qwen", "loose", thresholds_file=other) == 3
+
+
+def test_grid_cli_prints_counts_and_json(paper, tmp_path, capsys):
+    from ctxpolicy.cli import main
+
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(paper))
+    assert main(["grid", "--config", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "total" in table and "29160" in table
+    assert main(["grid", "--config", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["cells"]) == 290
+    assert data["cells"][0]["run_root"].endswith("runs/swebench/qwen/FC")
+
+
+def test_grid_cli_bad_config_exit_2(tmp_path, capsys):
+    from ctxpolicy.cli import main
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("study: x\n")
+    assert main(["grid", "--config", str(path)]) == 2
+    assert f"{path}: (top level): missing required key 'models'" in capsys.readouterr().err

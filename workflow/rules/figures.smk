@@ -1,0 +1,61 @@
+# One rule per figure or table, generated from ctxpolicy.figures.catalog: papermill executes the
+# target's notebook (the executed copy is kept under results/notebooks/), then every output gets
+# its provenance sidecar (OUTPUT.prov.json). `snakemake figures/fig2.pdf` makes one figure.
+
+from ctxpolicy.figures.catalog import papermill_args, targets_for
+
+FIGURE_TARGETS = targets_for(CONFIG)
+REPORT_CATEGORY = {".png": "Figures", ".csv": "Tables"}
+
+
+def _scoped(path: str, scope: str) -> str:
+    if scope != "all" and path.startswith(f"{TABLES}/") and path.count("/") == TABLES.count("/") + 1:
+        return f"{TABLES}/{scope}/{path[len(TABLES) + 1:]}"
+    return path
+
+
+def _outputs(spec: dict) -> list:
+    outputs = []
+    for path in spec["outputs"]:
+        category = REPORT_CATEGORY.get(Path(path).suffix)
+        outputs.append(report(path, category=category, caption="../report/target.rst") if category else path)
+    return outputs + [f"{p}.prov.json" for p in spec["outputs"]] + [spec["executed"]]
+
+
+def _figure_command(name: str, spec: dict, inputs: list[str], tables_dir: str) -> str:
+    render = papermill_args(name, config_path=CONFIG_FILE, tables_dir=tables_dir, out_dir=FIGURES,
+                            executed=spec["executed"])
+    record = [*spec["outputs"], "--config", CONFIG_FILE, "--notebook", spec["executed"]]
+    if inputs:
+        record += ["--inputs", *inputs]
+    return (f"{ANALYSIS_PY} -m papermill --no-progress-bar {q(render)} && "
+            f"{ANALYSIS_CTXPOLICY} provenance record {q(record)}")
+
+
+for _name, _spec in FIGURE_TARGETS.items():
+    _scope = target_scope(_name, _spec.get("scope"))
+    _inputs = [_scoped(p, _scope) for p in _spec["inputs"]]
+    _tables_dir = TABLES if _scope == "all" else f"{TABLES}/{_scope}"
+
+    rule:
+        name:
+            f"figure_{_name}"
+        input:
+            notebook=_spec["notebook"],
+            data=_inputs,
+        output:
+            _outputs(_spec),
+        log:
+            f"{RESULTS}/logs/figures/{_name}.log",
+        params:
+            command=_figure_command(_name, _spec, _inputs, _tables_dir),
+        threads: 1
+        resources:
+            **ANALYSIS,
+        conda:
+            ANALYSIS_ENV
+        shell:
+            "({params.command}) > {log} 2>&1"
+
+
+FIGURE_OUTPUTS = [p for spec in FIGURE_TARGETS.values() for p in spec["outputs"]]
