@@ -72,8 +72,8 @@ def test_compare_to_fc_row(runs):
     assert row.token_ratio == pytest.approx(0.52)
     assert row.cost_ratio == pytest.approx(0.52) and row.cost_ratio_est == pytest.approx(0.52)
     assert row.latency_ratio == pytest.approx(0.52)
-    # calls: FC A = 15, C = 10; policy A = 35, C = 15 -> 50 / 25 = 2
-    assert row.calls_ratio == pytest.approx(2.0)
+    # calls: FC A = (10 + 20) / 2 = 15, C = 10; policy A = (30 + 40 + 40) / 3 = 110/3, C = 15
+    assert row.calls_ratio == pytest.approx((110 / 3 + 15) / (15 + 10))
     assert np.isnan(row.cost_ratio_measured) and row.n_measured_tasks == 0
     assert row.delta_pp_lo <= row.delta_pp <= row.delta_pp_hi
     assert row.token_ratio_lo <= row.token_ratio <= row.token_ratio_hi
@@ -101,7 +101,7 @@ def test_bootstrap_is_seeded_and_resamples_tasks():
 
 def test_percentile_interval_is_the_central_95_percent():
     lo, hi = percentile_interval(np.arange(1001, dtype=float))
-    assert (lo, hi) == (25.0, 975.0)
+    assert (lo, hi) == pytest.approx((25.0, 975.0))
     assert percentile_interval(np.array([np.nan, 2.0, 2.0])) == (2.0, 2.0)
 
 

@@ -298,3 +298,9 @@ def test_show_flags_run_records_that_vanished(study, capsys):
     out = capsys.readouterr().out
     assert "local/qwen05b/FC                  3 runs (1 run.json missing, 2 submitted)" in out
     assert "t-2__a1  run.json missing" in out
+
+
+def test_verify_rehashes_model_files_only_when_asked(study, tmp_path):
+    assert verify(study["figure"])[1] == []
+    _, problems = verify(study["figure"], models=True)
+    assert {(p.path, p.problem) for p in problems} == {(MODEL["file"], "missing")}

@@ -80,26 +80,27 @@ def test_cannot_write_outside_workspace(workspace: Path) -> None:
     assert (workspace / "inside.txt").read_text() == "x\n"
 
 
+def _marker() -> str:
+    """A unique `sleep` duration, to find the sandbox's processes in the host's /proc."""
+    return f"{1000 + uuid.uuid4().int % 100000}.{os.getpid()}"
+
+
 def test_timeout_kills_background_children(workspace: Path) -> None:
-    marker = f"{1000 + uuid.uuid4().int % 1000}.{os.getpid()}"
-    started = time.monotonic()
-    result = run_sandboxed(
-        f"(sleep 3; touch late.txt) & sleep {marker} & echo started; sleep 100", workspace, timeout_s=1.5
-    )
+    marker = _marker()
+    result = run_sandboxed(f"sleep {marker} & (sleep {marker}; touch late.txt) & echo started; sleep 100",
+                           workspace, timeout_s=1.5)
     assert result.timed_out
-    assert "started" in result.output
-    assert time.monotonic() - started < 10
+    assert result.output == "started\n"
+    assert result.duration_s < 10
     assert _processes_with(f"sleep\0{marker}") == []
-    time.sleep(3.5)
-    assert not (workspace / "late.txt").exists()
 
 
 def test_background_children_die_when_command_ends(workspace: Path) -> None:
-    result = run_sandboxed("(sleep 2; touch late.txt) & echo done", workspace, timeout_s=20)
-    assert result.returncode == 0 and not result.timed_out
-    assert result.duration_s < 2
-    time.sleep(2.5)
-    assert not (workspace / "late.txt").exists()
+    marker = _marker()
+    result = run_sandboxed(f"sleep {marker} & echo done", workspace, timeout_s=60)
+    assert (result.returncode, result.output, result.timed_out) == (0, "done\n", False)
+    assert result.duration_s < 30
+    assert _processes_with(f"sleep\0{marker}") == []
 
 
 def test_python_with_pytest_inside(workspace: Path) -> None:

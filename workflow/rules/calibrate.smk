@@ -18,7 +18,8 @@ def _thresholds_command(wildcards, output) -> str:
         fc = q(cell_dir(calibration_cell(CELLS, wildcards.benchmark, wildcards.model)))
         return (f"{ANALYSIS_CTXPOLICY} calibrate --runs {fc} --out {out} && "
                 f"{ANALYSIS_CTXPOLICY} provenance record {out} --config {CFG} --runs {fc}")
-    return (f"{ANALYSIS_PY} workflow/scripts/preset_thresholds.py --config {CFG} "
+    script = q(repo_file("workflow/scripts/preset_thresholds.py"))
+    return (f"{ANALYSIS_PY} {script} --config {CFG} "
             f"--benchmark {q(wildcards.benchmark)} --model {q(wildcards.model)} --out {out}")
 
 

@@ -15,13 +15,23 @@ from ctxpolicy.grid import (SCOPES, calibration_cell, cells_in_scope, expand_gri
                             thresholds_path)
 
 
+REPO = Path(workflow.basedir)
+
+
+def repo_file(path: str) -> str:
+    """A file of this repository, as a path that works from the working directory (-d DIR too)."""
+    if Path(path).is_absolute() or REPO.resolve() == Path.cwd().resolve():
+        return str(path)
+    return str(REPO / path)
+
+
 def _config_file() -> str:
-    given = [str(p) for p in (workflow.overwrite_configfiles or [])]
+    given = [Path(p) for p in (workflow.overwrite_configfiles or [])]
     if len(given) > 1:
-        raise WorkflowError(f"give one --configfile, not {len(given)}: {' '.join(given)}")
+        raise WorkflowError(f"give one --configfile, not {len(given)}: {' '.join(map(str, given))}")
     if not given:
-        return "config/config.yaml"
-    path = Path(given[0])
+        return repo_file("config/config.yaml")
+    path = given[0]
     return os.path.relpath(path) if path.is_absolute() and path.is_relative_to(Path.cwd()) else str(path)
 
 

@@ -4,8 +4,23 @@
 
 from ctxpolicy.figures.catalog import papermill_args, targets_for
 
-FIGURE_TARGETS = targets_for(CONFIG)
 REPORT_CATEGORY = {".png": "Figures", ".csv": "Tables"}
+
+
+def _in_figures_dir(path: str) -> str:
+    """The catalog names outputs under figures/; the config's figures_dir decides where they go."""
+    return f"{FIGURES}/{path[len('figures/'):]}" if path.startswith("figures/") else path
+
+
+def _targets() -> dict:
+    targets = targets_for(CONFIG)
+    for spec in targets.values():
+        spec["notebook"] = repo_file(spec["notebook"])
+        spec["outputs"] = [_in_figures_dir(p) for p in spec["outputs"]]
+    return targets
+
+
+FIGURE_TARGETS = _targets()
 
 
 def _scoped(path: str, scope: str) -> str:
@@ -25,6 +40,7 @@ def _outputs(spec: dict) -> list:
 def _figure_command(name: str, spec: dict, inputs: list[str], tables_dir: str) -> str:
     render = papermill_args(name, config_path=CONFIG_FILE, tables_dir=tables_dir, out_dir=FIGURES,
                             executed=spec["executed"])
+    render[0] = spec["notebook"]  # the catalog's path, made to work from any working directory
     record = [*spec["outputs"], "--config", CONFIG_FILE, "--notebook", spec["executed"]]
     if inputs:
         record += ["--inputs", *inputs]

@@ -9,14 +9,26 @@ all its runs for both sides, because the per-task values are computed before res
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 DEFAULT_RESAMPLES = 10_000
 CONFIDENCE = 0.95
 
 
+@lru_cache(maxsize=4)
 def resample_counts(n_tasks: int, n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> np.ndarray:
-    """(n_boot, n_tasks) counts of each task in each resample (float64, ready for matmul)."""
+    """(n_boot, n_tasks) counts of each task in each resample (float64, ready for matmul).
+
+    Depends only on its arguments, so comparisons over the same number of tasks share one
+    (read-only, cached) matrix."""
+    counts = _draw_counts(n_tasks, n_boot, seed)
+    counts.flags.writeable = False
+    return counts
+
+
+def _draw_counts(n_tasks: int, n_boot: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if n_tasks == 0:
         return np.zeros((n_boot, 0))

@@ -1,18 +1,32 @@
 """Provenance: hashes, sidecars that chain every figure and table back to its run records, and
 results bundles that let a reviewer regenerate everything without a GPU.
 
-This room reads files only; it imports no other ctxpolicy room.
+This room reads files only; it imports no other ctxpolicy room. Names are imported on first
+use, so that ``ctxpolicy --help`` does not pay for tarfile and tqdm.
 """
 
-from .bundle import BundleError, check_bundle, export_bundle, import_bundle
-from .chain import Problem, trace, verify
-from .environment import DEFAULT_PACKAGES, code_state, package_versions
-from .hashing import sha256_file
-from .runs import RUN_RECORD_FILES, run_record_files
-from .sidecar import SIDECAR_SUFFIX, SidecarError, read_sidecar, sidecar_path, write_sidecar, write_sidecars
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_PACKAGES", "RUN_RECORD_FILES", "SIDECAR_SUFFIX", "BundleError", "Problem", "SidecarError",
-    "check_bundle", "code_state", "export_bundle", "import_bundle", "package_versions", "read_sidecar", "run_record_files", "sha256_file",
-    "sidecar_path", "trace", "verify", "write_sidecar", "write_sidecars",
-]
+import importlib
+
+_EXPORTS = {
+    "sha256_file": "hashing",
+    "DEFAULT_PACKAGES": "environment", "code_state": "environment", "package_versions": "environment",
+    "RUN_RECORD_FILES": "runs", "run_record_files": "runs",
+    "SIDECAR_SUFFIX": "sidecar", "SidecarError": "sidecar", "read_sidecar": "sidecar",
+    "sidecar_path": "sidecar", "write_sidecar": "sidecar", "write_sidecars": "sidecar",
+    "Problem": "chain", "trace": "chain", "verify": "chain",
+    "BundleError": "bundle", "check_bundle": "bundle", "export_bundle": "bundle", "import_bundle": "bundle",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

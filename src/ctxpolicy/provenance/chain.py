@@ -14,8 +14,9 @@ from .sidecar import SidecarError, read_sidecar, recorded_path, sidecar_path
 
 
 def display_path(path: Path) -> str:
-    """A path as the reader typed it: relative to the working directory."""
-    return Path(os.path.relpath(path)).as_posix()
+    """A path as a reader would type it: relative below the working directory, else absolute."""
+    relative = os.path.relpath(path)
+    return Path(os.path.abspath(path) if relative.split(os.sep)[0] == ".." else relative).as_posix()
 
 
 def _run_dirs(entries: list[tuple[Path, dict]]) -> set[Path]:
@@ -116,9 +117,17 @@ class Problem:
         return asdict(self)
 
 
-def collect_checks(target: str | Path) -> tuple[list[Check], list[Problem]]:
+def _model_files(models: list[dict]) -> list[tuple[Path, str]]:
+    """Model files recorded with a path and a hash (hub models without a single file have none)."""
+    return [(Path(m["file"]), m["sha256"]) for m in models
+            if isinstance(m, dict) and isinstance(m.get("file"), str) and isinstance(m.get("sha256"), str)]
+
+
+def collect_checks(target: str | Path, models: bool = False) -> tuple[list[Check], list[Problem]]:
     """Every (file, recorded hash) along the chain of ``target``, and the sidecars along it that
-    are gone or unreadable. Raises SidecarError when the target's own sidecar is unusable."""
+    are gone or unreadable. Raises SidecarError when the target's own sidecar is unusable.
+    Model files are included only when ``models`` is set: they are large and seldom present
+    where results are audited, and their hashes come from run.json files that are checked anyway."""
     checks: dict[tuple[Path, str], Check] = {}
     problems: list[Problem] = []
     pending: list[tuple[Path, Path | None]] = [(sidecar_path(Path(os.path.normpath(target))), None)]
@@ -140,18 +149,21 @@ def collect_checks(target: str | Path) -> tuple[list[Check], list[Problem]]:
         for record in filter(None, records):
             path = recorded_path(sidecar, record["path"])
             checks.setdefault((path, record["sha256"]), Check(path, record["sha256"], sidecar))
+        if models:
+            for path, digest in _model_files(data.get("models") or []):
+                checks.setdefault((path, digest), Check(path, digest, sidecar))
         pending.extend((recorded_path(sidecar, entry["sidecar"]), sidecar)
                        for entry in data["inputs"] if "sidecar" in entry)
     return sorted(checks.values(), key=lambda c: (str(c.path), c.recorded)), problems
 
 
-def verify(target: str | Path, progress: bool = False) -> tuple[int, list[Problem]]:
-    """Re-hash every file recorded along the chain of ``target``.
+def verify(target: str | Path, progress: bool = False, models: bool = False) -> tuple[int, list[Problem]]:
+    """Re-hash every file recorded along the chain of ``target`` (and the model files, if ``models``).
 
     Returns the number of distinct files checked and the problems: each file that changed or
     vanished since it was recorded, and each sidecar along the chain that is gone or unreadable.
     """
-    checks, problems = collect_checks(target)
+    checks, problems = collect_checks(target, models)
     actual: dict[Path, str | None] = {}
     for check in tqdm(checks, desc="verifying", unit="file", disable=None if progress else True):
         if check.path not in actual:

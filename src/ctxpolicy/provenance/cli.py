@@ -4,7 +4,7 @@
                               [--inputs-from LIST] [--inputs-glob PATTERN] [--runs DIR [DIR ...]]
                               [--notebook NB] [--extra KEY=VALUE]
   ctxpolicy provenance show TARGET [--each-run] [--json]
-  ctxpolicy provenance verify TARGET [TARGET ...] [--json]
+  ctxpolicy provenance verify TARGET [TARGET ...] [--models] [--json]
 
 record writes TARGET.prov.json for each TARGET. show prints the chain from TARGET back to the
 run records. verify re-hashes every file recorded along that chain and exits 1 listing each
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     verify = sub.add_parser("verify", help="re-hash every file along the chain; exit 1 on any change")
     verify.add_argument("targets", nargs="+", metavar="TARGET")
+    verify.add_argument("--models", action="store_true",
+                        help="also re-hash the model files the runs recorded (large; where present)")
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -50,7 +53,7 @@ class UsageError(ValueError):
 
 def _read_list(source: str) -> list[str]:
     try:
-        text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{source}: cannot read input list: {exc.strerror}") from None
     lines = (line.strip() for line in text.splitlines())
@@ -59,7 +62,6 @@ def _read_list(source: str) -> list[str]:
 
 def _gather_inputs(args: argparse.Namespace) -> list[str]:
     import glob
-    from pathlib import Path
 
     from .runs import run_record_files
 
@@ -114,14 +116,13 @@ def _show(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from .chain import display_path, verify
     from .render import render_problems
 
     results = []
     for target in args.targets:
-        checked, problems = verify(target, progress=True)
+        checked, problems = verify(target, progress=True, models=args.models)
         results.append({"target": display_path(Path(target)), "ok": not problems,
                         "checked": checked, "problems": [p.as_dict() for p in problems]})
         if not args.json:

@@ -66,6 +66,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from ctxpolicy.config import ConfigError
     from ctxpolicy.serving.atomic import write_text_atomic
+    from ctxpolicy.serving.models import ModelError
     from ctxpolicy.serving.server import ServerError, log_tail, start_server
 
     try:
@@ -93,7 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
             finally:
                 if args.ready_file:
                     args.ready_file.unlink(missing_ok=True)
-    except ServerError as exc:
+    except (ServerError, ModelError) as exc:
         print(f"ctxpolicy serve: {exc}", file=sys.stderr)
         return 1
     except ValueError as exc:  # ModelConfigError

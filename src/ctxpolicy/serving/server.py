@@ -44,14 +44,19 @@ class ServerHandle:
     log_path: Path | None = None
     process: subprocess.Popen | None = field(default=None, repr=False)
     _scratch: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+    _stopped: bool = field(default=False, repr=False)
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """TERM the server's process group, KILL it after ``grace_s``; a no-op for endpoints."""
-        if self.process is not None:
+        """TERM the server's process group, KILL it after ``grace_s``; a no-op for endpoints.
+
+        Only the first call acts: once the group is gone its id may belong to someone else.
+        """
+        if self.process is not None and not self._stopped:
+            self._stopped = True
             _stop_group(self.process, grace_s)
         if self._scratch is not None:
             self._scratch.cleanup()
@@ -106,7 +111,7 @@ def _launch_llamacpp(model_cfg: Mapping[str, Any], log_path: Path, port: int | N
         deadline = time.monotonic() + timeout
         while not address_file.exists():
             if process.poll() is not None:
-                raise ServerError(_failure("llama.cpp server exited with code %d" % process.returncode, log_path))
+                raise ServerError(_failure(f"llama.cpp server exited with code {process.returncode}", log_path))
             if time.monotonic() >= deadline:
                 raise ServerError(_failure(f"llama.cpp server not listening after {timeout:.0f} s", log_path))
             time.sleep(0.2)
@@ -200,11 +205,11 @@ def _die_with_parent_if_main_thread():
     # main thread, whose exit is the process's
     if threading.current_thread() is not threading.main_thread():
         return None
-    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, not in the child
     pr_set_pdeathsig = 1
 
     def set_pdeathsig() -> None:
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
 
     return set_pdeathsig
 

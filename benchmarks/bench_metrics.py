@@ -1,0 +1,105 @@
+"""Time and peak memory of aggregation plus every comparison on a study-sized synthetic corpus.
+
+Targets (issue 4): 35,000 runs of about 100 calls, aggregation + all comparisons with
+10,000-resample intervals, under 60 s and 4 GB on a 2-core machine.
+
+    .venv/bin/python benchmarks/bench_metrics.py [--runs 35000] [--calls 100] [--processes 2]
+
+The corpus (about 7 GB) is generated once into --workdir and reused while its parameters match;
+generation is not part of the timed figures. Peak memory is reported for the main process and
+for the largest parser worker; their sum (main + processes x worker) bounds the total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ctxpolicy.metrics.aggregate import aggregate, write_tables
+from ctxpolicy.metrics.compare import (compare_to_fc, execution_length, gains_losses, outcome_breakdown,
+                                       paired_differences)
+from ctxpolicy.metrics.synthetic import make_runs
+
+MODELS = ["qwen", "devstral", "glm"]
+BENCHMARKS = ["swebench", "terminalbench"]
+POLICIES = ["FC", "TR/Th/0.5", "TRC/Th", "SU/Th/0.5", "S-p/Th/0.5", "OTRC/St", "OTRC+TR/St+Th/0.5"]
+ATTEMPTS = 3
+
+
+def corpus(workdir: Path, runs: int, calls: int, processes: int) -> Path:
+    root = workdir / "runs"
+    cells = len(MODELS) * len(BENCHMARKS) * len(POLICIES)
+    tasks = math.ceil(runs / (cells * ATTEMPTS))
+    params = {"tasks": tasks, "calls": calls, "models": MODELS, "benchmarks": BENCHMARKS,
+              "policies": POLICIES, "attempts": ATTEMPTS, "version": 1}
+    marker = workdir / "params.json"
+    if marker.exists() and json.loads(marker.read_text()) == params:
+        print(f"reusing corpus in {root}")
+        return root
+    shutil.rmtree(workdir, ignore_errors=True)
+    root.mkdir(parents=True)
+    started = time.perf_counter()
+    written = make_runs(root, models=MODELS, benchmarks=BENCHMARKS, policies=POLICIES, settings=["primary"],
+                        tasks=tasks, attempts=ATTEMPTS, calls_per_run=calls, seed=0, processes=processes,
+                        progress=sys.stderr.isatty())
+    marker.write_text(json.dumps(params))
+    print(f"generated {len(written):,} runs in {time.perf_counter() - started:.0f} s (not timed below)")
+    return root
+
+
+def peak_mb(who: int) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=35_000)
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--n-boot", type=int, default=10_000)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxpolicy-bench-metrics"))
+    args = parser.parse_args()
+
+    root = corpus(args.workdir, args.runs, args.calls, args.processes)
+    phases = {}
+    started = time.perf_counter()
+    tables = aggregate([root], processes=args.processes, progress=sys.stderr.isatty())
+    phases["aggregate (parse + tables)"] = time.perf_counter() - started
+    mark = time.perf_counter()
+    write_tables(tables, args.workdir / "tables")
+    phases["write parquet"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    runs = tables.runs
+    results = []
+    for benchmark in BENCHMARKS:
+        for model in MODELS:
+            scope = {"model": model, "benchmark": benchmark}
+            results.append(compare_to_fc(runs, **scope, n_boot=args.n_boot))
+            results.append(gains_losses(runs, **scope))
+            results.append(paired_differences(runs, **scope, n_boot=args.n_boot, holm=True))
+            results.append(execution_length(runs, **scope))
+    results.append(outcome_breakdown(runs))
+    phases["comparisons"] = time.perf_counter() - mark
+    total = time.perf_counter() - started
+
+    comparisons = sum(len(r) for r in results)
+    print(f"runs: {len(runs):,} read, {len(tables.problems)} left out; calls: {len(tables.calls):,}; "
+          f"comparison rows: {comparisons:,} ({args.n_boot:,} resamples each interval)")
+    for name, seconds in phases.items():
+        print(f"  {name:28s} {seconds:7.1f} s")
+    main_mb, worker_mb = peak_mb(resource.RUSAGE_SELF), peak_mb(resource.RUSAGE_CHILDREN)
+    bound_mb = main_mb + args.processes * worker_mb
+    print(f"  {'total':28s} {total:7.1f} s   (target < 60 s)")
+    print(f"peak memory: main {main_mb:,.0f} MB, largest worker {worker_mb:,.0f} MB, "
+          f"bound {bound_mb:,.0f} MB   (target < 4096 MB)")
+    return 0 if total < 60 and bound_mb < 4096 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""Grade a cell's runs with the benchmark's own harness.
+
+  ctxpolicy evaluate --config C --benchmark B CELL_DIR [--force]
+
+Grades every complete run directory of CELL_DIR that has no verdict.json yet (all of them with
+--force), writes verdict.json into each, and CELL_DIR/eval.json with the cell's summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="config file")
+    parser.add_argument("--benchmark", required=True, help="a benchmark of the config")
+    parser.add_argument("cell_dir", type=Path, metavar="CELL_DIR", help="the cell's directory of run directories")
+    parser.add_argument("--force", action="store_true", help="grade again runs that already have a verdict")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ctxpolicy.benchmarks import BenchmarkError, get_adapter
+    from ctxpolicy.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+        if args.benchmark not in config["benchmarks"]:
+            raise BenchmarkError(
+                f"{args.config}: benchmarks.{args.benchmark} not found (have {', '.join(config['benchmarks'])})"
+            )
+        if not args.cell_dir.is_dir():
+            raise BenchmarkError(f"cell directory not found: {args.cell_dir}")
+        adapter = get_adapter(args.benchmark, config["benchmarks"][args.benchmark], Path.cwd())
+        summary = evaluate_cell(adapter, args.benchmark, args.cell_dir, force=args.force)
+    except (BenchmarkError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{args.cell_dir}: {summary['n_resolved']}/{summary['n_graded']} resolved "
+        f"({summary['n_runs']} complete runs, {summary['n_incomplete']} incomplete)"
+    )
+    return 0
+
+
+def evaluate_cell(adapter, benchmark: str, cell_dir: Path, *, force: bool = False) -> dict:
+    from ctxpolicy.benchmarks.base import atomic_write_json, is_complete_run
+
+    run_dirs = sorted(d for d in cell_dir.iterdir() if d.is_dir() and (d / "run.json").is_file())
+    complete = [d for d in run_dirs if is_complete_run(d)]
+    pending = [d for d in complete if force or not (d / "verdict.json").is_file()]
+    if pending:
+        if getattr(adapter, "grades_in_environment", True):
+            adapter.check_environment()
+        adapter.evaluate(pending, cell_dir / "eval_logs")
+    summary = summarize(benchmark, cell_dir, complete, incomplete=len(run_dirs) - len(complete))
+    atomic_write_json(cell_dir / "eval.json", summary)
+    return summary
+
+
+def summarize(benchmark: str, cell_dir: Path, run_dirs: list[Path], incomplete: int) -> dict:
+    from ctxpolicy.benchmarks.base import read_run
+
+    runs = {}
+    for run_dir in run_dirs:
+        record = read_run(run_dir)
+        verdict_file = run_dir / "verdict.json"
+        verdict = json.loads(verdict_file.read_text(encoding="utf-8")) if verdict_file.is_file() else None
+        runs[run_dir.name] = {
+            "task_id": record.task_id,
+            "attempt": record.attempt,
+            "resolved": verdict["resolved"] if verdict else None,
+            "harness": verdict["harness"] if verdict else None,
+        }
+    graded = [r for r in runs.values() if r["resolved"] is not None]
+    resolved = sum(r["resolved"] for r in graded)
+    return {
+        "benchmark": benchmark,
+        "cell": cell_dir.name,
+        "n_runs": len(runs),
+        "n_incomplete": incomplete,
+        "n_graded": len(graded),
+        "n_resolved": resolved,
+        "resolved_rate": resolved / len(graded) if graded else None,
+        "runs": runs,
+    }

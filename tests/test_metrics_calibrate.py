@@ -1,0 +1,67 @@
+"""Threshold calibration from FC peaks, and the study's presets."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from ctxpolicy.metrics import cli_calibrate
+from ctxpolicy.metrics.aggregate import aggregate
+from ctxpolicy.metrics.calibrate import PRESET_THRESHOLDS, round_nearest, thresholds_from_peaks
+from ctxpolicy.metrics.synthetic import make_runs
+
+
+def test_percentiles_of_peaks_rounded_to_the_nearest_thousand():
+    peaks = [1000 * k + 400 for k in range(1, 22)]  # 1400, 2400, ..., 21400 (21 values)
+    result = thresholds_from_peaks(peaks)
+    # linear interpolation: the 5th/15th/25th percentiles sit at positions 1, 3 and 5 of 0..20
+    assert result["percentiles"] == {"5": 2400.0, "15": 4400.0, "25": 6400.0}
+    assert (result["tight"], result["primary"], result["loose"]) == (2000, 4000, 6000)
+    assert result["source"] == "calibrated" and result["round_to"] == 1000 and result["n_runs"] == 21
+    assert result["peaks"] == sorted(peaks)
+
+
+def test_rounding_unit_is_a_parameter_and_halves_round_up():
+    peaks = [1000 * k + 400 for k in range(1, 22)]
+    assert thresholds_from_peaks(peaks, round_to=100)["tight"] == 2400
+    assert round_nearest(2500, 1000) == 3000 and round_nearest(3500, 1000) == 4000
+    assert round_nearest(2499, 1000) == 2000
+
+
+def test_thresholds_that_round_to_zero_are_refused():
+    with pytest.raises(ValueError, match="smaller rounding unit"):
+        thresholds_from_peaks([300, 400, 500])
+    with pytest.raises(ValueError, match="no FC peaks"):
+        thresholds_from_peaks([])
+
+
+def test_presets_are_the_study_thresholds():
+    assert PRESET_THRESHOLDS["swebench"]["qwen"] | {} == {"source": "preset", "tight": 10000, "primary": 15000, "loose": 20000}
+    assert [PRESET_THRESHOLDS["swebench"]["devstral"][k] for k in ("tight", "primary", "loose")] == [17000, 21000, 24000]
+    assert [PRESET_THRESHOLDS["swebench"]["glm"][k] for k in ("tight", "primary", "loose")] == [10000, 13000, 15000]
+    assert [PRESET_THRESHOLDS["terminalbench"]["qwen"][k] for k in ("tight", "primary", "loose")] == [2000, 3000, 4000]
+    assert [PRESET_THRESHOLDS["terminalbench"]["devstral"][k] for k in ("tight", "primary", "loose")] == [3000, 4000, 7000]
+    assert PRESET_THRESHOLDS["terminalbench"]["glm"]["primary"] == 3000
+
+
+def test_calibrate_cli_writes_the_thresholds_file(tmp_path, capsys):
+    make_runs(tmp_path / "runs", policies=["FC"], tasks=8, attempts=2, calls_per_run=6, seed=2)
+    cell = tmp_path / "runs" / "local" / "qwen05b" / "FC"
+    out = tmp_path / "thresholds" / "local" / "qwen05b.json"
+    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=100)) == 0
+    written = json.loads(out.read_text())
+    peaks = aggregate([cell], processes=1).runs["peak_prompt_tokens"].to_numpy()
+    assert written["peaks"] == sorted(int(p) for p in peaks)
+    assert written["tight"] == round_nearest(np.percentile(peaks, 5), 100)
+    assert written["loose"] == round_nearest(np.percentile(peaks, 25), 100)
+    assert (written["benchmark"], written["model"], written["round_to"]) == ("local", "qwen05b", 100)
+
+
+def test_calibrate_cli_refuses_non_fc_runs(tmp_path, capsys):
+    make_runs(tmp_path / "runs", policies=["TR/Th/0.5"], tasks=2, attempts=1, calls_per_run=4, seed=2)
+    cell = tmp_path / "runs" / "local" / "qwen05b" / "TR_Th_0.5__primary"
+    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=tmp_path / "t.json", round_to=100)) == 2
+    assert "identity.policy" in capsys.readouterr().err
