@@ -73,7 +73,7 @@ def test_refused_connection_ends_in_error_after_bounded_retries(tmp_path):
     result, record, calls = run(tmp_path, closed_port_url(), task(None))
     assert result.outcome == "error"
     assert "connection failed" in record["error"] and "3 attempts" in record["error"]
-    assert [c["status"] for c in calls] == ["error"]
+    assert [c["status"] for c in calls] == ["error"] and calls[0]["attempts"] == FAST.retry.max_attempts
     assert run_dir_problems(result.run_dir) == []
 
 

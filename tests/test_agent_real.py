@@ -17,7 +17,7 @@ from ctxpolicy.policies import parse_spec
 
 MODEL = "qwen05b"
 TASK = "hello-world"
-THRESHOLD = 450  # low enough that truncation fires within three steps
+THRESHOLD = 300  # low enough that truncation fires within three steps
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,8 @@ def embedded_run(tmp_path_factory):
     adapter.check_environment()
     task = adapter.tasks("main")[0]
     policy = parse_spec("TR/Th/0.5")
-    settings = build_settings(config, "local", MODEL, overrides={"step_limit": 3, "max_tokens": 128})
+    settings = build_settings(config, "local", MODEL, overrides={"step_limit": 3, "max_tokens": 128,
+                                                                         "wall_time_limit_s": 1200})
     identity = make_identity(config=config, benchmark="local", cohort="main", model=MODEL, policy=policy, task=task,
                              attempt=1, threshold_setting="fixed", threshold_tokens=THRESHOLD, summarizer=None,
                              cell="TR_Th_0.5__fixed", track="full")

@@ -4,7 +4,9 @@ resolves its task while doing nothing resolves none (graded by the real sandbox 
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -64,8 +66,6 @@ def test_terminal_tasks_follow_the_terminal_bench_layout():
 
 def test_snapshot_test_suites_are_fast_and_green(sandbox_ok, tmp_path):
     for snapshot in sorted(REPOS_DIR.iterdir()):
-        import shutil
-
         ws = tmp_path / snapshot.name
         shutil.copytree(snapshot, ws)
         result = run_sandboxed("python -m pytest -q -p no:cacheprovider tests", ws, timeout_s=60,
@@ -75,9 +75,12 @@ def test_snapshot_test_suites_are_fast_and_green(sandbox_ok, tmp_path):
 
 
 def test_every_reference_patch_resolves_and_an_empty_patch_resolves_none(adapter, sandbox_ok, tmp_path):
-    for iid, inst in repo_instances().items():
+    def grade(iid):
+        inst = repo_instances()[iid]
         gold = adapter.grade_patch(iid, inst["patch"], _dir(tmp_path / f"{iid}-gold"))
-        empty = adapter.grade_patch(iid, "", _dir(tmp_path / f"{iid}-empty"))
+        return iid, inst, gold, adapter.grade_patch(iid, "", _dir(tmp_path / f"{iid}-empty"))
+
+    for iid, inst, gold, empty in _in_parallel(grade, repo_instances()):
         assert gold.resolved, f"{iid}: reference patch does not resolve: {Path(gold.log).read_text()[-2000:]}"
         assert not empty.resolved, f"{iid}: resolved without any change"
         tests = gold.report["tests_status"]
@@ -86,14 +89,17 @@ def test_every_reference_patch_resolves_and_an_empty_patch_resolves_none(adapter
 
 
 def test_every_reference_solution_solves_its_terminal_task_and_doing_nothing_none(adapter, sandbox_ok, tmp_path):
-    for tid, task in terminal_tasks().items():
+    def grade(tid):
+        task = terminal_tasks()[tid]
         solved, untouched = tmp_path / f"{tid}-solved" / "workspace", tmp_path / f"{tid}-untouched" / "workspace"
         adapter.prepare_workspace(adapter.task(tid), solved)
         adapter.prepare_workspace(adapter.task(tid), untouched)
         solution = run_sandboxed((task["path"] / "solution.sh").read_text(), solved, timeout_s=60)
         assert solution.returncode == 0, f"{tid}: {solution.output}"
         good = adapter.grade_state(tid, solved, _dir(tmp_path / f"{tid}-log-solved"))
-        bad = adapter.grade_state(tid, untouched, _dir(tmp_path / f"{tid}-log-untouched"))
+        return tid, good, adapter.grade_state(tid, untouched, _dir(tmp_path / f"{tid}-log-untouched"))
+
+    for tid, good, bad in _in_parallel(grade, terminal_tasks()):
         assert good.resolved, f"{tid}: {Path(good.log).read_text()[-2000:]}"
         assert not bad.resolved, f"{tid}: solved by doing nothing"
         assert good.report["tests_status"] and set(good.report["tests_status"].values()) == {"PASSED"}
@@ -104,6 +110,12 @@ def test_grading_reports_are_plain_json(adapter, sandbox_ok, tmp_path):
     verdict = adapter.grade_patch("tinyweb-001", inst["patch"], _dir(tmp_path / "log"))
     assert json.loads(json.dumps(verdict.to_json()))["resolved"] is True
     assert verdict.harness == "ctxpolicy-local/swebench-grading"
+
+
+def _in_parallel(fn, ids):
+    # each grading is a handful of short subprocesses; overlap them to keep the test quick
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(fn, sorted(ids)))
 
 
 def _dir(path: Path) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 import uuid
 from pathlib import Path
 
@@ -158,3 +157,6 @@ def test_output_keeps_head_and_tail_within_budget(workspace: Path) -> None:
 
     flood = run_sandboxed("yes", workspace, timeout_s=1, max_output_bytes=10_000)
     assert flood.timed_out and len(flood.output) < 11_000
+
+    whole = run_sandboxed("head -c 100000 /dev/zero | tr '\\0' a", workspace, timeout_s=20, max_output_bytes=None)
+    assert whole.output == "a" * 100_000

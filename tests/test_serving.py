@@ -8,8 +8,6 @@ process-group shutdown are exercised for real without a GPU.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 import threading

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from minisweagent.agents.default import AgentConfig, DefaultAgent
@@ -55,7 +55,6 @@ class PolicyAgent(DefaultAgent):
         recorder: RunRecorder,
         summarizer: Any | None = None,
         dump: HistoryDump | None = None,
-        clock: Callable[[], float] = time.time,
         **agent_config: Any,
     ):
         super().__init__(model, env, config_class=AgentConfig, **agent_config)
@@ -65,7 +64,6 @@ class PolicyAgent(DefaultAgent):
         self.summarizer = summarizer
         self.dump = dump
         self.recorder = recorder
-        self._clock = clock
         self.context: list[dict] = []
         self._absorbed = 0
         self.format_errors = 0
@@ -83,7 +81,7 @@ class PolicyAgent(DefaultAgent):
     def _raise_if_out_of_budget(self) -> None:
         if 0 < self.config.step_limit <= self.n_calls:
             raise LimitsExceeded(exit_message("LimitsExceeded", f"step limit {self.config.step_limit} reached"))
-        if self.deadline is not None and self._clock() >= self.deadline:
+        if self.deadline is not None and time.time() >= self.deadline:
             raise TimeExceeded(
                 exit_message("TimeExceeded", f"wall-time limit {self.config.wall_time_limit_seconds}s reached")
             )
@@ -92,7 +90,7 @@ class PolicyAgent(DefaultAgent):
 
     def run(self, task: str = "", **kwargs) -> dict:
         self.context, self._absorbed = [], 0
-        self._start_time = self._clock()
+        self._start_time = time.time()
         return super().run(task, **kwargs)
 
     def step(self) -> list[dict]:
@@ -127,13 +125,13 @@ class PolicyAgent(DefaultAgent):
         message_ids = self.recorder.store(self.context)
         call = {"kind": "agent", "step": step, "est_tokens_before": est_before,
                 "est_tokens_after": count_messages(self.context), "message_ids": message_ids, "events": events}
-        start, t0 = self._clock(), time.perf_counter()
+        start, t0 = time.time(), time.perf_counter()
         try:
             response = self.model.complete(self.context, deadline=self.deadline)
         except EndpointError as exc:
             latency = time.perf_counter() - t0
             self.llm_s += latency
-            self.recorder.record_call(failed_call(call, exc, start, self._clock(), latency))
+            self.recorder.record_call(failed_call(call, exc, start, time.time(), latency))
             raise _interrupt_for(exc) from exc
         self.llm_s += response.latency_s
         self.recorder.record_call(ok_call(call, response))
@@ -148,7 +146,7 @@ class PolicyAgent(DefaultAgent):
 
     # --- summary telemetry -----------------------------------------------------------------
 
-    def on_summary_call(self, call: SummaryCall, latency_s: float, attempts: int) -> None:
+    def on_summary_call(self, call: SummaryCall, latency_s: float, attempts: int | None) -> None:
         """Listener for ``RecordingSummarizer``: one ``summary`` line, in the step that made it."""
         message_ids = self.recorder.store(call.request_messages)
         estimate = count_messages(call.request_messages)
@@ -180,7 +178,7 @@ def failed_call(call: dict, exc: EndpointError, start: float, end: float, latenc
         "status": "error", "error": f"{type(exc).__name__}: {exc}",
         "prompt_tokens": None, "completion_tokens": None, "cached_tokens": None,
         "est_tokens_before": call["est_tokens_before"], "est_tokens_after": call["est_tokens_after"],
-        "message_ids": call["message_ids"], "events": call["events"], "attempts": None,
+        "message_ids": call["message_ids"], "events": call["events"], "attempts": exc.attempts,
         "finish_reason": None, "model": None,
     }
 

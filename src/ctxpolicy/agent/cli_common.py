@@ -30,7 +30,8 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         help="threshold setting for Th policies (default: primary)")
     parser.add_argument("--thresholds", type=Path, help="calibrated thresholds file (default: from results_dir)")
     parser.add_argument("--summarizer", help="model (from the config) that writes summaries; default: the agent's")
-    parser.add_argument("--endpoint", help="OpenAI-compatible base URL (…/v1) of a running server; no server is started")
+    parser.add_argument("--endpoint",
+                        help="OpenAI-compatible base URL (…/v1) of a running server; no server is started")
     parser.add_argument("--served-name", help="model name to send to --endpoint (default: the model's served_name)")
     parser.add_argument("--summarizer-endpoint", help="base URL of a running server for --summarizer")
     parser.add_argument("--mode", choices=("text", "tool"),

@@ -78,7 +78,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         with contextlib.ExitStack() as servers:
             endpoint = servers.enter_context(model_endpoint(
-                config, args.model, url=args.endpoint, served_name=args.served_name, log_path=out.parent / "server.log"))
+                config, args.model, url=args.endpoint, served_name=args.served_name,
+                log_path=out.parent / "server.log"))
             summary_endpoint = None
             if args.summarizer and args.summarizer != args.model:
                 summary_endpoint = servers.enter_context(model_endpoint(

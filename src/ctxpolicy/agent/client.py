@@ -32,6 +32,8 @@ _OVERFLOW_PATTERN = re.compile(
 class EndpointError(RuntimeError):
     """The endpoint failed for good (after retries, or with a non-retryable answer)."""
 
+    attempts: int | None = None  # HTTP attempts made, set when the error leaves ChatClient.complete
+
 
 class TransientEndpointError(EndpointError):
     """A failure worth retrying: refused connection, timeout, 5xx, 429."""
@@ -170,8 +172,14 @@ class ChatClient:
                     payload = self._post_once(body, deadline)
         except TransientEndpointError as exc:
             if _past(deadline):
-                raise DeadlineExceeded(f"wall-time limit reached waiting for the endpoint: {exc}") from exc
-            raise EndpointError(f"{exc} (gave up after {attempts} attempts)") from exc
+                final: EndpointError = DeadlineExceeded(f"wall-time limit reached waiting for the endpoint: {exc}")
+            else:
+                final = EndpointError(f"{exc} (gave up after {attempts} attempts)")
+            final.attempts = attempts
+            raise final from exc
+        except EndpointError as exc:
+            exc.attempts = attempts
+            raise
         end = time.time()
         return parse_chat_payload(payload, start=start, end=end, latency_s=time.perf_counter() - t0, attempts=attempts)
 

@@ -12,6 +12,7 @@ import re
 from types import SimpleNamespace
 from typing import Any, Literal
 
+from jinja2 import StrictUndefined, Template
 from minisweagent.exceptions import FormatError
 from minisweagent.models.utils.actions_text import format_observation_messages
 from minisweagent.models.utils.actions_toolcall import (
@@ -52,8 +53,6 @@ def parse_text_action(content: str) -> str | None:
 
 
 def format_error(template: str, error: str, finish_reason: str | None, content: str) -> FormatError:
-    from jinja2 import StrictUndefined, Template
-
     text = Template(template, undefined=StrictUndefined).render(
         error=error, actions=[], finish_reason=finish_reason, has_tool_calls=False
     )

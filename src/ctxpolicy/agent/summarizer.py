@@ -9,7 +9,7 @@ from ctxpolicy.agent.client import ChatClient, EndpointError
 from ctxpolicy.policies import SummaryCall
 
 # (the SummaryCall, latency in seconds, HTTP attempts) -> None
-SummaryListener = Callable[[SummaryCall, float, int], None]
+SummaryListener = Callable[[SummaryCall, float, int | None], None]
 
 
 class RecordingSummarizer:
@@ -55,7 +55,7 @@ class RecordingSummarizer:
                 cached_tokens=None, start=start, end=time.time(), model=self.model,
                 error=f"{type(exc).__name__}: {exc}",
             )
-            self._report(call, time.perf_counter() - t0, 0)
+            self._report(call, time.perf_counter() - t0, exc.attempts)
             return call
         call = SummaryCall(
             request_messages=request_messages, text=response.content or "", prompt_tokens=response.prompt_tokens,

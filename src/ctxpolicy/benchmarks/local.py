@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from tqdm import tqdm
 from ctxpolicy.benchmarks import grading
 from ctxpolicy.benchmarks.base import (
     BenchmarkError,
+    RunRecord,
     Task,
     Verdict,
     read_run,
@@ -136,20 +138,27 @@ class LocalAdapter:
 
     # --- grading ---------------------------------------------------------------------------
     def evaluate(self, run_dirs: list[Path], log_dir: Path) -> dict[Path, Verdict]:
-        log_dir = Path(log_dir)
+        runs = [read_run(d) for d in run_dirs]
+        for run in runs:
+            self.task(run.task_id)  # every id known before anything is graded
+        workers = int(self.cfg.get("eval_workers") or self.cfg.get("concurrency") or 1)
         verdicts: dict[Path, Verdict] = {}
-        for run_dir in tqdm(run_dirs, desc=f"grading {self.name}", unit="run", disable=None):
-            run = read_run(run_dir)
-            task = self.task(run.task_id)
-            run_log_dir = log_dir / Path(run_dir).name
-            run_log_dir.mkdir(parents=True, exist_ok=True)
-            if task.kind == "repo":
-                verdict = self.grade_patch(task.task_id, run.model_patch, run_log_dir)
-            else:
-                verdict = self.grade_state(task.task_id, Path(run_dir) / "workspace", run_log_dir)
-            write_verdict(run_dir, verdict)
-            verdicts[Path(run_dir)] = verdict
+        with ThreadPoolExecutor(max_workers=workers) as pool, \
+                tqdm(total=len(runs), desc=f"grading {self.name}", unit="run", disable=None) as bar:
+            futures = {pool.submit(self.grade_run, run, Path(log_dir) / run.run_dir.name): run for run in runs}
+            for future in as_completed(futures):
+                verdicts[futures[future].run_dir] = future.result()
+                bar.update()
         return verdicts
+
+    def grade_run(self, run: RunRecord, log_dir: Path) -> Verdict:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        if self.task(run.task_id).kind == "repo":
+            verdict = self.grade_patch(run.task_id, run.model_patch, log_dir)
+        else:
+            verdict = self.grade_state(run.task_id, run.run_dir / "workspace", log_dir)
+        write_verdict(run.run_dir, verdict)
+        return verdict
 
     def grade_patch(self, instance_id: str, model_patch: str, log_dir: Path) -> Verdict:
         """SWE-bench's procedure on a fresh copy of the snapshot: apply, run the eval script, grade."""

@@ -17,6 +17,8 @@ import pandas as pd
 
 PDF_METADATA = {"Creator": "ctxpolicy", "Producer": "ctxpolicy", "CreationDate": None}
 PNG_METADATA = {"Software": None}
+SVG_METADATA = {"Date": None, "Creator": "ctxpolicy"}
+METADATA = {"pdf": PDF_METADATA, "png": PNG_METADATA, "svg": SVG_METADATA}
 PNG_DPI = 200
 
 
@@ -39,7 +41,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def figure_bytes(fig, fmt: str) -> bytes:
     buf = io.BytesIO()
-    metadata = PDF_METADATA if fmt == "pdf" else PNG_METADATA if fmt == "png" else None
+    metadata = METADATA.get(fmt)
     with mpl.rc_context({"svg.hashsalt": "ctxpolicy"}):
         fig.savefig(buf, format=fmt, metadata=metadata, dpi=PNG_DPI,
                     bbox_inches="tight", pad_inches=0.02)

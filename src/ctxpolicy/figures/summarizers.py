@@ -49,7 +49,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
             sub = pd.concat([fc, group])
             data = comparisons.compare_block(sub, config, "summarizer", n_boot=n_boot, seed=seed,
                                              combos=[(benchmark, model)], setting=setting,
-                                             policies=policies)
+                                             policies=policies, own_summarizer=False)
             if not data.empty:
                 frames.append(data.table.assign(summarizer=name))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -179,37 +179,45 @@ def write_run(spec: RunSpec) -> Path:
     wall_limit = _wall_limit(spec.calls_per_run)
     time_limited = False
 
+    size = _history_tokens(history, store)
+    sums = {"prompt": 0, "completion": 0, "cached": 0}
     for step in range(1, planned + 1):
-        events: list[str] = []
-        est_before = _history_tokens(history, store)
-        if compresses and _should_fire(pol, spec.threshold, est_before, step):
+        events: list[dict] = []
+        est_before = size
+        if compresses and _should_fire(pol, spec.threshold, size, step):
             history, events, summary = _compress(pol, spec.threshold, history, store, rng, prefix, step)
+            size = _history_tokens(history, store)
             if summary is not None:
                 summary_ids, summary_prompt = summary
                 lat = 0.4 + summary_prompt * 0.00012
-                calls.append(_call_line(len(calls), "summary", step, t, lat, summary_prompt,
-                                        int(rng.integers(120, 400)), None, est_before, est_before,
-                                        summary_ids, []))
+                completion = int(rng.integers(120, 400))
+                calls.append(_call_line(len(calls), "summary", step, t, lat, summary_prompt, completion,
+                                        None, est_before, est_before, summary_ids, []))
+                sums["prompt"] += summary_prompt
+                sums["completion"] += completion
                 t += lat
                 summary_calls += 1
-        est_after = _history_tokens(history, store)
-        prompt = int(est_after * 1.03) + 4 * len(history) + 3
-        cached = 0 if not calls else _server_cached(history, store, rng)
+        prompt = int(size * 1.03) + 4 * len(history) + 3
+        cached = 0 if not calls else _server_cached(size - sum(store.tokens[m] for m in history[-2:]), rng)
         peak = max(peak, prompt)
         completion = int(rng.integers(40, 220))
         lat = 0.3 + 0.00012 * (prompt - cached) + 0.0003 * cached + completion * 0.01
         calls.append(_call_line(len(calls), "agent", step, t, lat, prompt, completion, cached,
-                                est_before, est_after, history, events))
+                                est_before, size, history, events))
+        sums["prompt"] += prompt
+        sums["completion"] += completion
+        sums["cached"] += cached
         n_events_total += len(events)
         t += lat + float(rng.exponential(0.8))  # command execution
         if t - start > wall_limit:
             time_limited = True
             break
         command = _command(rng, p_retrieval, step)
+        observation_tokens = int(rng.lognormal(5.0, 0.7))
         history = history + [store.add("assistant", f"THOUGHT: step {step} of {prefix}.\n\n"
                                        f"```mswea_bash_command\n{command}\n```", completion),
-                             store.add("user", f"<output step={step} run={prefix}/>",
-                                       int(rng.lognormal(5.0, 0.7)))]
+                             store.add("user", f"<output step={step} run={prefix}/>", observation_tokens)]
+        size += completion + observation_tokens
         if rng.random() < 0.01:
             fmt_errors += 1
 
@@ -223,7 +231,11 @@ def write_run(spec: RunSpec) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "messages.jsonl").write_text("".join(store.lines))
     (run_dir / "calls.jsonl").write_text("".join(calls))
-    totals = _totals(calls, n_events_total, fmt_errors, peak)
+    agent_calls = len(calls) - summary_calls
+    totals = {"steps": agent_calls, "agent_calls": agent_calls, "summary_calls": summary_calls,
+              "prompt_tokens": sums["prompt"], "completion_tokens": sums["completion"],
+              "cached_tokens": sums["cached"], "compression_events": n_events_total,
+              "format_errors": fmt_errors, "peak_prompt_tokens": peak}
     record = _run_record(spec, pol, outcome, start, t, totals)
     if rng.random() > 0.01:  # a few runs stay ungraded, as in real studies
         _write_atomic(run_dir / "verdict.json", json.dumps(
@@ -294,11 +306,11 @@ def _compress(pol: Spec, threshold: int | None, history: list[str], store: _Stor
     return history, events, summary
 
 
-def _server_cached(history: list[str], store: _Store, rng: np.random.Generator) -> int:
-    """Server-side prefix hit: the whole previous context, occasionally evicted."""
+def _server_cached(previous_tokens: int, rng: np.random.Generator) -> int:
+    """Server-side prefix hit: about the whole previous context, occasionally evicted."""
     if rng.random() < 0.03:
         return 0
-    return int(rng.integers(0, 4)) * 16 + (_history_tokens(history[:-2], store) // 16) * 16
+    return int(rng.integers(0, 4)) * 16 + (previous_tokens // 16) * 16
 
 
 def _command(rng: np.random.Generator, p_retrieval: float, step: int) -> str:
@@ -315,18 +327,6 @@ def _call_line(index, kind, step, start, latency, prompt, completion, cached, es
             f'"cached_tokens":{"null" if cached is None else cached},'
             f'"est_tokens_before":{est_before},"est_tokens_after":{est_after},'
             f'"message_ids":["{ids}"],"events":{json.dumps(events, separators=(",", ":"))}}}\n')
-
-
-def _totals(calls: list[str], n_events: int, fmt_errors: int, peak: int) -> dict:
-    parsed = [json.loads(c) for c in calls]
-    agent = [c for c in parsed if c["kind"] == "agent"]
-    return {"steps": len(agent), "agent_calls": len(agent),
-            "summary_calls": len(parsed) - len(agent),
-            "prompt_tokens": sum(c["prompt_tokens"] for c in parsed),
-            "completion_tokens": sum(c["completion_tokens"] for c in parsed),
-            "cached_tokens": sum(c["cached_tokens"] or 0 for c in parsed),
-            "compression_events": n_events, "format_errors": fmt_errors,
-            "peak_prompt_tokens": peak}
 
 
 def _run_record(spec: RunSpec, pol: Spec, outcome: str, start: float, end: float, totals: dict) -> dict:

@@ -93,13 +93,14 @@ def run_sandboxed(
     network: bool = False,
     *,
     cwd: Path | str | None = None,
-    max_output_bytes: int = MAX_OUTPUT_BYTES,
+    max_output_bytes: int | None = MAX_OUTPUT_BYTES,
 ) -> SandboxResult:
     """Run `command` with bash in the sandbox; `workdir` is the only writable place.
 
     On timeout the whole process group is killed (bubblewrap's PID namespace takes the
     command's descendants with it) and the output so far is returned. Output beyond
-    ``max_output_bytes`` keeps its head and tail with a marker in between.
+    ``max_output_bytes`` keeps its head and tail with a marker in between (None: keep all,
+    e.g. for a patch that must stay whole).
     """
     workspace = Path(workdir).resolve()
     if not workspace.is_dir():
@@ -141,8 +142,8 @@ def run_sandboxed(
 class _CappedOutput:
     """Collects a stream's head and tail within a byte budget, draining the rest unseen."""
 
-    def __init__(self, max_bytes: int):
-        self.half = max(1, max_bytes // 2)
+    def __init__(self, max_bytes: int | None):
+        self.half = max(1, max_bytes // 2) if max_bytes is not None else sys.maxsize
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0

@@ -1,0 +1,223 @@
+"""The shared figure style, the deterministic writers, the tables and the catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import nbformat  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from ctxpolicy.figures import catalog, inputs, notes, output, style, tables  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests/fixtures/figures"
+REQUIRED = ["fig2", "fig3", "fig4", "fig5", "fig6", *[f"fig{n}" for n in range(9, 22)],
+            "reacquisition", "cost_models", "table1_4", "table3", "table5", "table6"]
+
+
+@pytest.fixture
+def in_root(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the fixture config names its files relative to the repository root
+
+
+@pytest.fixture
+def config(in_root):
+    return inputs.read_config("tests/fixtures/figures/config.yaml")
+
+
+# ---------------------------------------------------------------- style
+
+
+def test_policy_order_puts_fc_first_then_primitive_trigger_depth():
+    specs = ["SU/Th/0.5", "TR/Th/0.7", "FC", "TR/Th/0.3", "OTRC/St", "TRC/Th", "TR/Th/0.3"]
+    assert style.order_policies(specs) == ["FC", "TR/Th/0.3", "TR/Th/0.7", "TRC/Th", "OTRC/St", "SU/Th/0.5"]
+
+
+def test_parse_spec_reads_the_ptd_notation():
+    assert style.parse_spec("OTRC+TR/St+Th/0.5") == ("OTRC+TR", "St+Th", 0.5)
+    assert style.parse_spec("TRC/Th") == ("TRC", "Th", None)
+    assert style.parse_spec("FC") == ("FC", None, None)
+
+
+def test_every_known_primitive_has_its_own_colour_except_aliases():
+    colours = {p: style.policy_color(p) for p in style.PRIMITIVE_ORDER}
+    aliases = {("SU", "S"), ("TRC+SU", "TRC+S")}
+    for a in colours:
+        for b in colours:
+            if a < b and (a, b) not in aliases and (b, a) not in aliases:
+                assert colours[a] != colours[b], (a, b)
+
+
+def test_colour_depends_on_primitive_only_and_is_stable_for_unknown_ones():
+    assert style.policy_color("TR/Th/0.3") == style.policy_color("TR/Th/0.7")
+    assert style.policy_color("XY/Th/0.5") == style.policy_color("XY/St")
+    assert style.policy_color("XY/Th/0.5") in style.SPARE_COLORS
+
+
+def test_label_shows_non_primary_settings():
+    assert style.policy_label("TR/Th/0.5", "tight") == "TR/Th/0.5 (tight)"
+    assert style.policy_label("TR/Th/0.5", "primary") == "TR/Th/0.5"
+    assert style.policy_label("FC", "tight") == "FC"
+
+
+# ---------------------------------------------------------------- writers
+
+
+def _figure():
+    style.apply()
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.errorbar([1, 2], [1, 3], yerr=[[0.2, 0.1], [0.3, 0.4]], fmt="o", label="TR/Th/0.5")
+    ax.set_title("Δ resolve (pp)")
+    ax.legend()
+    return fig
+
+
+def test_figure_bytes_are_identical_across_renders_and_carry_no_date():
+    first = {fmt: output.figure_bytes(_figure(), fmt) for fmt in ("pdf", "png", "svg")}
+    second = {fmt: output.figure_bytes(_figure(), fmt) for fmt in ("pdf", "png", "svg")}
+    assert first == second
+    assert b"CreationDate" not in first["pdf"]
+    assert b"Matplotlib" not in first["pdf"]
+    assert b"Software" not in first["png"]
+    plt.close("all")
+
+
+def test_save_figure_writes_pdf_and_png_atomically(tmp_path):
+    paths = output.save_figure(_figure(), tmp_path / "out", "figX")
+    assert [p.name for p in paths] == ["figX.pdf", "figX.png"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["figX.pdf", "figX.png"]
+    plt.close("all")
+
+
+def test_save_table_writes_csv_markdown_and_latex(tmp_path):
+    table = pd.DataFrame({"policy": ["TR/Th/0.5", "FC"], "ratio": [0.8125, 1.0], "mark": ["●", "○"],
+                          "n": [3, 12]})
+    output.save_table(table, tmp_path, "tableX", caption="A & B", note="5% missing")
+    csv = (tmp_path / "tableX.csv").read_text()
+    assert csv.splitlines() == ["policy,ratio,mark,n", "TR/Th/0.5,0.8125,●,3", "FC,1,○,12"]
+    md = (tmp_path / "tableX.md").read_text()
+    assert "| TR/Th/0.5 " in md and "0.812" in md and "_5% missing_" in md
+    tex = (tmp_path / "tableX.tex").read_text()
+    assert r"\caption{A \& B}" in tex and r"$\bullet$" in tex and r"5\% missing" in tex
+    assert r"\toprule" in tex and r"\label{tab:tableX}" in tex
+
+
+def test_empty_table_keeps_its_note_in_the_csv(tmp_path):
+    output.save_table(pd.DataFrame(columns=["a"]), tmp_path, "t", note="no thresholds yet")
+    assert "no thresholds yet" in (tmp_path / "t.csv").read_text()
+
+
+def test_note_figure_says_what_is_missing():
+    fig = notes.note_figure("Figure 19", "the config has no summarizer comparison")
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any("summarizer comparison" in t for t in texts)
+    plt.close("all")
+
+
+# ---------------------------------------------------------------- tables
+
+
+def test_table1_marks_full_comparison_filled_and_sweep_only_open(config):
+    t1 = tables.table1(tables.grid_cells(config)).set_index("policy")
+    assert t1.loc["TR/Th/0.3", "tight"] == tables.OPEN
+    assert t1.loc["TR/Th/0.5", "primary"] == tables.FILLED
+    assert t1.loc["SU/Th/0.5", "summarizers"] == "tiny"
+    assert t1.loc["OTRC/St", "no threshold"] == tables.FILLED
+    assert t1.loc["FC", "models"] == "qwen05b, tiny"
+
+
+def test_table4_counts_tasks_and_runs_from_the_cohort_files(config):
+    t4, note = tables.table4(tables.grid_cells(config), config)
+    assert note is None
+    sweep = t4[t4["track"] == tables.TRACK_LABELS["sweep"]].iloc[0]
+    assert sweep["tasks"] == 8 and sweep["runs"] == 8 * sweep["cells"]
+
+
+def test_table3_counts_tasks_per_cohort_and_stratum(config):
+    t3, note = tables.table3(config)
+    assert note is None
+    rows = t3.set_index(["benchmark", "cohort", "stratum"])["tasks"]
+    assert rows[("local", "main", "all")] == 12 and rows[("local", "sweep", "all")] == 8
+    assert rows[("term", "main", "stratum-0")] == 4
+
+
+def test_table3_notes_missing_cohort_files(config):
+    config["benchmarks"]["local"]["cohorts"]["main"] = "tests/fixtures/figures/nowhere.txt"
+    _, note = tables.table3(config)
+    assert "nowhere.txt" in note
+
+
+def test_table5_reads_versions_and_settings_from_run_records(in_root):
+    runs = inputs.read_runs("tests/fixtures/figures/tables")
+    t5, note = tables.table5(runs)
+    fields = set(t5["field"])
+    assert {"settings.temperature", "settings.step_limit", "versions.ctxpolicy"} <= fields
+    assert "run directories had no readable run.json" in (note or "")  # the fixture keeps one per cell
+
+
+def test_table6_marks_presets_and_notes_missing_files(config):
+    t6, note = tables.table6(config)
+    rows = t6.set_index(["benchmark", "model"])
+    assert rows.loc[("local", "qwen05b"), "source"] == "calibrated"
+    assert rows.loc[("term", "tiny"), "source"] == "preset*"
+    assert rows.loc[("term", "tiny"), "primary"] == 2400
+    assert "preset" in note
+    config["results_dir"] = "tests/fixtures/figures/nowhere"
+    t6, note = tables.table6(config)
+    assert "no thresholds file yet" in note and len(t6) == 2
+
+
+# ---------------------------------------------------------------- catalog
+
+
+def test_catalog_covers_every_figure_and_table_of_the_study():
+    assert sorted(catalog.TARGETS) == sorted(REQUIRED)
+
+
+def test_catalog_outputs_are_unique_and_under_figures():
+    outputs = [p for spec in catalog.TARGETS.values() for p in spec["outputs"]]
+    assert len(outputs) == len(set(outputs))
+    assert all(p.startswith("figures/") for p in outputs)
+    for name, spec in catalog.TARGETS.items():
+        suffixes = {Path(p).suffix for p in spec["outputs"]}
+        assert suffixes in ({".pdf", ".png"}, {".csv", ".md", ".tex"}), name
+
+
+@pytest.mark.parametrize("name", sorted(catalog.TARGETS))
+def test_every_notebook_has_the_parameters_the_catalog_passes(name):
+    spec = catalog.TARGETS[name]
+    book = nbformat.read(ROOT / spec["notebook"], as_version=4)
+    tagged = [c for c in book.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "one cell tagged 'parameters'"
+    namespace: dict = {}
+    exec(tagged[0].source, namespace)  # the parameters cell is plain assignments
+    for key in ("tables_dir", "config_path", "out_dir", "n_boot", "seed", *spec["params"]):
+        assert key in namespace, f"{spec['notebook']}: no parameter {key}"
+
+
+def test_targets_for_resolves_inputs_from_the_config(config):
+    resolved = catalog.targets_for(config)
+    assert resolved["table3"]["inputs"] == [
+        "tests/fixtures/figures/cohorts/local_main.txt", "tests/fixtures/figures/cohorts/local_sweep.txt",
+        "tests/fixtures/figures/cohorts/term_main.txt", "tests/fixtures/figures/cohorts/term_sweep.txt"]
+    assert "tests/fixtures/figures/results/thresholds/term/tiny.json" in resolved["table6"]["inputs"]
+    assert resolved["fig6"]["inputs"] == ["tests/fixtures/figures/results/tables/runs.parquet",
+                                          "tests/fixtures/figures/results/tables/calls.parquet"]
+    assert resolved["fig2"]["executed"] == "tests/fixtures/figures/results/notebooks/fig2.ipynb"
+    assert resolved["fig2"]["outputs"] == catalog.TARGETS["fig2"]["outputs"]
+    assert catalog.TARGETS["table3"]["inputs"] == []  # the static catalog is not modified
+
+
+def test_papermill_args_pass_the_target_parameters():
+    args = catalog.papermill_args("fig17", config_path="config/config.yaml")
+    assert args[:2] == ["notebooks/fig16_18.ipynb", "results/notebooks/fig17.ipynb"]
+    pairs = dict(zip(args[3::3], args[4::3]))
+    assert pairs == {"tables_dir": "results/tables", "config_path": "config/config.yaml",
+                     "out_dir": "figures", "setting": "primary", "name": "fig17"}

@@ -1,0 +1,132 @@
+"""Every figure module renders the fixture deterministically, and renders a note (never an
+error) when the runs or the config lack what it needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import matplotlib.text
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from ctxpolicy.figures import (agent_calls, cost_models, coverage, inputs, notes, outcomes, output,  # noqa: E402
+                               prompt_profile, ranks, reacquisition, style, summarizers, sweep,
+                               tradeoffs)
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOT = 40
+
+FIGURES = {
+    "fig2": lambda r, c, k: tradeoffs.plot(tradeoffs.compute(r, c, n_boot=BOOT, seed=0)),
+    "fig3": lambda r, c, k: sweep.plot_fig3(sweep.compute(r, c, n_boot=BOOT, seed=0)),
+    "fig4": lambda r, c, k: coverage.plot(coverage.compute(r, c)),
+    "fig5": lambda r, c, k: ranks.plot(ranks.compute(r, c, n_boot=BOOT, seed=0)),
+    "fig6": lambda r, c, k: prompt_profile.plot(prompt_profile.compute(r, k, c)),
+    "fig9": lambda r, c, k: sweep.plot_ablation(sweep.compute(r, c, n_boot=BOOT, seed=0, slot=0), "fig9"),
+    "fig10": lambda r, c, k: sweep.plot_ablation(sweep.compute(r, c, n_boot=BOOT, seed=0, slot=1), "fig10"),
+    "fig16": lambda r, c, k: coverage.plot_sweep(coverage.compute_sweep(r, c, setting="tight"), "fig16"),
+    "fig19": lambda r, c, k: summarizers.plot(summarizers.compute(r, c, n_boot=BOOT, seed=0)),
+    "fig20": lambda r, c, k: outcomes.plot(outcomes.compute(r, c)),
+    "fig21": lambda r, c, k: agent_calls.plot(agent_calls.compute(r, c, n_boot=BOOT, seed=0)),
+    "reacquisition": lambda r, c, k: reacquisition.plot(reacquisition.compute(r, c, n_boot=BOOT, seed=0)),
+    "cost_models": lambda r, c, k: cost_models.plot(cost_models.compute(r, c, n_boot=BOOT, seed=0)),
+}
+
+
+@pytest.fixture(scope="module")
+def fixture():
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        config = inputs.read_config("tests/fixtures/figures/config.yaml")
+        runs = inputs.read_runs("tests/fixtures/figures/tables")
+        calls = inputs.read_calls("tests/fixtures/figures/tables")
+        yield runs, config, calls
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.fixture(autouse=True)
+def in_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    style.apply()
+    yield
+    plt.close("all")
+
+
+def note_texts(fig) -> str:
+    """The text of every note the figure carries (notes are drawn in NOTE_COLOR)."""
+    from matplotlib.colors import same_color
+
+    found = [t for t in fig.findobj(matplotlib.text.Text)
+             if t.get_text() and same_color(t.get_color(), notes.NOTE_COLOR)]
+    return " ".join(" ".join(t.get_text().split()) for t in found)
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_renders_identically_twice(fixture, name):
+    runs, config, calls = fixture
+    first = FIGURES[name](runs, config, calls)
+    second = FIGURES[name](runs, config, calls)
+    for fmt in ("png", "pdf"):
+        assert output.figure_bytes(first, fmt) == output.figure_bytes(second, fmt), fmt
+
+
+def test_fig2_draws_every_combo_with_runs_and_notes_the_one_without(fixture):
+    runs, config, calls = fixture
+    data = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0)
+    assert set(zip(data.table["benchmark"], data.table["model"])) == {
+        ("local", "qwen05b"), ("term", "qwen05b"), ("local", "tiny")}
+    assert data.notes == ["no runs for tiny on term."]
+    assert not data.table["summarizer"].notna().any()  # other summarizers belong to Figure 19
+    fig = tradeoffs.plot(data)
+    assert len(fig.axes) == 9 and "no runs for tiny on term" in note_texts(fig)
+
+
+def test_sweep_includes_the_full_comparison_depth_on_the_sweep_tasks(fixture):
+    runs, config, calls = fixture
+    data = sweep.compute(runs, config, n_boot=BOOT, seed=0)
+    assert set(data.table["policy"]) == {"TR/Th/0.3", "TR/Th/0.5", "TR/Th/0.7", "TRC/Th"}
+    assert set(data.table["n_tasks"]) == {8}
+
+
+def test_summarizer_figure_compares_the_agent_with_the_other_summarizer(fixture):
+    runs, config, calls = fixture
+    data = summarizers.compute(runs, config, n_boot=BOOT, seed=0)
+    assert set(data.table["summarizer"]) == {summarizers.SELF, "tiny"}
+
+
+def test_fig5_pairs_only_what_the_config_has(fixture):
+    runs, config, calls = fixture
+    data = ranks.compute(runs, config, n_boot=BOOT, seed=0)
+    assert set(data.meta["pairs"]["pair"]) == {"S-p − SU", "OTRC − TRC", "OTRC − TR"}
+    assert any("TRC+SU vs SU" in n for n in data.notes)
+    best = data.table.groupby(["benchmark", "model"])["resolve_rate_rank"].min()
+    assert (best == 1).all()
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_without_runs_is_a_note(fixture, name):
+    _, config, _ = fixture
+    empty_runs = inputs.read_runs("tests/fixtures/figures/none")
+    empty_calls = inputs.read_calls("tests/fixtures/figures/none")
+    fig = FIGURES[name](empty_runs, config, empty_calls)
+    said = note_texts(fig)
+    assert "no runs" in said or "no TR runs" in said or "no FC or summarizing runs" in said \
+        or "covers 1 model/benchmark pair" in said, said
+
+
+def test_figure_for_a_config_without_the_block_is_a_note(fixture):
+    runs, config, _ = fixture
+    no_summarizer = {**config, "grid": {k: v for k, v in config["grid"].items() if k != "summarizer"}}
+    fig = summarizers.plot(summarizers.compute(runs, no_summarizer, n_boot=BOOT, seed=0))
+    assert "no summarizer comparison" in note_texts(fig)
+    fig = sweep.plot_ablation(sweep.compute(runs, config, n_boot=BOOT, seed=0, slot=3), "fig12")
+    assert "this figure is for pair 4" in note_texts(fig)
