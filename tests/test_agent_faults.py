@@ -202,3 +202,26 @@ def test_cell_goes_on_through_faults_and_redoes_only_missing_runs(tmp_path, serv
     again = run_cell(planned(), cell_dir=cell_dir, cell_info={"slug": "FC"}, concurrency=2, progress=False)
     assert [r.skipped for r in again] == [False, True, True, True, True]
     assert len(server.requests) - requests_before == 2  # only the redone run talked to the server
+
+
+def test_a_named_summarizer_gets_the_summary_calls_on_its_own_endpoint(tmp_path, server):
+    the_task = task("loop")
+    identity = make_identity(config=CONFIG, benchmark="fake", cohort="main", model="fake",
+                             policy=parse_spec("SU/Th/0.5"), task=the_task, attempt=1, threshold_setting="fixed",
+                             threshold_tokens=150, summarizer="other", cell="cell", track="summarizer")
+    with FakeLLMServer(model="other-model") as other:
+        summarizer = Endpoint(base_url=other.url, served_name="other-model",
+                              server={"kind": "fake", "version": "0", "url": other.url},
+                              model={"name": "other-model", "file": None, "sha256": None, "hub_id": None,
+                                     "revision": None})
+        result = execute_run(identity=identity, task=the_task, adapter=FakeBenchmark([the_task]), settings=FAST,
+                             endpoint=endpoint(server.url), summarizer_endpoint=summarizer,
+                             run_dir=tmp_path / "run")
+    calls = list(read_jsonl(result.run_dir / "calls.jsonl"))
+    summaries = [c for c in calls if c["kind"] == "summary"]
+    assert summaries and len(other.requests) == len(summaries)
+    assert all(body["model"] == "other-model" for body in other.requests)
+    assert all(body["model"] == "fake-model" for body in server.requests)
+    record = read_json(result.run_dir / "run.json")
+    assert record["versions"]["summarizer"]["model"]["name"] == "other-model"
+    assert record["identity"]["summarizer"] == "other"

@@ -23,6 +23,8 @@ CONFIG = {
     ("```sh\necho 1\n```\nthen\n```mswea_bash_command\necho 2\n```", "echo 2"),  # the harness's tag wins
     ("```bash\nfirst\n```\n```bash\nsecond\n```", "first"),
     ("```python\nprint(1)\n```", None),
+    ("```python\nprint(1)\n```\nthen run it:\n```bash\npython a.py\n```\n", "python a.py"),
+    ("```mswea_bash_command\nls\n", None),  # cut off before the closing fence
     ("no code at all", None),
     ("```bash\n\n```", None),
 ])

@@ -72,9 +72,11 @@ def test_snakemake_validate_accepts_the_same_schema(local):
     (lambda c: c["grid"]["full_comparison"]["policies"].append("TR/Sometimes/0.5"),
      "grid.full_comparison.policies[7]: 'TR/Sometimes/0.5' is not a valid policy spec"),
     (lambda c: c["thresholds"]["local"].update(qwen05b={"source": "preset"}),
-     "thresholds.local.qwen05b: {'source': 'preset'} is not allowed; allowed: {source: calibrate} or"),
+     "thresholds.local.qwen05b: {'source': 'preset'} is not allowed; allowed: {source: calibrate[, round: N]} or"),
     (lambda c: c["thresholds"]["local"].update(qwen05b={"source": "preset", "primary": 3000}),
      "thresholds.local.qwen05b: preset has no 'tight' threshold, but cell TR_Th_0.3__tight needs it"),
+    (lambda c: c["benchmarks"]["local"]["cohort_limit"].update(subset=2),
+     "benchmarks.local.cohort_limit.subset: 'subset' is not a cohort of benchmark 'local'; allowed: main, sweep"),
     (lambda c: c["grid"].update(calibration={}),
      "thresholds.local.qwen05b: source 'calibrate' needs 'qwen05b' and 'local' in grid.calibration"),
 ])

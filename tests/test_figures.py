@@ -141,11 +141,17 @@ def test_table4_counts_tasks_and_runs_from_the_cohort_files(config):
 
 
 def test_table3_counts_tasks_per_cohort_and_stratum(config):
-    t3, note = tables.table3(config)
+    t3, note = tables.table3(config, inputs.read_runs("tests/fixtures/figures/tables"))
     assert note is None
     rows = t3.set_index(["benchmark", "cohort", "stratum"])["tasks"]
     assert rows[("local", "main", "all")] == 12 and rows[("local", "sweep", "all")] == 8
     assert rows[("term", "main", "stratum-0")] == 4
+
+
+def test_default_stratum_without_runs():
+    assert tables.default_stratum("tinyweb-003") == "tinyweb"
+    assert tables.default_stratum("astropy__astropy-12907") == "astropy/astropy"
+    assert tables.default_stratum("hello-world") == "other"
 
 
 def test_table3_notes_missing_cohort_files(config):
@@ -202,9 +208,17 @@ def test_every_notebook_has_the_parameters_the_catalog_passes(name):
         assert key in namespace, f"{spec['notebook']}: no parameter {key}"
 
 
+def test_every_target_declares_a_scope_the_workflow_knows():
+    from ctxpolicy.grid import SCOPES
+
+    assert {spec["scope"] for spec in catalog.TARGETS.values()} <= set(SCOPES)
+    assert catalog.TARGETS["fig12"]["scope"] == "sweep" and catalog.TARGETS["fig19"]["scope"] == "summarizer"
+
+
 def test_targets_for_resolves_inputs_from_the_config(config):
     resolved = catalog.targets_for(config)
     assert resolved["table3"]["inputs"] == [
+        "tests/fixtures/figures/results/tables/runs.parquet",
         "tests/fixtures/figures/cohorts/local_main.txt", "tests/fixtures/figures/cohorts/local_sweep.txt",
         "tests/fixtures/figures/cohorts/term_main.txt", "tests/fixtures/figures/cohorts/term_sweep.txt"]
     assert "tests/fixtures/figures/results/thresholds/term/tiny.json" in resolved["table6"]["inputs"]
@@ -212,7 +226,7 @@ def test_targets_for_resolves_inputs_from_the_config(config):
                                           "tests/fixtures/figures/results/tables/calls.parquet"]
     assert resolved["fig2"]["executed"] == "tests/fixtures/figures/results/notebooks/fig2.ipynb"
     assert resolved["fig2"]["outputs"] == catalog.TARGETS["fig2"]["outputs"]
-    assert catalog.TARGETS["table3"]["inputs"] == []  # the static catalog is not modified
+    assert catalog.TARGETS["table3"]["inputs"] == ["results/tables/runs.parquet"]  # static one unchanged
 
 
 def test_papermill_args_pass_the_target_parameters():

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from ctxpolicy.config import ConfigError, validate_config
-from ctxpolicy.grid import Cell, expand_grid, parse_policy, resolve_threshold, run_count, summarize
+from ctxpolicy.grid import (Cell, expand_grid, limited_tasks, parse_policy, resolve_threshold, run_count,
+                            summarize)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_COHORTS = {("swebench", "main"): 100, ("swebench", "sweep"): 25,
@@ -124,6 +125,28 @@ def test_grid_cli_prints_counts_and_json(paper, tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert len(data["cells"]) == 290
     assert data["cells"][0]["run_root"].endswith("runs/swebench/qwen/FC")
+
+
+def test_shipped_paper_config_and_cohorts(capsys):
+    from ctxpolicy.cli import main
+
+    assert main(["grid", "--config", str(ROOT / "config/paper.yaml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    total = next(line for line in lines if line.startswith("total")).split()
+    assert total[1:] == ["290", "29160"]
+
+
+def test_cohort_limit_takes_the_first_tasks(tmp_path):
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config = with_cohorts(config, tmp_path, {("local", "main"): 5, ("local", "sweep"): 4})
+    config["benchmarks"]["local"]["cohort_limit"] = {"main": 2}
+    cells = expand_grid(config)
+    main_cell = next(c for c in cells if c.cohort == "main")
+    sweep_cell = next(c for c in cells if c.cohort == "sweep")
+    assert limited_tasks(config, main_cell) == ["local-000", "local-001"]
+    assert run_count(main_cell, config) == 2
+    assert limited_tasks(config, sweep_cell) is None
+    assert run_count(sweep_cell, config) == 4
 
 
 def test_grid_cli_bad_config_exit_2(tmp_path, capsys):

@@ -39,12 +39,12 @@ def test_thresholds_that_round_to_zero_are_refused():
 
 
 def test_presets_are_the_study_thresholds():
-    assert PRESET_THRESHOLDS["swebench"]["qwen"] | {} == {"source": "preset", "tight": 10000, "primary": 15000, "loose": 20000}
+    assert PRESET_THRESHOLDS["swebench"]["qwen"] == {"source": "preset", "tight": 10000, "primary": 15000, "loose": 20000}
     assert [PRESET_THRESHOLDS["swebench"]["devstral"][k] for k in ("tight", "primary", "loose")] == [17000, 21000, 24000]
     assert [PRESET_THRESHOLDS["swebench"]["glm"][k] for k in ("tight", "primary", "loose")] == [10000, 13000, 15000]
     assert [PRESET_THRESHOLDS["terminalbench"]["qwen"][k] for k in ("tight", "primary", "loose")] == [2000, 3000, 4000]
     assert [PRESET_THRESHOLDS["terminalbench"]["devstral"][k] for k in ("tight", "primary", "loose")] == [3000, 4000, 7000]
-    assert PRESET_THRESHOLDS["terminalbench"]["glm"]["primary"] == 3000
+    assert PRESET_THRESHOLDS["terminalbench"]["glm"] == {"source": "preset", "primary": 3000}
 
 
 def test_calibrate_cli_writes_the_thresholds_file(tmp_path, capsys):

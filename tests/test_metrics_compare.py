@@ -8,13 +8,14 @@ import pytest
 
 from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resample_counts
 from ctxpolicy.metrics.compare import (compare_to_fc, execution_length, gains_losses, outcome_breakdown,
-                                       paired_differences, resolve_rate, resource_ratio)
+                                       paired_differences, resolve_rate, resource_ratio,
+                                       task_resource_means)
 
 # (task, attempt, resolved, outcome, total_tokens, n_prompt_counts, agent_calls)
 FC_RUNS = [
     ("A", 1, True, "submitted", 100, 5, 10), ("A", 2, True, "submitted", 200, 5, 20),
     ("A", 3, False, "time_limit", 999, 5, 50),
-    ("B", 1, False, "submitted", 300, 5, 30), ("B", 2, False, "step_limit", 300, 5, 30),
+    ("B", 1, False, "submitted", 300, 5, 30), ("B", 2, False, "step_limit", 600, 5, 30),
     ("B", 3, False, "submitted", 300, 5, 30),
     ("C", 1, True, "submitted", 50, 1, 10), ("C", 2, True, "submitted", 100, 5, 10),
     ("C", 3, True, "submitted", 100, 5, 10),
@@ -36,7 +37,8 @@ def frame(rows, policy, cell, setting):
     return table.assign(policy=policy, cell=cell, setting=setting, primitive=policy.split("/")[0],
                         trigger=None, depth=None, summarizer=None, model="m", benchmark="b", cohort="main",
                         wall_s=table["total_tokens"] / 10, billed_exact=table["total_tokens"] * 2.0,
-                        billed_est=table["total_tokens"] * 3.0, billed_measured=np.nan)
+                        billed_est=table["total_tokens"] * 3.0, billed_measured=np.nan,
+                        retrieval_cmds=2 if policy != "FC" else 1, execution_cmds=1 if policy != "FC" else 2)
 
 
 @pytest.fixture
@@ -54,9 +56,10 @@ def test_resolve_rate_is_the_mean_of_per_task_success_fractions(runs):
 
 def test_resource_ratio_inclusion_rules_and_ratio_of_means(runs):
     fc, policy = runs[runs.policy == "FC"], runs[runs.policy != "FC"]
-    # FC: A = (100 + 200) / 2 (time-limited run out), B = 300 (step-limited stays), C = (100 + 100) / 2
+    # FC: A = (100 + 200) / 2 (time-limited run out), B = 400 (the step-limited 600 stays), C = (100 + 100) / 2
     # (the one-prompt run out). Policy: A = 80, B all time-limited -> no measurement, C = 50.
     # Shared tasks A, C: (80 + 50) / 2 / ((150 + 100) / 2) = 0.52 (the mean of ratios would be 0.5167)
+    assert task_resource_means(fc, "total_tokens").to_dict() == {"A": 150, "B": 400, "C": 100}
     ratio, n = resource_ratio(policy, fc, "total_tokens")
     assert ratio == pytest.approx(0.52) and n == 2
 
@@ -75,6 +78,7 @@ def test_compare_to_fc_row(runs):
     # calls: FC A = (10 + 20) / 2 = 15, C = 10; policy A = (30 + 40 + 40) / 3 = 110/3, C = 15
     assert row.calls_ratio == pytest.approx((110 / 3 + 15) / (15 + 10))
     assert np.isnan(row.cost_ratio_measured) and row.n_measured_tasks == 0
+    assert row.retrieval_ratio == pytest.approx(2.0) and row.execution_ratio == pytest.approx(0.5)
     assert row.delta_pp_lo <= row.delta_pp <= row.delta_pp_hi
     assert row.token_ratio_lo <= row.token_ratio <= row.token_ratio_hi
     # every resample holds only A and C or only one of them: the ratio lies within [50/100, 80/150]
@@ -168,6 +172,8 @@ def test_execution_length_on_tasks_solved_by_both(runs):
     assert row.n_tasks == 2
     assert (row.calls_policy, row.calls_fc) == pytest.approx((22.5, 12.5))
     assert row["pct_change"] == pytest.approx(80.0)
+    # resamples hold A and/or C: the change lies between C alone (15/10: +50 %) and A alone (30/15: +100 %)
+    assert 50.0 - 1e-9 <= row["pct_change_lo"] <= 80.0 <= row["pct_change_hi"] <= 100.0 + 1e-9
 
 
 def test_outcome_breakdown_counts_every_class(runs):

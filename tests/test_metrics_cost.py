@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxpolicy.metrics import cli_cost
 from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached
@@ -39,6 +41,29 @@ def test_exact_block_size_is_a_parameter():
 def test_exact_counts_whole_messages_only():
     # call 1 shares s but differs in its second message: the partial match inside t counts nothing
     assert run_exact([["s", "t", "a"], ["s", "a", "t"]], [200, 200], block=1) == [0, 100]
+
+
+def brute_force_cached(sequences, tokens, prompts, block):
+    out = []
+    for k, seq in enumerate(sequences):
+        best = 0
+        for earlier in sequences[:k]:
+            n = 0
+            while n < min(len(seq), len(earlier)) and seq[n] == earlier[n]:
+                n += 1
+            best = max(best, sum(tokens[k][:n]))
+        out.append(min(best // block * block, prompts[k]))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), max_size=7), min_size=1, max_size=6), st.sampled_from([1, 4, 16]))
+def test_exact_matches_a_brute_force_longest_common_prefix(sequences, block):
+    tokens = [[3 + 5 * code for code in seq] for seq in sequences]
+    prompts = [sum(t) + 7 for t in tokens]
+    got = exact_cached([np.array(s, dtype=np.int64) for s in sequences],
+                       [np.array(t, dtype=np.int64) for t in tokens], np.array(prompts), block)
+    assert got.tolist() == brute_force_cached(sequences, tokens, prompts, block)
 
 
 def test_estimate_follows_growth_drops_and_events():

@@ -132,6 +132,11 @@ def _check_references(config: dict, source: str) -> None:
         raise ConfigError(f"{source}: {where}: {message}")
 
     models, benchmarks = config["models"], config["benchmarks"]
+    for b, bench in benchmarks.items():
+        for cohort in bench["cohort_limit"]:
+            if cohort not in bench["cohorts"]:
+                fail(f"benchmarks.{b}.cohort_limit.{cohort}", f"{cohort!r} is not a cohort of benchmark {b!r}; "
+                     f"allowed: {', '.join(bench['cohorts'])}")
     for track in TRACKS:
         section = config["grid"].get(track, {})
         for key, known, what in (("models", models, "model"), ("benchmarks", benchmarks, "benchmark"),

@@ -139,14 +139,24 @@ def cohort_path(config: dict, benchmark: str, cohort: str) -> Path:
 
 
 def cohort_tasks(config: dict, benchmark: str, cohort: str) -> list[str]:
-    """Task ids of a cohort file: one per line, `#` starts a comment (ctxpolicy.benchmarks.cohorts)."""
+    """Task ids a cohort runs: its file's ids (one per line, `#` starts a comment, as in
+    ctxpolicy.benchmarks.cohorts), only the first N where ``cohort_limit`` says so."""
     path = cohort_path(config, benchmark, cohort)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read cohort {cohort!r} of benchmark {benchmark!r} "
                           f"({exc.strerror or exc})") from None
-    return [task for task in (line.split("#", 1)[0].strip() for line in lines) if task]
+    tasks = [task for task in (line.split("#", 1)[0].strip() for line in lines) if task]
+    limit = config["benchmarks"][benchmark].get("cohort_limit", {}).get(cohort)
+    return tasks[:limit] if limit else tasks
+
+
+def limited_tasks(config: dict, cell: Cell) -> list[str] | None:
+    """The task ids to pass to run-cell when the cohort is cut short; None when it runs whole."""
+    if cell.cohort not in config["benchmarks"][cell.benchmark].get("cohort_limit", {}):
+        return None
+    return cohort_tasks(config, cell.benchmark, cell.cohort)
 
 
 def run_count(cell: Cell, config: dict) -> int:

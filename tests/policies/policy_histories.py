@@ -20,7 +20,8 @@ def observation_text(n_words: int, seed: int, returncode: int = 0) -> str:
 
 def text_step(i: int, thought_words: int, output_words: int) -> list[dict]:
     return [
-        {"role": "assistant", "content": f"THOUGHT: {words(thought_words, i)}\n\n```mswea_bash_command\ncat file{i}.py\n```",
+        {"role": "assistant",
+         "content": f"THOUGHT: {words(thought_words, i)}\n\n```mswea_bash_command\ncat file{i}.py\n```",
          "extra": {"actions": [{"command": f"cat file{i}.py"}], "step": i}},
         {"role": "user", "content": observation_text(output_words, i + 1000), "extra": {"returncode": 0, "step": i}},
     ]

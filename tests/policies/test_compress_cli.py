@@ -72,7 +72,8 @@ def test_presets_take_their_threshold_from_the_context_window(monkeypatch, capsy
 @pytest.mark.parametrize("stdin_text, args, expected", [
     ("not json", ["--policy", "TR/Th/0.5", "--threshold", "5"], "stdin: not JSON"),
     ('{"msgs": []}', ["--policy", "TR/Th/0.5", "--threshold", "5"], "field 'messages'"),
-    ('{"messages": [{"content": "x"}]}', ["--policy", "TR/Th/0.5", "--threshold", "5"], "messages[0]: missing field 'role'"),
+    ('{"messages": [{"content": "x"}]}', ["--policy", "TR/Th/0.5", "--threshold", "5"],
+     "messages[0]: missing field 'role'"),
     ('{"messages": []}', ["--policy", "TR/Th/0.5"], "needs --threshold"),
     ('{"messages": []}', ["--policy", "TR/Xh"], "valid forms"),
     ('{"messages": []}', ["--policy", "TR/Th/0.5", "--threshold", "many"], "expected tokens or one of"),

@@ -140,7 +140,8 @@ def test_partial_summary_keeps_the_longest_verbatim_tail_within_half_the_allowan
     assert count_messages(tail) + sum(count_message(m) for m in window[previous[0]:previous[1]]) > target // 2
 
 
-@pytest.mark.parametrize("spec", ["TR/Th/0.5", "TRC/Th", "OTRC/St", "SU/Th/0.5", "S-p/Th/0.5", "CC/Th", "DIGEST/Th/0.3"])
+@pytest.mark.parametrize("spec", ["TR/Th/0.5", "TRC/Th", "OTRC/St", "SU/Th/0.5", "S-p/Th/0.5", "CC/Th",
+                                  "DIGEST/Th/0.3"])
 @PROPERTY_SETTINGS
 @given(history=histories)
 def test_first_changed_index_marks_the_end_of_the_identical_prefix(spec, history):

@@ -1,4 +1,7 @@
-"""Summaries written by the embedded local LLM (model entry ``qwen05b`` of config/config.yaml), for real."""
+"""Summaries written by the embedded local LLM (model entry ``qwen05b`` of config/config.yaml), for real.
+
+Histories and summaries are kept small: on two shared CPU cores one call takes about a minute.
+"""
 
 from __future__ import annotations
 
@@ -29,11 +32,11 @@ def summarizer(tmp_path_factory):
             f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})")
     log = tmp_path_factory.mktemp("llm") / "server.log"
     with start_server(model_cfg, log_path=log, ready_timeout_s=180) as server:
-        yield EndpointSummarizer(server.base_url, server.served_name, max_tokens=160, timeout_s=300)
+        yield EndpointSummarizer(server.base_url, server.served_name, max_tokens=48, timeout_s=600)
 
 
 def test_structured_partial_summary_in_text_mode(summarizer):
-    history = text_history([(15, 80)] * 5)
+    history = text_history([(5, 20)] * 3)  # small: two shared CPU cores
     result = apply_policy("S-p/Th/0.5", history, threshold=0, summarizer=summarizer)
     call, = result.summary_calls
     assert call.error is None, call.error
@@ -47,7 +50,7 @@ def test_structured_partial_summary_in_text_mode(summarizer):
 
 
 def test_free_summary_in_tool_calling_mode(summarizer):
-    history = tool_history([(15, [80])] * 4)
+    history = tool_history([(5, [30])] * 4)
     result = apply_policy("TRC+SU/Th", history, threshold=0, summarizer=summarizer)
     assert [e["primitive"] for e in result.events] == ["TRC", "SU"]
     call, = result.summary_calls

@@ -164,7 +164,8 @@ class _StubHandler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).bodies.append((self.path, body))
         payload = {"model": body["model"], "choices": [{"message": {"role": "assistant", "content": "summary text"}}],
-                   "usage": {"prompt_tokens": 321, "completion_tokens": 12, "prompt_tokens_details": {"cached_tokens": 256}}}
+                   "usage": {"prompt_tokens": 321, "completion_tokens": 12,
+                             "prompt_tokens_details": {"cached_tokens": 256}}}
         data = json.dumps(payload if self.status == 200 else {"error": "boom"}).encode()
         self.send_response(self.status)
         self.send_header("Content-Type", "application/json")

@@ -16,7 +16,8 @@ def _thresholds_command(wildcards, output) -> str:
     out = q(output[0])
     if _threshold_source(wildcards)["source"] == "calibrate":
         fc = q(cell_dir(calibration_cell(CELLS, wildcards.benchmark, wildcards.model)))
-        return (f"{ANALYSIS_CTXPOLICY} calibrate --runs {fc} --out {out} && "
+        rounding = _threshold_source(wildcards).get("round", 1000)
+        return (f"{ANALYSIS_CTXPOLICY} calibrate --runs {fc} --round {rounding} --out {out} && "
                 f"{ANALYSIS_CTXPOLICY} provenance record {out} --config {CFG} --runs {fc}")
     script = q(repo_file("workflow/scripts/preset_thresholds.py"))
     return (f"{ANALYSIS_PY} {script} --config {CFG} "

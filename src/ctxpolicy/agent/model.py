@@ -25,9 +25,11 @@ from pydantic import BaseModel
 from ctxpolicy.agent.client import ChatClient, ChatResponse
 from ctxpolicy.agent.messages import api_message
 
-# Fenced blocks: mini-swe-agent's own language tag first, then what small models write instead.
-PREFERRED_BLOCK = re.compile(r"```mswea_bash_command[ \t]*\n(.*?)```", re.DOTALL)
-LENIENT_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
+# A fenced block: opening fence with its info string, body, closing fence (matched in order, so
+# a closing fence is never taken for the opening of the next block).
+FENCED_BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
+HARNESS_TAG = "mswea_bash_command"
+SHELL_TAGS = ("bash", "sh", "shell", "console", "")  # what small models write instead of the harness tag
 
 
 class EndpointModelConfig(BaseModel):
@@ -44,11 +46,13 @@ class EndpointModelConfig(BaseModel):
 
 
 def parse_text_action(content: str) -> str | None:
-    """The command of the first fenced bash block, preferring mini-swe-agent's tag; None if none."""
-    for pattern in (PREFERRED_BLOCK, LENIENT_BLOCK):
-        for block in pattern.findall(content):
-            if block.strip():
-                return block.strip()
+    """The command of the first fenced block with mini-swe-agent's tag, else of the first shell or
+    untagged block; None if there is none."""
+    blocks = [(tag.strip().lower(), body.strip()) for tag, body in FENCED_BLOCK.findall(content)]
+    for accepted in ((HARNESS_TAG,), SHELL_TAGS):
+        for tag, body in blocks:
+            if tag in accepted and body:
+                return body
     return None
 
 

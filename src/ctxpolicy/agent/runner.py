@@ -7,6 +7,7 @@ so that a cell goes on. Only ``run.json`` written last marks the run complete.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import traceback
@@ -135,11 +136,6 @@ class _RunState:
 
 
 def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_endpoint, run_dir, agent_dir) -> None:
-    # Imported here: mini-swe-agent prints a banner and takes a second to import.
-    from ctxpolicy.agent.agent import PolicyAgent
-    from ctxpolicy.agent.model import EndpointModel
-    from ctxpolicy.agent.summarizer import RecordingSummarizer
-    from ctxpolicy.policies import HistoryDump, parse_spec
     from ctxpolicy.tokens import count_message
 
     templates = load_templates(settings.mode, agent_dir)
@@ -150,48 +146,15 @@ def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_en
     env = adapter.make_environment(task, workspace, settings.command_timeout_s)
     state.setup_s = time.perf_counter() - t0
 
-    clients = [_client(endpoint, settings)]
-    summary_client = clients[0]
-    if summarizer_endpoint is not None and summarizer_endpoint.base_url != endpoint.base_url:
-        summary_client = _client(summarizer_endpoint, settings)
-        clients.append(summary_client)
-    state.recorder = RunRecorder(run_dir, count_message)
-    try:
-        model = EndpointModel(
-            clients[0],
-            model_name=endpoint.served_name,
-            base_url=endpoint.base_url,
-            mode=settings.mode,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            seed=identity.seed,
-            format_error_template=templates.format_error_template,
-            observation_template=templates.observation_template,
-        )
-        agent = PolicyAgent(
-            model,
-            env,
-            policy=parse_spec(identity.policy),
-            threshold=identity.threshold_tokens,
-            recorder=state.recorder,
-            dump=HistoryDump(workspace),
-            system_template=templates.system_template,
-            instance_template=templates.instance_template,
-            step_limit=settings.step_limit,
-            cost_limit=0,
-            wall_time_limit_seconds=settings.wall_time_limit_s or 0,
-            max_consecutive_format_errors=settings.format_error_limit,
-        )
-        agent.summarizer = RecordingSummarizer(
-            summary_client,
-            model=(summarizer_endpoint or endpoint).served_name,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            seed=identity.seed,
-            deadline=lambda: agent.deadline,
-            listener=agent.on_summary_call,
-        )
-        state.agent = agent
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(_close_environment, env)
+        agent_client = cleanup.enter_context(_client(endpoint, settings))
+        summary_client = agent_client
+        if summarizer_endpoint is not None and summarizer_endpoint.base_url != endpoint.base_url:
+            summary_client = cleanup.enter_context(_client(summarizer_endpoint, settings))
+        state.recorder = cleanup.enter_context(RunRecorder(run_dir, count_message))
+        agent = state.agent = build_agent(identity, settings, templates, env, workspace, state.recorder,
+                                          agent_client, endpoint, summary_client, summarizer_endpoint or endpoint)
         t1 = time.perf_counter()
         try:
             exit_extra = agent.run(task.instruction, submission_instructions=adapter.submission_instructions(task))
@@ -205,11 +168,52 @@ def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_en
             state.submission = adapter.collect_submission(task, workspace, exit_extra.get("submission", ""))
             if task.kind == "repo":
                 atomic_write_text(run_dir / PATCH_DIFF, state.submission)
-    finally:
-        state.recorder.close()
-        for client in clients:
-            client.close()
-        _close_environment(env)
+
+
+def build_agent(identity, settings, templates, env, workspace, recorder, agent_client, endpoint,
+                summary_client, summary_endpoint):
+    """The policy agent for one run, its model and its summarizer, all on our chat client."""
+    # Imported here: mini-swe-agent takes a second to import.
+    from ctxpolicy.agent.agent import PolicyAgent
+    from ctxpolicy.agent.model import EndpointModel
+    from ctxpolicy.agent.summarizer import RecordingSummarizer
+    from ctxpolicy.policies import HistoryDump, parse_spec
+
+    model = EndpointModel(
+        agent_client,
+        model_name=endpoint.served_name,
+        base_url=endpoint.base_url,
+        mode=settings.mode,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+        seed=identity.seed,
+        format_error_template=templates.format_error_template,
+        observation_template=templates.observation_template,
+    )
+    agent = PolicyAgent(
+        model,
+        env,
+        policy=parse_spec(identity.policy),
+        threshold=identity.threshold_tokens,
+        recorder=recorder,
+        dump=HistoryDump(workspace),
+        system_template=templates.system_template,
+        instance_template=templates.instance_template,
+        step_limit=settings.step_limit,
+        cost_limit=0,
+        wall_time_limit_seconds=settings.wall_time_limit_s or 0,
+        max_consecutive_format_errors=settings.format_error_limit,
+    )
+    agent.summarizer = RecordingSummarizer(
+        summary_client,
+        model=summary_endpoint.served_name,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+        seed=identity.seed,
+        deadline=lambda: agent.deadline,
+        listener=agent.on_summary_call,
+    )
+    return agent
 
 
 def _client(endpoint: Endpoint, settings: RunSettings) -> ChatClient:

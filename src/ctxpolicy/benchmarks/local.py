@@ -11,6 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ctxpolicy import sandbox
 from ctxpolicy.benchmarks import grading
 from ctxpolicy.benchmarks.base import (
     BenchmarkError,
@@ -38,7 +39,7 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
 }
 # never part of a submission: byte code and caches the agent's own test runs leave behind
-GIT_EXCLUDE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+GIT_EXCLUDE = "__pycache__/\n*.pyc\n.pytest_cache/\n.ctxpolicy-*\n"
 # the order swebench's harness tries (swebench.harness.run_evaluation.GIT_APPLY_CMDS)
 GIT_APPLY_CMDS = (
     "git apply --verbose",
@@ -46,13 +47,6 @@ GIT_APPLY_CMDS = (
     "git apply --verbose --reject",
     "patch --batch --forward --fuzz=5 -p1 -i",
 )
-
-
-def _sandbox():
-    # the sandbox room is imported at use, so listing tasks works where bubblewrap is absent
-    from ctxpolicy import sandbox
-
-    return sandbox
 
 
 class LocalAdapter:
@@ -101,7 +95,7 @@ class LocalAdapter:
                 f"benchmarks.{self.name}.environment: {self.environment!r} is not supported by the "
                 "local suite (use bwrap)"
             )
-        if not _sandbox().bwrap_available():
+        if not sandbox.bwrap_available():
             raise BenchmarkError(
                 f"benchmarks.{self.name}.environment: bwrap is not available on this machine "
                 "(install the Debian package bubblewrap)"
@@ -116,12 +110,12 @@ class LocalAdapter:
             init_repository(snapshot_dir(self.instances[task.task_id]), workspace)
         else:
             setup = (self.terminal[task.task_id]["path"] / "setup.sh").read_text(encoding="utf-8")
-            result = _sandbox().run_sandboxed(setup, workspace, timeout_s=SETUP_TIMEOUT_S, env=AGENT_ENV)
+            result = sandbox.run_sandboxed(setup, workspace, timeout_s=SETUP_TIMEOUT_S, env=AGENT_ENV)
             if result.returncode != 0 or result.timed_out:
                 raise BenchmarkError(f"task {task.task_id}: setup.sh failed ({result.returncode}): {result.output[-500:]}")
 
     def make_environment(self, task: Task, workspace: Path, command_timeout_s: int) -> Any:
-        return _sandbox().SandboxEnvironment(Path(workspace), timeout=command_timeout_s, env=dict(AGENT_ENV))
+        return sandbox.SandboxEnvironment(Path(workspace), timeout=command_timeout_s, env=dict(AGENT_ENV))
 
     def submission_instructions(self, task: Task) -> str:
         return submission_instructions_for(task)
@@ -131,7 +125,7 @@ class LocalAdapter:
         changed, whatever it printed); terminal tasks: the submission text (the state is graded)."""
         if task.kind != "repo" or not (Path(workspace) / ".git").is_dir():
             return submission_text
-        result = _sandbox().run_sandboxed(
+        result = sandbox.run_sandboxed(
             "git add -A && git diff --cached --binary HEAD", Path(workspace), timeout_s=60, env=AGENT_ENV
         )
         return result.output if result.returncode == 0 and not result.timed_out else submission_text
@@ -176,7 +170,7 @@ class LocalAdapter:
             else:
                 applied, log = True, "no patch submitted: the tests run on the unchanged snapshot\n"
             if applied:
-                result = _sandbox().run_sandboxed(
+                result = sandbox.run_sandboxed(
                     instance["eval_script"], repo, timeout_s=TEST_TIMEOUT_S, env=AGENT_ENV
                 )
                 log += result.output
@@ -200,7 +194,7 @@ class LocalAdapter:
             shutil.copytree(task_dir / "tests", root / "tests")
             shutil.copy2(task_dir / "run-tests.sh", root / "run-tests.sh")
             timeout = int(self.terminal[task_id].get("max_test_timeout_sec") or TEST_TIMEOUT_S)
-            result = _sandbox().run_sandboxed(
+            result = sandbox.run_sandboxed(
                 f"bash {root / 'run-tests.sh'}",
                 root,
                 timeout_s=timeout,

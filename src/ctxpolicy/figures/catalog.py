@@ -6,14 +6,17 @@
      "executed": "results/notebooks/fig2.ipynb",     # where the DAG keeps the executed copy
      "outputs": ["figures/fig2.pdf", "figures/fig2.png"],
      "inputs": ["results/tables/runs.parquet"],      # data files (the config file is not listed)
-     "params": {"slot": 0}}                          # extra papermill parameters
+     "params": {"slot": 0},                          # extra papermill parameters
+     "scope": "full"}                                # which tracks' runs it reads (ctxpolicy.grid.SCOPES)
 
 ``TARGETS`` is the layout for ``results_dir: results`` and lists only inputs that do not
 depend on the config. The workflow should call ``targets_for(config)`` instead: it takes the
 loaded config mapping and returns the same shape with every input resolved (the tables under
 ``{results_dir}/tables``, the cohort files named by ``benchmarks.*.cohorts``, the threshold
 files ``{results_dir}/thresholds/{benchmark}/{model}.json`` named by ``thresholds``).
-Target names and outputs never depend on the config: a figure whose data a config cannot
+``scope`` names the tracks whose runs a target reads (``ctxpolicy.grid.SCOPES``: the
+workflow hands it ``{results_dir}/tables/{scope}/`` instead of all tables, so a sweep figure
+does not wait for the summarizer cells). Target names and outputs never depend on the config: a figure whose data a config cannot
 provide is still produced, with a note saying what is missing.
 
 Every notebook has a ``parameters`` cell with at least ``tables_dir``, ``config_path``,
@@ -41,44 +44,47 @@ ABLATION_SLOTS = 7  # Figures 9–15: one per (benchmark, model) of the sweep bl
 GAINS_LOSSES_SETTINGS = ("tight", "primary", "loose")  # Figures 16–18
 
 
-def _figure(stem: str, notebook: str, data: tuple[str, ...], params: dict | None = None) -> dict:
+def _figure(stem: str, notebook: str, data: tuple[str, ...], params: dict | None = None,
+            scope: str = "full") -> dict:
     return {"notebook": f"notebooks/{notebook}.ipynb",
             "executed": f"results/notebooks/{stem}.ipynb",
             "outputs": [f"figures/{stem}{s}" for s in FIGURE_SUFFIXES],
             "inputs": [f"results/{d}" for d in data],
-            "params": dict(params or {})}
+            "params": dict(params or {}),
+            "scope": scope}
 
 
-def _table(stems: tuple[str, ...], notebook: str, data: tuple[str, ...]) -> dict:
+def _table(stems: tuple[str, ...], notebook: str, data: tuple[str, ...], scope: str = "full") -> dict:
     return {"notebook": f"notebooks/{notebook}.ipynb",
             "executed": f"results/notebooks/{notebook}.ipynb",
             "outputs": [f"figures/{stem}{s}" for stem in stems for s in TABLE_SUFFIXES],
             "inputs": [f"results/{d}" for d in data],
-            "params": {}}
+            "params": {},
+            "scope": scope}
 
 
 def _build_targets() -> dict[str, dict]:
     t: dict[str, dict] = {
         "fig2": _figure("fig2", "fig2", (RUNS,)),
-        "fig3": _figure("fig3", "fig3", (RUNS,)),
+        "fig3": _figure("fig3", "fig3", (RUNS,), scope="sweep"),
         "fig4": _figure("fig4", "fig4", (RUNS,)),
         "fig5": _figure("fig5", "fig5", (RUNS,)),
         "fig6": _figure("fig6", "fig6", (RUNS, CALLS)),
     }
     for slot in range(ABLATION_SLOTS):
         stem = f"fig{9 + slot}"
-        t[stem] = _figure(stem, "fig9_15", (RUNS,), {"slot": slot, "name": stem})
+        t[stem] = _figure(stem, "fig9_15", (RUNS,), {"slot": slot, "name": stem}, scope="sweep")
     for i, setting in enumerate(GAINS_LOSSES_SETTINGS):
         stem = f"fig{16 + i}"
-        t[stem] = _figure(stem, "fig16_18", (RUNS,), {"setting": setting, "name": stem})
-    t["fig19"] = _figure("fig19", "fig19", (RUNS,))
+        t[stem] = _figure(stem, "fig16_18", (RUNS,), {"setting": setting, "name": stem}, scope="sweep")
+    t["fig19"] = _figure("fig19", "fig19", (RUNS,), scope="summarizer")
     t["fig20"] = _figure("fig20", "fig20", (RUNS,))
     t["fig21"] = _figure("fig21", "fig21", (RUNS,))
     t["reacquisition"] = _figure("reacquisition", "reacquisition", (RUNS,))
     t["cost_models"] = _figure("cost_models", "cost_models", (RUNS,))
     t["table1_4"] = _table(("table1", "table4"), "table1_4", ())
-    t["table3"] = _table(("table3",), "table3", ())
-    t["table5"] = _table(("table5",), "table5", (RUNS,))
+    t["table3"] = _table(("table3",), "table3", (RUNS,))  # strata as the runs recorded them
+    t["table5"] = _table(("table5",), "table5", (RUNS,), scope="all")  # every run's environment
     t["table6"] = _table(("table6",), "table6", ())
     return t
 
@@ -112,7 +118,7 @@ def targets_for(config: Mapping[str, Any]) -> dict[str, dict]:
         spec["inputs"] = [results_dir + p[len("results"):] if p.startswith("results/") else p
                           for p in spec["inputs"]]
         spec["executed"] = results_dir + spec["executed"][len("results"):]
-    resolved["table3"]["inputs"] = cohort_files(config)
+    resolved["table3"]["inputs"] += cohort_files(config)
     resolved["table6"]["inputs"] = threshold_files(config)
     return resolved
 

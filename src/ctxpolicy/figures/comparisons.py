@@ -14,6 +14,7 @@ import pandas as pd
 
 from ctxpolicy.figures import inputs, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.figures.tables import read_cohort
 
 
 def policies_of(config: Mapping[str, Any], block_name: str) -> list[str]:
@@ -30,9 +31,7 @@ def cohort_tasks(config: Mapping[str, Any], benchmark: str, cohort: str | None) 
     if not cohort:
         return None
     try:
-        from ctxpolicy.figures.tables import read_cohort
-        path = config["benchmarks"][benchmark]["cohorts"][cohort]
-        return {t for t, _ in read_cohort(path)}
+        return set(read_cohort(config["benchmarks"][benchmark]["cohorts"][cohort]))
     except (KeyError, OSError, TypeError):
         return None
 
@@ -49,10 +48,6 @@ def runs_of(runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model
     return restrict_tasks(own, cohort_tasks(config, benchmark, cohort))
 
 
-def without_other_summarizers(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[runs["summarizer"].isna()]
-
-
 def compare_block(runs: pd.DataFrame, config: Mapping[str, Any], block_name: str, *,
                   n_boot: int, seed: int, combos: list[tuple[str, str]] | None = None,
                   setting: str | None = None, cohort: str | None = None,
@@ -64,7 +59,6 @@ def compare_block(runs: pd.DataFrame, config: Mapping[str, Any], block_name: str
     from ctxpolicy.metrics.compare import compare_to_fc
 
     metric = metric or compare_to_fc
-
     combos = combos if combos is not None else inputs.combos(config, block_name)
     frames, notes = [], []
     if not combos:

@@ -55,7 +55,7 @@ def plot(data: Prepared):
             ax.text(0.99, 0.97, f"not available: {', '.join(missing)}", transform=ax.transAxes,
                     ha="right", va="top", fontsize=6.5, color=notes.NOTE_COLOR)
     from matplotlib.patches import Patch
-    ax_.legend_top(fig, [Patch(facecolor="#BBBBBB", edgecolor="white", hatch=h, label=l)
+    ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=l)
                            for _, l, h in METHODS])
     if data.notes:
         notes.footnote(fig, data.note_text())

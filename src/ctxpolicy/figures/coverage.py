@@ -107,7 +107,7 @@ def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
 def plot_sweep(data: Prepared, name: str):
     """Gains and losses per depth (left) and which tasks moved (right)."""
     setting = data.meta.get("setting", "?")
-    title = f"{name}: task-level gains and losses, {setting} threshold"
+    title = f"{style.figure_name(name)}: task-level gains and losses, {setting} threshold"
     if data.empty:
         return notes.note_figure(title, data.note_text() or "no data")
     rows = data.table.set_index(data.table["policy"].astype(str))

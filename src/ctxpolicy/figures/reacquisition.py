@@ -70,7 +70,7 @@ def plot(data: Prepared):
         ax.set_xlabel("commands per run / FC")
         ax.grid(axis="y", visible=False)
         ax.set_title(ax_.combo_title(benchmark, model), loc="left")
-    ax_.legend_top(fig, [Patch(facecolor="#BBBBBB", edgecolor="white", hatch=h, label=f"{l} commands")
+    ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{l} commands")
                          for _, _, l, h in KINDS])
     if data.notes:
         notes.footnote(fig, data.note_text())

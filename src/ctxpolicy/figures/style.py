@@ -93,6 +93,12 @@ def policy_label(spec: str, setting: str | None = None) -> str:
     return label
 
 
+def figure_name(stem: str) -> str:
+    """``fig12`` → ``Figure 12``; other stems stay as they are."""
+    number = stem[3:] if stem.startswith("fig") else ""
+    return f"Figure {number}" if number.isdigit() else stem
+
+
 def policy_sort_key(spec: str) -> tuple:
     primitive, trigger, depth = parse_spec(spec)
     rank = PRIMITIVE_ORDER.index(primitive) if primitive in PRIMITIVE_ORDER else len(PRIMITIVE_ORDER)

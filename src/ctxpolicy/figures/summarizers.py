@@ -83,7 +83,7 @@ def plot(data: Prepared):
             if c == 0:
                 ax.set_title(ax_.combo_title(benchmark, model), loc="left")
     from matplotlib.patches import Patch
-    ax_.legend_top(fig, [Patch(facecolor="#BBBBBB", edgecolor="white", hatch=SUMMARIZER_HATCHES[k % 5],
+    ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=SUMMARIZER_HATCHES[k % 5],
                                  label=f"summarizer: {'agent itself' if s == SELF else s}")
                            for k, s in enumerate(summarizers)])
     if data.notes:

@@ -33,17 +33,12 @@ def sweep_policies(config: Mapping[str, Any]) -> list[str]:
     return style.order_policies(swept + extra)
 
 
-def _per_setting(runs: pd.DataFrame, config: Mapping[str, Any], combo: tuple[str, str],
-                 n_boot: int, seed: int, policies: list[str]) -> Prepared:
-    cohort = inputs.block(config, "sweeps").get("cohort", "sweep")
-    return comparisons.compare_block(runs, config, "sweeps", n_boot=n_boot, seed=seed,
-                                     combos=[combo], cohort=cohort, policies=policies)
-
-
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
             slot: int = 0) -> Prepared:
-    """All-run comparisons (``table``) and, in ``meta["capped_excluded"]``, the same without
-    time-limited runs, for the sweep's ``slot``-th (benchmark, model)."""
+    """``compare_to_fc`` rows of the sweep's ``slot``-th (benchmark, model) on the sweep tasks.
+
+    Resolve rates count every run; the resource ratios already leave time-limited runs out
+    (``ctxpolicy.metrics.compare.resource_eligible``), and so does ``meta["frequency"]``."""
     combos = inputs.combos(config, "sweeps")
     if slot >= len(combos):
         have = ", ".join(f"{m} on {b}" for b, m in combos) or "none"
@@ -52,14 +47,13 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
     combo = combos[slot]
     policies = sweep_policies(config)
     settings = sorted(inputs.block(config, "sweeps").get("settings") or [], key=style.setting_sort_key)
-    every = _per_setting(runs, config, combo, n_boot, seed, policies)
+    cohort = inputs.block(config, "sweeps").get("cohort", "sweep")
+    compared = comparisons.compare_block(runs, config, "sweeps", n_boot=n_boot, seed=seed,
+                                         combos=[combo], cohort=cohort, policies=policies)
     uncapped = runs[runs["outcome_class"].astype(str) != TIME_LIMITED]
-    capped = _per_setting(uncapped, config, combo, n_boot, seed, policies)
-    freq = _compression_frequency(uncapped, config, combo)
-    table = _with_depth(every.table)
-    return Prepared(table, every.notes, {"combo": combo, "settings": settings, "policies": policies,
-                                         "capped_excluded": _with_depth(capped.table),
-                                         "frequency": freq})
+    return Prepared(_with_depth(compared.table), compared.notes,
+                    {"combo": combo, "settings": settings, "policies": policies,
+                     "frequency": _compression_frequency(uncapped, config, combo)})
 
 
 def _compression_frequency(runs: pd.DataFrame, config: Mapping[str, Any], combo) -> pd.DataFrame:
@@ -108,14 +102,14 @@ def plot_fig3(data: Prepared):
     if data.empty:
         return notes.note_figure(title, data.note_text() or "no data")
     settings, policies = data.meta["settings"], data.meta["policies"]
-    freq, capped = data.meta["frequency"], data.meta["capped_excluded"]
+    freq = data.meta["frequency"]
     depths = [d for d in data.table["depth"].dropna().unique()]
     fig = plt.figure(figsize=(style.FULL_WIDTH, 3.6), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.05])
     axs = left.subplots(3, 1, sharex=True)
     panels = ((freq, "compression_freq", "compressions / call"),
-              (capped, "cost_ratio", "billed cost / FC"),
-              (capped, "latency_ratio", "latency / FC"))
+              (data.table, "cost_ratio", "billed cost / FC"),
+              (data.table, "latency_ratio", "latency / FC"))
     for ax, (table, column, label) in zip(axs, panels):
         for policy in policies:
             if not table.empty:
@@ -128,7 +122,7 @@ def plot_fig3(data: Prepared):
     handles, labels = axs[1].get_legend_handles_labels()
     left.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
     benchmark, model = data.meta["combo"]
-    left.suptitle(f"{model} · {benchmark}", x=0.02, ha="left", fontsize=8)
+    fig.suptitle(f"{model} · {benchmark} · sweep subset", x=0.01, ha="left")
     _summary_table(right.subplots(), data.table, settings, policies)
     if data.notes:
         notes.footnote(fig, data.note_text())
@@ -179,7 +173,7 @@ ABLATION_ROWS = (("delta_pp", "Δ resolve (pp)", 0.0), ("token_ratio", "tokens /
 
 
 def plot_ablation(data: Prepared, name: str):
-    title = f"{name}: depth and threshold ablation"
+    title = f"{style.figure_name(name)}: depth and threshold ablation"
     if data.empty:
         return notes.note_figure(title, data.note_text() or "no data")
     settings, policies = data.meta["settings"], data.meta["policies"]

@@ -39,9 +39,9 @@ def table1(cells: list) -> pd.DataFrame:
     rows = []
     for spec in style.order_policies(c.policy for c in cells):
         mine = [c for c in cells if c.policy == spec]
-        primitive, trigger, depth = style.parse_spec(spec)
-        row = {"policy": style.policy_label(spec), "primitive": primitive,
-               "trigger": trigger or "–", "depth": "–" if depth is None else f"{depth:g}"}
+        _, trigger, depth = style.parse_spec(spec)
+        row = {"policy": style.policy_label(spec), "trigger": trigger or "–",
+               "depth": "–" if depth is None else f"{depth:g}"}
         for s in settings:
             row[s] = _mark({c.track for c in mine if c.setting == s})
         row["no threshold"] = _mark({c.track for c in mine if not c.setting})
@@ -80,23 +80,25 @@ def table4(cells: list, config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | 
 # ---------------------------------------------------------------- Table 3: tasks per evaluation
 
 
-def read_cohort(path: str | Path) -> list[tuple[str, str | None]]:
-    """(task id, stratum or None) per line; blank lines and # comments skipped."""
-    out = []
-    for line in Path(path).read_text().splitlines():
-        fields = line.split("#", 1)[0].split()
-        if fields:
-            out.append((fields[0], fields[1] if len(fields) > 1 else None))
-    return out
+def read_cohort(path: str | Path) -> list[str]:
+    """Task ids of a cohort file: one per line, ``#`` starts a comment."""
+    ids = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        task_id = line.split("#", 1)[0].strip()
+        if task_id:
+            ids.append(task_id)
+    return ids
 
 
 def default_stratum(task_id: str) -> str:
-    """``tinycalc-001`` → ``tinycalc``; ``astropy__astropy-12907`` → ``astropy/astropy``."""
+    """For tasks no run has recorded yet: ``tinycalc-001`` → ``tinycalc``,
+    ``astropy__astropy-12907`` → ``astropy/astropy``; ids without a number → ``other``."""
     stem = re.sub(r"[-_]\d+$", "", task_id)
-    return stem.replace("__", "/")
+    return stem.replace("__", "/") if stem != task_id else "other"
 
 
 def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str | None]:
+    """Tasks per benchmark, cohort and stratum; strata as the runs recorded them."""
     known = {}
     if runs is not None and not runs.empty:
         known = dict(zip(runs["task_id"].astype(str), runs["stratum"].astype(str)))
@@ -108,7 +110,7 @@ def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None) -> tuple
             except OSError:
                 missing.append(str(path))
                 continue
-            strata = pd.Series([s or known.get(t) or default_stratum(t) for t, s in tasks], dtype="object")
+            strata = pd.Series([known.get(t) or default_stratum(t) for t in tasks], dtype="object")
             counts = strata.value_counts().sort_index()
             for stratum, n in counts.items():
                 rows.append({"benchmark": benchmark, "cohort": cohort, "stratum": stratum, "tasks": int(n)})

@@ -20,7 +20,8 @@ FC = "FC"
 # output column -> runs column; cost_ratio uses the exact cache count
 RESOURCES = {"token_ratio": "total_tokens", "latency_ratio": "wall_s", "cost_ratio": "billed_exact",
              "cost_ratio_est": "billed_est", "cost_ratio_measured": "billed_measured",
-             "calls_ratio": "agent_calls"}
+             "calls_ratio": "agent_calls", "retrieval_ratio": "retrieval_cmds",
+             "execution_ratio": "execution_cmds"}
 CELL_COLUMNS = ("policy", "primitive", "trigger", "depth", "setting", "summarizer")
 
 
@@ -205,10 +206,10 @@ def paired_differences(runs: pd.DataFrame, *, model: str, benchmark: str, cohort
 # -- execution length --------------------------------------------------------------------
 
 def execution_length(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
-                     solved_min: int = 1) -> pd.DataFrame:
+                     solved_min: int = 1, n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
     """Agent calls of successful attempts, averaged per task, on tasks solved (at least
     ``solved_min`` successes) by both the policy and FC; percentage change of the policy's
-    mean over those tasks against FC's."""
+    mean over those tasks against FC's, with a task-bootstrap interval."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
 
     def calls_when_solved(group: pd.DataFrame) -> pd.Series:
@@ -223,9 +224,14 @@ def execution_length(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: 
         tasks = policy.index.intersection(fc.index)
         mean_policy = float(policy[tasks].mean()) if len(tasks) else np.nan
         mean_fc = float(fc[tasks].mean()) if len(tasks) else np.nan
+        tasks = tasks.sort_values()
+        ratios = boot_ratio(resample_counts(len(tasks), n_boot, seed), policy[tasks].to_numpy(float),
+                            fc[tasks].to_numpy(float), np.ones(len(tasks), dtype=bool))
+        lo, hi = percentile_interval(100 * (ratios - 1))
         rows.append({**cell_description(group), "cell": cell, "n_tasks": len(tasks),
                      "calls_policy": mean_policy, "calls_fc": mean_fc,
-                     "pct_change": 100 * (mean_policy / mean_fc - 1) if len(tasks) else np.nan})
+                     "pct_change": 100 * (mean_policy / mean_fc - 1) if len(tasks) else np.nan,
+                     "pct_change_lo": lo, "pct_change_hi": hi})
     return pd.DataFrame(rows)
 
 

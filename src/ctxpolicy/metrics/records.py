@@ -8,6 +8,7 @@ aggregate can report it and leave the run out.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,17 +38,20 @@ class RunRecord:
 
 
 def find_run_dirs(roots: list[Path]) -> list[Path]:
-    """Every directory under the roots that holds any run file (complete or not)."""
-    found: set[Path] = set()
-    for root in roots:
-        root = Path(root)
-        if not root.exists():
+    """Every directory under the roots that holds any run file (complete or not).
+
+    A run directory's subdirectories (its workspace) are not searched."""
+    found: list[Path] = []
+    for root in map(Path, roots):
+        if not root.is_dir():
             raise RecordError(root, "no such directory")
-        for name in RUN_FILES:
-            for path in root.rglob(name):
-                if "workspace" not in path.relative_to(root).parts[:-1]:
-                    found.add(path.parent)
-    return sorted(found)
+        for directory, subdirs, files in os.walk(root):
+            if any(name in files for name in RUN_FILES):
+                found.append(Path(directory))
+                subdirs.clear()
+            else:
+                subdirs[:] = [d for d in subdirs if d != "workspace"]
+    return sorted(set(found))
 
 
 def _load_json(path: Path):
@@ -80,8 +84,9 @@ def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAUL
 
     verdict_path = run_dir / "verdict.json"
     verdict = _load_json(verdict_path) if verdict_path.exists() else None
-    if verdict is not None and not isinstance(verdict.get("resolved"), bool):
-        raise RecordError(verdict_path, f"field resolved is {verdict.get('resolved')!r}, not a bool")
+    if verdict is not None and not (isinstance(verdict, dict) and isinstance(verdict.get("resolved"), bool)):
+        value = verdict.get("resolved") if isinstance(verdict, dict) else verdict
+        raise RecordError(verdict_path, f"field resolved is {value!r}, not a bool")
 
     store, assistant = _read_store(run_dir / "messages.jsonl")
     calls, id_segments = _read_calls(run_dir / "calls.jsonl")

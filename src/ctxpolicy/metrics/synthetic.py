@@ -84,13 +84,15 @@ class RunSpec:
 def make_runs(root: Path, *, models: Sequence[str] = ("qwen05b",),
               benchmarks: Sequence[str] = ("local",),
               policies: Sequence[str] = DEFAULT_POLICIES,
-              settings: Sequence[str] = ("primary",),
+              settings: Sequence[str | None] = ("primary",),
               tasks: int | Sequence[str] = 20, attempts: int = 3, calls_per_run: int = 20,
               seed: int = 0, processes: int = 1, progress: bool = False) -> list[Path]:
     """Write synthetic run directories under ``root`` and return them.
 
     Layout: ``root/{benchmark}/{model}/{cell_slug}/{task_id}__a{attempt}/``. FC gets one
-    cell per (benchmark, model); every other policy one cell per threshold setting.
+    cell per (benchmark, model); every other policy one cell per threshold setting (a setting
+    of None makes a cell without a threshold, for step-triggered policies). ``tasks`` is a
+    count or a list of task ids; ``processes`` > 1 writes in parallel with identical output.
     """
     root = Path(root)
     task_ids = [f"task-{i:04d}" for i in range(tasks)] if isinstance(tasks, int) else list(tasks)
@@ -122,7 +124,8 @@ def _run_specs(root, models, benchmarks, policies, settings, task_ids, attempts,
             for policy in policies:
                 is_fc = parse_policy(policy).primitive is None
                 for setting in [None] if is_fc else settings:
-                    threshold = None if is_fc else int(round(fc_peak * SETTING_SCALE.get(setting, 0.8) * 0.5, -2))
+                    threshold = (None if is_fc or setting is None
+                                 else int(round(fc_peak * SETTING_SCALE.get(setting, 0.8) * 0.5, -2)))
                     cell_dir = root / benchmark / model / cell_slug(policy, setting)
                     for t, task_id in enumerate(task_ids):
                         for attempt in range(1, attempts + 1):

@@ -50,7 +50,7 @@ def clear_tool_results(window: Sequence[Message], target: int, *, fall_back_to_t
         total -= tokens[index] - placeholder_tokens
         cleared += 1
     if total > target and fall_back_to_tr:
-        fallback = truncate(new_window, target, fallback="TR")
+        fallback = truncate(new_window, target)
         if fallback is not None:
             return Rewrite(fallback.window, removed=fallback.removed, cleared=cleared, fallback="TR")
     return Rewrite(new_window, cleared=cleared) if cleared else None

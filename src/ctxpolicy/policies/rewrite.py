@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxpolicy.policies.summarizer import SummaryCall
+from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
 
 
 class PolicyError(ValueError):
@@ -27,5 +27,5 @@ class StageContext:
 
     history_length: int
     calls: int
-    summarizer: object | None = None
+    summarizer: Summarizer | None = None
     dump_path: str | None = None  # set by a DUMP stage for the summary that follows

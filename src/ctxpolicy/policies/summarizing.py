@@ -81,7 +81,7 @@ def summarize_head(stage: str, window: Sequence[Message], target: int, context: 
         return _on_error(window, target, call)
     message = summary_message(_summary_text(base, call), context.dump_path)
     rebuilt = [message, *tail]
-    truncated = truncate(rebuilt, target, fallback="TR")
+    truncated = truncate(rebuilt, target)
     final = truncated.window if truncated else rebuilt
     originals_kept = len(final) - (1 if final and final[0] is message else 0)
     return Rewrite(final, removed=len(window) - originals_kept, summary_tokens=count_message(message),

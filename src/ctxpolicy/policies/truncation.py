@@ -14,7 +14,7 @@ from ctxpolicy.policies.history import Message, token_list, units
 from ctxpolicy.policies.rewrite import Rewrite
 
 
-def truncate(window: Sequence[Message], target: int, *, fallback: str | None = None) -> Rewrite | None:
+def truncate(window: Sequence[Message], target: int) -> Rewrite | None:
     tokens = token_list(window)
     total = sum(tokens)
     spans = units(window)
@@ -26,4 +26,4 @@ def truncate(window: Sequence[Message], target: int, *, fallback: str | None = N
         keep_from = end
     if keep_from == 0:
         return None
-    return Rewrite(list(window[keep_from:]), removed=keep_from, fallback=fallback)
+    return Rewrite(list(window[keep_from:]), removed=keep_from)

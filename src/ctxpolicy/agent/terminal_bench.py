@@ -1,0 +1,97 @@
+"""Runs driven by an outside harness (Terminal-Bench's `tb run`): the harness owns the container,
+the task's tests and the trial's timeout; we run the agent in its environment and write the run
+directory as any other run.
+
+``run_task`` is the runner ``ctxpolicy.benchmarks.tb_agent.CtxpolicyAgent`` calls for each
+trial. Its settings arrive as ``--agent-kwarg key=value`` strings, passed on by ``run-cell``
+(``harness_kwargs``), so every value here is parsed from text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ctxpolicy.agent.plan import endpoint_for_url, find_task, make_identity, repo_root
+from ctxpolicy.agent.record import RUN_JSON, read_json
+from ctxpolicy.agent.runner import execute_run
+from ctxpolicy.agent.settings import build_settings
+
+# run-cell arguments passed on to run_task as agent kwargs (None values are left out)
+HARNESS_KWARGS = ("config", "benchmark", "model", "policy", "setting", "thresholds", "summarizer", "cohort",
+                  "track", "mode", "step_limit", "max_tokens", "summarizer_endpoint")
+
+
+class HarnessEnvironment:
+    """A benchmark adapter for one trial whose environment the harness already made."""
+
+    def __init__(self, environment: Any, submission_instructions: str):
+        self.environment = environment
+        self._instructions = submission_instructions
+
+    def prepare_workspace(self, task: Any, workspace: Path) -> None:
+        pass  # the harness built the container
+
+    def make_environment(self, task: Any, workspace: Path, command_timeout_s: int) -> Any:
+        return self.environment
+
+    def submission_instructions(self, task: Any) -> str:
+        return self._instructions
+
+    def collect_submission(self, task: Any, workspace: Path, submission_text: str) -> str:
+        return submission_text  # the container's state is what the harness grades
+
+
+def harness_kwargs(args: Any, *, cell_dir: Path, endpoint: Any, track: str) -> dict[str, str]:
+    """The agent kwargs for the harness: where to write, which endpoint, and the run settings."""
+    values = {name: getattr(args, name, None) for name in HARNESS_KWARGS}
+    values.update(config=str(Path(args.config).resolve()), track=track,
+                  thresholds=str(Path(args.thresholds).resolve()) if args.thresholds else None)
+    kwargs = {"cell_dir": str(Path(cell_dir).resolve()), "endpoint": endpoint.base_url,
+              "served_name": endpoint.served_name}
+    kwargs.update({name: str(value) for name, value in values.items() if value is not None})
+    return kwargs
+
+
+def run_task(*, instruction: str, environment: Any, task_id: str, attempt: int, run_dir: str | Path,
+             config: str, model: str, policy: str, endpoint: str, benchmark: str = "terminalbench",
+             cohort: str = "main", track: str = "full", setting: str | None = None, thresholds: str | None = None,
+             summarizer: str | None = None, summarizer_endpoint: str | None = None, served_name: str | None = None,
+             mode: str | None = None, step_limit: str | None = None, max_tokens: str | None = None,
+             **ignored: Any) -> dict:
+    """One trial as one run; returns the run record (run.json's content)."""
+    from ctxpolicy.benchmarks import get_adapter
+    from ctxpolicy.benchmarks.base import TERMINAL_SUBMISSION, Task
+    from ctxpolicy.config import load_config
+    from ctxpolicy.grid import Cell, resolve_threshold
+    from ctxpolicy.policies import parse_spec
+
+    study = load_config(config)
+    spec = parse_spec(policy)
+    setting = (setting or "primary") if spec.needs_threshold else None
+    threshold = resolve_threshold(study, benchmark, model, setting, thresholds) if setting else None
+    task = Task(task_id=task_id, stratum="terminal-bench", kind="terminal", instruction=instruction)
+    try:  # the dataset's own record of the task, for its stratum and timeout, where it is at hand
+        known, _ = find_task(get_adapter(benchmark, study["benchmarks"][benchmark], repo_root()), study, benchmark,
+                             task_id, cohort)
+        task = Task(task_id, known.stratum, "terminal", instruction, known.timeout_s, known.metadata)
+    except Exception:  # no dataset at hand (or not this task): the harness's instruction is enough
+        pass
+    overrides = {"mode": mode, "step_limit": _int(step_limit), "max_tokens": _int(max_tokens)}
+    settings = build_settings(study, benchmark, model, task_timeout_s=task.timeout_s, overrides=overrides)
+    slug = Cell(track, benchmark, model, policy, setting, cohort, summarizer).slug
+    identity = make_identity(config=study, benchmark=benchmark, cohort=cohort, model=model, policy=spec, task=task,
+                             attempt=int(attempt), threshold_setting=setting, threshold_tokens=threshold,
+                             summarizer=summarizer, cell=slug, track=track)
+    model_cfg = study["models"][model]
+    summary = None
+    if summarizer and summarizer != model and summarizer_endpoint:
+        summary = endpoint_for_url(summarizer_endpoint, summarizer, study["models"][summarizer])
+    result = execute_run(identity=identity, task=task, adapter=HarnessEnvironment(environment, TERMINAL_SUBMISSION),
+                         settings=settings, endpoint=endpoint_for_url(endpoint, model, model_cfg, served_name),
+                         summarizer_endpoint=summary, run_dir=Path(run_dir))
+    return read_json(result.run_dir / RUN_JSON)
+
+
+def _int(value: str | None) -> int | None:
+    return None if value in (None, "", "None") else int(value)

@@ -1,0 +1,99 @@
+"""The DAG as Snakemake plans it: jobs per cell, one figure needs only its own cells, a bad config
+stops with one clear line, and an imported results bundle leaves no run to do."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ctxpolicy.config import load_config
+from ctxpolicy.grid import expand_grid
+from workflow_helpers import planned_jobs, snakemake, write_study
+
+MAIN = ["hello-world", "tinyweb-001", "tinylearn-001"]
+SWEEP = ["hello-world", "tinyweb-001"]
+
+
+@pytest.fixture
+def study(tmp_path):
+    return tmp_path, write_study(tmp_path, "config.yaml", {"main": MAIN, "sweep": SWEEP})
+
+
+def dry_run(workdir, config, *targets):
+    done = snakemake(workdir, config, *targets, "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return planned_jobs(done.stdout + done.stderr)
+
+
+def test_all_tables_plan_one_job_per_cell(study):
+    workdir, config = study
+    cells = expand_grid(load_config(config))
+    jobs = dry_run(workdir, config, "results/tables/runs.parquet")
+    assert jobs["run_cell_qwen05b"] == len(cells) == 13
+    assert jobs["evaluate"] == len(cells)
+    assert jobs["thresholds"] == 1 and jobs["aggregate"] == 1
+
+
+def test_one_figure_runs_only_the_cells_it_draws(study):
+    workdir, config = study
+    cells = expand_grid(load_config(config))
+    jobs = dry_run(workdir, config, "figures/fig2.pdf")
+    compared = [c for c in cells if c.track in ("calibration", "full")]
+    assert jobs["run_cell_qwen05b"] == len(compared) == 7
+    assert jobs["aggregate_scope"] == 1 and "aggregate" not in jobs
+    assert jobs["figure_fig2"] == 1 and len(jobs) == 5
+
+
+def test_bad_config_stops_with_one_line_naming_key_value_and_allowed(study):
+    workdir, config = study
+    data = yaml.safe_load(config.read_text())
+    data["grid"]["sweeps"]["settings"] = ["tight", "medium"]
+    config.write_text(yaml.safe_dump(data))
+    done = snakemake(workdir, config, "--dry-run")
+    assert done.returncode != 0
+    assert ("config.yaml: grid.sweeps.settings[1]: 'medium' is not allowed; allowed: tight, primary, loose"
+            in done.stdout + done.stderr)
+
+
+def fake_cell(workdir, cell) -> None:
+    cell_dir = workdir / cell.run_root("results")
+    run_dir = cell_dir / "hello-world__a1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"schema_version": 1, "complete": True}))
+    (run_dir / "verdict.json").write_text(json.dumps({"resolved": True}))
+    (cell_dir / "cell.json").write_text(json.dumps({"runs": [{"dir": run_dir.name, "outcome": "submitted"}]}))
+    (cell_dir / "eval.json").write_text(json.dumps({"resolved": 1}))
+
+
+def fake_results(workdir, config) -> None:
+    """What the real commands leave, in the order the DAG makes it: the FC calibration cell, its
+    thresholds, then every other cell (runs, cell.json, verdicts, eval.json)."""
+    calibration, *others = expand_grid(load_config(config))
+    assert calibration.track == "calibration"
+    fake_cell(workdir, calibration)
+    thresholds = workdir / "results/thresholds/local/qwen05b.json"
+    thresholds.parent.mkdir(parents=True)
+    thresholds.write_text(json.dumps({"source": "calibrated", "tight": 1000, "primary": 1500, "loose": 2000}))
+    for cell in others:
+        fake_cell(workdir, cell)
+
+
+def test_imported_bundle_leaves_no_run_evaluation_or_calibration_to_do(study, tmp_path_factory):
+    workdir, config = study
+    fake_results(workdir, config)
+    bundle = workdir / "bundle.tar.gz"
+    ctx = [sys.executable, "-m", "ctxpolicy", "bundle"]
+    subprocess.run([*ctx, "export", "--results", str(workdir / "results"), "--out", str(bundle)],
+                   check=True, capture_output=True)
+
+    reviewer = tmp_path_factory.mktemp("reviewer")
+    reviewer_config = reviewer / "config.yaml"
+    reviewer_config.write_text(config.read_text())
+    subprocess.run([*ctx, "import", str(bundle), "--results", str(reviewer / "results")],
+                   check=True, capture_output=True)
+    jobs = dry_run(reviewer, reviewer_config, "results/tables/runs.parquet")
+    assert jobs == {"aggregate": 1}

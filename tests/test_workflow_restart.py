@@ -1,0 +1,92 @@
+"""Killing Snakemake in the middle of a cell and starting it again loses no completed run and
+redoes none: the cell's only declared output is cell.json (written last), so Snakemake never
+deletes run directories, and `ctxpolicy run-cell` skips runs whose run.json is complete."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import require
+from workflow_helpers import ROOT, bubblewrap_ready, embedded_model_ready, snakemake_command, test_env, write_study
+
+TASKS = ["hello-world", "count-errors", "csv-sum"]
+CELL = "results/runs/local/qwen05b/FC"
+
+
+def complete_runs(cell_dir: Path) -> dict[str, tuple[int, int, str, str]]:
+    """run dir -> (inode, mtime_ns, sha256 of run.json, sha256 of calls.jsonl) for every complete run."""
+    found = {}
+    for run_json in sorted(cell_dir.glob("*__a*/run.json")):
+        try:
+            if not json.loads(run_json.read_text()).get("complete"):
+                continue
+        except (OSError, json.JSONDecodeError):
+            continue
+        stat = run_json.stat()
+        calls = run_json.with_name("calls.jsonl")
+        found[run_json.parent.name] = (stat.st_ino, stat.st_mtime_ns, sha(run_json), sha(calls))
+    return found
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.llm
+@pytest.mark.sandbox
+def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
+    require(embedded_model_ready(), "the embedded model (scripts/bootstrap.sh assembles it)")
+    require(bubblewrap_ready(), "bubblewrap (Debian package bubblewrap)")
+    config = write_study(tmp_path, "test_workflow.yaml", {"main": TASKS, "sweep": TASKS[:1]})
+    command = snakemake_command(tmp_path, config, f"{CELL}/cell.json", "--cores", "2")
+    cell_dir = tmp_path / CELL
+
+    first = subprocess.Popen(command, cwd=ROOT, env=test_env(), start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 1200
+        while not complete_runs(cell_dir):
+            assert first.poll() is None, f"snakemake ended before any run completed:\n{first.stdout.read()[-3000:]}"
+            assert time.monotonic() < deadline, "no run completed within 20 minutes"
+            time.sleep(0.2)
+        assert not (cell_dir / "cell.json").exists(), "the cell finished before it could be killed"
+        first.send_signal(signal.SIGTERM)  # what `kill PID`, a CI timeout or scancel does
+        first.wait(timeout=120)
+        for _ in range(300):  # the cell's run-cell and model server go down with it
+            if not group_alive(first.pid):
+                break
+            time.sleep(0.2)
+        assert not group_alive(first.pid), "processes of the killed workflow are still running"
+    finally:
+        if group_alive(first.pid):
+            os.killpg(first.pid, signal.SIGKILL)
+
+    before = complete_runs(cell_dir)
+    assert 1 <= len(before) < len(TASKS)
+    assert not (cell_dir / "cell.json").exists()
+
+    second = subprocess.run(command, cwd=ROOT, env=test_env(), capture_output=True, text=True, timeout=1800)
+    assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
+
+    after = complete_runs(cell_dir)
+    assert sorted(after) == sorted(f"{task}__a1" for task in TASKS)
+    for run, stat in before.items():
+        assert after[run] == stat, f"{run} was redone or changed by the restart"
+    listed = json.loads((cell_dir / "cell.json").read_text())
+    assert len(listed["runs"]) == len(TASKS)
