@@ -50,7 +50,9 @@ def build_history(messages: int, tokens: int) -> tuple[list[dict], int]:
         return prefix + [m for s in range(pairs) for m in step_pair(s, words)]
 
     words = 100
-    words = max(2, math.ceil(words * tokens / count_messages(history(words))))  # tokens grow linearly in words
+    words = max(2, math.ceil(words * tokens / count_messages(history(words))))  # tokens grow about linearly
+    while count_messages(history(words)) < tokens:
+        words += 2
     return history(words), words
 
 

@@ -20,8 +20,9 @@ from ctxpolicy.policies import parse_spec
 
 CONFIG = {"seed": 1234}
 FAST = RunSettings(step_limit=4, wall_time_limit_s=60, command_timeout_s=5, format_error_limit=2,
-                   request_timeout_s=1.0, connect_timeout_s=0.5,
+                   request_timeout_s=5.0, connect_timeout_s=1.0,
                    retry=RetryPolicy(max_attempts=3, backoff_initial_s=0.01, backoff_max_s=0.02))
+HANG = RunSettings(**{**FAST.__dict__, "request_timeout_s": 0.5})  # for runs meant to time out
 
 
 def task(fault: str | None, task_id: str | None = None) -> Task:
@@ -90,8 +91,9 @@ def test_transient_500_is_survived_by_retrying(tmp_path, server):
 
 
 def test_hanging_server_times_out_into_error(tmp_path, server):
-    result, record, _ = run(tmp_path, server.url, task("hang"))
+    result, record, _ = run(tmp_path, server.url, task("hang"), settings=HANG)
     assert result.outcome == "error" and "timeout" in record["error"]
+    assert len(server.requests) == HANG.retry.max_attempts
     assert record["timing"]["wall_s"] < 8
 
 
@@ -188,8 +190,9 @@ def test_cell_goes_on_through_faults_and_redoes_only_missing_runs(tmp_path, serv
                                      policy=parse_spec("FC"), task=t, attempt=1, threshold_setting=None,
                                      threshold_tokens=None, summarizer=None, cell="FC", track="full")
             run_dir = cell_dir / run_dir_name(t.task_id, 1)
-            runs.append(PlannedRun(run_dir, t.task_id, 1, lambda i=identity, t=t, d=run_dir: execute_run(
-                identity=i, task=t, adapter=adapter, settings=FAST, endpoint=endpoint(server.url), run_dir=d)))
+            settings = HANG if "hang" in t.task_id else FAST
+            runs.append(PlannedRun(run_dir, t.task_id, 1, lambda i=identity, t=t, d=run_dir, s=settings: execute_run(
+                identity=i, task=t, adapter=adapter, settings=s, endpoint=endpoint(server.url), run_dir=d)))
         return runs
 
     results = run_cell(planned(), cell_dir=cell_dir, cell_info={"slug": "FC"}, concurrency=2, progress=False)

@@ -97,3 +97,29 @@ def test_imported_bundle_leaves_no_run_evaluation_or_calibration_to_do(study, tm
                    check=True, capture_output=True)
     jobs = dry_run(reviewer, reviewer_config, "results/tables/runs.parquet")
     assert jobs == {"aggregate": 1}
+
+
+def job_resources(output: str, rule: str) -> dict[str, str]:
+    block = output.split(f"rule {rule}:", 1)[1]
+    line = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
+    return dict(item.split("=", 1) for item in line.split(":", 1)[1].strip().split(", "))
+
+
+@pytest.mark.parametrize("request_gpus", [True, False])
+def test_cell_jobs_ask_for_the_config_resources(tmp_path, request_gpus):
+    from workflow_helpers import ROOT
+
+    data = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    data["slurm"].update(account="lab42", partition="gpu", request_gpus=request_gpus)
+    config = tmp_path / "paper.yaml"
+    config.write_text(yaml.safe_dump(data))
+    cell = "results/runs/swebench/qwen/SU_Th_0.5__primary__sum-gemma/cell.json"
+    done = snakemake(tmp_path, config, cell, "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    resources = job_resources(done.stdout, "run_cell_qwen")
+    assert resources["slurm_account"] == "lab42" and resources["slurm_partition"] == "gpu"
+    assert (resources["runtime"], resources["cpus_per_task"], resources["mem_mb"]) == ("2880", "16", "128000")
+    # the agent's four GPUs and the summarizer's one, or none on a CPU-only cluster
+    assert resources.get("gpu", "0") == ("5" if request_gpus else "0")
+    analysis = job_resources(done.stdout, "thresholds")
+    assert "gpu" not in analysis and analysis["mem_mb"] == "8000"

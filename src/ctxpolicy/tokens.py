@@ -53,11 +53,12 @@ def _tool_call_arguments(tool_calls: Any) -> Iterable[str]:
 
 def count_message(message: Mapping[str, Any]) -> int:
     """Tokens of one chat message: its content plus its tool-call arguments."""
-    total = 0
-    for text in _content_texts(message.get("content")):
-        total += count_text(text)
-    for arguments in _tool_call_arguments(message.get("tool_calls")):
-        total += count_text(arguments)
+    content = message.get("content")
+    # the common case (plain text, no tool calls) stays cheap: it runs for every message each step
+    total = count_text(content) if isinstance(content, str) else sum(map(count_text, _content_texts(content)))
+    tool_calls = message.get("tool_calls")
+    if tool_calls:
+        total += sum(map(count_text, _tool_call_arguments(tool_calls)))
     return total
 
 

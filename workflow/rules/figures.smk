@@ -24,8 +24,9 @@ FIGURE_TARGETS = _targets()
 
 
 def _scoped(path: str, scope: str) -> str:
-    if scope != "all" and path.startswith(f"{TABLES}/") and path.count("/") == TABLES.count("/") + 1:
-        return f"{TABLES}/{scope}/{path[len(TABLES) + 1:]}"
+    """A table of results/tables/ as the same table of the scope's own directory."""
+    if scope != "all" and Path(path).parent == Path(TABLES):
+        return f"{TABLES}/{scope}/{Path(path).name}"
     return path
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,13 +126,11 @@ class ChatClient:
         connect_timeout_s: float = 10.0,
         retry: RetryPolicy = RetryPolicy(),
         api_key: str | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ):
         self.base_url = base_url.rstrip("/")
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.retry = retry
-        self._sleep = sleep
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(headers=headers)
 
@@ -162,7 +159,7 @@ class ChatClient:
             stop=stop,
             wait=wait_exponential(multiplier=self.retry.backoff_initial_s, max=self.retry.backoff_max_s),
             retry=retry_if_exception_type(TransientEndpointError),
-            sleep=lambda seconds: self._sleep(_until(deadline, seconds)),
+            sleep=lambda seconds: time.sleep(_until(deadline, seconds)),
             reraise=True,
         )
         try:

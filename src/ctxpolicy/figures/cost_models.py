@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
@@ -54,7 +55,6 @@ def plot(data: Prepared):
         if missing:
             ax.text(0.99, 0.97, f"not available: {', '.join(missing)}", transform=ax.transAxes,
                     ha="right", va="top", fontsize=6.5, color=notes.NOTE_COLOR)
-    from matplotlib.patches import Patch
     ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=l)
                            for _, l, h in METHODS])
     if data.notes:

@@ -13,6 +13,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.colors import ListedColormap
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
@@ -129,7 +130,6 @@ def plot_sweep(data: Prepared, name: str):
                 grid[i, tasks.index(t)] = 1
             for t in rows.loc[p, "loss_tasks"]:
                 grid[i, tasks.index(t)] = -1
-        from matplotlib.colors import ListedColormap
         right.imshow(grid, cmap=ListedColormap([LOSS, "#F2F2F2", GAIN]), vmin=-1, vmax=1, aspect="auto")
         right.set_xticks(range(len(tasks)), tasks, rotation=90, fontsize=6)
         right.set_yticks(range(len(specs)), [style.policy_label(p) for p in specs])

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 RUN_COLUMNS = (
     "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger",
@@ -28,12 +27,10 @@ CALL_COLUMNS = (
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    """The config file as a plain mapping (validation is the config room's job)."""
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
+    """The validated, default-filled config (``ctxpolicy.config.load_config``) as a mapping."""
+    from ctxpolicy.config import load_config
+
+    return load_config(path)
 
 
 def _read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
@@ -86,9 +88,7 @@ def plot(data: Prepared):
                      f"({data.meta['model']} · {data.meta['benchmark']})", loc="left")
         ax.set_ylabel("prompt tokens")
     grid[-1, 0].set_xlabel("model call")
-    handles = ax_.policy_handles(specs)
-    from matplotlib.patches import Patch
-    from matplotlib.lines import Line2D
+    handles = [Patch(color=style.policy_color(s), label=style.policy_label(s)) for s in specs]
     handles += [Patch(color=SUMMARY_COLOR, label="summary call"),
                 Line2D([], [], linestyle="none", marker="v", color="black", markersize=3,
                        label="compression event"),

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
@@ -82,7 +83,6 @@ def plot(data: Prepared):
             ax.set_ylabel(label)
             if c == 0:
                 ax.set_title(ax_.combo_title(benchmark, model), loc="left")
-    from matplotlib.patches import Patch
     ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=SUMMARIZER_HATCHES[k % 5],
                                  label=f"summarizer: {'agent itself' if s == SELF else s}")
                            for k, s in enumerate(summarizers)])

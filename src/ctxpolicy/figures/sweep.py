@@ -122,7 +122,7 @@ def plot_fig3(data: Prepared):
     handles, labels = axs[1].get_legend_handles_labels()
     left.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
     benchmark, model = data.meta["combo"]
-    fig.suptitle(f"{model} · {benchmark} · sweep subset", x=0.01, ha="left")
+    axs[0].set_title(f"{model} · {benchmark} · sweep subset", loc="left")
     _summary_table(right.subplots(), data.table, settings, policies)
     if data.notes:
         notes.footnote(fig, data.note_text())

@@ -132,22 +132,31 @@ def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
         out[prefix] = str(value)
 
 
-def run_records(runs: pd.DataFrame) -> list[dict]:
-    """The ``run.json`` of every run directory that can be read."""
-    records = []
-    for run_dir in sorted(set(runs["run_dir"].dropna().astype(str))):
-        try:
-            records.append(json.loads((Path(run_dir) / "run.json").read_text()))
-        except (OSError, ValueError):
-            continue
-    return records
+IGNORED_FIELDS = (".url",)  # loopback ports change with every server start
+
+
+def cell_records(runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
+    """One ``run.json`` per cell: the first readable one in run-directory order. A cell's runs
+    share one server and one checkout (``ctxpolicy run-cell``), so one record speaks for all.
+    Returns the records and the cells that had none."""
+    records, unreadable = [], []
+    for cell, group in runs.groupby(["benchmark", "model", "cell"], observed=True, sort=True):
+        for run_dir in sorted(group["run_dir"].dropna().astype(str)):
+            try:
+                records.append(json.loads((Path(run_dir) / "run.json").read_text()))
+                break
+            except (OSError, ValueError):
+                continue
+        else:
+            unreadable.append("/".join(map(str, cell)))
+    return records, unreadable
 
 
 def table5(runs: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """Versions, serving and inference settings as the runs recorded them, per model."""
-    records = run_records(runs)
+    records, unreadable = cell_records(runs)
     if not records:
-        why = "no runs in runs.parquet" if runs.empty else "no run.json readable under the run_dir paths"
+        why = "no runs in the runs table" if runs.empty else "no run.json readable under the run_dir paths"
         return pd.DataFrame(columns=["model", "field", "value"]), f"no environment recorded: {why}"
     values: dict[tuple[str, str], set[str]] = {}
     for rec in records:
@@ -156,13 +165,14 @@ def table5(runs: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
         _flatten("", {"versions": rec.get("versions") or {}, "settings": rec.get("settings") or {},
                       "hardware": rec.get("hardware") or {}}, flat)
         for field, value in flat.items():
+            if field.endswith(IGNORED_FIELDS):
+                continue
             if field.endswith(("git_commit", "sha256")):
                 value = value[:12]
             values.setdefault((model, field), set()).add(value)
     rows = [{"model": m, "field": f, "value": " | ".join(sorted(v))}
             for (m, f), v in sorted(values.items())]
-    skipped = len(set(runs["run_dir"].dropna())) - len(records)
-    note = f"{skipped} run directories had no readable run.json" if skipped else None
+    note = f"cells without a readable run.json: {', '.join(unreadable)}" if unreadable else None
     return pd.DataFrame(rows), note
 
 

@@ -84,9 +84,18 @@ def resource_ratio(policy: pd.DataFrame, fc: pd.DataFrame, column: str) -> tuple
     return float(a[shared].mean() / b[shared].mean()), len(shared)
 
 
-def _aligned(tasks: pd.Index, values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    aligned = values.reindex(tasks)
-    return aligned.to_numpy(dtype=float), aligned.notna().to_numpy()
+def _resource_means(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per-task means of every resource column over eligible runs (NaN where none has a value)."""
+    return resource_eligible(runs).groupby("task_id", observed=True)[list(RESOURCES.values())].mean()
+
+
+def _ratio_with_interval(tasks: pd.Index, policy: pd.Series, fc: pd.Series, counts: np.ndarray) -> dict:
+    pa, pb = policy.reindex(tasks).to_numpy(float), fc.reindex(tasks).to_numpy(float)
+    both = ~np.isnan(pa) & ~np.isnan(pb)
+    fc_mean = pb[both].mean() if both.any() else np.nan
+    point = pa[both].mean() / fc_mean if both.any() and fc_mean > 0 else np.nan
+    lo, hi = percentile_interval(boot_ratio(counts, pa, pb, both))
+    return {"ratio": float(point), "lo": lo, "hi": hi, "n": int(both.sum())}
 
 
 # -- the comparison table ----------------------------------------------------------------
@@ -97,8 +106,7 @@ def compare_to_fc(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str
     each with a 95 % task-bootstrap percentile interval. Tasks: those with runs on both sides."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
     fc = fc_runs(selected)
-    fc_success = task_success(fc)
-    fc_resources = {name: task_resource_means(fc, column) for name, column in RESOURCES.items()}
+    fc_success, fc_means = task_success(fc), _resource_means(fc)
     rows = []
     for cell, group in policy_cells(selected):
         success = task_success(group)
@@ -111,17 +119,14 @@ def compare_to_fc(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str
                "fc_resolve_rate": b.mean() if len(tasks) else np.nan}
         row["delta_pp"] = 100 * (row["resolve_rate"] - row["fc_resolve_rate"])
         row["delta_pp_lo"], row["delta_pp_hi"] = percentile_interval(delta)
+        means = _resource_means(group)
         for name, column in RESOURCES.items():
-            pa, ma = _aligned(tasks, task_resource_means(group, column))
-            pb, mb = _aligned(tasks, fc_resources[name])
-            both = ma & mb
-            point = pa[both].mean() / pb[both].mean() if both.any() and pb[both].mean() > 0 else np.nan
-            row[name] = float(point)
-            row[f"{name}_lo"], row[f"{name}_hi"] = percentile_interval(boot_ratio(counts, pa, pb, both))
+            ratio = _ratio_with_interval(tasks, means[column], fc_means[column], counts)
+            row[name], row[f"{name}_lo"], row[f"{name}_hi"] = ratio["ratio"], ratio["lo"], ratio["hi"]
             if name == "token_ratio":
-                row["n_resource_tasks"] = int(both.sum())
+                row["n_resource_tasks"] = ratio["n"]
             elif name == "cost_ratio_measured":
-                row["n_measured_tasks"] = int(both.sum())
+                row["n_measured_tasks"] = ratio["n"]
         rows.append(row)
     return pd.DataFrame(rows)
 
