@@ -72,6 +72,11 @@ def test_figure_through_the_slurm_profile(tmp_path):
         assert "config.yaml" in json.dumps(sidecar.get("config"))
     assert (tmp_path / "results/tables/full/runs.parquet.prov.json").is_file()
 
+    report = tmp_path / "report.html"
+    made = snakemake(tmp_path, config, "figures/fig2.pdf", "--report", str(report))
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert "fig2.png" in report.read_text(errors="replace")
+
     jobs = [j for j in sacct_jobs(since) if j["workdir"].rstrip("/") == str(tmp_path)]
     # thresholds, two cells, two evaluations, the tables and the figure: each its own sbatch job
     assert len(jobs) == 7, jobs

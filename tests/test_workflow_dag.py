@@ -123,3 +123,17 @@ def test_cell_jobs_ask_for_the_config_resources(tmp_path, request_gpus):
     assert resources.get("gpu", "0") == ("5" if request_gpus else "0")
     analysis = job_resources(done.stdout, "thresholds")
     assert "gpu" not in analysis and analysis["mem_mb"] == "8000"
+
+
+def test_preset_thresholds_file(tmp_path):
+    from workflow_helpers import ROOT
+
+    script = [sys.executable, str(ROOT / "workflow/scripts/preset_thresholds.py"), "--config", str(ROOT / "config/paper.yaml")]
+    out = tmp_path / "glm.json"
+    subprocess.run([*script, "--benchmark", "terminalbench", "--model", "glm", "--out", str(out)], check=True)
+    assert json.loads(out.read_text()) == {"source": "preset", "tight": None, "primary": 3000, "loose": None,
+                                           "percentiles": {}, "peaks": []}
+    local = [sys.executable, str(ROOT / "workflow/scripts/preset_thresholds.py"), "--config",
+             str(ROOT / "config/config.yaml"), "--benchmark", "local", "--model", "qwen05b", "--out", str(out)]
+    done = subprocess.run(local, capture_output=True, text=True)
+    assert done.returncode == 2 and "thresholds.local.qwen05b" in done.stderr and "is not a preset" in done.stderr

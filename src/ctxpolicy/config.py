@@ -40,7 +40,8 @@ def load_config(path: str | Path) -> dict:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
+        got = "an empty file" if data is None else f"a {type(data).__name__}"
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {got}")
     return validate_config(data, source=str(path))
 
 
@@ -189,5 +190,5 @@ def _check_spec(spec: str, fail) -> None:
 
     try:
         parse_policy(spec)
-    except Exception as exc:  # the policies room's own error type, whatever it is
+    except ValueError as exc:
         fail(f"{spec!r} is not a valid policy spec ({exc})")

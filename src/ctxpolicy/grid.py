@@ -24,7 +24,7 @@ TRACK_NAMES = {"calibration": "calibration", "full_comparison": "full",
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """What the grid needs to know of a spec; ctxpolicy.policies.parse_spec is the authority."""
+    """What the grid needs of a policy spec: its canonical text, its slug, whether it has a threshold."""
 
     spec: str
     slug: str
@@ -33,32 +33,11 @@ class PolicySpec:
 
 @functools.lru_cache(maxsize=None)
 def parse_policy(spec: str) -> PolicySpec:
-    """Parse ``spec`` with the policies room when present, else with the notation's shape alone."""
-    try:
-        from ctxpolicy.policies.spec import parse_spec
-    except ImportError:
-        return _parse_shape(spec)
+    """Parse ``spec`` (raises ctxpolicy.policies.PolicySpecError, a ValueError, listing the valid forms)."""
+    from ctxpolicy.policies.spec import parse_spec
+
     parsed = parse_spec(spec)
     return PolicySpec(spec=str(parsed), slug=parsed.slug, has_threshold=parsed.needs_threshold)
-
-
-def _parse_shape(spec: str) -> PolicySpec:
-    parts = spec.split("/")
-    if parts == ["FC"]:
-        return PolicySpec("FC", "FC", False)
-    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
-        raise ValueError("expected P/T[/D] (e.g. TR/Th/0.5, TRC/Th, OTRC/St) or FC")
-    triggers = parts[1].split("+")
-    if not set(triggers) <= {"Th", "St"}:
-        raise ValueError(f"unknown trigger {parts[1]!r}; allowed: Th, St, St+Th")
-    if len(parts) == 3:
-        try:
-            depth = float(parts[2])
-        except ValueError:
-            raise ValueError(f"depth {parts[2]!r} is not a number") from None
-        if not 0 < depth < 1:
-            raise ValueError(f"depth {parts[2]!r} must be between 0 and 1")
-    return PolicySpec(spec, spec.replace("/", "_").replace("+", "plus"), "Th" in triggers)
 
 
 @dataclass(frozen=True)

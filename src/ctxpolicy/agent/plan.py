@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxpolicy.agent.runner import Endpoint, RunIdentity, run_seed
+from ctxpolicy.agent.versions import REPO_ROOT
 
 
 class PlanError(ValueError):
@@ -102,4 +103,4 @@ def endpoint_for_server(handle: Any) -> Endpoint:
 
 
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[3]
+    return REPO_ROOT

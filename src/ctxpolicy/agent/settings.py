@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 
 from ctxpolicy.agent.client import RetryPolicy
+from ctxpolicy.agent.versions import REPO_ROOT
 
-AGENT_DIR = Path(__file__).resolve().parents[3] / "config" / "agent"
+AGENT_DIR = REPO_ROOT / "config" / "agent"
 MODES = ("text", "tool")
 TEMPLATE_KEYS = ("system_template", "instance_template", "format_error_template", "observation_template")
 

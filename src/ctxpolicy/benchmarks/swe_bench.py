@@ -273,6 +273,7 @@ class SWEBenchAdapter:
 
         instance = self.instance(run.task_id)
         require_grading_columns(self.name, instance)
+        instance = {**instance, "image": containers.swebench_image(instance)}  # make_test_spec needs one
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / "test_output.txt"
         if not run.model_patch.strip():
@@ -282,7 +283,7 @@ class SWEBenchAdapter:
         patch_file, eval_file = log_dir / "patch.diff", log_dir / "eval.sh"
         patch_file.write_text(run.model_patch, encoding="utf-8")
         eval_file.write_text(make_test_spec(instance).eval_script, encoding="utf-8")
-        sif = self.ensure_sif(containers.swebench_image(instance))
+        sif = self.ensure_sif(instance["image"])
         try:
             result = subprocess.run(self.apptainer_eval_argv(sif, patch_file, eval_file), capture_output=True,
                                     text=True, timeout=self.eval_timeout_s)

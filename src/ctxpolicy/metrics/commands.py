@@ -14,7 +14,8 @@ import json
 import re
 from functools import lru_cache
 
-COMMAND_BLOCK = re.compile(r"```mswea_bash_command\s*\n(.*?)```", re.DOTALL)
+COMMAND_BLOCK = re.compile(r"```mswea_bash_command\s*\n([^\x00]*?)```")
+SEPARATOR = "\x00"  # joins message texts so one regex pass finds every block, none across messages
 SPLIT = re.compile(r"&&|\|\||;|\||\n")
 WRITE_REDIRECT = re.compile(r"(?<![0-9&])>{1,2}(?!\s*/dev/null)|\btee\b")
 
@@ -71,13 +72,10 @@ def _kind(simple: str) -> str:
 
 def count_commands(messages: list[dict]) -> tuple[int, int]:
     """(retrieval, execution) command counts over assistant messages."""
-    retrieval = execution = 0
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for command in commands_of(message):
-            if is_retrieval(command):
-                retrieval += 1
-            else:
-                execution += 1
-    return retrieval, execution
+    assistant = [m for m in messages if m.get("role") == "assistant"]
+    texts = SEPARATOR.join(m["content"] for m in assistant if isinstance(m.get("content"), str))
+    commands = [c.strip() for c in COMMAND_BLOCK.findall(texts)]
+    commands += [c for m in assistant if m.get("tool_calls") for c in commands_of({"tool_calls": m["tool_calls"]})]
+    commands = [c for c in commands if c]
+    retrieval = sum(map(is_retrieval, commands))
+    return retrieval, len(commands) - retrieval

@@ -65,21 +65,19 @@ def exact_cached_flat(codes: np.ndarray, tokens: np.ndarray, lengths: np.ndarray
     position = (np.arange(len(codes)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
     terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
     prefix_hash = _segmented_cumsum(terms, lengths)
-    first_seen, _ = _first_occurrence(prefix_hash)
-    first_call = call[first_seen]
+    first_call = call[_first_occurrence(prefix_hash)]
     shared = first_call < call
     shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
     return np.minimum(floor_block(shared_tokens, block), prompts)
 
 
-def _first_occurrence(values: np.ndarray) -> tuple[np.ndarray, int]:
+def _first_occurrence(values: np.ndarray) -> np.ndarray:
     """For each element, the position of the first element equal to it (hash-based, O(n))."""
     import pandas as pd
 
-    codes, uniques = pd.factorize(values)
-    first = np.empty(len(uniques), dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(values) - 1, -1, -1)  # the last write, the earliest, wins
-    return first[codes], len(uniques)
+    codes, _ = pd.factorize(values)  # codes 0, 1, 2, ... in order of first appearance
+    is_new = np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]]
+    return np.flatnonzero(is_new)[codes]
 
 
 def _segmented_cumsum(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
