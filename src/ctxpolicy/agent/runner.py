@@ -27,7 +27,7 @@ from ctxpolicy.agent.record import (
     reset_run_dir,
 )
 from ctxpolicy.agent.settings import AGENT_DIR, RunSettings, load_templates
-from ctxpolicy.agent.versions import software_versions
+from ctxpolicy.agent.versions import hardware, software_versions
 
 SCHEMA_VERSION = 1
 
@@ -284,6 +284,7 @@ def run_record(identity, settings, endpoint, summarizer_endpoint, state, start, 
             "summarizer": None if summarizer_endpoint is None else {
                 "model": summarizer_endpoint.model, "server": summarizer_endpoint.server},
         },
+        "hardware": hardware(),
         "trajectory_file": TRAJECTORY_JSON,
         "traceback": state.traceback,
     }
