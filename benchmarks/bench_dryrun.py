@@ -36,6 +36,12 @@ def dry_run(config: str, targets: list[str]) -> tuple[float, float, str]:
     return seconds, max(peak_kb, before) / 1024, done.stdout + done.stderr
 
 
+def startup_seconds() -> float:
+    start = time.perf_counter()
+    subprocess.run([str(SNAKEMAKE), "--version"], capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="config/paper.yaml")
@@ -51,6 +57,8 @@ def main() -> int:
     times = [r[0] for r in runs]
     print(f"dry run: median {statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f}) "
           f"over {len(times)}; peak RSS {max(r[1] for r in runs):.0f} MB")
+    print(f"snakemake --version alone (start-up, for comparison): {startup_seconds():.2f} s; "
+          f"load average {os.getloadavg()[0]:.1f}")
     return 0
 
 

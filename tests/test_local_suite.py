@@ -33,7 +33,7 @@ def sandbox_ok():
 def test_repository_tasks_follow_the_swebench_instance_schema():
     instances = repo_instances()
     assert len(instances) >= 12
-    assert Counter(i["stratum"] for i in instances.values()) == {"tinyweb": 4, "tinysym": 4, "tinylearn": 4}
+    assert Counter(i["stratum"] for i in instances.values()) == {"tinyweb": 5, "tinysym": 5, "tinylearn": 5}
     for iid, inst in instances.items():
         assert SWEBENCH_FIELDS <= set(inst), iid
         assert inst["FAIL_TO_PASS"], f"{iid}: a task needs at least one failing test"
@@ -45,7 +45,7 @@ def test_repository_tasks_follow_the_swebench_instance_schema():
 
 def test_difficulty_spreads_from_one_line_fixes_to_multi_file_changes():
     instances = repo_instances().values()
-    assert Counter(i["difficulty"] for i in instances) == {"easy": 5, "medium": 4, "hard": 3}
+    assert Counter(i["difficulty"] for i in instances) == {"easy": 5, "medium": 7, "hard": 3}
     files_changed = {i["instance_id"]: i["patch"].count("diff --git") for i in instances}
     assert min(files_changed.values()) == 1 and max(files_changed.values()) >= 2
     one_line = [i for i in instances if i["difficulty"] == "easy"]

@@ -66,7 +66,9 @@ def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
             assert time.monotonic() < deadline, "no run completed within 20 minutes"
             time.sleep(0.2)
         assert not (cell_dir / "cell.json").exists(), "the cell finished before it could be killed"
-        first.send_signal(signal.SIGTERM)  # what `kill PID`, a CI timeout or scancel does
+        # the harshest kill: Snakemake, the job's shell and run-cell at once, mid-run (the model
+        # server follows its parent); a half-written run directory is left behind
+        os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=120)
         for _ in range(300):  # the cell's run-cell and model server go down with it
             if not group_alive(first.pid):
@@ -81,6 +83,10 @@ def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
     assert 1 <= len(before) < len(TASKS)
     assert not (cell_dir / "cell.json").exists()
 
+    # a hard kill leaves Snakemake's lock behind: --unlock, as Snakemake itself asks
+    unlock = subprocess.run(snakemake_command(tmp_path, config, "--unlock"), cwd=ROOT, env=test_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert unlock.returncode == 0, unlock.stderr[-2000:]
     second = subprocess.run(command, cwd=ROOT, env=test_env(), capture_output=True, text=True, timeout=1800)
     assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
 

@@ -23,6 +23,7 @@ from ctxpolicy.metrics.outcomes import outcome_class
 RUN_FILES = ("run.json", "calls.jsonl", "messages.jsonl")
 IDENTITY_FIELDS = ("benchmark", "model", "policy", "task_id", "attempt")
 CALL_FIELDS = ("index", "kind")
+CALL_KINDS = ("agent", "summary")
 
 
 class RecordError(Exception):
@@ -145,66 +146,74 @@ def _read_calls(path: Path) -> tuple[list[dict], list[bytes | None]]:
     """Calls in index order, each with its raw message_ids array text kept apart.
 
     The id arrays are most of a calls.jsonl; cutting them out before JSON parsing and decoding
-    them in bulk (``_decode_ids``) is what keeps aggregation of 35,000 runs within a minute.
+    them in bulk (``_fixed_width_ids``) is what keeps aggregation of 35,000 runs within a minute.
     """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise RecordError(path, "missing") from None
     parts = IDS_ARRAY.split(data)
-    if len(parts) // 2 == data.count(b"\n") and b"\n\n" not in data:  # one id array per line: parse the rest in one go
+    if len(parts) // 2 == data.count(b"\n") and b"\n\n" not in data:  # one id array per line
         calls = _parse_lines(b'"message_ids":null'.join(parts[0::2]), path)
         segments = parts[1::2]
     else:
         calls = _parse_lines(data, path)
-        segments = [None] * len(calls)
+        segments = [orjson.dumps(c["message_ids"])[1:-1] if isinstance(c, dict) and isinstance(
+            c.get("message_ids"), list) else None for c in calls]
+    if not all(isinstance(c, dict) and c.get("index") is not None and c.get("kind") in CALL_KINDS
+               for c in calls):
+        _blame_call(calls, path)
+    indexes = [c["index"] for c in calls]
+    if indexes != sorted(indexes):
+        order = sorted(range(len(calls)), key=indexes.__getitem__)
+        calls, segments = [calls[i] for i in order], [segments[i] for i in order]
+    return calls, segments
+
+
+def _blame_call(calls: list, path: Path) -> None:
     for number, call in enumerate(calls, 1):
         if not isinstance(call, dict):
             raise RecordError(path, f"line {number}: not an object")
         for key in CALL_FIELDS:
             _field(call, key, path, f"line {number}: ")
-        if call["kind"] not in ("agent", "summary"):
+        if call["kind"] not in CALL_KINDS:
             raise RecordError(path, f"line {number}: field kind is {call['kind']!r}")
-        if segments[number - 1] is None and isinstance(call.get("message_ids"), list):
-            segments[number - 1] = orjson.dumps(call["message_ids"])[1:-1]
-    order = sorted(range(len(calls)), key=lambda i: calls[i]["index"])
-    return [calls[i] for i in order], [segments[i] for i in order]
 
 
 _SEPARATORS = b'", \t\r\n'
+_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _decode_ids(segments: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Message ids of several arrays as uint64 (the 16 hex digits the contract prescribes), and
-    the number of ids per array; None when any id is not exactly 16 hex digits."""
-    lengths = np.array([s.count(b'"') for s in segments], dtype=np.int64) // 2
-    digits = b"".join(segments).translate(None, _SEPARATORS)
-    if len(digits) != 16 * int(lengths.sum()):
+def _fixed_width_ids(segments: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ids of several id arrays as 64-bit keys, and the number of ids per array, for ids of
+    exactly 16 characters (the contract's hex digests); None when the arrays are not of that shape.
+    A key mixes the id's two 8-byte halves, so equal ids give equal keys."""
+    lengths = np.fromiter((s.count(b'"') for s in segments), dtype=np.int64, count=len(segments)) // 2
+    chars = b"".join(segments).translate(None, _SEPARATORS)
+    if len(chars) != 16 * int(lengths.sum()):
         return None
-    try:
-        values = np.frombuffer(bytes.fromhex(digits.decode("ascii")), dtype=">u8").astype(np.uint64)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return values, lengths
+    halves = np.frombuffer(chars, dtype=np.uint64).reshape(-1, 2)
+    return halves[:, 0] * _MIX ^ halves[:, 1], lengths
 
 
-def _sequences(segments: list[bytes | None], store: dict[str, int], path: Path,
+def _sequences(segments: list[bytes], store: dict[str, int], path: Path,
                indexes: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(codes, tokens, lengths) of the agent calls' message sequences laid end to end."""
-    fast = _decode_ids(segments)
-    store_fast = _decode_ids([b'"' + '","'.join(store).encode() + b'"']) if store else None
-    if fast is not None and store_fast is not None:
+    fast = _fixed_width_ids(segments)
+    keys = _fixed_width_ids([b'"' + '","'.join(store).encode() + b'"']) if store else None
+    if fast is not None and keys is not None:
         codes, lengths = fast
-        keys = store_fast[0]
-        order = np.argsort(keys)
-        sorted_keys, sorted_tokens = keys[order], np.fromiter(store.values(), np.int64, len(store))[order]
+        order = np.argsort(keys[0])
+        sorted_keys = keys[0][order]
+        sorted_tokens = np.fromiter(store.values(), np.int64, len(store))[order]
         where = np.minimum(np.searchsorted(sorted_keys, codes), len(sorted_keys) - 1)
-        missing = sorted_keys[where] != codes
-        if missing.any():
-            position = int(np.argmax(missing))
-            call = indexes[int(np.searchsorted(np.cumsum(lengths), position, side="right"))]
-            raise RecordError(path, f"call {call}: message id {int(codes[position]):016x} is not in messages.jsonl")
-        return codes, sorted_tokens[where], lengths
+        if (sorted_keys[where] == codes).all():
+            return codes, sorted_tokens[where], lengths
+    return _sequences_by_name(segments, store, path, indexes)  # also names any unknown id
+
+
+def _sequences_by_name(segments: list[bytes], store: dict[str, int], path: Path,
+                       indexes: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ids = [orjson.loads(b"[" + s + b"]") for s in segments]
     known: dict[str, int] = {}
     for call, sequence in zip(indexes, ids):
