@@ -6,13 +6,13 @@ tasks) and, last, run.json (docs/schema.md). The exit code is 0 whatever the run
 
 Examples:
   # the embedded model (llama.cpp on loopback, started and stopped for this run)
-  ctxpolicy run --benchmark local --model qwen05b --policy TR/Th/0.5 --task tinycalc-001 --out /tmp/r1
+  ctxpolicy run --benchmark local --model qwen05b --policy TR/Th/0.5 --task tinyweb-001 --out /tmp/r1
   # a vLLM server you started: vllm serve Qwen/Qwen2.5-Coder-32B-Instruct --served-model-name qwen32b \\
   #     --enable-prefix-caching --enable-prompt-tokens-details
   ctxpolicy run --benchmark swebench --model qwen32b --policy FC --task django__django-11099 \\
       --endpoint http://gpu-node:8000/v1 --served-name qwen32b --out /tmp/r2
   # any OpenAI-compatible endpoint (llama.cpp, TGI, a hosted API)
-  ctxpolicy run --benchmark local --model qwen05b --policy FC --task tinycalc-001 \\
+  ctxpolicy run --benchmark local --model qwen05b --policy FC --task tinyweb-001 \\
       --endpoint http://127.0.0.1:8080/v1 --out /tmp/r3
 """
 

@@ -91,7 +91,7 @@ def read_cohort(path: str | Path) -> list[str]:
 
 
 def default_stratum(task_id: str) -> str:
-    """For tasks no run has recorded yet: ``tinycalc-001`` → ``tinycalc``,
+    """For tasks no run has recorded yet: ``tinyweb-001`` → ``tinyweb``,
     ``astropy__astropy-12907`` → ``astropy/astropy``; ids without a number → ``other``."""
     stem = re.sub(r"[-_]\d+$", "", task_id)
     return stem.replace("__", "/") if stem != task_id else "other"
