@@ -192,3 +192,19 @@ def test_aggregate_cli_reports_left_out_runs(tmp_path, capsys):
     assert f"left out: {tmp_path / 'runs' / 'cell' / 't2__a1' / 'run.json'}" in err
     assert cli_aggregate.main(SimpleNamespace(**{**vars(args), "strict": True})) == 1
     assert cli_aggregate.main(SimpleNamespace(**{**vars(args), "runs": [tmp_path / "nowhere"]})) == 2
+
+
+def test_row_keys_match_the_documented_order(tmp_path):
+    from ctxpolicy.metrics.records import RUN_COLUMNS
+
+    write_run(tmp_path / "cell" / "t1__a1")
+    assert tuple(aggregate([tmp_path], processes=1).runs.columns) == RUN_COLUMNS
+
+
+def test_no_readable_runs_gives_empty_tables_with_columns(tmp_path):
+    write_run(tmp_path / "cell" / "t1__a1", complete=False)
+    tables = aggregate([tmp_path], processes=1)
+    assert len(tables.problems) == 1 and tables.runs.empty and tables.calls.empty
+    assert "billed_exact" in tables.runs.columns and "cached_exact" in tables.calls.columns
+    write_tables(tables, tmp_path / "tables")
+    assert pd.read_parquet(tmp_path / "tables" / "runs.parquet").empty

@@ -45,10 +45,10 @@ def snakemake_command(workdir: Path, config: Path, *args: str) -> list[str]:
 
 def snakemake(workdir: Path, config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(snakemake_command(workdir, config, *args), cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=test_env())
+                          text=True, timeout=timeout, env=workflow_env())
 
 
-def test_env() -> dict[str, str]:
+def workflow_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("SNAKEMAKE_PROFILE", None)

@@ -132,12 +132,21 @@ def _check_references(config: dict, source: str) -> None:
     def fail(where: str, message: str) -> None:
         raise ConfigError(f"{source}: {where}: {message}")
 
-    models, benchmarks = config["models"], config["benchmarks"]
-    for b, bench in benchmarks.items():
+    _check_cohort_limits(config, fail)
+    _check_grid(config, fail)
+    _check_thresholds(config, fail)
+
+
+def _check_cohort_limits(config: dict, fail) -> None:
+    for b, bench in config["benchmarks"].items():
         for cohort in bench["cohort_limit"]:
             if cohort not in bench["cohorts"]:
                 fail(f"benchmarks.{b}.cohort_limit.{cohort}", f"{cohort!r} is not a cohort of benchmark {b!r}; "
                      f"allowed: {', '.join(bench['cohorts'])}")
+
+
+def _check_grid(config: dict, fail) -> None:
+    models, benchmarks = config["models"], config["benchmarks"]
     for track in TRACKS:
         section = config["grid"].get(track, {})
         for key, known, what in (("models", models, "model"), ("benchmarks", benchmarks, "benchmark"),
@@ -159,8 +168,11 @@ def _check_references(config: dict, source: str) -> None:
                 _check_spec(f"{primitive}/Th/{depth:g}",
                             lambda msg, i=i: fail(f"grid.{track}.tunable[{i}]", msg))
 
+
+def _check_thresholds(config: dict, fail) -> None:
     from ctxpolicy.grid import expand_grid  # same room; grid needs this module first
 
+    models, benchmarks = config["models"], config["benchmarks"]
     cells = expand_grid(config)
     calibrated = {(c.benchmark, c.model) for c in cells if c.track == "calibration"}
     for b, per_model in config["thresholds"].items():
@@ -172,7 +184,6 @@ def _check_references(config: dict, source: str) -> None:
             if source_of["source"] == "calibrate" and (b, m) not in calibrated:
                 fail(f"thresholds.{b}.{m}", f"source 'calibrate' needs {m!r} and {b!r} in "
                      "grid.calibration (its FC runs give the thresholds)")
-
     for cell in cells:
         if cell.setting is None:
             continue

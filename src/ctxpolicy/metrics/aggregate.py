@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
-from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
+from ctxpolicy.metrics.records import CALL_KINDS, RUN_COLUMNS, RecordError, find_run_dirs, read_run
 
 CALL_RUN_COLUMNS = ("run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt")
 CALL_COLUMNS = ("index", "kind", "step", "start", "end", "latency_s", "prompt_tokens",
@@ -80,9 +80,7 @@ def aggregate(roots: list[Path], *, block: int = DEFAULT_BLOCK, discount: float 
 
 
 def runs_frame(rows: list[dict]) -> pd.DataFrame:
-    runs = pd.DataFrame(rows)
-    if runs.empty:
-        return runs
+    runs = pd.DataFrame(rows, columns=list(rows[0]) if rows else list(RUN_COLUMNS))
     for column in ("depth", "threshold_tokens", "wall_s", "compression_freq", "peak_prompt_tokens",
                    "billed_exact", "fresh_exact", "cached_exact", "billed_measured", "cached_measured",
                    "format_errors", "seed"):
@@ -93,6 +91,8 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    if runs.empty:
+        return pd.DataFrame(columns=[*CALL_RUN_COLUMNS, *CALL_COLUMNS])
     run_no = np.repeat(np.arange(len(runs)), lengths)
     data = {}
     for name in CALL_RUN_COLUMNS:
@@ -104,9 +104,8 @@ def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.n
         data[name] = pd.Categorical.from_codes(category.cat.codes.to_numpy()[run_no], category.cat.categories)
     for name in CALL_COLUMNS:
         data[name] = columns[name]
-    calls = pd.DataFrame(data)
-    calls["kind"] = calls["kind"].astype("category")
-    return calls
+    data["kind"] = pd.Categorical.from_codes(columns["kind"].astype(np.int8), CALL_KINDS)
+    return pd.DataFrame(data)
 
 
 def write_tables(tables: Tables, out_dir: Path) -> tuple[Path, Path]:

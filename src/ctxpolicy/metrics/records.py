@@ -24,6 +24,14 @@ RUN_FILES = ("run.json", "calls.jsonl", "messages.jsonl")
 IDENTITY_FIELDS = ("benchmark", "model", "policy", "task_id", "attempt")
 CALL_FIELDS = ("index", "kind")
 CALL_KINDS = ("agent", "summary")
+RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
+    "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger", "depth",
+    "setting", "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed", "outcome", "error",
+    "resolved", "has_verdict", "outcome_class", "wall_s", "steps", "agent_calls", "summary_calls",
+    "prompt_tokens", "completion_tokens", "total_tokens", "peak_prompt_tokens", "n_prompt_counts",
+    "compression_events", "compression_freq", "format_errors", "billed_exact", "fresh_exact",
+    "cached_exact", "billed_est", "fresh_est", "cached_est", "billed_measured", "cached_measured",
+    "summary_input", "retrieval_cmds", "execution_cmds")
 
 
 class RecordError(Exception):
@@ -250,7 +258,7 @@ def _call_columns(calls: list[dict], segments: list[bytes | None], store: dict[s
 
     return {
         "index": np.array([c["index"] for c in calls], dtype=np.int64),
-        "kind": np.array([c["kind"] for c in calls], dtype=object),
+        "kind": np.where(agent, 0, 1).astype(np.int8),  # codes into CALL_KINDS
         "step": column("step"), "start": column("start"), "end": column("end"),
         "latency_s": column("latency_s"),
         "prompt_tokens": prompts, "prompt_counted": counted,
@@ -263,7 +271,7 @@ def _call_columns(calls: list[dict], segments: list[bytes | None], store: dict[s
 
 def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,
              calls: dict[str, np.ndarray], discount: float) -> dict:
-    agent = calls["kind"] == "agent"
+    agent = calls["kind"] == 0
     prompts = calls["prompt_tokens"][agent]
     summary_input = int(calls["prompt_tokens"][~agent].sum())
     totals = run.get("totals") or {}
