@@ -39,7 +39,7 @@ def corpus(workdir: Path, runs: int, calls: int, processes: int) -> Path:
     cells = len(MODELS) * len(BENCHMARKS) * len(POLICIES)
     tasks = math.ceil(runs / (cells * ATTEMPTS))
     params = {"tasks": tasks, "calls": calls, "models": MODELS, "benchmarks": BENCHMARKS,
-              "policies": POLICIES, "attempts": ATTEMPTS, "version": 1}
+              "policies": POLICIES, "attempts": ATTEMPTS, "version": 2}
     marker = workdir / "params.json"
     if marker.exists() and json.loads(marker.read_text()) == params:
         print(f"reusing corpus in {root}")

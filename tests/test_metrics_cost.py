@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxpolicy.metrics import cli_cost
-from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached
+from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached, unchanged_prefix
 
 TOKENS = {"s": 100, "t": 50, "a": 30, "o": 20, "x": 25, "b": 10}
 
@@ -75,6 +75,69 @@ def test_estimate_follows_growth_drops_and_events():
     # all fall back to the stable prefix, the first prompt 300 -> 288.
     assert cached.tolist() == [0, 288, 896, 288, 992, 288, 288]
     assert kind.tolist() == ["first", "growth", "growth", "large_drop", "growth", "small_drop", "event"]
+
+
+def trc_event(unchanged, before, first_changed=5, **fields):
+    event = {"primitive": "TRC", "trigger": "Th", "depth": 0.5, "window_tokens_before": before - 400,
+             "window_tokens_after": 900, "total_tokens_before": before, "total_tokens_after": 1300,
+             "target_tokens": 1000, "messages_removed": 0, "messages_cleared": 3, "summary_tokens": 0,
+             "first_changed_index": first_changed, "unchanged_prefix_tokens": unchanged, "fallback": None}
+    event.update(fields)
+    return event
+
+
+def estimate_from_steps(prompts, steps, block=16):
+    """The estimate as the run tables compute it, from each agent call's list of events."""
+    where = [unchanged_prefix(events) or (-1, -1) for events in steps]
+    return estimated_cached(np.array(prompts), np.array([bool(e) for e in steps]), block,
+                            unchanged_tokens=np.array([w[0] for w in where]),
+                            tokens_before=np.array([w[1] for w in where]))
+
+
+def test_estimate_charges_fresh_from_the_cleared_message_on():
+    prompts = [300, 900, 2300, 2500, 1400, 1600, 2000, 1500]
+    steps = [[], [], [], [], [trc_event(1200, 2400)], [], [], [trc_event(2160, 2400)]]
+    cached, kind = estimate_from_steps(prompts, steps)
+    # call 4: TRC cleared from the message after 1200 of the 2400 local tokens before it, so
+    # s = 1200 / 2400 = 0.5 of the previous prompt is reused: min(1400, 0.5 * 2500 = 1250) -> 1248
+    # (the stable-prefix rule would have said 288). Call 5 grows: floor16(1400) = 1392.
+    # call 7: s = 2160 / 2400 = 0.9 of 2000 = 1800, but the prompt is only 1500 -> 1488.
+    assert cached.tolist() == [0, 288, 896, 2288, 1248, 1392, 1600, 1488]
+    assert kind.tolist() == ["first", "growth", "growth", "growth", "event", "growth", "growth", "event"]
+
+
+def test_estimate_of_stacked_events_takes_the_earliest_change_against_the_first_history():
+    # OTRC leaves 2000 of 2400 tokens intact, then TR (on OTRC's output, 2300 tokens) keeps only
+    # the 600-token head: s = min(2000, 600) / 2400 = 0.25 of the previous prompt 2500 = 625 -> 624
+    steps = [[], [trc_event(2000, 2400, primitive="OTRC"), trc_event(600, 2300, primitive="TR")]]
+    assert unchanged_prefix(steps[1]) == (600, 2400)
+    cached, _ = estimate_from_steps([2500, 2000], steps)
+    assert cached.tolist() == [0, 624]
+
+
+def test_estimate_keeps_a_prefix_on_a_block_boundary():
+    # s = 1100 / 1500 of 4800 is exactly 3520 = 220 blocks (in floating point 3519.99..., which
+    # would lose the last block): integer arithmetic keeps it
+    cached, _ = estimate_from_steps([4800, 4000], [[], [trc_event(1100, 1500)]])
+    assert cached.tolist() == [0, 3520]
+
+
+def test_estimate_of_an_old_event_without_the_field_keeps_only_the_stable_prefix():
+    old = trc_event(1200, 2400)
+    del old["unchanged_prefix_tokens"]
+    assert unchanged_prefix([old]) is None
+    assert unchanged_prefix([trc_event(1200, 2400), old]) is None  # the step's change cannot be placed
+    cached, kind = estimate_from_steps([300, 2500, 1400], [[], [], [old]])
+    # no position: the stable prefix, the first prompt 300 -> 288, is all that is cached
+    assert cached.tolist() == [0, 288, 288] and kind.tolist() == ["first", "growth", "event"]
+
+
+def test_unchanged_prefix_names_a_bad_field():
+    with pytest.raises(ValueError, match="unchanged_prefix_tokens is 'x'"):
+        unchanged_prefix([trc_event("x", 2400)])
+    with pytest.raises(ValueError, match="total_tokens_before is None"):
+        unchanged_prefix([trc_event(100, 2400, total_tokens_before=None)])
+    assert unchanged_prefix([]) is None
 
 
 def test_estimate_large_drop_threshold_is_a_quarter_of_the_prompt_above_4000():

@@ -47,7 +47,7 @@ EVENT = {"primitive": "SU", "trigger": "Th", "depth": 0.5, "first_changed_index"
 
 
 def write_run(run_dir: Path, *, outcome="submitted", resolved=True, verdict=True, policy="SU/Th/0.5",
-              task_id="t1", attempt=1, complete=True, cached=(0, 144, 96)) -> Path:
+              task_id="t1", attempt=1, complete=True, cached=(0, 144, 96), event=EVENT) -> Path:
     run_dir.mkdir(parents=True)
     messages = [SYS, TASK, A1, O1, A2, O2, SUMMARY_SYS, SUMMARY]
     (run_dir / "messages.jsonl").write_text("".join(json.dumps(m[1]) + "\n" for m in messages))
@@ -63,7 +63,7 @@ def write_run(run_dir: Path, *, outcome="submitted", resolved=True, verdict=True
          "message_ids": [SUMMARY_SYS[0], A1[0], O1[0]], "events": []},
         {"index": 3, "kind": "agent", "step": 3, "start": 7.0, "end": 9.0, "latency_s": 2.0,
          "prompt_tokens": 240, "completion_tokens": 10, "cached_tokens": cached[2],
-         "message_ids": [SYS[0], TASK[0], SUMMARY[0], A2[0], O2[0]], "events": [EVENT]},
+         "message_ids": [SYS[0], TASK[0], SUMMARY[0], A2[0], O2[0]], "events": [event]},
     ]
     (run_dir / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
     if verdict:
@@ -98,7 +98,8 @@ def test_one_run_row_worked_by_hand(tmp_path):
     # request is not an agent call. N_cached = 288; N_fresh = 612 - 288 = 324; C = 324 + 28.8 + 65
     assert (row.cached_exact, row.fresh_exact) == (288, 324)
     assert row.billed_exact == pytest.approx(417.8)
-    # estimate: call 1 grows from 160 (caches 160); call 3 has an event: stable prefix 160 -> 160
+    # estimate: call 1 grows from 160 (caches 160); call 3 has an event that does not say where the
+    # change was (an older record, no unchanged_prefix_tokens): stable prefix 160 -> 160
     assert (row.cached_est, row.fresh_est) == (320, 292)
     assert row.billed_est == pytest.approx(292 + 32 + 65)
     # measured: server said 0 + 144 + 96 = 240
@@ -112,6 +113,29 @@ def test_one_run_row_worked_by_hand(tmp_path):
     assert calls["cached_est"].tolist() == [0, 160, 0, 160]
     assert calls["n_events"].tolist() == [0, 0, 0, 1]
     assert set(calls["run_dir"].astype(str)) == {row.run_dir}
+
+
+def test_estimate_places_the_change_where_the_event_says(tmp_path):
+    # SU replaced A1, O1 (from index 2 on): of the 264 local tokens before it (SYS..O2), the 150
+    # of SYS+TASK stayed. Call 3 reuses 150/264 of the previous prompt 212: 31800 // 264 = 120,
+    # floor16 -> 112 (an old event without the field gave the stable prefix, 160).
+    event = {**EVENT, "total_tokens_before": 264, "unchanged_prefix_tokens": 150}
+    write_run(tmp_path / "cell" / "t1__a1", event=event)
+    tables = aggregate([tmp_path], processes=1)
+    assert tables.calls["cached_est"].tolist() == [0, 160, 0, 112]
+    row = tables.runs.iloc[0]
+    assert (row.cached_est, row.fresh_est) == (272, 340)
+    assert row.billed_est == pytest.approx(340 + 27.2 + 65)
+
+
+def test_a_malformed_event_field_is_reported_and_left_out(tmp_path):
+    event = {**EVENT, "total_tokens_before": 264, "unchanged_prefix_tokens": "many"}
+    run_dir = write_run(tmp_path / "cell" / "t1__a1", event=event)
+    tables = aggregate([tmp_path], processes=1)
+    assert tables.runs.empty
+    problem, = tables.problems
+    assert problem.path == run_dir / "calls.jsonl"
+    assert "call 3" in problem.reason and "unchanged_prefix_tokens" in problem.reason
 
 
 def test_measured_cost_is_unknown_when_the_server_did_not_report(tmp_path):

@@ -35,6 +35,9 @@ def test_layout_and_contract_fields(tmp_path):
             if c["kind"] == "summary":  # a summary call precedes the agent call of its step
                 following = calls[c["index"] + 1]
                 assert following["kind"] == "agent" and following["step"] == c["step"] and following["events"]
+            for event in c["events"]:  # one stage per policy here: the call's head is the unchanged prefix
+                head = c["message_ids"][:event["first_changed_index"]]
+                assert event["unchanged_prefix_tokens"] == sum(store[m] for m in head)
 
 
 def test_same_seed_same_files(tmp_path):

@@ -38,6 +38,15 @@ def test_all_tables_plan_one_job_per_cell(study):
     assert jobs["thresholds"] == 1 and jobs["aggregate"] == 1
 
 
+def test_default_target_makes_every_figure_and_table_from_any_working_directory(study):
+    from ctxpolicy.figures.catalog import TARGETS
+
+    workdir, config = study
+    jobs = dry_run(workdir, config)
+    assert {rule for rule in jobs if rule.startswith("figure_")} == {f"figure_{name}" for name in TARGETS}
+    assert jobs["aggregate"] == 1 and jobs["aggregate_scope"] == 3 and jobs["all"] == 1
+
+
 def test_one_figure_runs_only_the_cells_it_draws(study):
     workdir, config = study
     cells = expand_grid(load_config(config))

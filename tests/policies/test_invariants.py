@@ -42,7 +42,8 @@ def test_prefix_intact_input_untouched_and_api_valid(spec, history, threshold):
     for event in result.events:
         assert set(event) == {"primitive", "trigger", "depth", "window_tokens_before", "window_tokens_after",
                               "total_tokens_before", "total_tokens_after", "target_tokens", "messages_removed",
-                              "messages_cleared", "summary_tokens", "first_changed_index", "fallback"}
+                              "messages_cleared", "summary_tokens", "first_changed_index",
+                              "unchanged_prefix_tokens", "fallback"}
         assert event["first_changed_index"] is None or event["first_changed_index"] >= prefix
     if result.events:
         assert result.events[-1]["total_tokens_after"] == count_messages(result.messages)
@@ -153,3 +154,4 @@ def test_first_changed_index_marks_the_end_of_the_identical_prefix(spec, history
         assert index == len(result.messages) or result.messages[index] != history[index]
         assert event["window_tokens_after"] == window_tokens(result.messages)
         assert event["total_tokens_before"] == count_messages(history)
+        assert event["unchanged_prefix_tokens"] == count_messages(history[:index])

@@ -59,6 +59,8 @@ def test_trc_clears_oldest_results_keeps_assistants_and_three_recent_results(his
     assert cleared_message.get("tool_call_id") == history[cleared[0]].get("tool_call_id")
     event, = result.events
     assert event["messages_cleared"] == len(cleared) and event["fallback"] is None
+    assert event["first_changed_index"] == cleared[0]
+    assert event["unchanged_prefix_tokens"] == count_messages(history[:cleared[0]])
 
 
 def test_trc_falls_back_to_tr_when_clearing_cannot_reach_the_target():
@@ -92,6 +94,7 @@ def test_otrc_clears_the_result_before_the_four_most_recent_results(history):
     assert [m for i, m in enumerate(result.messages) if i != index] == [m for i, m in enumerate(history) if i != index]
     event, = result.events
     assert event["trigger"] == "St" and event["target_tokens"] is None and event["first_changed_index"] == index
+    assert event["unchanged_prefix_tokens"] == count_messages(history[:index])
 
 
 def test_otrc_waits_for_five_calls_and_ten_messages_and_spares_the_prefix():

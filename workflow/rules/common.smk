@@ -26,6 +26,9 @@ def repo_file(path: str) -> str:
 
 
 def _config_file() -> str:
+    if workflow.config_settings.config:
+        raise WorkflowError("--config KEY=VALUE is not supported: the study is one file; "
+                            "edit a copy of it and pass --configfile FILE")
     given = [Path(p) for p in (workflow.overwrite_configfiles or [])]
     if len(given) > 1:
         raise WorkflowError(f"give one --configfile, not {len(given)}: {' '.join(map(str, given))}")
@@ -48,6 +51,7 @@ TABLES = f"{RESULTS}/tables"
 CELLS = expand_grid(CONFIG)
 CELL_BY_KEY = {c.key: c for c in CELLS}
 SLURM = CONFIG["slurm"]
+
 
 def _uses_conda() -> bool:
     methods = getattr(workflow.deployment_settings, "deployment_method", ()) or ()

@@ -17,6 +17,8 @@ def _targets() -> dict:
     for spec in targets.values():
         spec["notebook"] = repo_file(spec["notebook"])
         spec["outputs"] = [_in_figures_dir(p) for p in spec["outputs"]]
+        # cohort files and other config-named inputs are relative to the repository root
+        spec["inputs"] = [p if p.startswith(f"{RESULTS}/") else repo_file(p) for p in spec["inputs"]]
     return targets
 
 

@@ -7,7 +7,8 @@ are not part of C. The three ways to get N_cached, per agent call k:
 exact      the longest prefix, in whole messages, that call k shares with any earlier agent
            call of the run, counted in message tokens, rounded down to whole cache blocks and
            capped at the call's prompt;
-estimated  from the prompt sizes and compression events alone (see ``estimated_cached``);
+estimated  from the prompt sizes and compression events alone (see ``estimated_cached``):
+           after an event, the previous prompt up to the first changed message is cached;
 measured   the server-reported cached tokens (unknown for the run if any agent call lacks it).
 
 Written here rather than taken from a library: no maintained package prices prefix caching from
@@ -16,6 +17,7 @@ recorded message sequences, and the estimate is the study's own rule.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,19 +90,51 @@ def _segmented_cumsum(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return total - np.repeat(before, lengths)
 
 
-def estimated_cached(prompts: np.ndarray, events: np.ndarray | None = None,
-                     block: int = DEFAULT_BLOCK) -> tuple[np.ndarray, np.ndarray]:
-    """The study's reconstruction of each agent call's cached tokens from prompt sizes.
+def unchanged_prefix(events: Sequence[Mapping]) -> tuple[int, int] | None:
+    """Where one step's compression events left the history intact, in local tokens.
 
-    The stable prefix is the first call's prompt (system prompt and task, which no policy
-    changes). For call k after call k-1:
-      * no compression event and P_k >= P_{k-1} (ordinary growth): the previous prompt is
-        cached, the growth is fresh: cached = floor_block(P_{k-1});
-      * a compression event before call k (tokens from the cleared or first changed message
-        on are fresh; without message sizes that message is placed right after the stable
-        prefix), a large drop P_{k-1} - P_k >= max(1000, 0.25 P_{k-1}), or a smaller
-        unexplained drop: only the stable prefix is cached, the suffix beyond it is fresh:
-        cached = floor_block(min(stable, P_k)).
+    Returns (U, T): U the tokens at the head of the history that no event of the step changed
+    (the least ``unchanged_prefix_tokens`` of the events: a later stage works on the earlier
+    stage's output, whose head up to the earlier change is still the original), T the tokens of
+    the history before the first event (its ``total_tokens_before``). None without events, or
+    when an event does not say (records from before ``unchanged_prefix_tokens`` existed).
+    Raises ValueError naming the field when a value is not an integer >= 0.
+    """
+    if not events:
+        return None
+    for event in events:
+        if not isinstance(event, Mapping):
+            raise ValueError(f"event is {event!r}, not an object")
+    if any(event.get("unchanged_prefix_tokens") is None for event in events):
+        return None
+    unchanged = min(_token_count(event, "unchanged_prefix_tokens") for event in events)
+    return unchanged, _token_count(events[0], "total_tokens_before")
+
+
+def _token_count(event: Mapping, name: str) -> int:
+    value = event.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"event field {name} is {value!r}, not an integer >= 0")
+    return value
+
+
+def estimated_cached(prompts: np.ndarray, events: np.ndarray | None = None, block: int = DEFAULT_BLOCK, *,
+                     unchanged_tokens: np.ndarray | None = None,
+                     tokens_before: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The study's reconstruction of each agent call's cached tokens from prompt sizes and events.
+
+    ``events[k]``: compression events came before agent call k. ``unchanged_tokens[k]`` and
+    ``tokens_before[k]``: the step's (U, T) from ``unchanged_prefix``, or -1 where the events
+    do not say where the change was. The stable prefix is the first call's prompt (system prompt
+    and task, which no policy changes). For call k after call k-1:
+      * no event and P_k >= P_{k-1} (ordinary growth): the previous prompt is cached, the
+        growth is fresh: cached = floor_block(P_{k-1});
+      * an event with (U, T): the previous prompt's share s = U / T up to the first cleared or
+        changed message is cached, everything from that message on is fresh:
+        cached = floor_block(min(P_k, floor(s * P_{k-1})));
+      * an event without (U, T), a large drop P_{k-1} - P_k >= max(1000, 0.25 P_{k-1}), or a
+        smaller unexplained drop: only the stable prefix is cached, the suffix beyond it is
+        fresh: cached = floor_block(min(P_1, P_k)).
     The first call has nothing cached. Returns (cached, kind) with kind one of
     "first", "growth", "event", "large_drop", "small_drop".
     """
@@ -110,16 +144,23 @@ def estimated_cached(prompts: np.ndarray, events: np.ndarray | None = None,
     if n == 0:
         return np.zeros(0, dtype=np.int64), kind
     ev = np.zeros(n, dtype=bool) if events is None else np.asarray(events, dtype=bool)
+    unknown = np.full(n, -1, dtype=np.int64)
+    u = unknown if unchanged_tokens is None else np.asarray(unchanged_tokens, dtype=np.int64)
+    t = unknown if tokens_before is None else np.asarray(tokens_before, dtype=np.int64)
+    placed = ev & (u >= 0) & (t > 0)
     prev = np.r_[0, p[:-1]]
     drop = prev - p
     large = drop >= np.maximum(LARGE_DROP_TOKENS, LARGE_DROP_SHARE * prev)
-    stable_only = ev | (drop > 0)
-    cached = np.where(stable_only, floor_block(np.minimum(p[0], p), block), floor_block(prev, block))
+    stable_only = (ev & ~placed) | (~ev & (drop > 0))
+    # floor(s * P_{k-1}) in integers, so that a prefix ending on a block boundary keeps its block
+    reused = np.minimum(u, t) * prev // np.where(placed, t, 1)
+    cached = np.where(placed, np.minimum(p, reused), np.where(stable_only, np.minimum(p[0], p), prev))
+    cached = floor_block(cached, block)
     kind[drop > 0] = "small_drop"
     kind[large] = "large_drop"
     kind[ev] = "event"
     cached[0], kind[0] = 0, "first"
-    return cached.astype(np.int64), kind
+    return cached, kind
 
 
 @dataclass(frozen=True)

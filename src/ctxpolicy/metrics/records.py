@@ -17,7 +17,8 @@ import numpy as np
 import orjson
 
 from ctxpolicy.metrics.commands import count_commands
-from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, estimated_cached, exact_cached_flat
+from ctxpolicy.metrics.cost import (DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, estimated_cached, exact_cached_flat,
+                                   unchanged_prefix)
 from ctxpolicy.metrics.outcomes import outcome_class
 
 RUN_FILES = ("run.json", "calls.jsonl", "messages.jsonl")
@@ -240,7 +241,7 @@ def _call_columns(calls: list[dict], segments: list[bytes | None], store: dict[s
     agent = np.array([c["kind"] == "agent" for c in calls], dtype=bool)
     counted = np.array([c.get("prompt_tokens") is not None for c in calls], dtype=bool)
     prompts = np.array([c.get("prompt_tokens") or 0 for c in calls], dtype=np.int64)
-    events = np.array([len(c.get("events") or []) for c in calls], dtype=np.int64)
+    events, unchanged, before = _event_columns(calls, path)
 
     agent_segments = [segments[i] for i in np.flatnonzero(agent)]
     cached_exact = np.zeros(n, dtype=np.float64)
@@ -251,7 +252,8 @@ def _call_columns(calls: list[dict], segments: list[bytes | None], store: dict[s
     else:
         cached_exact[agent] = np.nan  # without message sequences the exact count is unknown
     cached_est = np.zeros(n, dtype=np.float64)
-    cached_est[agent], _ = estimated_cached(prompts[agent], events[agent] > 0, block)
+    cached_est[agent], _ = estimated_cached(prompts[agent], events[agent] > 0, block,
+                                            unchanged_tokens=unchanged[agent], tokens_before=before[agent])
 
     def column(key: str) -> np.ndarray:
         return np.array([np.nan if c.get(key) is None else c[key] for c in calls], dtype=np.float64)
@@ -267,6 +269,26 @@ def _call_columns(calls: list[dict], segments: list[bytes | None], store: dict[s
         "est_tokens_before": column("est_tokens_before"), "est_tokens_after": column("est_tokens_after"),
         "n_events": events, "cached_exact": cached_exact, "cached_est": cached_est,
     }
+
+
+def _event_columns(calls: list[dict], path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per call: the number of compression events, and the step's (U, T) from ``unchanged_prefix``
+    (-1 where there are no events or they do not say where the change was)."""
+    n = len(calls)
+    counts = np.zeros(n, dtype=np.int64)
+    unchanged, before = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    for i in [i for i, call in enumerate(calls) if call.get("events")]:  # most calls have none
+        call, events = calls[i], calls[i]["events"]
+        if not isinstance(events, list):
+            raise RecordError(path, f"call {call['index']}: field events is {events!r}, not a list")
+        counts[i] = len(events)
+        try:
+            where = unchanged_prefix(events)
+        except ValueError as exc:
+            raise RecordError(path, f"call {call['index']}: {exc}") from None
+        if where is not None:
+            unchanged[i], before[i] = where
+    return counts, unchanged, before
 
 
 def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,

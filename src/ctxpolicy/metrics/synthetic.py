@@ -268,7 +268,7 @@ def _compress(pol: Spec, threshold: int | None, history: list[str], store: _Stor
               rng: np.random.Generator, prefix: str, step: int):
     events, summary = [], None
     for primitive in pol.primitive.split("+"):
-        before = _history_tokens(history, store)
+        original, before = history, _history_tokens(history, store)
         depth = pol.depth if pol.depth is not None else 1.0
         window = history[HEAD:-2] if len(history) > HEAD + 2 else []
         if not window:
@@ -305,7 +305,7 @@ def _compress(pol: Spec, threshold: int | None, history: list[str], store: _Stor
                        "target_tokens": int(threshold * (1 - depth)) if threshold else None,
                        "messages_removed": removed, "messages_cleared": cleared,
                        "summary_tokens": summary_tokens, "first_changed_index": first,
-                       "fallback": None})
+                       "unchanged_prefix_tokens": _history_tokens(original[:first], store), "fallback": None})
     return history, events, summary
 
 

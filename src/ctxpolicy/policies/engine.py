@@ -69,13 +69,15 @@ def _event(stage: str, trigger: str, depth: float | None, target: int | None, pr
     prefix_tokens = count_messages(before[:prefix_length])
     window_before = count_messages(before[prefix_length:])
     window_after = count_messages(after[prefix_length:])
+    first_changed = first_difference(before, after)
+    unchanged = before if first_changed is None else before[:first_changed]
     return {
         "primitive": stage, "trigger": trigger, "depth": depth if target is not None else None,
         "window_tokens_before": window_before, "window_tokens_after": window_after,
         "total_tokens_before": prefix_tokens + window_before, "total_tokens_after": prefix_tokens + window_after,
         "target_tokens": target, "messages_removed": rewrite.removed, "messages_cleared": rewrite.cleared,
-        "summary_tokens": rewrite.summary_tokens, "first_changed_index": first_difference(before, after),
-        "fallback": rewrite.fallback,
+        "summary_tokens": rewrite.summary_tokens, "first_changed_index": first_changed,
+        "unchanged_prefix_tokens": count_messages(unchanged), "fallback": rewrite.fallback,
     }
 
 
