@@ -148,6 +148,16 @@ def test_table3_counts_tasks_per_cohort_and_stratum(config):
     assert rows[("term", "main", "stratum-0")] == 4
 
 
+def test_table3_counts_only_the_tasks_cohort_limit_lets_the_study_run(config):
+    config["benchmarks"]["local"]["cohort_limit"] = {"main": 5, "sweep": 50}  # 50 > the file's 8
+    t3, note = tables.table3(config, inputs.read_runs("tests/fixtures/figures/tables"))
+    rows = t3.set_index(["benchmark", "cohort", "stratum"])["tasks"]
+    assert rows[("local", "main", "all")] == 5
+    assert rows[[k for k in rows.index if k[:2] == ("local", "main") and k[2] != "all"]].sum() == 5
+    assert rows[("local", "sweep", "all")] == 8 and rows[("term", "main", "all")] == 12
+    assert note.startswith("cohort_limit:") and "local/main 5 of 12" in note and "sweep" not in note
+
+
 def test_default_stratum_without_runs():
     assert tables.default_stratum("tinyweb-003") == "tinyweb"
     assert tables.default_stratum("astropy__astropy-12907") == "astropy/astropy"

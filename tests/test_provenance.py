@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import require
 
-from ctxpolicy import cli
+from ctxpolicy import cli, gitstate
+from ctxpolicy.agent.versions import software_versions
 from ctxpolicy.provenance import (
     SidecarError, code_state, package_versions, read_sidecar, run_record_files, sha256_file,
     sidecar_path, trace, verify, write_sidecar,
@@ -132,32 +133,94 @@ def test_write_sidecar_refuses_a_missing_input_naming_it(study):
         write_sidecar(study["figure"], config_path=None, inputs=[study["runs"]])
 
 
-def test_code_state_reads_commit_and_dirty_flag(tmp_path):
+def make_repo(path: Path, *tracked: str) -> tuple[list[str], str]:
+    """A git repository at ``path`` with one commit of ``tracked`` files; its git command and HEAD."""
     require(shutil.which("git") is not None, "git")
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    path.mkdir(parents=True)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
-    (repo / "a.txt").write_text("one\n")
-    subprocess.run([*git, "add", "a.txt"], check=True)
+    for name in tracked:
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text("one\n")
+    subprocess.run([*git, "add", *tracked], check=True)
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    return git, head
 
+
+def test_code_state_reads_commit_and_dirty_means_tracked_changes_only(tmp_path):
+    repo = tmp_path / "repo"
+    git, head = make_repo(repo, "a.txt")
+
+    assert code_state(repo) == {"commit": head, "dirty": False}
+    (repo / "results").mkdir()
+    (repo / "results" / "fig2.pdf").write_bytes(b"%PDF")  # untracked outputs do not count
     assert code_state(repo) == {"commit": head, "dirty": False}
     (repo / "a.txt").write_text("two\n")
     assert code_state(repo) == {"commit": head, "dirty": True}
-    subprocess.run([*git, "checkout", "-q", "a.txt"], check=True)
-    (repo / "new_module.py").write_text("")
+    subprocess.run([*git, "add", "a.txt"], check=True)  # staged counts too
     assert code_state(repo) == {"commit": head, "dirty": True}
-    (repo / ".gitignore").write_text("new_module.py\n.gitignore\n")
-    assert code_state(repo) == {"commit": head, "dirty": False}
 
     sidecar = write_sidecar(repo / "a.txt", config_path=None, inputs=[], repo_root=repo)
-    assert read_sidecar(sidecar)["code"] == {"commit": head, "dirty": False}
+    assert read_sidecar(sidecar)["code"] == {"commit": head, "dirty": True}
 
     outside = tmp_path / "not-a-repo"
     outside.mkdir()
     assert code_state(outside) == {"commit": None, "dirty": None}
+
+
+def test_sidecar_written_outside_any_repo_names_the_package_checkouts_commit(tmp_path, monkeypatch):
+    require(shutil.which("git") is not None, "git")
+    require(gitstate.code_repo() == gitstate.PACKAGE_DIR, "ctxpolicy installed from a git checkout")
+    expected = code_state(gitstate.PACKAGE_DIR)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert code_state(elsewhere)["commit"] is None
+    (elsewhere / "table.csv").write_text("a\n1\n")
+    sidecar = write_sidecar(elsewhere / "table.csv", config_path=None, inputs=[])
+    assert read_sidecar(sidecar)["code"]["commit"] == expected["commit"] is not None
+
+
+def test_code_state_falls_back_to_the_working_directory_then_to_none(tmp_path, monkeypatch):
+    installed = tmp_path / "site-packages" / "ctxpolicy"  # not tracked by any repository
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(gitstate, "PACKAGE_DIR", installed)
+    _, head = make_repo(tmp_path / "checkout", "a.txt")
+    monkeypatch.chdir(tmp_path / "checkout")
+    assert code_state() == {"commit": head, "dirty": False}
+    monkeypatch.chdir(installed)
+    assert gitstate.code_repo() is None and code_state() == {"commit": None, "dirty": None}
+
+
+@pytest.fixture
+def fresh_software_versions():
+    software_versions.cache_clear()
+    yield software_versions
+    software_versions.cache_clear()
+
+
+def test_run_records_and_sidecars_share_the_package_checkout_and_dirty_rule(tmp_path, monkeypatch,
+                                                                            fresh_software_versions):
+    checkout = tmp_path / "checkout"
+    git, head = make_repo(checkout, "src/ctxpolicy/__init__.py")
+    monkeypatch.setattr(gitstate, "PACKAGE_DIR", checkout / "src" / "ctxpolicy")
+    monkeypatch.chdir(tmp_path)
+    (checkout / "results.csv").write_text("untracked\n")
+    (checkout / "src" / "ctxpolicy" / "__init__.py").write_text("two\n")
+    (tmp_path / "table.csv").write_text("a\n")
+
+    sidecar = read_sidecar(write_sidecar(tmp_path / "table.csv", config_path=None, inputs=[]))
+    versions = fresh_software_versions()
+    assert sidecar["code"] == {"commit": head, "dirty": True}
+    assert (versions["git_commit"], versions["git_dirty"]) == (head, True)
+
+    subprocess.run([*git, "checkout", "-q", "--", "src/ctxpolicy/__init__.py"], check=True)
+    fresh_software_versions.cache_clear()
+    sidecar = read_sidecar(write_sidecar(tmp_path / "table.csv", config_path=None, inputs=[]))
+    versions = fresh_software_versions()
+    assert sidecar["code"] == {"commit": head, "dirty": False}
+    assert (versions["git_commit"], versions["git_dirty"]) == (head, False)
 
 
 def test_package_versions_reads_installed_metadata():

@@ -8,15 +8,9 @@ import platform
 import subprocess
 from pathlib import Path
 
+from ctxpolicy.gitstate import code_state
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def _version(distribution: str) -> str | None:
@@ -29,12 +23,11 @@ def _version(distribution: str) -> str | None:
 @functools.lru_cache(maxsize=1)
 def software_versions() -> dict:
     """Computed once per process: the runs of a cell share it."""
-    commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    code = code_state()
     return {
         "ctxpolicy": _version("ctxpolicy"),
-        "git_commit": commit,
-        "git_dirty": None if status is None else bool(status),
+        "git_commit": code["commit"],
+        "git_dirty": code["dirty"],
         "mini_swe_agent": _version("mini-swe-agent"),
         "litellm": _version("litellm"),
         "python": platform.python_version(),

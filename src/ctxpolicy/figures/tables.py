@@ -98,27 +98,39 @@ def default_stratum(task_id: str) -> str:
 
 
 def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str | None]:
-    """Tasks per benchmark, cohort and stratum; strata as the runs recorded them."""
+    """Tasks the study runs per benchmark, cohort and stratum (``cohort_limit`` applied, as
+    ``ctxpolicy.grid.cohort_tasks`` applies it); strata as the runs recorded them."""
+    from ctxpolicy.config import ConfigError
+    from ctxpolicy.grid import cohort_path, cohort_tasks
+
+    config = dict(config)
     known = {}
     if runs is not None and not runs.empty:
         known = dict(zip(runs["task_id"].astype(str), runs["stratum"].astype(str)))
-    rows, missing = [], []
+    rows, missing, limited = [], [], []
     for benchmark, spec in (config.get("benchmarks") or {}).items():
         for cohort, path in ((spec or {}).get("cohorts") or {}).items():
             try:
-                tasks = read_cohort(path)
-            except OSError:
+                tasks = cohort_tasks(config, benchmark, cohort)
+                listed = len(read_cohort(cohort_path(config, benchmark, cohort)))
+            except (ConfigError, OSError):
                 missing.append(str(path))
                 continue
+            if len(tasks) < listed:
+                limited.append(f"{benchmark}/{cohort} {len(tasks)} of {listed}")
             strata = pd.Series([known.get(t) or default_stratum(t) for t in tasks], dtype="object")
             counts = strata.value_counts().sort_index()
             for stratum, n in counts.items():
                 rows.append({"benchmark": benchmark, "cohort": cohort, "stratum": stratum, "tasks": int(n)})
             rows.append({"benchmark": benchmark, "cohort": cohort, "stratum": "all", "tasks": len(tasks)})
-    note = f"cohort files missing: {', '.join(missing)}" if missing else None
-    if not rows:
-        note = note or "the config names no cohort files"
-    return pd.DataFrame(rows, columns=["benchmark", "cohort", "stratum", "tasks"]), note
+    notes = []
+    if limited:
+        notes.append(f"cohort_limit: the study runs only the first tasks of these cohort files: {', '.join(limited)}")
+    if missing:
+        notes.append(f"cohort files missing: {', '.join(missing)}")
+    if not rows and not missing:
+        notes.append("the config names no cohort files")
+    return pd.DataFrame(rows, columns=["benchmark", "cohort", "stratum", "tasks"]), "; ".join(notes) or None
 
 
 # ---------------------------------------------------------------- Table 5: environment

@@ -1,7 +1,8 @@
 """Provenance: hashes, sidecars that chain every figure and table back to its run records, and
 results bundles that let a reviewer regenerate everything without a GPU.
 
-This room reads files only; it imports no other ctxpolicy room. Names are imported on first
+This room reads files only; it imports no other ctxpolicy room, only the shared
+``ctxpolicy.gitstate``. Names are imported on first
 use, so that ``ctxpolicy --help`` does not pay for tarfile and tqdm.
 """
 

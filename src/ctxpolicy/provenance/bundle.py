@@ -111,7 +111,7 @@ def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False
             "format": BUNDLE_FORMAT,
             "schema_version": SCHEMA_VERSION,
             "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "code": code_state(Path.cwd()),
+            "code": code_state(),
             "packages": package_versions(),
             "python": python_version(),
             "workspaces": workspaces,

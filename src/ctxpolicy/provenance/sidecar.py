@@ -86,8 +86,8 @@ def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | N
                    repo_root: str | Path | None = None, progress: bool = False) -> list[Path]:
     """Write one sidecar per target, all sharing the same inputs; inputs are hashed once.
 
-    Returns the sidecar paths. ``repo_root`` (default: the working directory) is where the
-    code commit is read.
+    Returns the sidecar paths. ``repo_root`` is where the code commit is read (default: the
+    checkout ctxpolicy is installed from, see ``ctxpolicy.gitstate.code_repo``).
     """
     targets = [_existing_file(Path(t), "target") for t in targets]
     config = _existing_file(Path(config_path), "config") if config_path is not None else None
@@ -102,7 +102,7 @@ def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | N
     hashes = {p: sha256_file(p) for p in tqdm(input_paths, desc="hashing inputs", unit="file",
                                               disable=None if progress else True)}
     shared = {
-        "code": code_state(repo_root if repo_root is not None else Path.cwd()),
+        "code": code_state(repo_root),
         "models": _distinct([*(models or []), *_models_of_inputs(input_paths)]),
         "packages": package_versions(),
         "python": python_version(),
