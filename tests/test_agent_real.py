@@ -16,7 +16,7 @@ from ctxpolicy.config import load_config
 from ctxpolicy.policies import parse_spec
 
 MODEL = "qwen05b"
-TASK = "hello-world"
+TASK = "tinyweb-001"  # a repository task: the model needs several steps, so prefix reuse shows
 THRESHOLD = 300  # low enough that truncation fires within three steps
 
 

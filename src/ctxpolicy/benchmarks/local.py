@@ -126,7 +126,8 @@ class LocalAdapter:
         if task.kind != "repo" or not (Path(workspace) / ".git").is_dir():
             return submission_text
         result = sandbox.run_sandboxed(
-            "git add -A && git diff --cached --binary HEAD", Path(workspace), timeout_s=60, env=AGENT_ENV
+            "git add -A && git diff --cached --binary HEAD", Path(workspace), timeout_s=60, env=AGENT_ENV,
+            max_output_bytes=None,  # a patch must stay whole
         )
         return result.output if result.returncode == 0 and not result.timed_out else submission_text
 
