@@ -1,17 +1,22 @@
 """All runs of one cell against one endpoint, a few at a time; ``cell.json`` written last.
 
 Runs whose ``run.json`` is complete are skipped, so a killed cell, started again, redoes only
-the runs it had not finished.
+the runs it had not finished. Complete runs made with another threshold than the one the cell
+now declares (e.g. before a recalibration) are kept and listed as stale, or, with
+``redo_stale``, moved aside to ``CELL_DIR/stale/`` and run again.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
@@ -21,6 +26,8 @@ from ctxpolicy.agent.runner import RunResult
 
 CELL_JSON = "cell.json"
 HARNESS_LOG = "harness.log"
+STALE_DIR = "stale"
+ANY_THRESHOLD = object()  # the cell declares no threshold: none of its runs is stale
 
 
 @dataclass(frozen=True)
@@ -31,14 +38,92 @@ class PlannedRun:
     execute: Callable[[], RunResult] | None = None  # None: an outside harness executes it
 
 
+@dataclass(frozen=True)
+class StaleRun:
+    """A complete run recorded with ``threshold_tokens`` other than the cell's ``expected``."""
+
+    run_dir: Path
+    threshold_tokens: int | None
+    expected: int | None
+
+
+@dataclass
+class Survey:
+    """What is on disk before the cell runs: results to keep, runs to execute, stale runs."""
+
+    done: dict[Path, RunResult] = field(default_factory=dict)
+    pending: list[PlannedRun] = field(default_factory=list)
+    stale: list[StaleRun] = field(default_factory=list)  # kept in ``done`` unless redone
+    redo_stale: bool = False
+
+    @property
+    def kept_stale(self) -> list[StaleRun]:
+        return [] if self.redo_stale else self.stale
+
+
+def expected_threshold(cell_info: dict) -> object:
+    return cell_info["threshold_tokens"] if "threshold_tokens" in cell_info else ANY_THRESHOLD
+
+
+def survey(runs: Sequence[PlannedRun], *, threshold: object = ANY_THRESHOLD, redo_errors: bool = False,
+           redo_stale: bool = False) -> Survey:
+    """Sort the runs by what their directories hold; reads only, changes nothing."""
+    state = Survey(redo_stale=redo_stale)
+    for run in runs:
+        if not is_complete(run.run_dir):
+            state.pending.append(run)
+            continue
+        record = read_json(run.run_dir / RUN_JSON)
+        if redo_errors and record.get("outcome") == "error":
+            state.pending.append(run)
+            continue
+        recorded = (record.get("identity") or {}).get("threshold_tokens")
+        if threshold is not ANY_THRESHOLD and recorded != threshold:
+            state.stale.append(StaleRun(run.run_dir, recorded, threshold))
+            if redo_stale:
+                state.pending.append(run)
+                continue
+        state.done[run.run_dir] = RunResult(run.run_dir, record.get("outcome", "error"), record.get("error"),
+                                            skipped=True)
+    return state
+
+
 def previous_result(run: PlannedRun, redo_errors: bool) -> RunResult | None:
     """The recorded result when this run need not run again, else None."""
-    if not is_complete(run.run_dir):
-        return None
-    record = read_json(run.run_dir / RUN_JSON)
-    if redo_errors and record.get("outcome") == "error":
-        return None
-    return RunResult(run.run_dir, record.get("outcome", "error"), record.get("error"), skipped=True)
+    return survey([run], redo_errors=redo_errors).done.get(run.run_dir)
+
+
+def set_aside(run_dir: Path, cell_dir: Path) -> Path:
+    """Move a run directory to ``CELL_DIR/stale/`` (never over an earlier one) and return where."""
+    folder = Path(cell_dir) / STALE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / run_dir.name
+    n = 1
+    while target.exists():
+        n += 1
+        target = folder / f"{run_dir.name}.{n}"
+    shutil.move(run_dir, target)
+    return target
+
+
+def report_stale(state: Survey) -> None:
+    for run in state.stale:
+        action = "moved to stale/ and run again" if state.redo_stale else "kept (--redo-stale reruns it)"
+        print(f"ctxpolicy: {run.run_dir}: stale threshold: run has threshold_tokens {run.threshold_tokens}, "
+              f"the cell now {run.expected}; {action}", file=sys.stderr)
+
+
+def _prepare(runs: Sequence[PlannedRun], cell_dir: Path, cell_info: dict, redo_errors: bool,
+             redo_stale: bool) -> tuple[Survey, list[dict]]:
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    state = survey(runs, threshold=expected_threshold(cell_info), redo_errors=redo_errors, redo_stale=redo_stale)
+    report_stale(state)
+    moved = []
+    if redo_stale:
+        for run in state.stale:
+            target = set_aside(run.run_dir, cell_dir)
+            moved.append({**_stale_entry(run, cell_dir), "moved_to": _relative(target, cell_dir)})
+    return state, moved
 
 
 def _safe(run: PlannedRun) -> RunResult:
@@ -55,34 +140,40 @@ def run_cell(
     cell_info: dict,
     concurrency: int,
     redo_errors: bool = False,
+    redo_stale: bool = False,
     progress: bool = True,
+    cancel: threading.Event | None = None,
 ) -> list[RunResult]:
+    """Execute the runs not yet done and write cell.json.
+
+    On KeyboardInterrupt (and ``ctxpolicy.agent.interrupt.Interrupted``) no run is submitted any
+    more, ``cancel`` is set so that runs in flight record nothing, and the exception propagates
+    at once, without waiting for them and without writing cell.json.
+    """
     cell_dir = Path(cell_dir)
-    cell_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    results: dict[Path, RunResult] = {}
-    pending = []
-    for run in runs:
-        done = previous_result(run, redo_errors)
-        if done is None:
-            pending.append(run)
-        else:
-            results[run.run_dir] = done
+    state, moved = _prepare(runs, cell_dir, cell_info, redo_errors, redo_stale)
+    results = dict(state.done)
     bar = tqdm(total=len(runs), initial=len(results), desc=cell_info.get("slug", cell_dir.name),
                unit="run", disable=not progress)
-    with bar, ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = [pool.submit(_safe, run) for run in pending]
-        try:
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    try:
+        with bar:
+            futures = [pool.submit(_safe, run) for run in state.pending]
             for future in as_completed(futures):
                 result = future.result()
                 results[result.run_dir] = result
                 bar.update(1)
                 bar.set_postfix(Counter(r.outcome for r in results.values()), refresh=False)
-        except KeyboardInterrupt:
-            pool.shutdown(wait=False, cancel_futures=True)  # runs in flight finish; no cell.json
-            raise
+    except BaseException:
+        if cancel is not None:
+            cancel.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     ordered = [results[run.run_dir] for run in runs]
-    atomic_write_json(cell_dir / CELL_JSON, cell_record(cell_info, ordered, cell_dir, start, time.time()))
+    atomic_write_json(cell_dir / CELL_JSON,
+                      cell_record(cell_info, ordered, cell_dir, start, time.time(), state.kept_stale, moved))
     return ordered
 
 
@@ -97,25 +188,26 @@ def run_cell_with_harness(
     cell_dir: Path,
     cell_info: dict,
     redo_errors: bool = False,
+    redo_stale: bool = False,
 ) -> list[RunResult]:
     """Let a benchmark's own harness (``tb run``) execute the runs of the tasks not yet complete.
 
     ``argv_for(task_ids)`` is the harness command; it calls ``ctxpolicy.agent.terminal_bench.run_task``
     for each trial, which writes the run directories. Raises HarnessError (and writes no cell.json)
     when runs are still incomplete afterwards, so that starting the cell again redoes them.
+    On an interrupt the harness is killed (``subprocess.run`` does so) and the exception propagates.
     """
     cell_dir = Path(cell_dir)
-    cell_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    before = {run.run_dir: previous_result(run, redo_errors) for run in runs}
-    pending = list(dict.fromkeys(run.task_id for run in runs if before[run.run_dir] is None))
+    state, moved = _prepare(runs, cell_dir, cell_info, redo_errors, redo_stale)
+    pending = list(dict.fromkeys(run.task_id for run in state.pending))
     if pending:
         with open(cell_dir / HARNESS_LOG, "a", encoding="utf-8") as log:
             subprocess.run(argv_for(pending), stdout=log, stderr=subprocess.STDOUT, check=False)
     results = []
     for run in runs:
-        if before[run.run_dir] is not None and run.task_id not in pending:
-            results.append(before[run.run_dir])
+        if run.run_dir in state.done and run.task_id not in pending:
+            results.append(state.done[run.run_dir])
         elif is_complete(run.run_dir):
             record = read_json(run.run_dir / RUN_JSON)
             results.append(RunResult(run.run_dir, record.get("outcome", "error"), record.get("error")))
@@ -123,11 +215,21 @@ def run_cell_with_harness(
     if missing:
         raise HarnessError(f"{cell_dir / HARNESS_LOG}: the harness left {len(missing)} run(s) without a complete "
                            f"run.json: {', '.join(missing[:10])}")
-    atomic_write_json(cell_dir / CELL_JSON, cell_record(cell_info, results, cell_dir, start, time.time()))
+    kept = survey(runs, threshold=expected_threshold(cell_info)).stale  # the harness may have redone some
+    atomic_write_json(cell_dir / CELL_JSON, cell_record(cell_info, results, cell_dir, start, time.time(), kept, moved))
     return results
 
 
-def cell_record(cell_info: dict, results: Sequence[RunResult], cell_dir: Path, start: float, end: float) -> dict:
+def _relative(path: Path, cell_dir: Path) -> str:
+    return str(path.relative_to(cell_dir)) if path.is_relative_to(cell_dir) else str(path)
+
+
+def _stale_entry(run: StaleRun, cell_dir: Path) -> dict:
+    return {"run_dir": _relative(run.run_dir, cell_dir), "threshold_tokens": run.threshold_tokens}
+
+
+def cell_record(cell_info: dict, results: Sequence[RunResult], cell_dir: Path, start: float, end: float,
+                stale: Sequence[StaleRun] = (), redone_stale: Sequence[dict] = ()) -> dict:
     return {
         "schema_version": 1,
         "complete": True,
@@ -135,8 +237,9 @@ def cell_record(cell_info: dict, results: Sequence[RunResult], cell_dir: Path, s
         "timing": {"start": start, "end": end, "wall_s": end - start},
         "outcomes": dict(Counter(r.outcome for r in results)),
         "runs": [
-            {"run_dir": str(r.run_dir.relative_to(cell_dir)) if r.run_dir.is_relative_to(cell_dir) else str(r.run_dir),
-             "outcome": r.outcome, "error": r.error, "skipped": r.skipped}
+            {"run_dir": _relative(r.run_dir, cell_dir), "outcome": r.outcome, "error": r.error, "skipped": r.skipped}
             for r in results
         ],
+        "stale_threshold_runs": [_stale_entry(run, cell_dir) for run in stale],
+        "redone_stale_runs": list(redone_stale),
     }

@@ -4,33 +4,60 @@ Runs go a few at a time (--concurrency, default: the benchmark's `concurrency` i
 into CELL_DIR/{task_id}__a{attempt}/; the cell's model server is started and stopped here, its
 log kept in CELL_DIR/server.log, unless --endpoint names a running one. Runs already complete
 (run.json with complete: true) are skipped, so a killed cell started again redoes only the
-missing ones. CELL_DIR/cell.json, written last, lists every run and its outcome.
+missing ones; when none is missing, no server is started and only cell.json is written again.
+CELL_DIR/cell.json, written last, lists every run and its outcome.
+
+One run-cell per cell: CELL_DIR/.lock is held (flock) while it works; a second one exits 1 at
+once, naming the holder's pid. SIGINT/SIGTERM stop it promptly: no new runs, the model server
+stopped, every process it started killed, runs in flight left without run.json (a restart
+redoes them), no cell.json; exit code 130/143.
+
+Complete runs recorded with other threshold_tokens than the cell now resolves (e.g. after a
+recalibration) are kept, reported on stderr and listed in cell.json `stale_threshold_runs`;
+--redo-stale moves them to CELL_DIR/stale/ and runs them again (listed in `redone_stale_runs`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
+import os
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.agent.cli_common import ENDPOINT_HELP, add_common_arguments, fail
+from ctxpolicy.agent.cli_common import ENDPOINT_HELP, add_common_arguments, fail, input_errors
+
+
+CELL_HELP = """\
+the cell directory:
+  runs already complete are skipped; when all are, no model server is started;
+  CELL_DIR/.lock (flock) lets one run-cell at a time work on the cell; a second exits 1 at once;
+  SIGINT/SIGTERM: runs in flight are killed and not recorded, the server stopped; exit 130/143;
+  runs with another threshold than the cell's now are stale: kept and listed in cell.json
+      stale_threshold_runs, or, with --redo-stale, moved to CELL_DIR/stale/ and run again."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = ENDPOINT_HELP
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = f"{ENDPOINT_HELP}\n\n{CELL_HELP}"
     add_common_arguments(parser)
     parser.add_argument("--cohort", default="main", help="cohort of tasks (default: %(default)s)")
     parser.add_argument("--concurrency", type=int, help="runs at once (default: the benchmark's concurrency)")
     parser.add_argument("--attempts", type=int, help="attempts per task (default: the config's attempts)")
     parser.add_argument("--tasks", help="comma-separated task ids: run only these of the cohort")
     parser.add_argument("--redo-errors", action="store_true", help="run again the runs whose outcome was error")
+    parser.add_argument("--redo-stale", action="store_true",
+                        help="move complete runs whose threshold_tokens differ from the cell's now (e.g. after "
+                             "recalibration) to CELL_DIR/stale/ and run them again; without it they are kept, "
+                             "reported on stderr and listed in cell.json stale_threshold_runs")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--out", type=Path, required=True, help="the cell directory")
 
@@ -83,25 +110,50 @@ def plan_cell(args: argparse.Namespace) -> CellPlan:
     return CellPlan(config, adapter, tasks, attempts, concurrency, cell, policy, setting, threshold, settings_of)
 
 
-def planned_runs(plan: CellPlan, out: Path, endpoint: Any, summary_endpoint: Any) -> list:
+def planned_runs(plan: CellPlan, out: Path) -> list:
+    """Every run of the cell, not yet bound to an endpoint (``execute`` None)."""
     from ctxpolicy.agent.cell import PlannedRun
-    from ctxpolicy.agent.plan import make_identity, run_dir_name
+    from ctxpolicy.agent.plan import run_dir_name
+
+    return [PlannedRun(out / run_dir_name(task.task_id, attempt), task.task_id, attempt)
+            for task in plan.tasks for attempt in range(1, plan.attempts + 1)]
+
+
+def bind_runs(plan: CellPlan, runs: list, endpoint: Any, summary_endpoint: Any, cancel: threading.Event) -> list:
+    """The runs with ``execute`` set: ``execute_run`` against the endpoints, cancellable."""
+    from ctxpolicy.agent.plan import make_identity
     from ctxpolicy.agent.runner import execute_run
 
     cell = plan.cell
-    runs = []
-    for task in plan.tasks:
-        for attempt in range(1, plan.attempts + 1):
-            identity = make_identity(config=plan.config, benchmark=cell.benchmark, cohort=cell.cohort,
-                                     model=cell.model, policy=plan.policy, task=task, attempt=attempt,
-                                     threshold_setting=plan.setting, threshold_tokens=plan.threshold,
-                                     summarizer=cell.summarizer, cell=cell.slug, track=cell.track)
-            run_dir = out / run_dir_name(task.task_id, attempt)
-            runs.append(PlannedRun(run_dir, task.task_id, attempt, functools.partial(
-                execute_run, identity=identity, task=task, adapter=plan.adapter,
-                settings=plan.settings_of[task.task_id], endpoint=endpoint,
-                summarizer_endpoint=summary_endpoint, run_dir=run_dir)))
-    return runs
+    tasks = {task.task_id: task for task in plan.tasks}
+    bound = []
+    for run in runs:
+        task = tasks[run.task_id]
+        identity = make_identity(config=plan.config, benchmark=cell.benchmark, cohort=cell.cohort,
+                                 model=cell.model, policy=plan.policy, task=task, attempt=run.attempt,
+                                 threshold_setting=plan.setting, threshold_tokens=plan.threshold,
+                                 summarizer=cell.summarizer, cell=cell.slug, track=cell.track)
+        bound.append(dataclasses.replace(run, execute=functools.partial(
+            execute_run, identity=identity, task=task, adapter=plan.adapter,
+            settings=plan.settings_of[task.task_id], endpoint=endpoint,
+            summarizer_endpoint=summary_endpoint, run_dir=run.run_dir, cancel=cancel)))
+    return bound
+
+
+def previous_endpoint(out: Path, runs: list) -> dict | None:
+    """The server recorded by the last cell.json, else by a run: for a cell.json written without one."""
+    from ctxpolicy.agent.cell import CELL_JSON
+    from ctxpolicy.agent.record import RUN_JSON, read_json
+
+    for path in [out / CELL_JSON, *(run.run_dir / RUN_JSON for run in runs)]:
+        try:
+            record = read_json(path)
+            server = record["endpoint"] if path.name == CELL_JSON else record["versions"]["server"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if server:
+            return server
+    return None
 
 
 def harness_command(plan: CellPlan, args: argparse.Namespace, endpoint: Any):
@@ -116,14 +168,42 @@ def harness_command(plan: CellPlan, args: argparse.Namespace, endpoint: Any):
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.agent.cell import HarnessError, run_cell, run_cell_with_harness
-    from ctxpolicy.agent.cli_common import input_errors, model_endpoint, serving_errors
+    from ctxpolicy.agent.cell_lock import CellBusy, cell_lock
+    from ctxpolicy.agent.interrupt import Interrupted, kill_descendants, raise_on_signals
 
     try:
         plan = plan_cell(args)
     except input_errors() as exc:
         return fail(str(exc))
+    try:
+        with cell_lock(args.out), raise_on_signals():
+            try:
+                return _run(plan, args)
+            except Interrupted as exc:  # still holding the lock, further signals ignored
+                kill_descendants()
+                print(f"ctxpolicy: {args.out}: {exc} received; runs in flight killed and not recorded, "
+                      "no cell.json", file=sys.stderr)
+                # Worker threads may still wait on a hung request: they must not delay the exit.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(exc.exit_code)
+    except CellBusy as exc:
+        print(f"ctxpolicy: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(plan: CellPlan, args: argparse.Namespace) -> int:
+    from ctxpolicy.agent.cell import HarnessError, run_cell, run_cell_with_harness, survey
+    from ctxpolicy.agent.cli_common import model_endpoint, serving_errors
+
     out: Path = args.out
+    runs = planned_runs(plan, out)
+    todo = survey(runs, threshold=plan.threshold, redo_errors=args.redo_errors, redo_stale=args.redo_stale)
+    if not todo.pending:  # nothing to execute: no server (minutes of GPU) for a cell.json
+        results = run_cell(runs, cell_dir=out, cell_info={**plan.info(), "endpoint": previous_endpoint(out, runs)},
+                           concurrency=1, progress=False)
+        return _summary(out, results)
+    cancel = threading.Event()
     try:
         with contextlib.ExitStack() as servers:
             endpoint = servers.enter_context(model_endpoint(
@@ -134,17 +214,26 @@ def main(args: argparse.Namespace) -> int:
                 summary_endpoint = servers.enter_context(model_endpoint(
                     plan.config, args.summarizer, url=args.summarizer_endpoint, served_name=None,
                     log_path=out / f"server-{args.summarizer}.log"))
-            runs = planned_runs(plan, out, endpoint, summary_endpoint)
             cell_info = {**plan.info(), "endpoint": endpoint.server}
             if hasattr(plan.adapter, "harness_argv"):
                 results = run_cell_with_harness(runs, argv_for=harness_command(plan, args, endpoint),
-                                                cell_dir=out, cell_info=cell_info, redo_errors=args.redo_errors)
+                                                cell_dir=out, cell_info=cell_info, redo_errors=args.redo_errors,
+                                                redo_stale=args.redo_stale)
             else:
+                runs = bind_runs(plan, runs, endpoint, summary_endpoint, cancel)
                 results = run_cell(runs, cell_dir=out, cell_info=cell_info, concurrency=plan.concurrency,
-                                   redo_errors=args.redo_errors, progress=not args.no_progress)
+                                   redo_errors=args.redo_errors, redo_stale=args.redo_stale,
+                                   progress=not args.no_progress, cancel=cancel)
     except (*serving_errors(), HarnessError) as exc:
         print(f"ctxpolicy: {exc}", file=sys.stderr)
         return 1
+    except BaseException:
+        cancel.set()  # however we leave, no run in flight may record itself afterwards
+        raise
+    return _summary(out, results)
+
+
+def _summary(out: Path, results: list) -> int:
     outcomes = Counter(result.outcome for result in results)
     print(json.dumps({"cell_dir": str(out), "runs": len(results), "outcomes": dict(outcomes)}))
     return 0

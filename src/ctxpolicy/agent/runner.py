@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -104,7 +105,10 @@ def execute_run(
     run_dir: Path,
     summarizer_endpoint: Endpoint | None = None,
     agent_dir: Path = AGENT_DIR,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
+    """Run the agent on the task and write run.json; ``cancel`` set by the end (the cell was
+    interrupted, its commands killed) means the run is not recorded and RunCancelled is raised."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     reset_run_dir(run_dir)
@@ -118,9 +122,15 @@ def execute_run(
         state.traceback = traceback.format_exc()
         log.warning("run %s failed: %s", run_dir, state.error)
     end = time.time()
+    if cancel is not None and cancel.is_set():
+        raise RunCancelled(f"{run_dir}: interrupted; no run.json written")
     record = run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
     atomic_write_json(run_dir / RUN_JSON, record)
     return RunResult(run_dir, state.outcome, state.error)
+
+
+class RunCancelled(RuntimeError):
+    """The cell was interrupted while this run was in flight."""
 
 
 @dataclass

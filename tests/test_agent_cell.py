@@ -1,0 +1,146 @@
+"""run-cell as the Snakemake DAG needs it: no server for a complete cell, one run-cell per cell,
+stale thresholds reported or redone (in process, against the fake endpoint)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import require
+from fake_llm_server import FakeLLMServer
+
+from ctxpolicy import cli
+from ctxpolicy.agent import cli_common
+from ctxpolicy.agent.cell import PlannedRun, set_aside, survey
+from ctxpolicy.agent.cell_lock import cell_lock
+from ctxpolicy.agent.record import atomic_write_json, read_json
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = ("hello-world", "csv-sum")
+
+
+def _complete(run_dir: Path, threshold: int | None, outcome: str = "submitted") -> PlannedRun:
+    atomic_write_json(run_dir / "run.json", {"complete": True, "outcome": outcome, "error": None,
+                                             "identity": {"threshold_tokens": threshold}})
+    return PlannedRun(run_dir, run_dir.name.split("__")[0], 1)
+
+
+def test_survey_sorts_runs_into_done_pending_and_stale(tmp_path):
+    same = _complete(tmp_path / "a__a1", 2000)
+    other = _complete(tmp_path / "b__a1", 1500)
+    failed = _complete(tmp_path / "c__a1", 2000, outcome="error")
+    missing = PlannedRun(tmp_path / "d__a1", "d", 1)
+    runs = [same, other, failed, missing]
+
+    kept = survey(runs, threshold=2000)
+    assert set(kept.done) == {same.run_dir, other.run_dir, failed.run_dir}
+    assert kept.pending == [missing]
+    assert [(s.run_dir, s.threshold_tokens, s.expected) for s in kept.stale] == [(other.run_dir, 1500, 2000)]
+    assert kept.kept_stale == kept.stale
+
+    redo = survey(runs, threshold=2000, redo_errors=True, redo_stale=True)
+    assert set(redo.done) == {same.run_dir}
+    assert redo.pending == [other, failed, missing] and redo.kept_stale == []
+
+    assert survey(runs).stale == []  # a cell declaring no threshold has no stale runs
+
+
+def test_set_aside_never_overwrites_an_earlier_stale_run(tmp_path):
+    for n in range(2):
+        run = _complete(tmp_path / "a__a1", 1000 + n)
+        target = set_aside(run.run_dir, tmp_path)
+        assert read_json(target / "run.json")["identity"]["threshold_tokens"] == 1000 + n
+    assert sorted(p.name for p in (tmp_path / "stale").iterdir()) == ["a__a1", "a__a1.2"]
+    assert not (tmp_path / "a__a1").exists()
+
+
+@pytest.fixture
+def study(tmp_path):
+    """The real config, a cohort of two offline tasks, a calibrated thresholds file."""
+    from ctxpolicy.sandbox import bwrap_available
+
+    require(bwrap_available(), "bubblewrap (Debian package bubblewrap)")
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cohort = tmp_path / "cohort.txt"
+    cohort.write_text("\n".join(TASKS) + "\n")
+    config["benchmarks"]["local"]["cohorts"] = {"main": str(cohort), "sweep": str(cohort)}
+    config["results_dir"] = str(tmp_path / "results")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _argv(study: Path, cell_dir: Path, thresholds: Path, *extra: str) -> list[str]:
+    return ["run-cell", "--config", str(study), "--benchmark", "local", "--model", "qwen05b",
+            "--policy", "TR/Th/0.5", "--setting", "primary", "--thresholds", str(thresholds),
+            "--concurrency", "2", "--no-progress", "--out", str(cell_dir), *extra]
+
+
+def _thresholds(path: Path, primary: int) -> Path:
+    path.write_text(json.dumps({"tight": primary // 2, "primary": primary, "loose": primary * 2}))
+    return path
+
+
+def test_complete_cell_starts_no_server_and_rewrites_cell_json(study, tmp_path, monkeypatch):
+    cell_dir = tmp_path / "cell"
+    thresholds = _thresholds(tmp_path / "thresholds.json", 2000)
+    with FakeLLMServer() as server:
+        assert cli.main(_argv(study, cell_dir, thresholds, "--endpoint", server.url)) == 0
+    (cell_dir / "cell.json").unlink()
+
+    def no_server(*args, **kwargs):
+        raise AssertionError("a model server was started for a complete cell")
+
+    monkeypatch.setattr(cli_common, "model_endpoint", no_server)
+    assert cli.main(_argv(study, cell_dir, thresholds)) == 0  # no --endpoint: would start llama.cpp
+    cell = read_json(cell_dir / "cell.json")
+    assert all(r["skipped"] and r["outcome"] == "submitted" for r in cell["runs"])
+    assert cell["endpoint"] == {"kind": "endpoint", "version": None, "url": server.url}
+    assert cell["stale_threshold_runs"] == [] and cell["threshold_tokens"] == 2000
+
+
+def test_stale_threshold_runs_are_kept_and_listed_then_redone_with_redo_stale(study, tmp_path, capsys):
+    cell_dir = tmp_path / "cell"
+    thresholds = _thresholds(tmp_path / "thresholds.json", 2000)
+    with FakeLLMServer() as server:
+        assert cli.main(_argv(study, cell_dir, thresholds, "--endpoint", server.url)) == 0
+        first = len(server.requests)
+        _thresholds(thresholds, 3000)  # recalibrated
+        capsys.readouterr()
+
+        assert cli.main(_argv(study, cell_dir, thresholds, "--endpoint", server.url)) == 0
+        assert len(server.requests) == first  # kept, not rerun
+        err = capsys.readouterr().err
+        assert err.count("stale threshold") == 2 and "threshold_tokens 2000" in err and "3000" in err
+        cell = read_json(cell_dir / "cell.json")
+        assert cell["stale_threshold_runs"] == [{"run_dir": f"{t}__a1", "threshold_tokens": 2000} for t in TASKS]
+
+        assert cli.main(_argv(study, cell_dir, thresholds, "--endpoint", server.url, "--redo-stale")) == 0
+        assert len(server.requests) > first
+    cell = read_json(cell_dir / "cell.json")
+    assert cell["stale_threshold_runs"] == []
+    assert [r["moved_to"] for r in cell["redone_stale_runs"]] == [f"stale/{t}__a1" for t in TASKS]
+    for task in TASKS:
+        assert read_json(cell_dir / f"{task}__a1" / "run.json")["identity"]["threshold_tokens"] == 3000
+        assert read_json(cell_dir / "stale" / f"{task}__a1" / "run.json")["identity"]["threshold_tokens"] == 2000
+
+
+def test_a_second_run_cell_on_a_locked_cell_fails_at_once_naming_dir_and_pid(study, tmp_path, capsys):
+    cell_dir = tmp_path / "cell"
+    thresholds = _thresholds(tmp_path / "thresholds.json", 2000)
+    with cell_lock(cell_dir):
+        code = cli.main(_argv(study, cell_dir, thresholds, "--endpoint", "http://127.0.0.1:9/v1"))
+    err = capsys.readouterr().err
+    assert code == 1 and str(cell_dir) in err and f"pid {os.getpid()}" in err
+    assert not (cell_dir / "cell.json").exists()
+
+
+def test_run_cell_help_documents_lock_signals_and_stale_runs(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run-cell", "--help"])
+    text = capsys.readouterr().out
+    for needle in ("--redo-stale", "stale_threshold_runs", ".lock", "SIGTERM", "130/143", "no model server"):
+        assert needle in text, needle
