@@ -232,3 +232,13 @@ def test_no_readable_runs_gives_empty_tables_with_columns(tmp_path):
     assert "billed_exact" in tables.runs.columns and "cached_exact" in tables.calls.columns
     write_tables(tables, tmp_path / "tables")
     assert pd.read_parquet(tmp_path / "tables" / "runs.parquet").empty
+
+
+def test_find_run_dirs_skips_runs_moved_aside_as_stale(tmp_path):
+    from ctxpolicy.metrics.records import find_run_dirs
+
+    cell = tmp_path / "local" / "m" / "TR_Th_0.5__primary"
+    for run in (cell / "t-1__a1", cell / "stale" / "t-1__a1"):
+        run.mkdir(parents=True)
+        (run / "run.json").write_text("{}")
+    assert find_run_dirs([tmp_path]) == [cell / "t-1__a1"]

@@ -367,3 +367,13 @@ def test_verify_rehashes_model_files_only_when_asked(study, tmp_path):
     assert verify(study["figure"])[1] == []
     _, problems = verify(study["figure"], models=True)
     assert {(p.path, p.problem) for p in problems} == {(MODEL["file"], "missing")}
+
+
+def test_run_record_files_skip_runs_moved_aside_as_stale(tmp_path):
+    from ctxpolicy.provenance.runs import run_record_files
+
+    cell = tmp_path / "local" / "m" / "TR_Th_0.5__primary"
+    for run in (cell / "t-1__a1", cell / "stale" / "t-1__a1"):
+        run.mkdir(parents=True)
+        (run / "run.json").write_text("{}")
+    assert run_record_files(tmp_path) == [cell / "t-1__a1" / "run.json"]

@@ -47,10 +47,14 @@ class RunRecord:
     calls: dict[str, np.ndarray]
 
 
+SKIPPED_DIRS = frozenset({"workspace", "stale"})  # docs/architecture.md: not run directories
+
+
 def find_run_dirs(roots: list[Path]) -> list[Path]:
     """Every directory under the roots that holds any run file (complete or not).
 
-    A run directory's subdirectories (its workspace) are not searched."""
+    A run directory's subdirectories (its workspace) are not searched, nor are the ``stale/``
+    folders where ``run-cell --redo-stale`` keeps runs made under an outdated threshold."""
     found: list[Path] = []
     for root in map(Path, roots):
         if not root.is_dir():
@@ -60,7 +64,7 @@ def find_run_dirs(roots: list[Path]) -> list[Path]:
                 found.append(Path(directory))
                 subdirs.clear()
             else:
-                subdirs[:] = [d for d in subdirs if d != "workspace"]
+                subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS]
     return sorted(set(found))
 
 

@@ -14,11 +14,15 @@ RUN_JSON = "run.json"
 RUN_RECORD_FILES = ("run.json", "calls.jsonl", "verdict.json")
 
 
+STALE_DIR = "stale"  # docs/architecture.md: runs moved aside, not part of the cell
+
+
 def run_record_files(root: str | Path) -> list[Path]:
     """run.json, calls.jsonl and verdict.json of every run directory under ``root``, sorted.
 
     A run directory is one holding a run.json; the walk never descends into one, so large
-    task workspaces are not visited.
+    task workspaces are not visited, nor into the ``stale/`` folders where
+    ``run-cell --redo-stale`` keeps runs made under an outdated threshold.
     """
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -26,7 +30,7 @@ def run_record_files(root: str | Path) -> list[Path]:
             found.extend(Path(dirpath, name) for name in RUN_RECORD_FILES if name in filenames)
             dirnames.clear()
         else:
-            dirnames.sort()
+            dirnames[:] = sorted(d for d in dirnames if d != STALE_DIR)
     return sorted(found)
 
 
