@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import require
+from agent_helpers import TASKS, help_text, offline_study
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
@@ -17,9 +16,6 @@ from ctxpolicy.agent import cli_common
 from ctxpolicy.agent.cell import PlannedRun, set_aside, survey
 from ctxpolicy.agent.cell_lock import cell_lock
 from ctxpolicy.agent.record import atomic_write_json, read_json
-
-REPO = Path(__file__).resolve().parents[1]
-TASKS = ("hello-world", "csv-sum")
 
 
 def _complete(run_dir: Path, threshold: int | None, outcome: str = "submitted") -> PlannedRun:
@@ -59,18 +55,7 @@ def test_set_aside_never_overwrites_an_earlier_stale_run(tmp_path):
 
 @pytest.fixture
 def study(tmp_path):
-    """The real config, a cohort of two offline tasks, a calibrated thresholds file."""
-    from ctxpolicy.sandbox import bwrap_available
-
-    require(bwrap_available(), "bubblewrap (Debian package bubblewrap)")
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    cohort = tmp_path / "cohort.txt"
-    cohort.write_text("\n".join(TASKS) + "\n")
-    config["benchmarks"]["local"]["cohorts"] = {"main": str(cohort), "sweep": str(cohort)}
-    config["results_dir"] = str(tmp_path / "results")
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return offline_study(tmp_path)
 
 
 def _argv(study: Path, cell_dir: Path, thresholds: Path, *extra: str) -> list[str]:
@@ -139,8 +124,6 @@ def test_a_second_run_cell_on_a_locked_cell_fails_at_once_naming_dir_and_pid(stu
 
 
 def test_run_cell_help_documents_lock_signals_and_stale_runs(capsys):
-    with pytest.raises(SystemExit):
-        cli.main(["run-cell", "--help"])
-    text = capsys.readouterr().out
+    text = help_text(capsys, "run-cell")
     for needle in ("--redo-stale", "stale_threshold_runs", ".lock", "SIGTERM", "130/143", "no model server"):
         assert needle in text, needle

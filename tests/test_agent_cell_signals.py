@@ -8,19 +8,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
-import yaml
-from conftest import require
+from agent_helpers import TASKS, offline_study
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
 from ctxpolicy.agent.record import is_complete
-
-REPO = Path(__file__).resolve().parents[1]
-TASKS = ("hello-world", "csv-sum")
 
 
 class StuckLLMServer(FakeLLMServer):
@@ -38,17 +33,7 @@ class StuckLLMServer(FakeLLMServer):
 
 @pytest.fixture
 def study(tmp_path):
-    from ctxpolicy.sandbox import bwrap_available
-
-    require(bwrap_available(), "bubblewrap (Debian package bubblewrap)")
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    cohort = tmp_path / "cohort.txt"
-    cohort.write_text("\n".join(TASKS) + "\n")
-    config["benchmarks"]["local"]["cohorts"] = {"main": str(cohort), "sweep": str(cohort)}
-    config["results_dir"] = str(tmp_path / "results")
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return offline_study(tmp_path)
 
 
 def _wait_for(condition, timeout_s: float, what: str):

@@ -3,56 +3,38 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-import yaml
-from conftest import require
+from agent_helpers import CONFIG, TASKS, help_text, offline_study
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
 from ctxpolicy.agent.record import read_json
 from ctxpolicy.agent.validate import run_dir_problems
 
-REPO = Path(__file__).resolve().parents[1]
-TASKS = ("hello-world", "csv-sum")
-
 
 def test_run_help_says_how_to_reach_vllm_the_embedded_model_and_any_endpoint(capsys):
-    with pytest.raises(SystemExit):
-        cli.main(["run", "--help"])
-    text = capsys.readouterr().out
+    text = help_text(capsys, "run")
     for needle in ("vllm serve", "embedded", "llama.cpp", "--endpoint", "OpenAI-compatible", "--served-name"):
         assert needle in text, needle
 
 
 def test_unknown_model_is_one_clear_line_and_exit_2(tmp_path, capsys):
-    code = cli.main(["run", "--config", str(REPO / "config" / "config.yaml"), "--benchmark", "local",
+    code = cli.main(["run", "--config", str(CONFIG), "--benchmark", "local",
                      "--model", "nope", "--policy", "FC", "--task", "x", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and "models.nope" in err and len(err.strip().splitlines()) == 1
 
 
 def test_bad_policy_is_exit_2(tmp_path, capsys):
-    code = cli.main(["run", "--config", str(REPO / "config" / "config.yaml"), "--benchmark", "local",
+    code = cli.main(["run", "--config", str(CONFIG), "--benchmark", "local",
                      "--model", "qwen05b", "--policy", "XX/Th", "--task", "x", "--out", str(tmp_path / "r")])
     assert code == 2 and "XX" in capsys.readouterr().err
 
 
 @pytest.fixture
 def study(tmp_path):
-    """The real config, with a cohort of two small terminal tasks of the offline suite."""
-    from ctxpolicy.sandbox import bwrap_available
-
-    require(bwrap_available(), "bubblewrap (Debian package bubblewrap)")
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    cohort = tmp_path / "cohort.txt"
-    cohort.write_text("\n".join(TASKS) + "\n")
-    config["benchmarks"]["local"]["cohorts"] = {"main": str(cohort), "sweep": str(cohort)}
-    config["results_dir"] = str(tmp_path / "results")
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return offline_study(tmp_path)
 
 
 def test_run_writes_a_valid_run_directory(study, tmp_path, capsys):

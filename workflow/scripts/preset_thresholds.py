@@ -9,12 +9,10 @@ read one kind of file whichever the source; settings the preset leaves out are n
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
+from ctxpolicy.atomic import atomic_write_json
 from ctxpolicy.config import SETTINGS, ConfigError, load_config
 
 
@@ -23,16 +21,6 @@ def preset_thresholds(config: dict, benchmark: str, model: str) -> dict:
     if not source or source["source"] != "preset":
         raise ConfigError(f"thresholds.{benchmark}.{model}: {source!r} is not a preset")
     return {"source": "preset", **{s: source.get(s) for s in SETTINGS}, "percentiles": {}, "peaks": []}
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        json.dump(data, tmp, indent=1)
-        tmp.write("\n")
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    os.replace(tmp.name, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"preset_thresholds: {exc}", file=sys.stderr)
         return 2
-    write_json_atomic(args.out, data)
+    atomic_write_json(args.out, data, indent=1)
     return 0
 
 

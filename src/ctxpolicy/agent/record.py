@@ -6,14 +6,13 @@ Layout and line formats are the contract in docs/architecture.md ("Run directory
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy import atomic
 from ctxpolicy.agent.messages import api_message, message_id
 
 RUN_JSON = "run.json"
@@ -27,38 +26,9 @@ WORKSPACE = "workspace"
 _RUN_OUTPUTS = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON, PATCH_DIFF, "verdict.json")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
 def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """The run directory's JSON layout: indented, UTF-8 as is, anything else as ``str``."""
+    atomic.atomic_write_json(path, data, indent=2, ensure_ascii=False, default=str)
 
 
 def read_json(path: Path) -> Any:

@@ -24,11 +24,11 @@ from ctxpolicy.agent.record import (
     WORKSPACE,
     RunRecorder,
     atomic_write_json,
-    atomic_write_text,
     reset_run_dir,
 )
 from ctxpolicy.agent.settings import AGENT_DIR, RunSettings, load_templates
 from ctxpolicy.agent.versions import hardware, software_versions
+from ctxpolicy.atomic import atomic_write_text
 
 SCHEMA_VERSION = 1
 

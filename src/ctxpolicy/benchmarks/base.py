@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from ctxpolicy import atomic
 
 TASK_KINDS = ("repo", "terminal")
 ENVIRONMENT_KINDS = ("bwrap", "docker", "apptainer")
@@ -74,24 +74,8 @@ def submission_instructions_for(task: Task) -> str:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write JSON so that readers see either the old file or the complete new one."""
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write text so that readers see either the old file or the complete new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """The benchmarks' JSON layout (verdicts, evaluation summaries): indented, sorted keys, UTF-8 as is."""
+    atomic.atomic_write_json(path, data, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def write_verdict(run_dir: Path, verdict: Verdict) -> None:

@@ -100,7 +100,7 @@ def inspect(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from ctxpolicy.benchmarks.base import atomic_write_text
+    from ctxpolicy.atomic import atomic_write_text
     from ctxpolicy.benchmarks.catalog import catalog_for
     from ctxpolicy.benchmarks.cohorts import draw_cohorts, format_cohort, stratum_counts
 

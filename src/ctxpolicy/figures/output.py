@@ -9,34 +9,18 @@ from __future__ import annotations
 import io
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import matplotlib as mpl
 import pandas as pd
+
+from ctxpolicy.atomic import atomic_write_bytes
 
 PDF_METADATA = {"Creator": "ctxpolicy", "Producer": "ctxpolicy", "CreationDate": None}
 PNG_METADATA = {"Software": None}
 SVG_METADATA = {"Date": None, "Creator": "ctxpolicy"}
 METADATA = {"pdf": PDF_METADATA, "png": PNG_METADATA, "svg": SVG_METADATA}
 PNG_DPI = 200
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def figure_bytes(fig, fmt: str) -> bytes:

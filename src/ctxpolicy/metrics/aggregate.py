@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ctxpolicy.atomic import atomic_output
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
 from ctxpolicy.metrics.records import CALL_KINDS, RUN_COLUMNS, RecordError, find_run_dirs, read_run
 
@@ -119,11 +120,5 @@ def write_tables(tables: Tables, out_dir: Path) -> tuple[Path, Path]:
 
 
 def _write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        frame.to_parquet(tmp, index=False)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_output(path) as handle:
+        frame.to_parquet(handle, index=False)

@@ -22,8 +22,8 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     import json
-    import os
 
+    from ctxpolicy.atomic import atomic_write_text
     from ctxpolicy.metrics.calibrate import thresholds_from_peaks
     from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
 
@@ -55,13 +55,7 @@ def main(args) -> int:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
     (result["benchmark"], result["model"]), = identities
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    with open(tmp, "w") as handle:
-        json.dump(result, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, args.out)
+    atomic_write_text(args.out, json.dumps(result, indent=2))
     print(f"{len(peaks)} FC runs: tight {result['tight']}, primary {result['primary']}, "
           f"loose {result['loose']} -> {args.out}")
     return 0

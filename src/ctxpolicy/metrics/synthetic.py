@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from ctxpolicy.atomic import atomic_write_text
 
 DEFAULT_POLICIES = ("FC", "TR/Th/0.5", "TRC/Th", "SU/Th/0.5", "OTRC+TR/St+Th/0.5")
 SETTING_SCALE = {"tight": 0.6, "primary": 0.8, "loose": 1.0}
@@ -241,9 +242,9 @@ def write_run(spec: RunSpec) -> Path:
               "format_errors": fmt_errors, "peak_prompt_tokens": peak}
     record = _run_record(spec, pol, outcome, start, t, totals)
     if rng.random() > 0.01:  # a few runs stay ungraded, as in real studies
-        _write_atomic(run_dir / "verdict.json", json.dumps(
-            {"resolved": bool(resolved), "harness": "synthetic", "report": {}, "log": ""}))
-    _write_atomic(run_dir / "run.json", json.dumps(record))
+        atomic_write_text(run_dir / "verdict.json", json.dumps(
+            {"resolved": bool(resolved), "harness": "synthetic", "report": {}, "log": ""}), durable=False)
+    atomic_write_text(run_dir / "run.json", json.dumps(record), durable=False)
     return run_dir
 
 
@@ -352,9 +353,3 @@ def _run_record(spec: RunSpec, pol: Spec, outcome: str, start: float, end: float
         "versions": {"ctxpolicy": "synthetic", "git_commit": None, "git_dirty": False},
         "trajectory_file": "trajectory.json",
     }
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

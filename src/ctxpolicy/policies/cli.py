@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -91,13 +89,9 @@ def _write(payload: dict, path: Path | None) -> None:
     if path is None:
         sys.stdout.write(text)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    from ctxpolicy.atomic import atomic_write_text
+
+    atomic_write_text(path, text)
 
 
 def _run(args: argparse.Namespace) -> dict:

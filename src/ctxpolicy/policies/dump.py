@@ -8,11 +8,11 @@ the agent sees it (``visible_dir``, e.g. the workspace's path inside the sandbox
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ctxpolicy.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -24,16 +24,7 @@ class HistoryDump:
     def write(self, messages: Sequence[dict], calls: int) -> str:
         """Write ``messages`` atomically as ``{prefix}-{calls:04d}.json``; return the visible path."""
         directory = Path(self.directory)
-        directory.mkdir(parents=True, exist_ok=True)
         name = f"{self.prefix}-{calls:04d}.json"
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"messages": list(messages)}, handle, ensure_ascii=False, indent=1, default=str)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, directory / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        text = json.dumps({"messages": list(messages)}, ensure_ascii=False, indent=1, default=str)
+        atomic_write_text(directory / name, text)
         return f"{self.visible_dir.rstrip('/')}/{name}" if self.visible_dir else str(directory / name)

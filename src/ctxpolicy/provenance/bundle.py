@@ -23,7 +23,8 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
-from .atomic import atomic_output
+from ctxpolicy.atomic import atomic_output
+
 from .environment import code_state, package_versions, python_version
 from .hashing import sha256_file
 

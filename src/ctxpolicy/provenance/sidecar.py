@@ -17,7 +17,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .atomic import write_text_atomic
+from ctxpolicy.atomic import atomic_write_json
+
 from .environment import code_state, package_versions, python_version
 from .hashing import sha256_file
 from .runs import RUN_JSON, load_run_json, run_model
@@ -129,7 +130,7 @@ def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | N
             "inputs": entries,
         }
         out = sidecar_path(target)
-        write_text_atomic(out, json.dumps(sidecar, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        atomic_write_json(out, sidecar, indent=2, sort_keys=True, ensure_ascii=False)
         written.append(out)
     return written
 

@@ -65,7 +65,7 @@ def _serve(args: argparse.Namespace) -> int:
     import threading
 
     from ctxpolicy.config import ConfigError
-    from ctxpolicy.serving.atomic import write_text_atomic
+    from ctxpolicy.atomic import atomic_write_json
     from ctxpolicy.serving.models import ModelError
     from ctxpolicy.serving.server import ServerError, log_tail, start_server
 
@@ -83,7 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
         with start_server(model_cfg, log_path=log_path, port=args.port, ready_timeout_s=args.ready_timeout) as server:
             ready = {"url": server.base_url, "served_name": server.served_name, "pid": server.pid, "info": server.info}
             if args.ready_file:
-                write_text_atomic(args.ready_file, json.dumps(ready, indent=2) + "\n")
+                atomic_write_json(args.ready_file, ready, indent=2)
             print(json.dumps(ready), flush=True)
             try:
                 while not stop.wait(1.0):

@@ -20,6 +20,8 @@ import sys
 import threading
 from pathlib import Path
 
+from ctxpolicy.atomic import atomic_write_text
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m ctxpolicy.serving.llamacpp_main", description=__doc__,
@@ -85,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     address = server.listening_address
     print(f"ready at {address}", file=sys.stderr, flush=True)
     if args.address_file:
-        tmp = args.address_file.with_name(args.address_file.name + ".tmp")
-        tmp.write_text(address)
-        os.replace(tmp, args.address_file)
+        atomic_write_text(args.address_file, address)
     while not stop.wait(1.0):
         pass
     print("stopping", file=sys.stderr, flush=True)

