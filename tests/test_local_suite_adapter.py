@@ -178,3 +178,16 @@ def test_every_local_task_has_a_reference(adapter):
     # the terminal tasks' own solutions and the repository tasks' gold patches are the references
     assert all((t["path"] / "solution.sh").read_text().strip() for t in terminal_tasks().values())
     assert all(i["patch"].startswith("diff --git") for i in repo_instances().values())
+
+
+def test_evaluate_grades_terminal_state_given_relative_paths(sandbox_ok, tmp_path, monkeypatch, capsys):
+    """The workflow passes paths relative to the repository (results/runs/…), not absolute ones."""
+    monkeypatch.chdir(tmp_path)
+    cell = Path("results") / "cell"
+    solved = write_run(cell, "hello-world")
+    (solved / "workspace").mkdir()
+    (solved / "workspace" / "hello.txt").write_text("Hello, world!\n")
+    args = build_parser().parse_args(["evaluate", "--config", str(CONFIG), "--benchmark", "local", str(cell)])
+    assert evaluate_main(args) == 0
+    verdict = json.loads((solved / "verdict.json").read_text())
+    assert verdict["resolved"] is True, Path(verdict["log"]).read_text()

@@ -136,6 +136,7 @@ class LocalAdapter:
         runs = [read_run(d) for d in run_dirs]
         for run in runs:
             self.task(run.task_id)  # every id known before anything is graded
+        log_dir = Path(log_dir).resolve()  # the sandbox reads a relative cwd as inside its workspace
         workers = int(self.cfg.get("eval_workers") or self.cfg.get("concurrency") or 1)
         verdicts: dict[Path, Verdict] = {}
         with ThreadPoolExecutor(max_workers=workers) as pool, \
