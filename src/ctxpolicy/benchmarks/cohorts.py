@@ -32,6 +32,17 @@ def parse_cohort(text: str, source: str = "<cohort>") -> list[str]:
     return ids
 
 
+def cohort_file(benchmark: str, bench_cfg: Mapping, repo_root: Path, cohort: str) -> Path:
+    """The file that lists a cohort's task ids, as the benchmark's config names it."""
+    cohorts = bench_cfg.get("cohorts") or {}
+    if cohort not in cohorts:
+        raise BenchmarkError(
+            f"benchmark {benchmark}: no cohort {cohort!r} in benchmarks.{benchmark}.cohorts "
+            f"(available: {', '.join(sorted(cohorts)) or 'none'})"
+        )
+    return Path(repo_root) / cohorts[cohort]
+
+
 def read_cohort(path: Path) -> list[str]:
     path = Path(path)
     try:

@@ -22,7 +22,7 @@ from ctxpolicy.benchmarks.base import (
     submission_instructions_for,
     write_verdict,
 )
-from ctxpolicy.benchmarks.cohorts import read_cohort, require_known
+from ctxpolicy.benchmarks.cohorts import cohort_file, read_cohort, require_known
 from ctxpolicy.benchmarks.local_suite import repo_instances, snapshot_dir, terminal_tasks
 
 HARNESS = "ctxpolicy-local/swebench-grading"
@@ -67,13 +67,7 @@ class LocalAdapter:
         return tasks
 
     def cohort_path(self, cohort: str) -> Path:
-        cohorts = self.cfg.get("cohorts") or {}
-        if cohort not in cohorts:
-            raise BenchmarkError(
-                f"benchmark {self.name}: no cohort {cohort!r} in benchmarks.{self.name}.cohorts "
-                f"(available: {', '.join(sorted(cohorts)) or 'none'})"
-            )
-        return self.repo_root / cohorts[cohort]
+        return cohort_file(self.name, self.cfg, self.repo_root, cohort)
 
     def tasks(self, cohort: str) -> list[Task]:
         path = self.cohort_path(cohort)

@@ -23,7 +23,7 @@ from ctxpolicy.benchmarks.base import (
     read_run,
     write_verdict,
 )
-from ctxpolicy.benchmarks.cohorts import read_cohort, require_known
+from ctxpolicy.benchmarks.cohorts import cohort_file, read_cohort, require_known
 from ctxpolicy.benchmarks.instances import load_instances, require_grading_columns
 
 INDEX_FILE = Path(__file__).with_name("data") / "swebench_verified.json"
@@ -129,13 +129,7 @@ class SWEBenchAdapter:
 
     # --- tasks -----------------------------------------------------------------------------
     def cohort_ids(self, cohort: str) -> list[str]:
-        cohorts = self.cfg.get("cohorts") or {}
-        if cohort not in cohorts:
-            raise BenchmarkError(
-                f"benchmark {self.name}: no cohort {cohort!r} in benchmarks.{self.name}.cohorts "
-                f"(available: {', '.join(sorted(cohorts)) or 'none'})"
-            )
-        path = self.repo_root / cohorts[cohort]
+        path = cohort_file(self.name, self.cfg, self.repo_root, cohort)
         ids = read_cohort(path)
         require_known(ids, (i["instance_id"] for i in verified_index()["instances"]), str(path))
         return ids

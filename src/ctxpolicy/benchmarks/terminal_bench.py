@@ -27,7 +27,7 @@ from ctxpolicy.benchmarks.base import (
     read_run,
     write_verdict,
 )
-from ctxpolicy.benchmarks.cohorts import read_cohort, require_known
+from ctxpolicy.benchmarks.cohorts import cohort_file, read_cohort, require_known
 
 INDEX_FILE = Path(__file__).with_name("data") / "terminal_bench_core_0.1.1.json"
 DATASET, VERSION = "terminal-bench-core", "0.1.1"
@@ -136,13 +136,7 @@ class TerminalBenchAdapter:
         return path
 
     def cohort_ids(self, cohort: str) -> list[str]:
-        cohorts = self.cfg.get("cohorts") or {}
-        if cohort not in cohorts:
-            raise BenchmarkError(
-                f"benchmark {self.name}: no cohort {cohort!r} in benchmarks.{self.name}.cohorts "
-                f"(available: {', '.join(sorted(cohorts)) or 'none'})"
-            )
-        path = self.repo_root / cohorts[cohort]
+        path = cohort_file(self.name, self.cfg, self.repo_root, cohort)
         ids = read_cohort(path)
         require_known(ids, core_index()["task_ids"], str(path))
         return ids
