@@ -11,7 +11,6 @@ import matplotlib.text
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from ctxpolicy.figures import (agent_calls, cost_models, coverage, inputs, notes, outcomes, output,  # noqa: E402
