@@ -107,9 +107,9 @@ def plot_fig3(data: Prepared):
     fig = plt.figure(figsize=(style.FULL_WIDTH, 3.6), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.05])
     axs = left.subplots(3, 1, sharex=True)
-    panels = ((freq, "compression_freq", "compressions / call"),
-              (data.table, "cost_ratio", "billed cost / FC"),
-              (data.table, "latency_ratio", "latency / FC"))
+    panels = ((freq, "compression_freq", "compressions\nper call"),  # two lines: three short panels
+              (data.table, "cost_ratio", "billed cost\n/ FC"),
+              (data.table, "latency_ratio", "latency\n/ FC"))
     for ax, (table, column, label) in zip(axs, panels):
         for policy in policies:
             if not table.empty:
