@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ctxpolicy.figures import axes as ax_
-from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
 
@@ -24,11 +24,7 @@ def _execution_length(runs, *, model, benchmark, n_boot, seed):
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
-    block = inputs.block(config, "full_comparison")
-    data = comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
-                                     setting=block.get("setting", "primary"),
-                                     policies=comparisons.policies_of(config, "full_comparison"),
-                                     metric=_execution_length)
+    data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed, metric=_execution_length)
     if not data.empty and "pct_change_lo" not in data.table:
         data.notes.append("intervals not shown: ctxpolicy.metrics.execution_length reports none yet.")
     return data

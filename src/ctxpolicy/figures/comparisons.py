@@ -48,6 +48,15 @@ def runs_of(runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model
     return restrict_tasks(own, cohort_tasks(config, benchmark, cohort))
 
 
+def compare_full_comparison(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+                            metric=None) -> Prepared:
+    """``compare_block`` over the full comparison, at its threshold setting, for its policies."""
+    block = inputs.block(config, "full_comparison")
+    return compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
+                         setting=block.get("setting", "primary"),
+                         policies=policies_of(config, "full_comparison"), metric=metric)
+
+
 def compare_block(runs: pd.DataFrame, config: Mapping[str, Any], block_name: str, *,
                   n_boot: int, seed: int, combos: list[tuple[str, str]] | None = None,
                   setting: str | None = None, cohort: str | None = None,

@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from ctxpolicy.figures import axes as ax_
-from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
 METHODS = (("cost_ratio", "exact", "//"), ("cost_ratio_est", "estimated", ""),
@@ -22,10 +22,7 @@ METHODS = (("cost_ratio", "exact", "//"), ("cost_ratio_est", "estimated", ""),
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
-    block = inputs.block(config, "full_comparison")
-    return comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
-                                     setting=block.get("setting", "primary"),
-                                     policies=comparisons.policies_of(config, "full_comparison"))
+    return comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed)
 
 
 def plot(data: Prepared):

@@ -42,11 +42,7 @@ def _gains_losses(config: Mapping[str, Any]):
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:
     """Figure 4: per policy of the full comparison, on its main cohort."""
-    block = inputs.block(config, "full_comparison")
-    return comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
-                                     setting=block.get("setting", "primary"),
-                                     policies=comparisons.policies_of(config, "full_comparison"),
-                                     metric=_gains_losses(config))
+    return comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed, metric=_gains_losses(config))
 
 
 def compute_sweep(runs: pd.DataFrame, config: Mapping[str, Any], *, setting: str,

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from ctxpolicy.figures import axes as ax_
-from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
 KINDS = (("retrieval_ratio", "retrieval_cmds", "retrieval", ""),
@@ -26,10 +26,7 @@ KINDS = (("retrieval_ratio", "retrieval_cmds", "retrieval", ""),
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
     from ctxpolicy.metrics.compare import resource_ratio
 
-    block = inputs.block(config, "full_comparison")
-    data = comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
-                                     setting=block.get("setting", "primary"),
-                                     policies=comparisons.policies_of(config, "full_comparison"))
+    data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed)
     if data.empty or all(ratio in data.table for ratio, *_ in KINDS):
         return data
     table = data.table.copy()

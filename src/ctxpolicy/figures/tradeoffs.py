@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from ctxpolicy.figures import axes as ax_
-from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
 PANELS = (("delta_pp", "Δ resolve rate (pp)", 0.0),
@@ -23,10 +23,7 @@ PANELS = (("delta_pp", "Δ resolve rate (pp)", 0.0),
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
-    block = inputs.block(config, "full_comparison")
-    return comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
-                                     setting=block.get("setting", "primary"),
-                                     policies=comparisons.policies_of(config, "full_comparison"))
+    return comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed)
 
 
 def plot(data: Prepared):
