@@ -141,21 +141,17 @@ def test_the_summary_message_is_our_marker_line_then_the_block_unchanged():
     assert content == f"{SUMMARY_MARKER} Summary of the earlier part of this task:\n\n{block}"
 
 
-def test_a_dropped_in_pair_is_exactly_what_the_run_records_for_the_summarizer(tmp_path, monkeypatch):
+def run_su_through_the_harness(run_dir: Path):
+    """One SU/Th/0.5 run (threshold 150) against the fake LLM server; returns its RunResult."""
     from fake_llm_server import FakeBenchmark, FakeLLMServer
 
     from ctxpolicy.agent.client import RetryPolicy
     from ctxpolicy.agent.plan import make_identity
-    from ctxpolicy.agent.record import read_json, read_jsonl
     from ctxpolicy.agent.runner import Endpoint, execute_run
     from ctxpolicy.agent.settings import RunSettings
     from ctxpolicy.benchmarks.base import Task
     from ctxpolicy.policies import parse_spec
 
-    published = tmp_path / "prompts"
-    write_pair(published, "summarize_free", "Published system text ({target_words} words).",
-               "Published user text: approximately {target_words} words, {braces} kept.\n\n{history_text}")
-    monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(published))
     task = Task(task_id="t", stratum="fake", kind="terminal", instruction="List the files. FAULT:loop")
     identity = make_identity(config={"seed": 1}, benchmark="fake", cohort="main", model="fake",
                              policy=parse_spec("SU/Th/0.5"), task=task, attempt=1, threshold_setting="fixed",
@@ -168,8 +164,18 @@ def test_a_dropped_in_pair_is_exactly_what_the_run_records_for_the_summarizer(tm
         endpoint = Endpoint(base_url=url, served_name="fake-model", server={"kind": "fake", "version": "0", "url": url},
                             model={"name": "fake-model", "file": None, "sha256": None, "hub_id": None,
                                    "revision": None})
-        result = execute_run(identity=identity, task=task, adapter=FakeBenchmark([task]), settings=settings,
-                             endpoint=endpoint, run_dir=tmp_path / "run")
+        return execute_run(identity=identity, task=task, adapter=FakeBenchmark([task]), settings=settings,
+                           endpoint=endpoint, run_dir=run_dir)
+
+
+def test_a_dropped_in_pair_is_exactly_what_the_run_records_for_the_summarizer(tmp_path, monkeypatch):
+    from ctxpolicy.agent.record import read_json, read_jsonl
+
+    published = tmp_path / "prompts"
+    write_pair(published, "summarize_free", "Published system text ({target_words} words).",
+               "Published user text: approximately {target_words} words, {braces} kept.\n\n{history_text}")
+    monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(published))
+    result = run_su_through_the_harness(tmp_path / "run")
 
     store = {line["id"]: line["message"] for line in read_jsonl(result.run_dir / "messages.jsonl")}
     calls = list(read_jsonl(result.run_dir / "calls.jsonl"))
@@ -184,3 +190,10 @@ def test_a_dropped_in_pair_is_exactly_what_the_run_records_for_the_summarizer(tm
                                     f"{transcript(window)}"},
     ]
     assert "### assistant" in transcript(window) and "### tool result" in transcript(window)
+
+
+def test_an_old_template_ends_a_run_in_error_naming_the_file(tmp_path, monkeypatch):
+    (tmp_path / "summarize_free.txt").write_text("{words} {transcript}")
+    monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(tmp_path))
+    result = run_su_through_the_harness(tmp_path / "run")
+    assert result.outcome == "error" and str(tmp_path / "summarize_free.txt") in result.error
