@@ -73,7 +73,7 @@ def test_ct_removes_reasoning_except_the_last_ten_assistant_turns():
     result = apply_policy("CT+SU/Th/0.5", history, threshold=0, summarizer=summarizer)
     ct, su = result.events
     assert ct["primitive"] == "CT" and ct["messages_cleared"] == 2
-    prompt = summarizer.requests[0][0]["content"]
+    prompt = summarizer.requests[0][-1]["content"]  # the user message carries the transcript
     thoughts = [m["content"].split("```")[0].strip() for m in history if m["role"] == "assistant"]
     assert thoughts[0] not in prompt and thoughts[1] not in prompt and thoughts[2] in prompt
     assert "cat file0.py" in prompt  # the action stays

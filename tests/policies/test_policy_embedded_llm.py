@@ -40,6 +40,7 @@ def test_structured_partial_summary_in_text_mode(summarizer):
     result = apply_policy("S-p/Th/0.5", history, threshold=0, summarizer=summarizer)
     call, = result.summary_calls
     assert call.error is None, call.error
+    assert [m["role"] for m in call.request_messages] == ["system", "user"]  # the model's chat template takes both
     assert call.text.strip() and call.prompt_tokens > 100 and call.completion_tokens > 0
     assert call.end > call.start
     summary = result.messages[2]

@@ -3,7 +3,6 @@
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 
 import pytest
 from policy_histories import TASK, text_history, tool_history
@@ -15,13 +14,11 @@ from ctxpolicy.policies import (
     EndpointSummarizer,
     PolicyError,
     apply_policy,
-    load_prompt,
 )
 from ctxpolicy.tokens import count_messages
 
 HISTORY = text_history([(20, 150)] * 6)
 TOOL_HISTORY = tool_history([(20, [150])] * 6)
-REPO = Path(__file__).resolve().parents[2]
 
 
 def target_of(history, depth=0.5):
@@ -37,14 +34,12 @@ def test_su_replaces_the_window_with_one_user_summary_built_from_the_window_only
     assert summary["role"] == "user" and summary["content"].startswith(SUMMARY_MARKER)
     assert "extra" not in summary
     request, = summarizer.requests
-    prompt = request[0]["content"]
-    assert request[0]["role"] == "user" and len(request) == 1
+    assert [m["role"] for m in request] == ["system", "user"]
+    prompt = "\n".join(m["content"] for m in request)
     assert TASK["content"] not in prompt and history[0]["content"] not in prompt
     assert "### assistant" in prompt and "### tool result" in prompt
     assert "cat file5" in prompt  # the commands, from text blocks or tool calls
-    assert f"about {round(0.75 * target_of(history))} words" in prompt
-    for item in ("objective", "exact path", "errors", "current state"):
-        assert item in prompt
+    assert f"approximately {round(0.75 * target_of(history))} words" in request[1]["content"]
     event, = result.events
     assert event["primitive"] == "SU" and event["messages_removed"] == len(history) - 2
     assert event["summary_tokens"] == event["window_tokens_after"]
@@ -52,21 +47,19 @@ def test_su_replaces_the_window_with_one_user_summary_built_from_the_window_only
     assert call.model == "deterministic" and call.error is None and call.request_messages == request
 
 
-def test_s_asks_for_five_sections_and_keeps_the_part_between_the_markers():
+def test_s_keeps_only_the_block_between_the_markers_after_our_marker_line():
     class Chatty(DeterministicSummarizer):
         def summarize(self, request_messages):
             call = super().summarize(request_messages)
+            self.block = call.text
             return type(call)(**{**call.__dict__, "text": "Sure! Here it is:\n" + call.text + "\nHope it helps."})
 
     summarizer = Chatty()
     result = apply_policy("S/Th/0.5", HISTORY, threshold=0, summarizer=summarizer)
-    prompt = summarizer.requests[0][0]["content"]
-    headings = ["## Task", "## Files Modified", "## Files Examined", "## Execution Anchors", "## Current State"]
-    assert [prompt.index(h) for h in headings] == sorted(prompt.index(h) for h in headings)
-    assert "BEGIN SUMMARY" in prompt and "END SUMMARY" in prompt
-    content = result.messages[2]["content"]
-    assert "BEGIN SUMMARY" in content and content.rstrip().endswith("END SUMMARY")
-    assert "Sure!" not in content and "Hope it helps" not in content
+    marker_line, block = result.messages[2]["content"].split("\n\n", 1)
+    assert marker_line.startswith(SUMMARY_MARKER) and "\n" not in marker_line
+    assert block == summarizer.block and block.startswith("[CONTEXT SUMMARY]")
+    assert block.endswith("[END CONTEXT SUMMARY]")
 
 
 def test_s_over_target_records_its_no_op_tr_fallback_and_su_has_none():
@@ -82,7 +75,7 @@ def test_allowance_is_at_least_fifty_tokens():
     tiny = text_history([(1, 1)])
     summarizer = DeterministicSummarizer()
     apply_policy("SU/Th/0.7", tiny, threshold=0, summarizer=summarizer)
-    assert "about 38 words" in summarizer.requests[0][0]["content"]  # 0.75 x 50
+    assert "approximately 38 words" in summarizer.requests[0][1]["content"]  # 0.75 x 50
 
 
 @pytest.mark.parametrize("history", [HISTORY, TOOL_HISTORY], ids=["text", "tool"])
@@ -90,8 +83,8 @@ def test_partial_summaries_split_the_allowance_between_tail_and_head_summary(his
     summarizer = DeterministicSummarizer(words=10)
     result = apply_policy("S-p/Th/0.5", history, threshold=0, summarizer=summarizer)
     target = target_of(history)
-    prompt = summarizer.requests[0][0]["content"]
-    assert f"about {round(0.75 * (target - target // 2))} words" in prompt
+    prompt = summarizer.requests[0][1]["content"]
+    assert f"approximately {round(0.75 * (target - target // 2))} words" in prompt
     summary, *tail = result.messages[2:]
     assert summary["content"].startswith(SUMMARY_MARKER) and tail == history[len(history) - len(tail):]
     assert tail and count_messages(tail) <= target // 2
@@ -116,7 +109,7 @@ def test_stacked_trc_then_summary_emits_two_events_sharing_one_target():
     assert trc["target_tokens"] == su["target_tokens"] == target_of(HISTORY)
     assert trc["fallback"] is None and trc["messages_cleared"] > 0
     assert su["window_tokens_before"] == trc["window_tokens_after"]
-    assert PLACEHOLDER.split("]")[0] in summarizer.requests[0][0]["content"]  # cleared results stay cleared
+    assert PLACEHOLDER.split("]")[0] in summarizer.requests[0][1]["content"]  # cleared results stay cleared
 
 
 def test_an_earlier_summary_is_part_of_the_next_transcript():
@@ -124,7 +117,7 @@ def test_an_earlier_summary_is_part_of_the_next_transcript():
     first = apply_policy("SU/Th/0.5", HISTORY, threshold=0, summarizer=summarizer).messages
     grown = first + text_history([(20, 150)] * 2)[2:]
     apply_policy("SU/Th/0.5", grown, threshold=0, summarizer=summarizer)
-    assert "### earlier summary" in summarizer.requests[1][0]["content"]
+    assert "### earlier summary" in summarizer.requests[1][1]["content"]
 
 
 def test_failed_summary_falls_back_to_tr_and_is_still_reported():
@@ -138,22 +131,6 @@ def test_failed_summary_falls_back_to_tr_and_is_still_reported():
 def test_summary_policy_without_summarizer_is_an_error():
     with pytest.raises(PolicyError, match="needs a summarizer"):
         apply_policy("SU/Th/0.5", HISTORY, threshold=0)
-
-
-def test_prompt_templates_load_by_name_and_ship_inside_the_package(monkeypatch, tmp_path):
-    for name in ("summarize_free", "summarize_structured"):
-        checkout = (REPO / "config" / "prompts" / f"{name}.txt").read_text()
-        shipped = (REPO / "src" / "ctxpolicy" / "policies" / "templates" / f"{name}.txt").read_text()
-        assert load_prompt(name) == checkout == shipped
-        assert "{words}" in checkout and "{transcript}" in checkout
-    (tmp_path / "summarize_free.txt").write_text("Published template. {words} words. {transcript} {not_a_field}")
-    monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(tmp_path))
-    summarizer = DeterministicSummarizer()
-    apply_policy("SU/Th/0.5", HISTORY, threshold=0, summarizer=summarizer)
-    assert summarizer.requests[0][0]["content"].startswith("Published template. ")
-    assert "{not_a_field}" in summarizer.requests[0][0]["content"]
-    with pytest.raises(FileNotFoundError, match="no_such_prompt"):
-        load_prompt("no_such_prompt")
 
 
 class _StubHandler(BaseHTTPRequestHandler):

@@ -1,16 +1,21 @@
 """Summary prompt templates and the requests built from them.
 
-Templates are plain text files named ``{name}.txt``. They are looked up in
-``$CTXPOLICY_PROMPTS_DIR``, then in the repository checkout's ``config/prompts/``, then in the
-copies shipped inside the package, so that a user can drop the exact published templates into
-``config/prompts/``. A template may use two placeholders, ``{words}`` and ``{transcript}``;
-any other brace is left as written.
+Each summarizing primitive has a template pair, ``{name}.system.txt`` and ``{name}.user.txt``,
+rendered into a system and a user message. The pair is looked up in ``$CTXPOLICY_PROMPTS_DIR``,
+then in the repository checkout's ``config/prompts/``, then in the copies shipped inside the
+package; the first folder holding either file must hold both. A file's text is sent as written
+(less the newline ending its last line), with exactly two placeholders replaced, literally and
+in one pass: ``{target_words}`` (the requested length) and ``{history_text}`` (the role-tagged
+transcript). Any other brace is left as written, so a published template pair can be dropped
+in unchanged.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ctxpolicy.policies.history import (
@@ -24,11 +29,26 @@ from ctxpolicy.policies.history import (
 
 PROMPT_FOR_STAGE = {"SU": "summarize_free", "SU-p": "summarize_free",
                     "S": "summarize_structured", "S-p": "summarize_structured"}
+PARTS = ("system", "user")
+TARGET_WORDS, HISTORY_TEXT = "{target_words}", "{history_text}"
+# S's answer: the block between these two lines is what the summary message keeps.
+BLOCK_BEGIN, BLOCK_END = "[CONTEXT SUMMARY]", "[END CONTEXT SUMMARY]"
 WORDS_PER_TOKEN = 0.75
 MIN_ALLOWANCE_TOKENS = 50
 
+_PLACEHOLDER_RE = re.compile(re.escape(TARGET_WORDS) + "|" + re.escape(HISTORY_TEXT))
 _PACKAGE_DIR = Path(__file__).with_name("templates")
 _CHECKOUT_DIR = Path(__file__).resolve().parents[3] / "config" / "prompts"
+
+
+class PromptError(ValueError):
+    """A summary template is missing, incomplete or in the old single-file form."""
+
+
+@dataclass(frozen=True)
+class PromptPair:
+    system: str
+    user: str
 
 
 def prompt_dirs() -> list[Path]:
@@ -36,18 +56,50 @@ def prompt_dirs() -> list[Path]:
     return [*dirs, _CHECKOUT_DIR, _PACKAGE_DIR]
 
 
-def load_prompt(name: str) -> str:
-    """The template ``{name}.txt`` from the first prompt directory that has it."""
-    for directory in prompt_dirs():
-        path = directory / f"{name}.txt"
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
-    searched = ", ".join(str(d) for d in prompt_dirs())
-    raise FileNotFoundError(f"prompt template {name!r} not found in {searched}")
+def pair_paths(directory: Path, name: str) -> dict[str, Path]:
+    return {part: directory / f"{name}.{part}.txt" for part in PARTS}
 
 
-def render_prompt(template: str, *, words: int, transcript: str) -> str:
-    return template.replace("{words}", str(words)).replace("{transcript}", transcript)
+def _refuse_old_template(directory: Path, name: str) -> None:
+    old = directory / f"{name}.txt"
+    if old.is_file():
+        new = " and ".join(p.name for p in pair_paths(directory, name).values())
+        raise PromptError(f"{old}: old single-file summary template ({{words}}/{{transcript}}) is no longer read; "
+                          f"split it into {new} with the placeholders {TARGET_WORDS} and {HISTORY_TEXT}")
+
+
+def _read_template(path: Path) -> str:
+    """The file's text; the newline that ends its last line is a file convention, not prompt text."""
+    return path.read_text(encoding="utf-8").removesuffix("\n")  # read_text already turned \r\n into \n
+
+
+def load_prompt(name: str) -> PromptPair:
+    """The template pair ``{name}.system.txt`` / ``{name}.user.txt`` from the first folder that has it."""
+    dirs = prompt_dirs()
+    for directory in dirs:
+        _refuse_old_template(directory, name)
+    for directory in dirs:
+        paths = pair_paths(directory, name)
+        present = {part: path for part, path in paths.items() if path.is_file()}
+        if not present:
+            continue
+        missing = [str(path) for part, path in paths.items() if part not in present]
+        if missing:
+            raise PromptError(f"{missing[0]}: missing; a summary template needs both "
+                              f"{' and '.join(p.name for p in paths.values())} in one folder")
+        pair = PromptPair(**{part: _read_template(path) for part, path in paths.items()})
+        if HISTORY_TEXT not in pair.system + pair.user:
+            raise PromptError(f"{paths['user']}: no {HISTORY_TEXT} placeholder in {name}'s templates, "
+                              "so the summarizer would never see the history")
+        return pair
+    searched = ", ".join(str(d) for d in dirs)
+    raise PromptError(f"summary template {name!r} ({name}.system.txt, {name}.user.txt) not found in {searched}")
+
+
+def render_prompt(template: str, *, target_words: int, history_text: str) -> str:
+    """Replace the two placeholders in one pass, so text substituted in is never rescanned."""
+    values = {TARGET_WORDS: str(target_words), HISTORY_TEXT: history_text}
+    return _PLACEHOLDER_RE.sub(lambda match: values[match.group(0)], template)
 
 
 def requested_words(allowance_tokens: int) -> int:
@@ -79,6 +131,16 @@ def transcript(window: Sequence[Message]) -> str:
 
 
 def summary_request(stage: str, window: Sequence[Message], allowance_tokens: int) -> list[dict]:
-    template = load_prompt(PROMPT_FOR_STAGE[stage])
-    content = render_prompt(template, words=requested_words(allowance_tokens), transcript=transcript(window))
-    return [{"role": "user", "content": content}]
+    """The system and user messages asking for a summary of ``window`` within ``allowance_tokens``."""
+    pair = load_prompt(PROMPT_FOR_STAGE[stage])
+    values = {"target_words": requested_words(allowance_tokens), "history_text": transcript(window)}
+    return [{"role": part, "content": render_prompt(getattr(pair, part), **values)} for part in PARTS]
+
+
+def summary_block(text: str) -> str:
+    """S's answer from its begin marker to its end marker (or to the end when the end is missing)."""
+    start = text.find(BLOCK_BEGIN)
+    if start < 0:
+        return text
+    end = text.find(BLOCK_END, start)
+    return text[start:end + len(BLOCK_END)] if end >= 0 else text[start:]

@@ -1,6 +1,6 @@
 """Summarizers: the one piece of I/O a policy performs.
 
-The policy builds the request (prompt template plus a role-tagged transcript of the window);
+The policy builds the request (a system and a user message from a template pair, see prompts.py);
 a summarizer only sends it and reports what came back as a :class:`SummaryCall`.
 """
 
@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ctxpolicy.policies.prompts import BLOCK_BEGIN, BLOCK_END
 from ctxpolicy.tokens import count_messages, count_text
 
 DEFAULT_TEMPERATURE = 0.2
@@ -77,8 +78,9 @@ _TRANSCRIPT_LINE_RE = re.compile(r"^(?!###)\S.*$", re.MULTILINE)
 class DeterministicSummarizer:
     """A stand-in for tests: a reproducible extract of the request, no model involved.
 
-    Structured requests (those naming the ``BEGIN SUMMARY`` marker) get the five sections
-    between the markers; free requests get prose. ``fail=True`` reports an error instead.
+    Structured requests (those naming the ``[CONTEXT SUMMARY]`` marker) get the five sections
+    between the markers; free requests get prose. The extract is taken from the role-tagged
+    transcript (from the first ``### `` line on). ``fail=True`` reports an error instead.
     """
 
     model = "deterministic"
@@ -96,12 +98,12 @@ class DeterministicSummarizer:
             return SummaryCall(request_messages, "", None, None, None, start, time.time(), self.model,
                                error="DeterministicSummarizer: asked to fail")
         digest = hashlib.sha256(json.dumps(request_messages, sort_keys=True).encode()).hexdigest()[:8]
-        transcript = prompt.split("<transcript>", 1)[-1]
+        transcript = prompt[max(0, prompt.find("### ")):]
         gist = " ".join(" ".join(_TRANSCRIPT_LINE_RE.findall(transcript)).split()[: self.words])
-        if "BEGIN SUMMARY" in prompt:
-            text = ("BEGIN SUMMARY\n## Task\nrequest " + digest + "\n## Files Modified\nnone\n"
-                    "## Files Examined\nnone\n## Execution Anchors\n" + gist + "\n## Current State\ncontinuing\n"
-                    "END SUMMARY")
+        if BLOCK_BEGIN in prompt:
+            text = (f"{BLOCK_BEGIN}\n## Task\nrequest {digest}\n## Files Modified\nNone\n"
+                    f"## Files Examined\nNone\n## Execution Anchors\n{gist}\n## Current State\ncontinuing\n"
+                    f"{BLOCK_END}")
         else:
             text = f"Summary {digest}: {gist}"
         return SummaryCall(request_messages, text, count_messages(request_messages), count_text(text), None,

@@ -5,37 +5,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxpolicy.policies.history import SUMMARY_MARKER, Message, token_list, units
-from ctxpolicy.policies.prompts import MIN_ALLOWANCE_TOKENS, summary_request
+from ctxpolicy.policies.prompts import MIN_ALLOWANCE_TOKENS, PromptError, summary_block, summary_request
 from ctxpolicy.policies.rewrite import PolicyError, Rewrite, StageContext
 from ctxpolicy.policies.summarizer import SummaryCall
 from ctxpolicy.policies.truncation import truncate
 from ctxpolicy.tokens import count_message
 
-BEGIN, END = "BEGIN SUMMARY", "END SUMMARY"
 SUMMARY_ERROR_FALLBACK = "TR:summary-error"
 
 
 def summary_message(text: str, dump_path: str | None = None) -> dict:
+    """Our marker line, then the summary as written (S: its block, unchanged)."""
     body = f"{SUMMARY_MARKER} Summary of the earlier part of this task:\n\n{text.strip()}"
     if dump_path:
         body += f"\n\nThe full history up to this summary is saved as JSON at {dump_path}"
     return {"role": "user", "content": body}
 
 
-def _structured_part(text: str) -> str:
-    """The text between the begin/end markers (markers included) when the model wrote both."""
-    start, end = text.find(BEGIN), text.rfind(END)
-    return text[start:end + len(END)] if 0 <= start < end else text
-
-
 def _request_summary(stage: str, window: Sequence[Message], allowance: int, context: StageContext) -> SummaryCall:
     if context.summarizer is None:
         raise PolicyError(f"policy stage {stage} needs a summarizer")
-    return context.summarizer.summarize(summary_request(stage, window, allowance))
+    try:
+        request = summary_request(stage, window, allowance)
+    except PromptError as exc:
+        raise PolicyError(str(exc)) from None
+    return context.summarizer.summarize(request)
 
 
 def _summary_text(stage: str, call: SummaryCall) -> str:
-    return _structured_part(call.text) if stage in ("S", "S-p") else call.text
+    return summary_block(call.text) if stage in ("S", "S-p") else call.text
 
 
 def _on_error(window: Sequence[Message], target: int, call: SummaryCall) -> Rewrite:
