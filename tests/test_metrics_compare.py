@@ -222,7 +222,7 @@ def test_outcome_breakdown_counts_missing_planned_attempts_as_other(runs):
 
 def test_compare_to_baseline_row_worked_by_hand(runs):
     row = compare_to_baseline(runs, model="m", benchmark="b", n_boot=1000, seed=2).iloc[0]
-    assert (row.policy, row.setting, row.attempts, row.baseline, row.cost_method) == (
+    assert (row.policy, row.setting, row.attempts, row.baseline, row.cost_ratio_method) == (
         "TR/Th/0.5", "primary", 3, "FC", "estimated")
     # fractions: policy A 1/3, B 2/3, C 1 -> 2/3; FC 2/3, 0, 1 -> 5/9; difference 1/9
     assert (row.n_tasks, row.resolve_rate, row.baseline_resolve_rate) == pytest.approx((3, 2 / 3, 5 / 9))
@@ -242,7 +242,7 @@ def test_compare_to_baseline_cost_method_picks_the_headline(runs):
     runs.loc[(runs.policy != "FC") & (runs.task_id == "C"), "billed_exact"] = 0.0
     # exact: policy A (60 + 90 + 90) / 3 * 2 = 160, C 0 -> mean 80; FC A 300, C 200 -> 250: 0.32
     exact = compare_to_baseline(runs, model="m", benchmark="b", n_boot=200, cost_method="exact").iloc[0]
-    assert exact.cost_method == "exact" and exact.cost_ratio_est == pytest.approx(0.32)
+    assert exact.cost_ratio_method == "exact" and exact.cost_ratio_est == pytest.approx(0.32)
     assert exact.cost_ratio_estimated_est == pytest.approx(0.52) and exact.cost_ratio_exact_est == pytest.approx(0.32)
     default = compare_to_baseline(runs, model="m", benchmark="b", n_boot=200).iloc[0]
     assert default.cost_ratio_est == pytest.approx(0.52)

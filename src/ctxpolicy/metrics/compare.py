@@ -205,16 +205,19 @@ def _interval(name: str, values: dict) -> dict:
 
 def compare_to_baseline(runs: pd.DataFrame, *, model: str, benchmark: str, baseline: str = FC,
                         baseline_setting: str | None = None, attempts: int | None = None,
-                        cost_method: str = DEFAULT_METHOD, cohort: str | None = None,
+                        cost_method: str = DEFAULT_METHOD, cohort: str | None = None, track: str | None = None,
                         n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
-    """One row per cell other than the baseline's, on one model and benchmark.
+    """One row per cell other than the baseline's (only ``track``'s cells when given), on one
+    model and benchmark.
 
-    Columns: the cell's identity (``IDENTITY_KEYS``, ``cell``, ``primitive``, ``trigger``,
-    ``depth``), ``attempts``, ``baseline``, ``cost_method``, then ``COMPARE_KEYS`` with interval
-    statistics flattened to ``<key>_est/_lo/_hi/_n_tasks``, and the further ratios of
-    ``RATIOS`` (each method's cost, calls, retrieval and execution commands) in the same form.
-    Rates and differences are fractions; ratios plain ratios; ``calls_change`` = ratio - 1.
-    Attempts default to the table's largest attempt number. ValueError without baseline runs.
+    Columns: the cell's identity (``IDENTITY_KEYS``, ``cell``, ``track``, ``primitive``,
+    ``trigger``, ``depth``), ``attempts``, ``baseline``, then ``COMPARE_KEYS`` with interval
+    statistics flattened to ``<key>_est/_lo/_hi/_n_tasks`` (and ``cost_ratio_method``, the
+    method of ``cost_ratio``), the gained and lost task ids (``gain_tasks``, ``loss_tasks``),
+    and the further ratios of ``RATIOS`` (each method's cost, calls, retrieval and execution
+    commands) in the same form. Rates and differences are fractions; ratios plain ratios;
+    ``calls_change`` = ratio - 1. Attempts default to the table's largest attempt number.
+    ValueError without baseline runs.
     """
     if cost_method not in METHODS:
         raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
@@ -231,14 +234,16 @@ def compare_to_baseline(runs: pd.DataFrame, *, model: str, benchmark: str, basel
     base_calls = calls_when_solved(base, attempts, solved_min)
     rows = []
     for cell, group in policy_cells(selected, exclude=base):
+        if track is not None and (group["track"].astype("object") != track).all():
+            continue
         tasks = comparison_tasks(group, base)
         counts = resample_counts(len(tasks), n_boot, seed)
         a = task_success(group, attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
         b = base_success.reindex(tasks, fill_value=0.0).to_numpy(float)
         lo, hi = percentile_interval(boot_means(counts, a - b))
         row = {"benchmark": benchmark, "model": model, **cell_description(group), "cell": cell,
-               "attempts": attempts, "baseline": baseline, "cost_method": cost_method,
-               "n_tasks": len(tasks),
+               "track": group["track"].iloc[0] if "track" in group else None,
+               "attempts": attempts, "baseline": baseline, "n_tasks": len(tasks),
                "resolve_rate": float(a.mean()) if len(tasks) else np.nan,
                "baseline_resolve_rate": float(b.mean()) if len(tasks) else np.nan}
         row.update(_interval("resolve_delta", {"est": float((a - b).mean()) if len(tasks) else np.nan,
@@ -248,7 +253,7 @@ def compare_to_baseline(runs: pd.DataFrame, *, model: str, benchmark: str, basel
                   for name, column in RATIOS.items()}
         row.update(_interval("tokens_ratio", ratios["tokens_ratio"]))
         row.update(_interval("latency_ratio", ratios["latency_ratio"]))
-        row.update(_interval("cost_ratio", ratios[f"cost_ratio_{cost_method}"]))
+        row.update(_interval("cost_ratio", ratios[f"cost_ratio_{cost_method}"]), cost_ratio_method=cost_method)
         row.update(_gains_losses(solved_tasks(group, attempts=attempts, solved_min=solved_min), base_solved, tasks))
         row.update(_interval("calls_change", _calls_change(calls_when_solved(group, attempts, solved_min),
                                                            base_calls, n_boot, seed)))
@@ -282,7 +287,8 @@ def _calls_change(policy: pd.Series, base: pd.Series, n_boot: int, seed: int) ->
 
 def compare_records(table: pd.DataFrame) -> list[dict]:
     """``compare_to_baseline`` rows as the command's JSON objects: the identity keys and
-    ``COMPARE_KEYS``, each interval statistic as {est, lo, hi, n_tasks}, NaN as None."""
+    ``COMPARE_KEYS``, each interval statistic as {est, lo, hi, n_tasks} (``cost_ratio`` also
+    names its ``method``), NaN as None."""
     def plain(value):
         if value is None or (isinstance(value, float) and np.isnan(value)):
             return None
@@ -295,6 +301,8 @@ def compare_records(table: pd.DataFrame) -> list[dict]:
             if key in INTERVAL_KEYS:
                 parts = ("est", "lo", "hi") if key == "resolve_delta" else ("est", "lo", "hi", "n_tasks")
                 record[key] = {part: plain(row[f"{key}_{part}"]) for part in parts}
+                if key == "cost_ratio":
+                    record[key]["method"] = row["cost_ratio_method"]
             else:
                 record[key] = plain(row[key])
         records.append(record)
@@ -302,12 +310,13 @@ def compare_records(table: pd.DataFrame) -> list[dict]:
 
 
 def compare_columns() -> list[str]:
-    """The flat (CSV) columns of the command's output, in order."""
+    """The flat (CSV) columns of the command's output, in order (``cost_ratio_method`` after
+    the cost ratio's interval columns)."""
     columns = list(IDENTITY_KEYS)
     for key in COMPARE_KEYS:
         if key in INTERVAL_KEYS:
             parts = ("est", "lo", "hi") if key == "resolve_delta" else ("est", "lo", "hi", "n_tasks")
-            columns += [f"{key}_{part}" for part in parts]
+            columns += [f"{key}_{part}" for part in parts] + (["cost_ratio_method"] if key == "cost_ratio" else [])
         else:
             columns.append(key)
     return columns
@@ -315,7 +324,7 @@ def compare_columns() -> list[str]:
 
 # -- older views -------------------------------------------------------------------------
 
-_LEGACY = {"baseline_resolve_rate": "fc_resolve_rate", "tokens_ratio_est": "token_ratio",
+_LEGACY = {"baseline_resolve_rate": "fc_resolve_rate", "cost_ratio_method": "cost_method", "tokens_ratio_est": "token_ratio",
            "tokens_ratio_lo": "token_ratio_lo", "tokens_ratio_hi": "token_ratio_hi",
            "tokens_ratio_n_tasks": "n_resource_tasks", "cost_ratio_measured_n_tasks": "n_measured_tasks",
            **{f"{name}_{part}": (name if part == "est" else f"{name}_{part}")
