@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -259,3 +260,16 @@ def test_cost_cli_names_the_bad_line_and_field(monkeypatch, capsys):
     code, _, err = run_cli(monkeypatch, capsys, ['{"kind": "agent", "prompt_tokens": 3, "events": [{"primitive": '
                                                  '"OTRC", "unchanged_prefix_tokens": -4, "total_tokens_before": 9}]}'])
     assert code == 2 and err.count("\n") == 1 and "unchanged_prefix_tokens is -4" in err
+
+
+def test_config_key_selects_one_of_the_named_methods_and_defaults_to_the_estimate():
+    from ctxpolicy.config import ConfigError, load_config, validate_config
+    from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
+
+    config = load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
+    assert config["metrics"]["cost_method"] == DEFAULT_METHOD == "estimated"
+    assert set(BILLED_COLUMNS) == set(METHODS) == {"estimated", "exact", "measured"}
+    for method in METHODS:
+        assert validate_config({**config, "metrics": {"cost_method": method}})["metrics"]["cost_method"] == method
+    with pytest.raises(ConfigError, match="cost_method"):
+        validate_config({**config, "metrics": {"cost_method": "cheap"}})
