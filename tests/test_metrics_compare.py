@@ -281,3 +281,13 @@ def test_compare_to_baseline_with_another_baseline_and_without_one(runs):
     assert (row.gains, row.losses) == (1, 1)
     with pytest.raises(ValueError, match="no FC runs for model 'm' on benchmark 'b'"):
         compare_to_baseline(runs[runs.policy != "FC"], model="m", benchmark="b")
+
+
+def test_outcome_breakdown_keeps_cells_of_the_same_name_apart_per_model(runs):
+    other_model = runs.assign(model="m2")
+    other_model = other_model[~((other_model.policy == "FC") & (other_model.task_id == "C"))]
+    table = outcome_breakdown(pd.concat([runs, other_model]))
+    fc = table[(table.cell == "FC")].groupby("model")["n_planned"].first()
+    # m2's FC lacks C's three runs, but C was planned there: the TR cell of m2 ran it
+    assert fc.to_dict() == {"m": 9, "m2": 9}
+    assert table[(table.cell == "FC") & (table.model == "m2")].set_index("outcome_class").loc["other", "n"] == 4 + 3

@@ -95,9 +95,10 @@ def solved_threshold(attempts: int) -> int:
 
 
 def planned_runs(runs: pd.DataFrame, attempts: int) -> pd.DataFrame:
-    """The runs of planned attempts 1..A, one per (cell, task, attempt) (the first when repeated)."""
+    """The runs of planned attempts 1..A, one per (benchmark, model, cell, task, attempt) (the
+    first when repeated)."""
     attempt = runs["attempt"].to_numpy()
-    key = ["cell", "task_id", "attempt"] if "cell" in runs else ["task_id", "attempt"]
+    key = [c for c in ("benchmark", "model", "cell") if c in runs] + ["task_id", "attempt"]
     return runs[(attempt >= 1) & (attempt <= attempts)].drop_duplicates(key)
 
 
@@ -465,7 +466,7 @@ def outcome_breakdown(runs: pd.DataFrame, *, model: str | None = None, benchmark
     universe = (planned.assign(task_id=planned["task_id"].astype(str))[scope + ["task_id"]]
                 .astype({c: "object" for c in scope}).drop_duplicates())
     rows = []
-    for cell, group in planned.groupby("cell", observed=True, sort=True):
+    for (_, _, cell), group in planned.groupby(["benchmark", "model", "cell"], observed=True, sort=True):
         key = {c: group[c].astype("object").iloc[0] for c in scope}
         match = np.ones(len(universe), dtype=bool)
         for c, value in key.items():
