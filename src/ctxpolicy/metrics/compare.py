@@ -325,7 +325,8 @@ def compare_columns() -> list[str]:
 
 # -- older views -------------------------------------------------------------------------
 
-_LEGACY = {"baseline_resolve_rate": "fc_resolve_rate", "cost_ratio_method": "cost_method", "tokens_ratio_est": "token_ratio",
+_LEGACY = {"baseline_resolve_rate": "fc_resolve_rate", "cost_ratio_method": "cost_method",
+           "tokens_ratio_est": "token_ratio",
            "tokens_ratio_lo": "token_ratio_lo", "tokens_ratio_hi": "token_ratio_hi",
            "tokens_ratio_n_tasks": "n_resource_tasks", "cost_ratio_measured_n_tasks": "n_measured_tasks",
            **{f"{name}_{part}": (name if part == "est" else f"{name}_{part}")
