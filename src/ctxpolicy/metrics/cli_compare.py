@@ -142,8 +142,12 @@ def plain_table(table, *, attempts: int, baseline: str, cost_method: str) -> str
                       interval(row["calls_change_est"], row["calls_change_lo"], row["calls_change_hi"], 100, "%")
                       + f" n={row['calls_change_n_tasks']}"])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = [f"# against {baseline}; {attempts} planned attempts per task; cost method: {cost_method}; "
-            f"solved = at least {-(-2 * attempts // 3)} of {attempts} successes; intervals: 95 % task bootstrap"]
+    from ctxpolicy.metrics.compare import solved_threshold
+    from ctxpolicy.metrics.cost import METHOD_DESCRIPTIONS
+
+    text = [f"# against {baseline}; {attempts} planned attempts per task; solved = at least "
+            f"{solved_threshold(attempts)} of {attempts} successes; intervals: 95 % task bootstrap; "
+            f"cost method: {cost_method} ({METHOD_DESCRIPTIONS[cost_method]})"]
     text += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
     return "\n".join(text) + "\n"
 

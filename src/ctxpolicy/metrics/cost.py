@@ -32,6 +32,12 @@ METHODS = ("estimated", "exact", "measured")  # config metrics.cost_method; the 
 DEFAULT_METHOD = METHODS[0]
 # the runs-table column of each method's billed input cost
 BILLED_COLUMNS = {"estimated": "billed_est", "exact": "billed_exact", "measured": "billed_measured"}
+# one line per method, for figure notes and command output (docs/metrics.md, section 3)
+METHOD_DESCRIPTIONS = {
+    "estimated": "the study's estimate (A.5.2) from server-reported prompt sizes and OTRC events",
+    "exact": "prefix-cache simulation over whole messages, local cl100k_base shares rescaled to server tokens",
+    "measured": "server-reported cached tokens",
+}
 
 # Random odd multipliers make the position-weighted sum below a 64-bit hash of each prefix.
 _MIX = np.random.default_rng(20260101).integers(1, 2**63, size=2, dtype=np.uint64) | np.uint64(1)
