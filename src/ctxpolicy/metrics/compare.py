@@ -235,7 +235,7 @@ def compare_to_baseline(runs: pd.DataFrame, *, model: str, benchmark: str, basel
     base_calls = calls_when_solved(base, attempts, solved_min)
     rows = []
     for cell, group in policy_cells(selected, exclude=base):
-        if track is not None and (group["track"].astype("object") != track).all():
+        if track is not None and "track" in group and (group["track"].astype("object") != track).all():
             continue
         tasks = comparison_tasks(group, base)
         counts = resample_counts(len(tasks), n_boot, seed)
