@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxpolicy.metrics import cli_cost
-from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached, unchanged_prefix
+from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached, has_otrc, unchanged_prefix
 
 TOKENS = {"s": 100, "t": 50, "a": 30, "o": 20, "x": 25, "b": 10}
 
@@ -25,22 +26,26 @@ def run_exact(sequences, prompts, block=16):
 
 
 def test_exact_counts_longest_whole_message_prefix_with_any_earlier_call():
+    # shared prefixes in local tokens, rescaled to the server prompt: floor(P * shared / local), floor16
     sequences = [["s", "t"],                 # first call: nothing cached
-                 ["s", "t", "a", "o"],       # shares s,t = 150 tokens -> 144 in 16-token blocks
-                 ["s", "x", "o"],            # after compression: shares only s = 100 -> 96
-                 ["s", "t", "a", "o", "b"],  # shares s,t,a,o with call 1 (not the previous call) = 200 -> 192
-                 ["s", "t"]]                 # shares 150 -> 144, but the server saw only 120 tokens
-    assert run_exact(sequences, [160, 210, 140, 230, 120]) == [0, 144, 96, 192, 120]
+                 ["s", "t", "a", "o"],       # shares s,t = 150 of 200 local: 210 * 150 // 200 = 157 -> 144
+                 ["s", "x", "o"],            # after compression: shares s = 100 of 145: 14000 // 145 = 96 -> 96
+                 ["s", "t", "a", "o", "b"],  # shares s,t,a,o with call 1 (not the previous call) = 200 of
+                                             # 210: 46000 // 210 = 219 -> 208
+                 ["s", "t"]]                 # shares all 150 of 150: the whole server prompt 120 -> 112
+    assert run_exact(sequences, [160, 210, 140, 230, 120]) == [0, 144, 96, 208, 112]
 
 
 def test_exact_block_size_is_a_parameter():
-    assert run_exact([["s", "t"], ["s", "t", "a"]], [160, 190], block=1) == [0, 150]
+    # shares 150 of 180 local tokens of a 190-token prompt: 28500 // 180 = 158
+    assert run_exact([["s", "t"], ["s", "t", "a"]], [160, 190], block=1) == [0, 158]
     assert run_exact([["s", "t"], ["s", "t", "a"]], [160, 190], block=64) == [0, 128]
 
 
 def test_exact_counts_whole_messages_only():
-    # call 1 shares s but differs in its second message: the partial match inside t counts nothing
-    assert run_exact([["s", "t", "a"], ["s", "a", "t"]], [200, 200], block=1) == [0, 100]
+    # call 1 shares s but differs in its second message: the partial match inside t counts nothing;
+    # s is 100 of 180 local tokens of a 200-token prompt: 20000 // 180 = 111
+    assert run_exact([["s", "t", "a"], ["s", "a", "t"]], [200, 200], block=1) == [0, 111]
 
 
 def brute_force_cached(sequences, tokens, prompts, block):
@@ -52,98 +57,143 @@ def brute_force_cached(sequences, tokens, prompts, block):
             while n < min(len(seq), len(earlier)) and seq[n] == earlier[n]:
                 n += 1
             best = max(best, sum(tokens[k][:n]))
-        out.append(min(best // block * block, prompts[k]))
+        local = sum(tokens[k])
+        server = best * prompts[k] // local if local else 0
+        out.append(min(server, prompts[k]) // block * block)
     return out
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 4), max_size=7), min_size=1, max_size=6), st.sampled_from([1, 4, 16]))
-def test_exact_matches_a_brute_force_longest_common_prefix(sequences, block):
+@given(st.lists(st.lists(st.integers(0, 4), max_size=7), min_size=1, max_size=6), st.sampled_from([1, 4, 16]),
+       st.integers(-20, 40))
+def test_exact_matches_a_brute_force_longest_common_prefix(sequences, block, overhead):
     tokens = [[3 + 5 * code for code in seq] for seq in sequences]
-    prompts = [sum(t) + 7 for t in tokens]
+    prompts = [max(0, sum(t) + overhead) for t in tokens]  # the server's tokenizer counts differently
     got = exact_cached([np.array(s, dtype=np.int64) for s in sequences],
                        [np.array(t, dtype=np.int64) for t in tokens], np.array(prompts), block)
     assert got.tolist() == brute_force_cached(sequences, tokens, prompts, block)
 
 
-def test_estimate_follows_growth_drops_and_events():
-    prompts = [300, 900, 2300, 1000, 1100, 1050, 1500]
-    events = [0, 0, 0, 0, 0, 0, 1]
-    cached, kind = estimated_cached(np.array(prompts), np.array(events, dtype=bool), block=16)
-    # growth caches the previous prompt (floor to 16): 300 -> 288, 900 -> 896, 1000 -> 992;
-    # the drop 2300 -> 1000 (1300 >= max(1000, 575)) and the small drop 1100 -> 1050 and the event
-    # all fall back to the stable prefix, the first prompt 300 -> 288.
-    assert cached.tolist() == [0, 288, 896, 288, 992, 288, 288]
-    assert kind.tolist() == ["first", "growth", "growth", "large_drop", "growth", "small_drop", "event"]
+def event(primitive, unchanged, before, **fields):
+    record = {"primitive": primitive, "trigger": "Th", "depth": 0.5, "window_tokens_before": before - 400,
+              "window_tokens_after": 900, "total_tokens_before": before, "total_tokens_after": 1300,
+              "target_tokens": 1000, "messages_removed": 0, "messages_cleared": 1, "summary_tokens": 0,
+              "first_changed_index": 5, "unchanged_prefix_tokens": unchanged, "fallback": None}
+    record.update(fields)
+    return record
 
 
-def trc_event(unchanged, before, first_changed=5, **fields):
-    event = {"primitive": "TRC", "trigger": "Th", "depth": 0.5, "window_tokens_before": before - 400,
-             "window_tokens_after": 900, "total_tokens_before": before, "total_tokens_after": 1300,
-             "target_tokens": 1000, "messages_removed": 0, "messages_cleared": 3, "summary_tokens": 0,
-             "first_changed_index": first_changed, "unchanged_prefix_tokens": unchanged, "fallback": None}
-    event.update(fields)
-    return event
-
-
-def estimate_from_steps(prompts, steps, block=16):
+def estimate(prompts, steps, block=16):
     """The estimate as the run tables compute it, from each agent call's list of events."""
     where = [unchanged_prefix(events) or (-1, -1) for events in steps]
-    return estimated_cached(np.array(prompts), np.array([bool(e) for e in steps]), block,
-                            unchanged_tokens=np.array([w[0] for w in where]),
-                            tokens_before=np.array([w[1] for w in where]))
+    cached, rule = estimated_cached(np.array(prompts), np.array([has_otrc(e) for e in steps]), block,
+                                    unchanged_tokens=np.array([w[0] for w in where]),
+                                    tokens_before=np.array([w[1] for w in where]))
+    return cached.tolist(), (np.array(prompts) - cached).tolist(), rule.tolist()
 
 
-def test_estimate_charges_fresh_from_the_cleared_message_on():
-    prompts = [300, 900, 2300, 2500, 1400, 1600, 2000, 1500]
-    steps = [[], [], [], [], [trc_event(1200, 2400)], [], [], [trc_event(2160, 2400)]]
-    cached, kind = estimate_from_steps(prompts, steps)
-    # call 4: TRC cleared from the message after 1200 of the 2400 local tokens before it, so
-    # s = 1200 / 2400 = 0.5 of the previous prompt is reused: min(1400, 0.5 * 2500 = 1250) -> 1248
-    # (the stable-prefix rule would have said 288). Call 5 grows: floor16(1400) = 1392.
-    # call 7: s = 2160 / 2400 = 0.9 of 2000 = 1800, but the prompt is only 1500 -> 1488.
-    assert cached.tolist() == [0, 288, 896, 2288, 1248, 1392, 1600, 1488]
-    assert kind.tolist() == ["first", "growth", "growth", "growth", "event", "growth", "growth", "event"]
+def test_rule_growth_caches_the_previous_prompt():
+    # S = 300. Call 2 grows: floor16(300) = 288 cached, 900 - 288 = 612 fresh. Call 3 does not
+    # change (900 -> 900 counts as growth): floor16(900) = 896 cached, 4 fresh.
+    cached, fresh, rule = estimate([300, 900, 900], [[], [], []])
+    assert cached == [0, 288, 896] and fresh == [300, 612, 4]
+    assert rule == ["first", "growth", "growth"]
 
 
-def test_estimate_of_stacked_events_takes_the_earliest_change_against_the_first_history():
+def test_rule_large_reduction_keeps_the_stable_prefix_whatever_fired():
+    # 4000 -> 2900 drops 1100 >= max(1000, 0.25 * 4000 = 1000): cached = floor16(min(S = 300, 2900)) = 288,
+    # fresh = 2900 - 288 = 2612, even though an OTRC event with a position was recorded at that call
+    cached, fresh, rule = estimate([300, 4000, 2900], [[], [], [event("OTRC", 2000, 2400)]])
+    assert cached == [0, 288, 288] and fresh == [300, 3712, 2612]
+    assert rule == ["first", "growth", "large_reduction"]
+
+
+def test_large_reduction_threshold_is_a_quarter_of_the_prompt_above_4000():
+    # 8000 -> 6001 drops 1999 < max(1000, 2000): small; 8000 -> 6000 drops 2000: large
+    _, rule = estimated_cached(np.array([500, 8000, 6001, 8000, 6000]), None, 16)
+    assert rule.tolist() == ["first", "growth", "small_reduction", "growth", "large_reduction"]
+
+
+def test_rule_otrc_event_mid_history_caches_the_share_before_the_cleared_message():
+    # call 4: OTRC cleared a tool result in the middle of the history: 2000 of the 2400 local tokens
+    # before it stayed, so the share 2000/2400 of the previous prompt 2500 is cached:
+    # 2000 * 2500 // 2400 = 2083 -> floor16 2080; fresh = 2450 - 2080 = 370.
+    # Call 5 grows again: floor16(2450) = 2448 cached, 252 fresh.
+    prompts = [300, 1200, 2500, 2450, 2700]
+    cached, fresh, rule = estimate(prompts, [[], [], [], [event("OTRC", 2000, 2400, trigger="St")], []])
+    assert cached == [0, 288, 1200, 2080, 2448] and fresh == [300, 912, 1300, 370, 252]
+    assert rule == ["first", "growth", "growth", "otrc", "growth"]
+    # C = N_fresh + 0.1 N_cached: 3134 + 0.1 * 6016
+    assert billed(np.array(prompts), np.array(cached), 0).billed_input == pytest.approx(3134 + 601.6)
+
+
+def test_rule_otrc_position_is_capped_at_the_prompt():
+    # the share 2160/2400 of 2000 is 1800, but the prompt is only 1500: cached floor16(1500) = 1488
+    cached, fresh, rule = estimate([300, 2000, 1500], [[], [], [event("OTRC", 2160, 2400)]])
+    assert cached == [0, 288, 1488] and fresh == [300, 1712, 12] and rule[2] == "otrc"
+
+
+@pytest.mark.parametrize("primitive", ["TRC", "TR", "S-p", "SU"])
+def test_rule_trc_tr_and_summary_events_get_no_position_rule(primitive):
+    # the same event (2000 of 2400 unchanged) as in the OTRC test, but from another primitive:
+    # 2500 -> 2450 is a small unexplained reduction: floor16(min(S = 300, 2450)) = 288, fresh 2162;
+    # 2450 -> 2700 with the same event is growth: floor16(2450) = 2448, fresh 252
+    steps = [[], [], [], [event(primitive, 2000, 2400)], [event(primitive, 2000, 2400)]]
+    cached, fresh, rule = estimate([300, 1200, 2500, 2450, 2700], steps)
+    assert cached == [0, 288, 1200, 288, 2448] and fresh == [300, 912, 1300, 2162, 252]
+    assert rule == ["first", "growth", "growth", "small_reduction", "growth"]
+
+
+def test_rule_small_unexplained_reduction_keeps_the_stable_prefix():
+    # 2000 -> 1900 drops 100 < 1000 without an OTRC event: floor16(min(300, 1900)) = 288, fresh 1612
+    cached, fresh, rule = estimate([300, 2000, 1900], [[], [], []])
+    assert cached == [0, 288, 288] and fresh == [300, 1712, 1612]
+    assert rule[2] == "small_reduction"
+
+
+def test_stable_prefix_is_capped_at_a_smaller_prompt():
+    # a large reduction below the first prompt: cached = min(S = 3000, 1200) = 1200
+    cached, fresh, _ = estimate([3000, 6000, 1200], [[], [], []])
+    assert cached == [0, 2992, 1200] and fresh == [3000, 3008, 0]
+
+
+def test_stacked_otrc_step_takes_the_earliest_change_against_the_first_history():
     # OTRC leaves 2000 of 2400 tokens intact, then TR (on OTRC's output, 2300 tokens) keeps only
     # the 600-token head: s = min(2000, 600) / 2400 = 0.25 of the previous prompt 2500 = 625 -> 624
-    steps = [[], [trc_event(2000, 2400, primitive="OTRC"), trc_event(600, 2300, primitive="TR")]]
+    steps = [[], [event("OTRC", 2000, 2400), event("TR", 600, 2300)]]
     assert unchanged_prefix(steps[1]) == (600, 2400)
-    cached, _ = estimate_from_steps([2500, 2000], steps)
-    assert cached.tolist() == [0, 624]
+    cached, _, rule = estimate([2500, 2000], steps)
+    assert cached == [0, 624] and rule == ["first", "otrc"]
 
 
-def test_estimate_keeps_a_prefix_on_a_block_boundary():
+def test_otrc_position_on_a_block_boundary_keeps_its_block():
     # s = 1100 / 1500 of 4800 is exactly 3520 = 220 blocks (in floating point 3519.99..., which
     # would lose the last block): integer arithmetic keeps it
-    cached, _ = estimate_from_steps([4800, 4000], [[], [trc_event(1100, 1500)]])
-    assert cached.tolist() == [0, 3520]
+    cached, _, _ = estimate([4800, 4000], [[], [event("OTRC", 1100, 1500)]])
+    assert cached == [0, 3520]
 
 
-def test_estimate_of_an_old_event_without_the_field_keeps_only_the_stable_prefix():
-    old = trc_event(1200, 2400)
+def test_otrc_event_without_a_position_keeps_only_the_stable_prefix():
+    old = event("OTRC", 1200, 2400)
     del old["unchanged_prefix_tokens"]
     assert unchanged_prefix([old]) is None
-    assert unchanged_prefix([trc_event(1200, 2400), old]) is None  # the step's change cannot be placed
-    cached, kind = estimate_from_steps([300, 2500, 1400], [[], [], [old]])
-    # no position: the stable prefix, the first prompt 300 -> 288, is all that is cached
-    assert cached.tolist() == [0, 288, 288] and kind.tolist() == ["first", "growth", "event"]
+    assert unchanged_prefix([event("OTRC", 1200, 2400), old]) is None  # the step's change cannot be placed
+    cached, _, rule = estimate([300, 2500, 2600], [[], [], [old]])
+    # no position: the cleared message is placed after the stable prefix, floor16(300) = 288
+    assert cached == [0, 288, 288] and rule == ["first", "growth", "otrc"]
+
+
+def test_has_otrc_reads_the_primitive_of_each_event():
+    assert has_otrc([event("TRC", 1, 2), event("OTRC", 1, 2)])
+    assert not has_otrc([event("TRC", 1, 2)]) and not has_otrc([]) and not has_otrc(None)
 
 
 def test_unchanged_prefix_names_a_bad_field():
     with pytest.raises(ValueError, match="unchanged_prefix_tokens is 'x'"):
-        unchanged_prefix([trc_event("x", 2400)])
+        unchanged_prefix([event("OTRC", "x", 2400)])
     with pytest.raises(ValueError, match="total_tokens_before is None"):
-        unchanged_prefix([trc_event(100, 2400, total_tokens_before=None)])
+        unchanged_prefix([event("OTRC", 100, 2400, total_tokens_before=None)])
     assert unchanged_prefix([]) is None
-
-
-def test_estimate_large_drop_threshold_is_a_quarter_of_the_prompt_above_4000():
-    _, kind = estimated_cached(np.array([500, 8000, 6001, 8000, 6000]), None, 16)
-    # 8000 -> 6001 drops 1999 < max(1000, 2000): small; 8000 -> 6000 drops 2000: large
-    assert kind.tolist() == ["first", "growth", "small_drop", "growth", "large_drop"]
 
 
 def test_billed_input_formula():
@@ -175,7 +225,8 @@ def test_cost_cli_prices_exact_and_estimate(monkeypatch, capsys):
              call("agent", 210, ["s", "t", "a", "o"])]
     code, out, _ = run_cli(monkeypatch, capsys, lines)
     assert code == 0
-    # exact: call 2 shares s,t (150 -> 144) with agent call 1, not 200 with the summary request
+    # exact: call 2 shares s,t (150 of 200 local tokens: 210 * 150 // 200 = 157 -> 144) with agent
+    # call 1, not 200 with the summary request
     assert out["exact"] == {"fresh": 226, "cached": 144, "summary": 70, "billed_input": pytest.approx(310.4)}
     # estimate: growth 160 -> 210 caches floor16(160) = 160: fresh 210, C = 210 + 16 + 70
     assert out["estimated"] == {"fresh": 210, "cached": 160, "summary": 70, "billed_input": pytest.approx(296.0)}
@@ -185,9 +236,41 @@ def test_cost_cli_without_message_ids_gives_only_the_estimate(monkeypatch, capsy
     code, out, _ = run_cli(monkeypatch, capsys, [call("agent", 100), call("agent", 150)])
     assert code == 0 and out["exact"] is None
     assert out["estimated"]["cached"] == 96  # floor16(100)
+    assert out["measured"] is None  # no server cached counts
+
+
+def test_cost_cli_places_otrc_events_and_prices_server_cached_counts(monkeypatch, capsys):
+    lines = [json.dumps({"kind": "agent", "prompt_tokens": 300, "cached_tokens": 0}),
+             json.dumps({"kind": "agent", "prompt_tokens": 2500, "cached_tokens": 288}),
+             json.dumps({"kind": "agent", "prompt_tokens": 2450, "cached_tokens": 2048,
+                         "events": [event("OTRC", 2000, 2400, trigger="St")]})]
+    code, out, _ = run_cli(monkeypatch, capsys, lines)
+    assert code == 0
+    # estimate: 0, floor16(300) = 288, OTRC share 2000 * 2500 // 2400 = 2083 -> 2080: cached 2368,
+    # fresh 5250 - 2368 = 2882, C = 2882 + 236.8
+    assert out["estimated"] == {"fresh": 2882, "cached": 2368, "summary": 0, "billed_input": pytest.approx(3118.8)}
+    # measured: 0 + 288 + 2048 = 2336 cached, 2914 fresh
+    assert out["measured"] == {"fresh": 2914, "cached": 2336, "summary": 0, "billed_input": pytest.approx(3147.6)}
 
 
 def test_cost_cli_names_the_bad_line_and_field(monkeypatch, capsys):
     code, _, err = run_cli(monkeypatch, capsys, [call("agent", 100), '{"kind": "tool", "prompt_tokens": 3}'])
     assert code == 2
     assert "line 2" in err and "kind" in err and "'tool'" in err
+    code, _, err = run_cli(monkeypatch, capsys, ['{"kind": "agent", "prompt_tokens": 3, "events": [{"primitive": '
+                                                 '"OTRC", "unchanged_prefix_tokens": -4, "total_tokens_before": 9}]}'])
+    assert code == 2 and err.count("\n") == 1 and "unchanged_prefix_tokens is -4" in err
+
+
+def test_config_key_selects_one_of_the_named_methods_and_defaults_to_the_estimate():
+    from ctxpolicy.config import ConfigError, load_config, validate_config
+    from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHOD_DESCRIPTIONS, METHODS
+
+    config = load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
+    assert config["metrics"]["cost_method"] == DEFAULT_METHOD == "estimated"
+    assert set(BILLED_COLUMNS) == set(METHODS) == set(METHOD_DESCRIPTIONS) == {"estimated", "exact", "measured"}
+    assert "cl100k_base" in METHOD_DESCRIPTIONS["exact"]  # the exact method names its tokenizer
+    for method in METHODS:
+        assert validate_config({**config, "metrics": {"cost_method": method}})["metrics"]["cost_method"] == method
+    with pytest.raises(ConfigError, match="cost_method"):
+        validate_config({**config, "metrics": {"cost_method": "cheap"}})

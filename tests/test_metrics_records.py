@@ -98,10 +98,10 @@ def test_one_run_row_worked_by_hand(tmp_path):
     # request is not an agent call. N_cached = 288; N_fresh = 612 - 288 = 324; C = 324 + 28.8 + 65
     assert (row.cached_exact, row.fresh_exact) == (288, 324)
     assert row.billed_exact == pytest.approx(417.8)
-    # estimate: call 1 grows from 160 (caches 160); call 3 has an event that does not say where the
-    # change was (an older record, no unchanged_prefix_tokens): stable prefix 160 -> 160
-    assert (row.cached_est, row.fresh_est) == (320, 292)
-    assert row.billed_est == pytest.approx(292 + 32 + 65)
+    # estimate: call 1 grows from 160 (caches 160); call 3 grows 212 -> 240 after an SU event, which
+    # gets no position rule (only OTRC does): floor16(212) = 208
+    assert (row.cached_est, row.fresh_est) == (368, 244)
+    assert row.billed_est == pytest.approx(244 + 36.8 + 65)
     # measured: server said 0 + 144 + 96 = 240
     assert row.cached_measured == 240 and row.billed_measured == pytest.approx(372 + 24 + 65)
     assert (row.retrieval_cmds, row.execution_cmds) == (1, 1)
@@ -110,16 +110,16 @@ def test_one_run_row_worked_by_hand(tmp_path):
     calls = tables.calls
     assert calls["kind"].tolist() == ["agent", "agent", "summary", "agent"]
     assert calls["cached_exact"].tolist() == [0, 144, 0, 144]
-    assert calls["cached_est"].tolist() == [0, 160, 0, 160]
+    assert calls["cached_est"].tolist() == [0, 160, 0, 208]
     assert calls["n_events"].tolist() == [0, 0, 0, 1]
     assert set(calls["run_dir"].astype(str)) == {row.run_dir}
 
 
 def test_estimate_places_the_change_where_the_event_says(tmp_path):
-    # SU replaced A1, O1 (from index 2 on): of the 264 local tokens before it (SYS..O2), the 150
-    # of SYS+TASK stayed. Call 3 reuses 150/264 of the previous prompt 212: 31800 // 264 = 120,
-    # floor16 -> 112 (an old event without the field gave the stable prefix, 160).
-    event = {**EVENT, "total_tokens_before": 264, "unchanged_prefix_tokens": 150}
+    # an OTRC event changed the history from index 2 on: of the 264 local tokens before it (SYS..O2),
+    # the 150 of SYS+TASK stayed. Call 3 reuses 150/264 of the previous prompt 212: 31800 // 264 = 120,
+    # floor16 -> 112 (an SU event at the same place gets no position rule: growth, 208).
+    event = {**EVENT, "primitive": "OTRC", "total_tokens_before": 264, "unchanged_prefix_tokens": 150}
     write_run(tmp_path / "cell" / "t1__a1", event=event)
     tables = aggregate([tmp_path], processes=1)
     assert tables.calls["cached_est"].tolist() == [0, 160, 0, 112]

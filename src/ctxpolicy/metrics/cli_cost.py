@@ -2,10 +2,15 @@
 
 Input (-i FILE or stdin): JSON lines in call order, each
   {"kind": "agent"|"summary", "prompt_tokens": int,
-   "message_ids": [str, ...], "message_tokens": [int, ...]}
-(message_ids and message_tokens optional; without them on every agent call only the estimate
-is possible). Output: one JSON object {"exact": {fresh, cached, summary, billed_input} or null,
-"estimated": {...}, "block": B, "discount": D}. Definitions: docs/metrics.md.
+   "message_ids": [str, ...], "message_tokens": [int, ...], "events": [...], "cached_tokens": int}
+(all but kind and prompt_tokens optional; the lines of a run's calls.jsonl work as they are once
+message_tokens is added). prompt_tokens are the server's counts; message_tokens local counts
+(cl100k_base in run records), used by the exact method only for the shared prefix's share of the
+call. events are the call's compression events (the estimate places OTRC events by position).
+Output: one JSON object {"estimated": {fresh, cached, summary, billed_input}, "exact": {...} or
+null (without message ids on every agent call), "measured": {...} or null (without
+cached_tokens on every agent call), "block": B, "discount": D}, all counts in server tokens.
+Definitions: docs/metrics.md, section 3.
 """
 
 from __future__ import annotations
@@ -44,6 +49,11 @@ def read_calls(lines, source: str) -> list[dict]:
         ids, tokens = call.get("message_ids"), call.get("message_tokens")
         if (ids is None) != (tokens is None) or (ids is not None and len(ids) != len(tokens)):
             raise CallsError(f"{where}: fields message_ids and message_tokens must come together, same length")
+        if call.get("events") is not None and not isinstance(call["events"], list):
+            raise CallsError(f"{where}: field events is {call['events']!r}, not a list")
+        cached = call.get("cached_tokens")
+        if cached is not None and (not isinstance(cached, int) or cached < 0):
+            raise CallsError(f"{where}: field cached_tokens is {cached!r}, not an int >= 0")
         calls.append(call)
     return calls
 
@@ -51,14 +61,20 @@ def read_calls(lines, source: str) -> list[dict]:
 def price(calls: list[dict], block: int, discount: float) -> dict:
     import numpy as np
 
-    from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached
+    from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached, has_otrc, unchanged_prefix
 
     agent = [c for c in calls if c["kind"] == "agent"]
     prompts = np.array([c["prompt_tokens"] for c in agent], dtype=np.int64)
     summary = sum(c["prompt_tokens"] for c in calls if c["kind"] == "summary")
-    est, _ = estimated_cached(prompts, None, block)
-    result = {"exact": None, "estimated": billed(prompts, est, summary, discount).as_dict(),
-              "block": block, "discount": discount}
+    where = [unchanged_prefix(c.get("events") or []) or (-1, -1) for c in agent]
+    est, _ = estimated_cached(prompts, [has_otrc(c.get("events")) for c in agent], block,
+                              unchanged_tokens=np.array([w[0] for w in where], dtype=np.int64),
+                              tokens_before=np.array([w[1] for w in where], dtype=np.int64))
+    result = {"estimated": billed(prompts, est, summary, discount).as_dict(), "exact": None,
+              "measured": None, "block": block, "discount": discount}
+    if agent and all(c.get("cached_tokens") is not None for c in agent):
+        measured = np.array([c["cached_tokens"] for c in agent], dtype=np.int64)
+        result["measured"] = billed(prompts, measured, summary, discount).as_dict()
     if agent and all(c.get("message_ids") is not None for c in agent):
         codes: dict[str, int] = {}
         sequences = [np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64)
@@ -85,5 +101,10 @@ def main(args) -> int:
     except (CallsError, OSError) as exc:
         print(f"cost: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(price(calls, args.block, args.discount)))
+    try:
+        result = price(calls, args.block, args.discount)
+    except ValueError as exc:  # a malformed event field, named by unchanged_prefix
+        print(f"cost: {args.input or '<stdin>'}: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
     return 0

@@ -1,8 +1,14 @@
-"""Comparisons against full context (FC) on the same model and benchmark.
+"""Comparisons of policy cells against a baseline cell (FC unless told) on one model and benchmark.
 
 All functions take the runs table (docs/schema.md) and return tidy DataFrames. A policy is
-identified by its cell (policy spec, threshold setting, summarizer); FC is the cell whose
-policy is "FC". The rules are spelled out in docs/metrics.md; each is one small function here.
+identified by its cell (policy spec, threshold setting, summarizer). The rules are spelled out
+in docs/metrics.md (section 5); each is one small function here.
+
+``compare_to_baseline`` is the one comparison behind ``ctxpolicy compare`` and the figures'
+data: one row per cell with ``COMPARE_KEYS`` (the command's keys; an interval statistic
+``<key>`` is the columns ``<key>_est``, ``_lo``, ``_hi`` and ``_n_tasks``). ``compare_to_fc``,
+``gains_losses`` and ``execution_length`` are older views with the same rules and their own
+column names, kept for the figure modules that read them.
 """
 
 from __future__ import annotations
@@ -14,15 +20,21 @@ import pandas as pd
 
 from ctxpolicy.metrics.bootstrap import (DEFAULT_RESAMPLES, boot_means, boot_ratio,
                                          percentile_interval, resample_counts)
-from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES
+from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
+from ctxpolicy.metrics.outcomes import MISSING, OUTCOME_CLASSES
 
 FC = "FC"
-# output column -> runs column; cost_ratio uses the exact cache count
-RESOURCES = {"token_ratio": "total_tokens", "latency_ratio": "wall_s", "cost_ratio": "billed_exact",
-             "cost_ratio_est": "billed_est", "cost_ratio_measured": "billed_measured",
-             "calls_ratio": "agent_calls", "retrieval_ratio": "retrieval_cmds",
-             "execution_ratio": "execution_cmds"}
 CELL_COLUMNS = ("policy", "primitive", "trigger", "depth", "setting", "summarizer")
+IDENTITY_KEYS = ("benchmark", "model", "policy", "setting", "summarizer")
+# interval statistics: est, lo, hi, n_tasks (resolve_delta has no n_tasks: it is over n_tasks)
+INTERVAL_KEYS = ("resolve_delta", "tokens_ratio", "latency_ratio", "cost_ratio", "calls_change")
+COMPARE_KEYS = ("n_tasks", "resolve_rate", "baseline_resolve_rate", "resolve_delta", "tokens_ratio",
+                "latency_ratio", "cost_ratio", "solved", "baseline_solved", "gains", "losses",
+                "calls_change", "left_out_tasks")
+# ratio name -> runs column; cost_ratio is the headline method's (``compare_to_baseline``)
+RATIOS = {"tokens_ratio": "total_tokens", "latency_ratio": "wall_s",
+          **{f"cost_ratio_{method}": BILLED_COLUMNS[method] for method in METHODS},
+          "calls_ratio": "agent_calls", "retrieval_ratio": "retrieval_cmds", "execution_ratio": "execution_cmds"}
 
 
 # -- selection ---------------------------------------------------------------------------
@@ -40,9 +52,28 @@ def fc_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[(runs["policy"] == FC).to_numpy()]
 
 
-def policy_cells(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(cell, runs) for every non-FC cell, in cell order."""
-    others = runs[(runs["policy"] != FC).to_numpy()]
+def baseline_runs(runs: pd.DataFrame, baseline: str = FC, setting: str | None = None) -> pd.DataFrame:
+    """The baseline cell's runs: policy ``baseline`` with the agent as its own summarizer, at
+    ``setting`` when the policy has one. ValueError when that matches several cells."""
+    mask = (runs["policy"].astype("object") == baseline).to_numpy().copy()
+    if "summarizer" in runs:
+        mask &= runs["summarizer"].isna().to_numpy()
+    if setting is not None and "setting" in runs:
+        values = runs["setting"].astype("object")
+        mask &= (values.isna() | (values == setting)).to_numpy()
+    chosen = runs[mask]
+    cells = sorted(map(str, chosen["cell"].unique()))
+    if len(cells) > 1:
+        raise ValueError(f"baseline {baseline!r} matches several cells ({', '.join(cells)}); name a setting")
+    return chosen
+
+
+def policy_cells(runs: pd.DataFrame, exclude: pd.DataFrame | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """(cell, runs) for every cell that is not FC (or not one of ``exclude``'s cells), in cell order."""
+    if exclude is None:
+        others = runs[(runs["policy"] != FC).to_numpy()]
+    else:
+        others = runs[~runs["cell"].astype("object").isin(set(exclude["cell"].astype("object"))).to_numpy()]
     return [(str(cell), group) for cell, group in others.groupby("cell", observed=True, sort=True)]
 
 
@@ -51,11 +82,57 @@ def cell_description(group: pd.DataFrame) -> dict:
     return {c: (None if pd.isna(first[c]) else first[c]) for c in CELL_COLUMNS if c in group}
 
 
+# -- attempts and tasks --------------------------------------------------------------------
+
+def planned_attempts(runs: pd.DataFrame) -> int:
+    """Attempts per task when only a table is at hand: the largest attempt number in it."""
+    return int(runs["attempt"].max()) if len(runs) else 1
+
+
+def solved_threshold(attempts: int) -> int:
+    """Successes that make a task solved: at least two thirds of the attempts, ⌈2A/3⌉ (2 of 3, 1 of 1)."""
+    return -(-2 * attempts // 3)
+
+
+def planned_runs(runs: pd.DataFrame, attempts: int) -> pd.DataFrame:
+    """The runs of planned attempts 1..A, one per (benchmark, model, cell, task, attempt) (the
+    first when repeated)."""
+    attempt = runs["attempt"].to_numpy()
+    key = [c for c in ("benchmark", "model", "cell") if c in runs] + ["task_id", "attempt"]
+    return runs[(attempt >= 1) & (attempt <= attempts)].drop_duplicates(key)
+
+
+def comparison_tasks(policy: pd.DataFrame, baseline: pd.DataFrame) -> pd.Index:
+    """The tasks a comparison counts: those with any run in either cell when both cells run the
+    same cohort; otherwise (a sweep subset against the main cohort's baseline) the policy's."""
+    tasks = pd.Index(policy["task_id"].astype(str).unique())
+    if _same_cohort(policy, baseline):
+        tasks = tasks.union(pd.Index(baseline["task_id"].astype(str).unique()))
+    return tasks.sort_values()
+
+
+def _same_cohort(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    if "cohort" not in a or "cohort" not in b:
+        return True
+    cohorts_a, cohorts_b = set(a["cohort"].dropna().astype(str)), set(b["cohort"].dropna().astype(str))
+    return not cohorts_a or not cohorts_b or cohorts_a == cohorts_b
+
+
+def _attempt_counts(runs: pd.DataFrame, attempts: int) -> pd.DataFrame:
+    """Per task: recorded planned attempts and their successes."""
+    planned = planned_runs(runs, attempts)
+    grouped = planned.assign(task_id=planned["task_id"].astype(str)).groupby("task_id")["resolved"]
+    return pd.DataFrame({"recorded": grouped.size(), "successes": grouped.sum().astype(int)})
+
+
 # -- per-task values ---------------------------------------------------------------------
 
-def task_success(runs: pd.DataFrame) -> pd.Series:
-    """Each task's success fraction over all its recorded attempts."""
-    return runs.groupby("task_id", observed=True)["resolved"].mean().astype(float)
+def task_success(runs: pd.DataFrame, attempts: int | None = None) -> pd.Series:
+    """Each task's success fraction over the planned attempts: successes among attempts 1..A,
+    divided by A (a missing attempt counts as unresolved). A defaults to the table's largest
+    attempt number."""
+    attempts = attempts or planned_attempts(runs)
+    return (_attempt_counts(runs, attempts)["successes"] / attempts).astype(float)
 
 
 def resource_eligible(runs: pd.DataFrame) -> pd.DataFrame:
@@ -66,12 +143,12 @@ def resource_eligible(runs: pd.DataFrame) -> pd.DataFrame:
 def task_resource_means(runs: pd.DataFrame, column: str) -> pd.Series:
     """Per-task mean of one resource over eligible runs that have a value for it."""
     eligible = resource_eligible(runs)
-    return eligible.groupby("task_id", observed=True)[column].mean().dropna()
+    return eligible.groupby(eligible["task_id"].astype(str))[column].mean().dropna()
 
 
-def resolve_rate(runs: pd.DataFrame) -> float:
-    """Mean over tasks of each task's success fraction."""
-    per_task = task_success(runs)
+def resolve_rate(runs: pd.DataFrame, attempts: int | None = None) -> float:
+    """Mean over tasks of each task's success fraction over the planned attempts."""
+    per_task = task_success(runs, attempts)
     return float(per_task.mean()) if len(per_task) else float("nan")
 
 
@@ -84,83 +161,246 @@ def resource_ratio(policy: pd.DataFrame, fc: pd.DataFrame, column: str) -> tuple
     return float(a[shared].mean() / b[shared].mean()), len(shared)
 
 
-def _resource_means(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per-task means of every resource column over eligible runs (NaN where none has a value)."""
-    return resource_eligible(runs).groupby("task_id", observed=True)[list(RESOURCES.values())].mean()
+def solved_tasks(runs: pd.DataFrame, *, attempts: int | None = None, solved_min: int | None = None,
+                 require_all: bool = True) -> pd.Series:
+    """Per task: solved (bool) when at least ``solved_min`` (default ⌈2A/3⌉) of the planned
+    attempts 1..A succeed. With ``require_all`` (the gains/losses rule), tasks without all A
+    attempts recorded are left out."""
+    attempts = attempts or planned_attempts(runs)
+    solved_min = solved_min or solved_threshold(attempts)
+    counts = _attempt_counts(runs, attempts)
+    if require_all:
+        counts = counts[counts["recorded"] >= attempts]
+    return counts["successes"] >= solved_min
 
 
-def _ratio_with_interval(tasks: pd.Index, policy: pd.Series, fc: pd.Series, counts: np.ndarray) -> dict:
-    pa, pb = policy.reindex(tasks).to_numpy(float), fc.reindex(tasks).to_numpy(float)
+def calls_when_solved(runs: pd.DataFrame, attempts: int, solved_min: int) -> pd.Series:
+    """Per solved task (at least ``solved_min`` successes among attempts 1..A): the mean agent
+    calls of its successful attempts."""
+    planned = planned_runs(runs, attempts)
+    successes = planned[planned["resolved"].to_numpy(dtype=bool)]
+    per_task = successes.groupby(successes["task_id"].astype(str))["agent_calls"].agg(["size", "mean"])
+    return per_task.loc[per_task["size"] >= solved_min, "mean"]
+
+
+def _resource_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Per-task means of resource columns over eligible runs (NaN where none has a value)."""
+    eligible = resource_eligible(runs)
+    return eligible.groupby(eligible["task_id"].astype(str))[columns].mean()
+
+
+def _ratio_with_interval(tasks: pd.Index, policy: pd.Series, base: pd.Series, counts: np.ndarray) -> dict:
+    pa, pb = policy.reindex(tasks).to_numpy(float), base.reindex(tasks).to_numpy(float)
     both = ~np.isnan(pa) & ~np.isnan(pb)
-    fc_mean = pb[both].mean() if both.any() else np.nan
-    point = pa[both].mean() / fc_mean if both.any() and fc_mean > 0 else np.nan
+    base_mean = pb[both].mean() if both.any() else np.nan
+    point = pa[both].mean() / base_mean if both.any() and base_mean > 0 else np.nan
     lo, hi = percentile_interval(boot_ratio(counts, pa, pb, both))
-    return {"ratio": float(point), "lo": lo, "hi": hi, "n": int(both.sum())}
+    return {"est": float(point), "lo": lo, "hi": hi, "n_tasks": int(both.sum())}
 
 
-# -- the comparison table ----------------------------------------------------------------
+def _interval(name: str, values: dict) -> dict:
+    return {f"{name}_{part}": value for part, value in values.items()}
 
-def compare_to_fc(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
-                  n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
-    """One row per non-FC cell: resolve-rate difference and resource ratios against FC,
-    each with a 95 % task-bootstrap percentile interval. Tasks: those with runs on both sides."""
+
+# -- the comparison ------------------------------------------------------------------------
+
+def compare_to_baseline(runs: pd.DataFrame, *, model: str, benchmark: str, baseline: str = FC,
+                        baseline_setting: str | None = None, attempts: int | None = None,
+                        cost_method: str = DEFAULT_METHOD, cohort: str | None = None, track: str | None = None,
+                        n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+    """One row per cell other than the baseline's (only ``track``'s cells when given), on one
+    model and benchmark.
+
+    Columns: the cell's identity (``IDENTITY_KEYS``, ``cell``, ``track``, ``primitive``,
+    ``trigger``, ``depth``), ``attempts``, ``baseline``, then ``COMPARE_KEYS`` with interval
+    statistics flattened to ``<key>_est/_lo/_hi/_n_tasks`` (and ``cost_ratio_method``, the
+    method of ``cost_ratio``), the gained and lost task ids (``gain_tasks``, ``loss_tasks``),
+    and the further ratios of ``RATIOS`` (each method's cost, calls, retrieval and execution
+    commands) in the same form. Rates and differences are fractions; ratios plain ratios;
+    ``calls_change`` = ratio - 1. Attempts default to the table's largest attempt number.
+    ValueError without baseline runs.
+    """
+    if cost_method not in METHODS:
+        raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-    fc = fc_runs(selected)
-    fc_success, fc_means = task_success(fc), _resource_means(fc)
+    attempts = attempts or planned_attempts(selected)
+    solved_min = solved_threshold(attempts)
+    base = baseline_runs(selected, baseline, baseline_setting)
+    if base.empty:
+        raise ValueError(f"no {baseline} runs for model {model!r} on benchmark {benchmark!r}")
+    columns = list(RATIOS.values())
+    base_success = task_success(base, attempts)
+    base_means = _resource_means(base, columns)
+    base_solved = solved_tasks(base, attempts=attempts, solved_min=solved_min)
+    base_calls = calls_when_solved(base, attempts, solved_min)
     rows = []
-    for cell, group in policy_cells(selected):
-        success = task_success(group)
-        tasks = success.index.intersection(fc_success.index).sort_values()
+    for cell, group in policy_cells(selected, exclude=base):
+        if track is not None and "track" in group and (group["track"].astype("object") != track).all():
+            continue
+        tasks = comparison_tasks(group, base)
         counts = resample_counts(len(tasks), n_boot, seed)
-        a, b = success[tasks].to_numpy(float), fc_success[tasks].to_numpy(float)
-        delta = 100 * (boot_means(counts, a) - boot_means(counts, b))
-        row = {**cell_description(group), "cell": cell, "n_tasks": len(tasks),
-               "resolve_rate": a.mean() if len(tasks) else np.nan,
-               "fc_resolve_rate": b.mean() if len(tasks) else np.nan}
-        row["delta_pp"] = 100 * (row["resolve_rate"] - row["fc_resolve_rate"])
-        row["delta_pp_lo"], row["delta_pp_hi"] = percentile_interval(delta)
-        means = _resource_means(group)
-        for name, column in RESOURCES.items():
-            ratio = _ratio_with_interval(tasks, means[column], fc_means[column], counts)
-            row[name], row[f"{name}_lo"], row[f"{name}_hi"] = ratio["ratio"], ratio["lo"], ratio["hi"]
-            if name == "token_ratio":
-                row["n_resource_tasks"] = ratio["n"]
-            elif name == "cost_ratio_measured":
-                row["n_measured_tasks"] = ratio["n"]
+        a = task_success(group, attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
+        b = base_success.reindex(tasks, fill_value=0.0).to_numpy(float)
+        lo, hi = percentile_interval(boot_means(counts, a - b))
+        row = {"benchmark": benchmark, "model": model, **cell_description(group), "cell": cell,
+               "track": group["track"].iloc[0] if "track" in group else None,
+               "attempts": attempts, "baseline": baseline, "n_tasks": len(tasks),
+               "resolve_rate": float(a.mean()) if len(tasks) else np.nan,
+               "baseline_resolve_rate": float(b.mean()) if len(tasks) else np.nan}
+        row.update(_interval("resolve_delta", {"est": float((a - b).mean()) if len(tasks) else np.nan,
+                                               "lo": lo, "hi": hi}))
+        means = _resource_means(group, columns)
+        ratios = {name: _ratio_with_interval(tasks, means[column], base_means[column], counts)
+                  for name, column in RATIOS.items()}
+        row.update(_interval("tokens_ratio", ratios["tokens_ratio"]))
+        row.update(_interval("latency_ratio", ratios["latency_ratio"]))
+        row.update(_interval("cost_ratio", ratios[f"cost_ratio_{cost_method}"]), cost_ratio_method=cost_method)
+        row.update(_gains_losses(solved_tasks(group, attempts=attempts, solved_min=solved_min), base_solved, tasks))
+        row.update(_interval("calls_change", _calls_change(calls_when_solved(group, attempts, solved_min),
+                                                           base_calls, n_boot, seed)))
+        for name, values in ratios.items():
+            if name not in ("tokens_ratio", "latency_ratio"):
+                row.update(_interval(name, values))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-# -- gains and losses --------------------------------------------------------------------
+def _gains_losses(policy: pd.Series, base: pd.Series, tasks: pd.Index) -> dict:
+    """Gains and losses over the comparison's tasks that have every planned attempt on both sides."""
+    compared = tasks.intersection(policy.index).intersection(base.index)
+    p, f = policy[compared].to_numpy(bool), base[compared].to_numpy(bool)
+    return {"solved": int(p.sum()), "baseline_solved": int(f.sum()), "gains": int((p & ~f).sum()),
+            "losses": int((~p & f).sum()), "left_out_tasks": len(tasks) - len(compared),
+            "gains_losses_tasks": len(compared),
+            "gain_tasks": list(map(str, compared[p & ~f])), "loss_tasks": list(map(str, compared[~p & f]))}
 
-def solved_tasks(runs: pd.DataFrame, *, attempts: int = 3, solved_min: int = 2) -> pd.Series:
-    """Per task: solved (bool) when at least ``solved_min`` of its first ``attempts`` attempts
-    succeed. Tasks with fewer than ``attempts`` recorded attempts are left out."""
-    ranked = runs.sort_values(["task_id", "attempt"])
-    first = ranked[(ranked.groupby("task_id", observed=True).cumcount() < attempts).to_numpy()]
-    per_task = first.groupby("task_id", observed=True)["resolved"].agg(["size", "sum"])
-    per_task = per_task[per_task["size"] >= attempts]
-    return per_task["sum"] >= solved_min
+
+def _calls_change(policy: pd.Series, base: pd.Series, n_boot: int, seed: int) -> dict:
+    """Agent calls on tasks both solve: policy mean / baseline mean - 1, with a task-bootstrap interval."""
+    tasks = policy.index.intersection(base.index).sort_values()
+    a, b = policy[tasks].to_numpy(float), base[tasks].to_numpy(float)
+    if not len(tasks) or b.mean() <= 0:
+        return {"est": np.nan, "lo": np.nan, "hi": np.nan, "n_tasks": len(tasks)}
+    ratios = boot_ratio(resample_counts(len(tasks), n_boot, seed), a, b, np.ones(len(tasks), dtype=bool))
+    lo, hi = percentile_interval(ratios - 1)
+    return {"est": float(a.mean() / b.mean() - 1), "lo": lo, "hi": hi, "n_tasks": len(tasks)}
+
+
+def compare_records(table: pd.DataFrame) -> list[dict]:
+    """``compare_to_baseline`` rows as the command's JSON objects: the identity keys and
+    ``COMPARE_KEYS``, each interval statistic as {est, lo, hi, n_tasks} (``cost_ratio`` also
+    names its ``method``), NaN as None."""
+    def plain(value):
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return None
+        return value.item() if isinstance(value, np.generic) else value
+
+    records = []
+    for row in table.to_dict("records"):
+        record = {key: plain(row.get(key)) for key in IDENTITY_KEYS}
+        for key in COMPARE_KEYS:
+            if key in INTERVAL_KEYS:
+                parts = ("est", "lo", "hi") if key == "resolve_delta" else ("est", "lo", "hi", "n_tasks")
+                record[key] = {part: plain(row[f"{key}_{part}"]) for part in parts}
+                if key == "cost_ratio":
+                    record[key]["method"] = row["cost_ratio_method"]
+            else:
+                record[key] = plain(row[key])
+        records.append(record)
+    return records
+
+
+def compare_columns() -> list[str]:
+    """The flat (CSV) columns of the command's output, in order (``cost_ratio_method`` after
+    the cost ratio's interval columns)."""
+    columns = list(IDENTITY_KEYS)
+    for key in COMPARE_KEYS:
+        if key in INTERVAL_KEYS:
+            parts = ("est", "lo", "hi") if key == "resolve_delta" else ("est", "lo", "hi", "n_tasks")
+            columns += [f"{key}_{part}" for part in parts] + (["cost_ratio_method"] if key == "cost_ratio" else [])
+        else:
+            columns.append(key)
+    return columns
+
+
+# -- older views -------------------------------------------------------------------------
+
+_LEGACY = {"baseline_resolve_rate": "fc_resolve_rate", "cost_ratio_method": "cost_method",
+           "tokens_ratio_est": "token_ratio",
+           "tokens_ratio_lo": "token_ratio_lo", "tokens_ratio_hi": "token_ratio_hi",
+           "tokens_ratio_n_tasks": "n_resource_tasks", "cost_ratio_measured_n_tasks": "n_measured_tasks",
+           **{f"{name}_{part}": (name if part == "est" else f"{name}_{part}")
+              for name in ("latency_ratio", "cost_ratio", "cost_ratio_exact", "cost_ratio_measured",
+                           "calls_ratio", "retrieval_ratio", "execution_ratio") for part in ("est", "lo", "hi")},
+           **{f"cost_ratio_estimated_{part}": "cost_ratio_est" + ("" if part == "est" else f"_{part}")
+              for part in ("est", "lo", "hi")}}
+
+
+def compare_to_fc(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
+                  n_boot: int = DEFAULT_RESAMPLES, seed: int = 0, attempts: int | None = None,
+                  cost_method: str = DEFAULT_METHOD) -> pd.DataFrame:
+    """``compare_to_baseline`` against FC in the older column names: ``delta_pp(_lo,_hi)`` in
+    percentage points, ``token_ratio``, ``latency_ratio``, ``cost_ratio`` (the ``cost_method``
+    headline, named in ``cost_method``), ``cost_ratio_est`` / ``cost_ratio_exact`` /
+    ``cost_ratio_measured`` (each method), ``calls_ratio``, ``retrieval_ratio``,
+    ``execution_ratio`` (each with ``_lo``, ``_hi``), ``fc_resolve_rate``, ``n_resource_tasks``,
+    ``n_measured_tasks``. No rows without FC runs."""
+    if not len(fc_runs(select(runs, model=model, benchmark=benchmark, cohort=cohort))):
+        return pd.DataFrame()
+    table = compare_to_baseline(runs, model=model, benchmark=benchmark, cohort=cohort, n_boot=n_boot,
+                                seed=seed, attempts=attempts, cost_method=cost_method)
+    if table.empty:
+        return table
+    for part in ("est", "lo", "hi"):
+        table[f"delta_pp{'' if part == 'est' else '_' + part}"] = 100 * table[f"resolve_delta_{part}"]
+    return table.rename(columns=_LEGACY)
 
 
 def gains_losses(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
-                 attempts: int = 3, solved_min: int = 2) -> pd.DataFrame:
+                 attempts: int | None = None, solved_min: int | None = None) -> pd.DataFrame:
     """Per non-FC cell: tasks solved by the policy and not by FC (gains) and the reverse
-    (losses), over tasks with ``attempts`` recorded attempts on both sides. The study's rule is
-    attempts=3, solved_min=2; a one-attempt study uses attempts=1, solved_min=1."""
+    (losses), over the comparison's tasks with all ``attempts`` (default: the table's largest
+    attempt number) recorded on both sides; ``left_out_tasks`` counts the others. Solved: at
+    least ``solved_min`` (default ⌈2A/3⌉: 2 of 3, 1 of 1) successes."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-    fc = solved_tasks(fc_runs(selected), attempts=attempts, solved_min=solved_min)
+    attempts = attempts or planned_attempts(selected)
+    solved_min = solved_min or solved_threshold(attempts)
+    base = fc_runs(selected)
+    fc = solved_tasks(base, attempts=attempts, solved_min=solved_min)
     rows = []
     for cell, group in policy_cells(selected):
         policy = solved_tasks(group, attempts=attempts, solved_min=solved_min)
-        tasks = policy.index.intersection(fc.index).sort_values()
-        p, f = policy[tasks], fc[tasks]
-        gains, losses = tasks[(p & ~f).to_numpy()], tasks[(~p & f).to_numpy()]
-        rows.append({**cell_description(group), "cell": cell, "n_tasks": len(tasks),
+        counted = _gains_losses(policy, fc, comparison_tasks(group, base))
+        rows.append({**cell_description(group), "cell": cell, "n_tasks": counted["gains_losses_tasks"],
                      "attempts": attempts, "solved_min": solved_min,
-                     "policy_solved": int(p.sum()), "fc_solved": int(f.sum()),
-                     "gains": len(gains), "losses": len(losses), "net": len(gains) - len(losses),
-                     "gain_tasks": list(map(str, gains)), "loss_tasks": list(map(str, losses))})
+                     "policy_solved": counted["solved"], "fc_solved": counted["baseline_solved"],
+                     "gains": counted["gains"], "losses": counted["losses"],
+                     "net": counted["gains"] - counted["losses"], "left_out_tasks": counted["left_out_tasks"],
+                     "gain_tasks": counted["gain_tasks"], "loss_tasks": counted["loss_tasks"]})
+    return pd.DataFrame(rows)
+
+
+def execution_length(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
+                     attempts: int | None = None, solved_min: int | None = None,
+                     n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+    """Agent calls of successful attempts, averaged per task, on tasks solved (at least
+    ``solved_min``, default ⌈2A/3⌉, successes among the planned attempts) by both the policy and
+    FC; percentage change of the policy's mean over those tasks against FC's, with a
+    task-bootstrap interval."""
+    selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
+    attempts = attempts or planned_attempts(selected)
+    solved_min = solved_min or solved_threshold(attempts)
+    fc = calls_when_solved(fc_runs(selected), attempts, solved_min)
+    rows = []
+    for cell, group in policy_cells(selected):
+        policy = calls_when_solved(group, attempts, solved_min)
+        change = _calls_change(policy, fc, n_boot, seed)
+        tasks = policy.index.intersection(fc.index)
+        rows.append({**cell_description(group), "cell": cell, "n_tasks": change["n_tasks"],
+                     "calls_policy": float(policy[tasks].mean()) if len(tasks) else np.nan,
+                     "calls_fc": float(fc[tasks].mean()) if len(tasks) else np.nan,
+                     "pct_change": 100 * change["est"], "pct_change_lo": 100 * change["lo"],
+                     "pct_change_hi": 100 * change["hi"]})
     return pd.DataFrame(rows)
 
 
@@ -168,12 +408,15 @@ def gains_losses(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str 
 
 def paired_differences(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
                        pairs: list[tuple[str, str]] | None = None, n_boot: int = DEFAULT_RESAMPLES,
-                       seed: int = 0, holm: bool = False, alpha: float = 0.05) -> pd.DataFrame:
-    """Resolve rate of cell A minus cell B (percentage points) on their shared tasks, with a
-    task-bootstrap percentile interval, a two-sided bootstrap p-value
-    (2 * min(P*(d <= 0), P*(d >= 0)), capped at 1) and optionally Holm-adjusted p-values across
-    the family. ``pairs`` are cell slugs; default: every pair of cells, FC included."""
+                       seed: int = 0, holm: bool = False, alpha: float = 0.05,
+                       attempts: int | None = None) -> pd.DataFrame:
+    """Resolve rate of cell A minus cell B (percentage points) over the planned attempts on the
+    pair's tasks (``comparison_tasks``), with a task-bootstrap percentile interval, a two-sided
+    bootstrap p-value (2 * min(P*(d <= 0), P*(d >= 0)), capped at 1) and optionally
+    Holm-adjusted p-values across the family. ``pairs`` are cell slugs; default: every pair of
+    cells, FC included."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
+    attempts = attempts or planned_attempts(selected)
     by_cell = {str(cell): group for cell, group in selected.groupby("cell", observed=True, sort=True)}
     pairs = pairs if pairs is not None else list(combinations(sorted(by_cell), 2))
     rows = []
@@ -181,9 +424,9 @@ def paired_differences(runs: pd.DataFrame, *, model: str, benchmark: str, cohort
         for cell in (cell_a, cell_b):
             if cell not in by_cell:
                 raise KeyError(f"cell {cell!r} has no runs for model {model!r}, benchmark {benchmark!r}")
-        sa, sb = task_success(by_cell[cell_a]), task_success(by_cell[cell_b])
-        tasks = sa.index.intersection(sb.index).sort_values()
-        a, b = sa[tasks].to_numpy(float), sb[tasks].to_numpy(float)
+        tasks = comparison_tasks(by_cell[cell_a], by_cell[cell_b])
+        a = task_success(by_cell[cell_a], attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
+        b = task_success(by_cell[cell_b], attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
         diffs = 100 * boot_means(resample_counts(len(tasks), n_boot, seed), a - b)
         lo, hi = percentile_interval(diffs)
         finite = diffs[np.isfinite(diffs)]
@@ -208,53 +451,36 @@ def paired_differences(runs: pd.DataFrame, *, model: str, benchmark: str, cohort
     return table
 
 
-# -- execution length --------------------------------------------------------------------
-
-def execution_length(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
-                     solved_min: int = 1, n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
-    """Agent calls of successful attempts, averaged per task, on tasks solved (at least
-    ``solved_min`` successes) by both the policy and FC; percentage change of the policy's
-    mean over those tasks against FC's, with a task-bootstrap interval."""
-    selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-
-    def calls_when_solved(group: pd.DataFrame) -> pd.Series:
-        successes = group[group["resolved"].to_numpy()]
-        per_task = successes.groupby("task_id", observed=True)["agent_calls"].agg(["size", "mean"])
-        return per_task.loc[per_task["size"] >= solved_min, "mean"]
-
-    fc = calls_when_solved(fc_runs(selected))
-    rows = []
-    for cell, group in policy_cells(selected):
-        policy = calls_when_solved(group)
-        tasks = policy.index.intersection(fc.index)
-        mean_policy = float(policy[tasks].mean()) if len(tasks) else np.nan
-        mean_fc = float(fc[tasks].mean()) if len(tasks) else np.nan
-        tasks = tasks.sort_values()
-        ratios = boot_ratio(resample_counts(len(tasks), n_boot, seed), policy[tasks].to_numpy(float),
-                            fc[tasks].to_numpy(float), np.ones(len(tasks), dtype=bool))
-        lo, hi = percentile_interval(100 * (ratios - 1))
-        rows.append({**cell_description(group), "cell": cell, "n_tasks": len(tasks),
-                     "calls_policy": mean_policy, "calls_fc": mean_fc,
-                     "pct_change": 100 * (mean_policy / mean_fc - 1) if len(tasks) else np.nan,
-                     "pct_change_lo": lo, "pct_change_hi": hi})
-    return pd.DataFrame(rows)
-
-
 # -- outcome breakdown -------------------------------------------------------------------
 
 def outcome_breakdown(runs: pd.DataFrame, *, model: str | None = None, benchmark: str | None = None,
-                      cohort: str | None = None) -> pd.DataFrame:
-    """Runs per outcome class and cell (every class listed, zeros included), with shares."""
+                      cohort: str | None = None, attempts: int | None = None) -> pd.DataFrame:
+    """Planned attempts per outcome class and cell (every class listed, zeros included), with
+    shares. A cell's planned attempts are attempts 1..A (default: the table's largest attempt
+    number) of every task any cell of its (benchmark, model, cohort) recorded; those without a
+    run are counted as ``other`` (other/missing) and also in ``n_missing``. ``n_planned`` is the
+    bar's total."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-    keys = ["benchmark", "model", "cell"]
-    counts = (selected.assign(outcome_class=pd.Categorical(selected["outcome_class"].astype(str),
-                                                           categories=OUTCOME_CLASSES))
-              .groupby(keys + ["outcome_class"], observed=False).size().rename("n").reset_index())
-    totals = counts.groupby(keys, observed=True)["n"].transform("sum")
-    counts = counts[(totals > 0).to_numpy()].copy()
-    counts["share"] = counts["n"] / totals[totals > 0]
-    described = (selected.drop_duplicates("cell")[["cell", *CELL_COLUMNS]]
-                 .astype({"cell": str}))
-    counts["cell"] = counts["cell"].astype(str)
-    return counts.merge(described, on="cell", how="left")[
-        ["benchmark", "model", "cell", *CELL_COLUMNS, "outcome_class", "n", "share"]]
+    attempts = attempts or planned_attempts(selected)
+    planned = planned_runs(selected, attempts)
+    scope = ["benchmark", "model", "cohort"] if "cohort" in planned else ["benchmark", "model"]
+    universe = (planned.assign(task_id=planned["task_id"].astype(str))[scope + ["task_id"]]
+                .astype({c: "object" for c in scope}).drop_duplicates())
+    rows = []
+    for (_, _, cell), group in planned.groupby(["benchmark", "model", "cell"], observed=True, sort=True):
+        key = {c: group[c].astype("object").iloc[0] for c in scope}
+        match = np.ones(len(universe), dtype=bool)
+        for c, value in key.items():
+            match &= (universe[c] == value).to_numpy() | (pd.isna(value) & universe[c].isna().to_numpy())
+        n_planned = int(match.sum()) * attempts
+        classes = group["outcome_class"].astype(str).value_counts()
+        n_missing = n_planned - len(group)
+        description = cell_description(group)
+        for outcome in OUTCOME_CLASSES:
+            n = int(classes.get(outcome, 0)) + (n_missing if outcome == MISSING else 0)
+            rows.append({"benchmark": key["benchmark"], "model": key["model"], "cell": str(cell),
+                         **{c: description.get(c) for c in CELL_COLUMNS}, "outcome_class": outcome, "n": n,
+                         "share": n / n_planned if n_planned else np.nan, "n_planned": n_planned,
+                         "n_missing": n_missing})
+    columns = ["benchmark", "model", "cell", *CELL_COLUMNS, "outcome_class", "n", "share", "n_planned", "n_missing"]
+    return pd.DataFrame(rows, columns=columns)

@@ -1,18 +1,19 @@
-"""Billed input cost under a prefix cache, with three ways to count cached tokens.
+"""Billed input cost under a prefix cache, with three named ways to count cached tokens.
 
-C = N_fresh + discount * N_cached + N_summary, in units of one fresh input token. N_fresh and
-N_cached split the agent calls' prompts; summarizer input is always billed fresh; output tokens
-are not part of C. The three ways to get N_cached, per agent call k:
+C = N_fresh + discount * N_cached + N_summary, in units of one fresh input token (study A.5.2).
+N_fresh and N_cached split the agent calls' server-reported prompts; summarizer input is always
+billed fresh; output tokens are not part of C. The three methods (``METHODS``), per agent call k:
 
-exact      the longest prefix, in whole messages, that call k shares with any earlier agent
-           call of the run, counted in message tokens, rounded down to whole cache blocks and
-           capped at the call's prompt;
-estimated  from the prompt sizes and compression events alone (see ``estimated_cached``):
-           after an event, the previous prompt up to the first changed message is cached;
+estimated  the study's reconstruction from successive server-reported prompt sizes and the
+           recorded OTRC events (``estimated_cached``); the headline by default;
+exact      a prefix-cache simulation: the longest whole-message prefix call k shares with any
+           earlier agent call, measured in local cl100k_base message counts and rescaled to
+           the call's server-reported prompt (``exact_cached_flat``);
 measured   the server-reported cached tokens (unknown for the run if any agent call lacks it).
 
-Written here rather than taken from a library: no maintained package prices prefix caching from
-recorded message sequences, and the estimate is the study's own rule.
+Every count that enters C is in server tokens. Written here rather than taken from a library:
+no maintained package prices prefix caching from recorded message sequences, and the estimate
+is the study's own rule (docs/metrics.md, section 3).
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ DEFAULT_BLOCK = 16
 DEFAULT_DISCOUNT = 0.1
 LARGE_DROP_TOKENS = 1000
 LARGE_DROP_SHARE = 0.25
+OTRC = "OTRC"
+METHODS = ("estimated", "exact", "measured")  # config metrics.cost_method; the first is the default
+DEFAULT_METHOD = METHODS[0]
+# the runs-table column of each method's billed input cost
+BILLED_COLUMNS = {"estimated": "billed_est", "exact": "billed_exact", "measured": "billed_measured"}
+# one line per method, for figure notes and command output (docs/metrics.md, section 3)
+METHOD_DESCRIPTIONS = {
+    "estimated": "the study's estimate (A.5.2) from server-reported prompt sizes and OTRC events",
+    "exact": "prefix-cache simulation over whole messages, local cl100k_base shares rescaled to server tokens",
+    "measured": "server-reported cached tokens",
+}
 
 # Random odd multipliers make the position-weighted sum below a 64-bit hash of each prefix.
 _MIX = np.random.default_rng(20260101).integers(1, 2**63, size=2, dtype=np.uint64) | np.uint64(1)
@@ -37,10 +49,11 @@ def floor_block(tokens: np.ndarray | int, block: int) -> np.ndarray:
 
 def exact_cached(sequences: list[np.ndarray], tokens: list[np.ndarray], prompts: np.ndarray,
                  block: int = DEFAULT_BLOCK) -> np.ndarray:
-    """Cached tokens of each agent call from its message sequence.
+    """Cached tokens of each agent call from its message sequence (the ``exact`` method).
 
     ``sequences[k]`` holds integer message codes of agent call k in the order sent (equal
-    codes = equal messages), ``tokens[k]`` their token counts, ``prompts[k]`` the call's prompt.
+    codes = equal messages), ``tokens[k]`` their local (cl100k_base) token counts, ``prompts[k]``
+    the call's server-reported prompt. The result is in server tokens (see ``exact_cached_flat``).
     """
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
     if lengths.sum() == 0:
@@ -57,6 +70,10 @@ def exact_cached_flat(codes: np.ndarray, tokens: np.ndarray, lengths: np.ndarray
     length of its longest shared prefix. Prefixes are compared by a 64-bit hash of
     (code, position) terms summed along the sequence; calls are laid out in order, so the first
     occurrence of a prefix hash belongs to the earliest call that sent that prefix.
+
+    The shared prefix is found and measured in local tokens (L_shared of the call's L_total);
+    it is then rescaled to the server's tokenizer as floor(P_k * L_shared / L_total), floored to
+    whole blocks, so that cached and fresh are both server counts (never more than P_k).
     """
     n = len(lengths)
     prompts = np.asarray(prompts, dtype=np.int64)
@@ -70,7 +87,9 @@ def exact_cached_flat(codes: np.ndarray, tokens: np.ndarray, lengths: np.ndarray
     first_call = call[_first_occurrence(prefix_hash)]
     shared = first_call < call
     shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
-    return np.minimum(floor_block(shared_tokens, block), prompts)
+    local_tokens = np.bincount(call, weights=tokens, minlength=n).astype(np.int64)
+    rescaled = shared_tokens * prompts // np.maximum(local_tokens, 1)
+    return floor_block(np.minimum(rescaled, prompts), block)
 
 
 def _first_occurrence(values: np.ndarray) -> np.ndarray:
@@ -118,49 +137,61 @@ def _token_count(event: Mapping, name: str) -> int:
     return value
 
 
-def estimated_cached(prompts: np.ndarray, events: np.ndarray | None = None, block: int = DEFAULT_BLOCK, *,
+def has_otrc(events: object) -> bool:
+    """Whether a step's compression events include an OTRC stage (the only primitive whose change
+    the estimate places by position; anything that is not a list of events has none)."""
+    return isinstance(events, list) and any(isinstance(e, Mapping) and e.get("primitive") == OTRC
+                                            for e in events)
+
+
+def estimated_cached(prompts: np.ndarray, otrc: np.ndarray | None = None, block: int = DEFAULT_BLOCK, *,
                      unchanged_tokens: np.ndarray | None = None,
                      tokens_before: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The study's reconstruction of each agent call's cached tokens from prompt sizes and events.
+    """The study's reconstruction (A.5.2) of each agent call's cached tokens.
 
-    ``events[k]``: compression events came before agent call k. ``unchanged_tokens[k]`` and
-    ``tokens_before[k]``: the step's (U, T) from ``unchanged_prefix``, or -1 where the events
-    do not say where the change was. The stable prefix is the first call's prompt (system prompt
-    and task, which no policy changes). For call k after call k-1:
-      * no event and P_k >= P_{k-1} (ordinary growth): the previous prompt is cached, the
-        growth is fresh: cached = floor_block(P_{k-1});
-      * an event with (U, T): the previous prompt's share s = U / T up to the first cleared or
-        changed message is cached, everything from that message on is fresh:
-        cached = floor_block(min(P_k, floor(s * P_{k-1})));
-      * an event without (U, T), a large drop P_{k-1} - P_k >= max(1000, 0.25 P_{k-1}), or a
-        smaller unexplained drop: only the stable prefix is cached, the suffix beyond it is
-        fresh: cached = floor_block(min(P_1, P_k)).
-    The first call has nothing cached. Returns (cached, kind) with kind one of
-    "first", "growth", "event", "large_drop", "small_drop".
+    ``prompts``: the server-reported prompt sizes P_1, P_2, ... of the run's agent calls.
+    ``otrc[k]``: an OTRC event was recorded at agent call k (``has_otrc`` of its events).
+    ``unchanged_tokens[k]``, ``tokens_before[k]``: that step's (U, T) from ``unchanged_prefix``
+    (local counts), or -1 where unknown. With S = P_1, for call k > 1, first rule that applies:
+
+      1. large reduction, P_k <= P_{k-1} - max(1000, 0.25 P_{k-1}), whatever fired:
+         cached = min(S, P_k);
+      2. an OTRC event at k: cached = min(P_k, floor(U * P_{k-1} / T)) (the previous prompt's
+         share before the cleared message); without (U, T) (records older than the field) the
+         cleared message is placed right after the stable prefix: cached = min(S, P_k);
+      3. growth or no change, P_k >= P_{k-1}: cached = P_{k-1};
+      4. a small unexplained reduction: cached = min(S, P_k).
+
+    Every cached count is floored to whole ``block``-token blocks; call 1 has nothing cached.
+    TR, TRC and summary stages get no position rule: their steps fall under rules 1, 3 and 4.
+    Returns (cached, rule) with rule one of RULES per call.
     """
     p = np.asarray(prompts, dtype=np.int64)
     n = len(p)
-    kind = np.full(n, "growth", dtype=object)
+    rule = np.full(n, "growth", dtype=object)
     if n == 0:
-        return np.zeros(0, dtype=np.int64), kind
-    ev = np.zeros(n, dtype=bool) if events is None else np.asarray(events, dtype=bool)
+        return np.zeros(0, dtype=np.int64), rule
+    is_otrc = np.zeros(n, dtype=bool) if otrc is None else np.asarray(otrc, dtype=bool)
     unknown = np.full(n, -1, dtype=np.int64)
     u = unknown if unchanged_tokens is None else np.asarray(unchanged_tokens, dtype=np.int64)
     t = unknown if tokens_before is None else np.asarray(tokens_before, dtype=np.int64)
-    placed = ev & (u >= 0) & (t > 0)
+    placed = (u >= 0) & (t > 0)
     prev = np.r_[0, p[:-1]]
-    drop = prev - p
-    large = drop >= np.maximum(LARGE_DROP_TOKENS, LARGE_DROP_SHARE * prev)
-    stable_only = (ev & ~placed) | (~ev & (drop > 0))
+    large = p <= prev - np.maximum(LARGE_DROP_TOKENS, LARGE_DROP_SHARE * prev)
+    by_event = is_otrc & ~large
+    growth = ~large & ~by_event & (p >= prev)
+    small = ~large & ~by_event & ~growth
+    stable = np.minimum(p[0], p)
     # floor(s * P_{k-1}) in integers, so that a prefix ending on a block boundary keeps its block
     reused = np.minimum(u, t) * prev // np.where(placed, t, 1)
-    cached = np.where(placed, np.minimum(p, reused), np.where(stable_only, np.minimum(p[0], p), prev))
-    cached = floor_block(cached, block)
-    kind[drop > 0] = "small_drop"
-    kind[large] = "large_drop"
-    kind[ev] = "event"
-    cached[0], kind[0] = 0, "first"
-    return cached, kind
+    event_cached = np.where(placed, np.minimum(p, reused), stable)
+    cached = floor_block(np.select([large, by_event, growth], [stable, event_cached, prev], stable), block)
+    rule[large], rule[by_event], rule[small] = "large_reduction", "otrc", "small_reduction"
+    cached[0], rule[0] = 0, "first"
+    return cached, rule
+
+
+RULES = ("first", "large_reduction", "otrc", "growth", "small_reduction")
 
 
 @dataclass(frozen=True)

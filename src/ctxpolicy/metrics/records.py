@@ -18,7 +18,7 @@ import orjson
 
 from ctxpolicy.metrics.commands import count_commands
 from ctxpolicy.metrics.cost import (DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, estimated_cached, exact_cached_flat,
-                                   unchanged_prefix)
+                                   has_otrc, unchanged_prefix)
 from ctxpolicy.metrics.outcomes import outcome_class
 
 RUN_FILES = ("run.json", "calls.jsonl", "messages.jsonl")
@@ -256,7 +256,8 @@ def _call_columns(calls: list[dict], segments: list[bytes | None], store: dict[s
     else:
         cached_exact[agent] = np.nan  # without message sequences the exact count is unknown
     cached_est = np.zeros(n, dtype=np.float64)
-    cached_est[agent], _ = estimated_cached(prompts[agent], events[agent] > 0, block,
+    otrc = np.array([has_otrc(c.get("events")) for c in calls], dtype=bool)
+    cached_est[agent], _ = estimated_cached(prompts[agent], otrc[agent], block,
                                             unchanged_tokens=unchanged[agent], tokens_before=before[agent])
 
     def column(key: str) -> np.ndarray:

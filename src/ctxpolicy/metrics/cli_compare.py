@@ -1,0 +1,173 @@
+"""Print the comparison behind the figures: each policy cell against a baseline (FC by default).
+
+One row per (benchmark, model, policy, setting, summarizer) with n_tasks, resolve_rate,
+baseline_resolve_rate, resolve_delta {est, lo, hi}, tokens_ratio, latency_ratio, cost_ratio and
+calls_change (each {est, lo, hi, n_tasks}), solved, baseline_solved, gains, losses and
+left_out_tasks. Rates and their difference are fractions in --json/--csv (the plain table prints
+percentages); ratios are plain ratios; calls_change is the relative change (0.25 = 25 % more
+calls). The numbers are ctxpolicy.metrics.compare.compare_to_baseline's, the same the figures
+draw. Definitions: docs/metrics.md, section 5.
+
+examples:
+  ctxpolicy compare --runs results/tables/runs.parquet
+  ctxpolicy compare --runs results/tables/sweep/runs.parquet --track sweep --setting tight --json
+  ctxpolicy compare --runs runs.parquet --benchmark swebench --model qwen --cost-method exact --csv
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+TRACKS = ("full", "sweep", "summarizer")
+
+
+class CompareError(ValueError):
+    pass
+
+
+def add_arguments(parser) -> None:
+    from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES
+    from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
+
+    parser.add_argument("--runs", type=Path, required=True, help="the runs table (runs.parquet)")
+    parser.add_argument("--benchmark", help="only this benchmark (default: every one in the table)")
+    parser.add_argument("--model", help="only this model (default: every one in the table)")
+    parser.add_argument("--track", default="full", help=f"the cells compared: {' | '.join(TRACKS)} (default full)")
+    parser.add_argument("--setting", help="only cells at this threshold setting, threshold-free ones included")
+    parser.add_argument("--baseline", default="FC", help="the baseline policy spec (default FC)")
+    parser.add_argument("--attempts", type=int, default=None,
+                        help="planned attempts per task (default: the table's largest attempt number)")
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                        help=f"task-bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--cost-method", default=DEFAULT_METHOD,
+                        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default {DEFAULT_METHOD})")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="a JSON list of objects")
+    output.add_argument("--csv", action="store_true", help="CSV, interval statistics flattened")
+
+    def one_line_error(message: str):  # argparse's usage block would make it several lines
+        print(f"compare: {message}", file=sys.stderr)
+        raise SystemExit(2)
+    parser.error = one_line_error
+
+
+def compare(args):
+    """The comparison table for the arguments (CompareError for bad input)."""
+    import pandas as pd
+
+    from ctxpolicy.metrics.compare import compare_to_baseline, planned_attempts
+    from ctxpolicy.metrics.cost import METHODS
+
+    if args.track not in TRACKS:
+        raise CompareError(f"--track is {args.track!r}; allowed: {', '.join(TRACKS)}")
+    if args.cost_method not in METHODS:
+        raise CompareError(f"--cost-method is {args.cost_method!r}; allowed: {', '.join(METHODS)}")
+    if args.attempts is not None and args.attempts < 1 or args.resamples < 1:
+        raise CompareError(f"--attempts and --resamples must be >= 1: got {args.attempts}, {args.resamples}")
+    runs = _read_runs(args.runs)
+    attempts = args.attempts or planned_attempts(runs)
+    for column, value in (("benchmark", args.benchmark), ("model", args.model)):
+        known = sorted(map(str, runs[column].dropna().unique()))
+        if value is not None and value not in known:
+            raise CompareError(f"{args.runs}: no runs with {column} {value!r} (the table has: {', '.join(known)})")
+    frames = []
+    for benchmark, model in _combos(runs, args.benchmark, args.model):
+        own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
+        try:
+            table = compare_to_baseline(own, model=model, benchmark=benchmark, baseline=args.baseline,
+                                        baseline_setting=args.setting, attempts=attempts,
+                                        cost_method=args.cost_method, track=args.track,
+                                        n_boot=args.resamples, seed=args.seed)
+        except ValueError as exc:
+            raise CompareError(f"{args.runs}: {exc}") from None
+        if not table.empty and args.setting is not None:
+            values = table["setting"].astype("object")
+            table = table[values.isna() | (values == args.setting)]
+        frames.append(table)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if table.empty:
+        raise CompareError(f"{args.runs}: no {args.track}-track cells to compare"
+                           + (f" at setting {args.setting!r}" if args.setting else ""))
+    return table, attempts
+
+
+def _read_runs(path: Path):
+    import pandas as pd
+
+    try:
+        runs = pd.read_parquet(path)
+    except FileNotFoundError:
+        raise CompareError(f"{path}: no such file") from None
+    except Exception as exc:  # pyarrow raises several types for a file that is not parquet
+        raise CompareError(f"{path}: not a readable parquet table ({type(exc).__name__})") from None
+    needed = ("benchmark", "model", "policy", "cell", "task_id", "attempt", "resolved", "outcome", "track")
+    missing = [c for c in needed if c not in runs]
+    if missing:
+        raise CompareError(f"{path}: not a runs table (no column {', '.join(missing)})")
+    return runs
+
+
+def _combos(runs, benchmark: str | None, model: str | None) -> list[tuple[str, str]]:
+    pairs = runs[["benchmark", "model"]].astype("object").drop_duplicates()
+    return sorted((b, m) for b, m in pairs.itertuples(index=False)
+                  if (benchmark is None or b == benchmark) and (model is None or m == model))
+
+
+def plain_table(table, *, attempts: int, baseline: str, cost_method: str) -> str:
+    """An aligned text table: rates in percent, differences in percentage points."""
+    def pct(value) -> str:
+        return "-" if value != value else f"{100 * value:.1f}%"
+
+    def interval(est, lo, hi, scale=1.0, unit="") -> str:
+        if est != est:
+            return "-"
+        return f"{scale * est:.2f}{unit} [{scale * lo:.2f}, {scale * hi:.2f}]"
+
+    header = ["benchmark", "model", "policy", "setting", "summarizer", "n", "resolve", baseline,
+              "Δ resolve (pp)", "tokens", "latency", f"cost ({cost_method})", "solved", f"{baseline} solved", "gains",
+              "losses", "left out", "calls change"]
+    lines = [header]
+    for row in table.to_dict("records"):
+        lines.append([str(row["benchmark"]), str(row["model"]), str(row["policy"]),
+                      str(row["setting"] or "-") if row["setting"] == row["setting"] else "-",
+                      str(row["summarizer"] or "-") if row["summarizer"] == row["summarizer"] else "-",
+                      str(row["n_tasks"]), pct(row["resolve_rate"]), pct(row["baseline_resolve_rate"]),
+                      interval(row["resolve_delta_est"], row["resolve_delta_lo"], row["resolve_delta_hi"], 100),
+                      *(interval(row[f"{k}_est"], row[f"{k}_lo"], row[f"{k}_hi"]) + f" n={row[f'{k}_n_tasks']}"
+                        for k in ("tokens_ratio", "latency_ratio", "cost_ratio")),
+                      str(row["solved"]), str(row["baseline_solved"]), str(row["gains"]), str(row["losses"]),
+                      str(row["left_out_tasks"]),
+                      interval(row["calls_change_est"], row["calls_change_lo"], row["calls_change_hi"], 100, "%")
+                      + f" n={row['calls_change_n_tasks']}"])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    from ctxpolicy.metrics.compare import solved_threshold
+    from ctxpolicy.metrics.cost import METHOD_DESCRIPTIONS
+
+    text = [f"# against {baseline}; {attempts} planned attempts per task; solved = at least "
+            f"{solved_threshold(attempts)} of {attempts} successes; intervals: 95 % task bootstrap; "
+            f"cost method: {cost_method} ({METHOD_DESCRIPTIONS[cost_method]})"]
+    text += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+    return "\n".join(text) + "\n"
+
+
+def main(args) -> int:
+    import json
+
+    from ctxpolicy.metrics.compare import compare_columns, compare_records
+
+    try:
+        table, attempts = compare(args)
+    except CompareError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    table = table.sort_values(["benchmark", "model", "policy", "setting", "summarizer"],
+                              key=lambda c: c.astype("object").fillna("").astype(str), kind="stable")
+    if args.json:
+        print(json.dumps(compare_records(table), indent=1))
+    elif args.csv:
+        table[compare_columns()].to_csv(sys.stdout, index=False)
+    else:
+        sys.stdout.write(plain_table(table, attempts=attempts, baseline=args.baseline, cost_method=args.cost_method))
+    return 0
