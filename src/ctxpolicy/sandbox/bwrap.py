@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -224,13 +225,12 @@ def run_sandboxed(
     finally:
         if proc.poll() is None or timed_out or reason:  # stopped, or interrupted while waiting
             _terminate(proc, cgroup)
-        elif cgroup is not None:  # the command ended: nothing it left behind may live on
-            cgroup.kill_all(KILL_GRACE_S)
         proc.wait()
-        if cgroup is not None:
+        if cgroup is not None:  # nothing the command left behind may live on
+            cgroup.kill_all(KILL_GRACE_S)
             cgroup.remove()
     reader.join(KILL_GRACE_S)  # every writer of the pipe is gone, so it is at EOF
-    if reason is None and limits.disk_bytes and (used := disk_usage(workspace)) >= limits.disk_bytes:
+    if reason is None and (used := disk_usage(workspace)) >= limits.disk_bytes:
         reason = _disk_reason(used, limits)
     text = output.text() + (f"\n[sandbox: {reason}]\n" if reason else "")
     return SandboxResult(
@@ -244,19 +244,45 @@ def run_sandboxed(
 
 
 def _watch(proc: subprocess.Popen, workspace: Path, deadline: float, limits: SandboxLimits) -> tuple[bool, str | None]:
-    """Wait for the command; (timed out, reason a limit stopped it)."""
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return True, None
+    """Wait for the command, checking the workspace's size as it runs; (timed out, reason a limit stopped it)."""
+    with _ExitWaiter(proc) as exited:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True, None
+            if exited(min(remaining, DISK_POLL_S)):
+                return False, None
+            used = disk_usage(workspace)
+            if used >= limits.disk_bytes:
+                return False, _disk_reason(used, limits)
+
+
+class _ExitWaiter:
+    """`waiter(timeout_s)` -> whether the process has ended. A pidfd wakes up the moment it ends,
+    where `Popen.wait(timeout)` polls with up to 50 ms of delay (used where there is no pidfd)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
         try:
-            proc.wait(timeout=min(remaining, DISK_POLL_S))
-            return False, None
+            self.pidfd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+
+    def __enter__(self) -> _ExitWaiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+
+    def __call__(self, timeout_s: float) -> bool:
+        if self.pidfd is not None:
+            return bool(select.select([self.pidfd], [], [], timeout_s)[0])
+        try:
+            self.proc.wait(timeout=timeout_s)
+            return True
         except subprocess.TimeoutExpired:
-            pass
-        used = disk_usage(workspace)
-        if used >= limits.disk_bytes:
-            return False, _disk_reason(used, limits)
+            return False
 
 
 def _disk_reason(used: int, limits: SandboxLimits) -> str:
@@ -276,9 +302,9 @@ def _terminate(proc: subprocess.Popen, cgroup: PidsCgroup | None) -> None:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    proc.wait()
     if cgroup is not None:
         cgroup.kill_all(KILL_GRACE_S)
-    proc.wait()
     deadline = time.monotonic() + KILL_GRACE_S
     for pid in namespace_init:
         while _alive(pid) and time.monotonic() < deadline:
