@@ -56,6 +56,17 @@ def test_fork_bomb_is_capped_and_gone_at_the_timeout(workspace: Path) -> None:
     assert "Resource temporarily unavailable" in result.output  # the process cap, not the machine, stopped it
 
 
+def test_without_a_cgroup_the_process_limit_still_caps_the_bomb(workspace: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ctxpolicy.sandbox.bwrap.PidsCgroup.create", lambda max_pids: None)  # RLIMIT_NPROC path
+    assert int(run_sandboxed("ulimit -u", workspace, timeout_s=20).output) >= SandboxLimits().pids
+    marker = f"bomb{uuid.uuid4().hex}"
+    result = run_sandboxed(f": {marker}; bomb() {{ bomb | bomb & }}; bomb; sleep 60", workspace, timeout_s=2)
+    assert result.timed_out and result.duration_s < 3.5
+    assert _processes_with(marker) == []
+    assert "Resource temporarily unavailable" in result.output
+
+
 def test_a_2_gb_file_in_the_workspace_hits_the_disk_quota(workspace: Path) -> None:
     result = run_sandboxed("dd if=/dev/zero of=big bs=1M count=2048 status=none; echo exit=$?", workspace,
                            timeout_s=30, limits=SMALL)
@@ -107,3 +118,24 @@ def test_limits_hold_as_the_unprivileged_user(workspace: Path) -> None:
     assert int(file_blocks) * 1024 == SMALL.disk_bytes
     if os.geteuid() == 0:  # raising a hard limit back needs privileges the command no longer has
         assert run_sandboxed("ulimit -f unlimited", workspace, timeout_s=20).returncode != 0
+
+
+def test_a_fifo_left_in_the_workspace_does_not_break_grading(workspace: Path, tmp_path: Path) -> None:
+    import threading
+
+    from ctxpolicy.benchmarks import get_adapter
+
+    adapter = get_adapter("local", {"adapter": "local", "environment": "bwrap", "cohorts": {}}, tmp_path)
+    # copying a FIFO fails (shutil) or blocks (a plain open); either way one run must not stop the cell's grading
+    assert run_sandboxed("mkfifo trap && python -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'",
+                         workspace, timeout_s=20).returncode == 0
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    verdicts: list = []
+    grader = threading.Thread(target=lambda: verdicts.append(adapter.grade_state("hello-world", workspace, log_dir)),
+                              daemon=True)
+    grader.start()
+    grader.join(60)
+    assert not grader.is_alive(), "grading blocked on a FIFO the agent left behind"
+    assert verdicts, "grading raised on special files the agent left behind"
+    assert not verdicts[0].resolved

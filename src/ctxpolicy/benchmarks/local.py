@@ -8,7 +8,9 @@ that user, so git only ever meets a repository its own user owns.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -202,7 +204,7 @@ class LocalAdapter:
             return Verdict(resolved=False, harness=HARNESS, report=report, log=str(log_path))
         with tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp:
             root = Path(tmp)
-            shutil.copytree(workspace, root / "app", symlinks=True)
+            shutil.copytree(workspace, root / "app", symlinks=True, ignore=_special_files)
             shutil.copytree(task_dir / "tests", root / "tests")
             shutil.copy2(task_dir / "run-tests.sh", root / "run-tests.sh")
             timeout = int(self.terminal[task_id].get("max_test_timeout_sec") or TEST_TIMEOUT_S)
@@ -241,6 +243,17 @@ def _terminal_task(task: dict[str, Any]) -> Task:
         timeout_s=int(timeout) if timeout else None,
         metadata={"difficulty": task.get("difficulty"), "category": task.get("category")},
     )
+
+
+def _special_files(directory: str, names: list[str]) -> set[str]:
+    """What the agent may have left that copying would open as root and block on (a FIFO) or
+    that is no file at all (sockets, devices): left out of the copy that is graded."""
+    special = set()
+    for name in names:
+        mode = os.lstat(os.path.join(directory, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            special.add(name)
+    return special
 
 
 def init_repository(snapshot: Path, workspace: Path) -> None:
