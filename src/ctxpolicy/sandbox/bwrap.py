@@ -111,13 +111,10 @@ def bwrap_argv(
     else:  # no user namespace: the host uid must really change, and setpriv does that inside
         argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
         argv += [] if network else ["--unshare-net"]
-    argv += ["--remount-ro", "/", "--cap-drop", "ALL"]
-    if user is not None:
-        for cap in SWITCH_USER_CAPS:
-            argv += ["--cap-add", cap]
-    argv += ["--die-with-parent", "--new-session"]
+    argv += ["--remount-ro", "/", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
     if user is not None:
         uid, gid = user
+        argv += [arg for cap in SWITCH_USER_CAPS for arg in ("--cap-add", cap)]
         argv += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
                  "--bounding-set=-all", "--no-new-privs", "--"]
     argv += ["bash", "-c", command]
