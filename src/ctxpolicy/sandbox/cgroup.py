@@ -47,6 +47,7 @@ class PidsCgroup:
         root = pids_root()
         if root is None:
             return None
+        _remove_orphans(root / GROUP_PREFIX)
         path = root / GROUP_PREFIX / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             path.mkdir(parents=True)
@@ -78,6 +79,19 @@ class PidsCgroup:
 
     def remove(self) -> None:
         _rmdir(self.path)
+
+
+def _remove_orphans(parent: Path) -> None:
+    """Remove the groups of processes that died before removing theirs (a group named after a
+    dead process can no longer be joined; one still in use is not empty and stays)."""
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return
+    for group in entries:
+        owner = group.name.split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            _rmdir(group)
 
 
 def _rmdir(path: Path) -> None:
