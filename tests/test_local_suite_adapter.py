@@ -4,7 +4,6 @@ submissions, and `ctxpolicy evaluate` writing verdicts into run records."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from ctxpolicy.benchmarks import BenchmarkError, Task, get_adapter
 from ctxpolicy.benchmarks.cli_evaluate import main as evaluate_main
 from ctxpolicy.benchmarks.local_suite import repo_instances, terminal_tasks
 from ctxpolicy.cli import build_parser
-from ctxpolicy.sandbox import bwrap_available
+from ctxpolicy.sandbox import bwrap_available, run_sandboxed
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "config" / "config.yaml"
@@ -80,10 +79,12 @@ def test_repo_workspace_is_a_fresh_commit_and_the_submission_is_its_diff(adapter
     task = adapter.task("tinyweb-001")
     ws = tmp_path / "ws"
     adapter.prepare_workspace(task, ws)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ws, capture_output=True, text=True, check=True).stdout
+    # asked as the sandbox user, who owns the workspace (git's ownership check must pass for it)
+    head = run_sandboxed("git rev-parse HEAD", ws, timeout_s=30).output
+    assert len(head.strip()) == 40, head
     other = tmp_path / "ws2"
     adapter.prepare_workspace(task, other)
-    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=other, capture_output=True, text=True).stdout == head
+    assert run_sandboxed("git rev-parse HEAD", other, timeout_s=30).output == head
     with pytest.raises(BenchmarkError, match="not empty"):
         adapter.prepare_workspace(task, ws)
 

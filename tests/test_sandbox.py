@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import require
 
-from ctxpolicy.sandbox import SandboxEnvironment, bwrap_available, run_sandboxed
-from ctxpolicy.sandbox.bwrap import bwrap_argv
+from ctxpolicy.benchmarks import containers
+from ctxpolicy.sandbox import SandboxEnvironment, SandboxLimits, bwrap_available, limits_from_config, run_sandboxed
+from ctxpolicy.sandbox.bwrap import bwrap_argv, limit_argv
 
 pytestmark = pytest.mark.sandbox
 
@@ -44,6 +45,46 @@ def test_argv_cuts_network_unless_asked(tmp_path: Path) -> None:
     assert closed[-3:] == ["bash", "-c", "true"]
     bind = closed.index("--bind")
     assert closed[bind + 1 : bind + 3] == [str(tmp_path), str(tmp_path)]
+
+
+def test_argv_started_by_root_really_changes_the_host_user(tmp_path: Path) -> None:
+    argv = bwrap_argv("true", tmp_path, limits=SandboxLimits(tmp_mb=7), user=(4242, 4343))
+    assert "--unshare-all" not in argv and "--unshare-user" not in argv  # a user namespace would map to root
+    assert "--unshare-net" in argv and "--unshare-pid" in argv
+    switch = argv.index("setpriv")
+    assert argv[switch:switch + 3] == ["setpriv", "--reuid=4242", "--regid=4343"]
+    assert {"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"} <= set(argv[switch:])
+    added = [argv[i + 1] for i, a in enumerate(argv) if a == "--cap-add"]
+    assert added == ["CAP_DAC_READ_SEARCH", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]
+    tmpfs = argv.index("--tmpfs")
+    assert argv[tmpfs - 4:tmpfs + 2] == ["--perms", "1777", "--size", str(7 << 20), "--tmpfs", "/tmp"]
+    assert "setpriv" not in bwrap_argv("true", tmp_path)  # an unprivileged caller stays itself
+
+
+def test_per_process_limits_and_config_overrides() -> None:
+    limits = limits_from_config({"cpu_s": 30, "memory_mb": 100, "disk_mb": 2})
+    assert limit_argv(limits, nproc=None) == ["prlimit", "--cpu=30", f"--as={100 << 20}", f"--fsize={2 << 20}", "--"]
+    assert "--nproc=99" in limit_argv(limits, nproc=99)
+    assert limits_from_config(None) == SandboxLimits()
+    with pytest.raises(ValueError, match="unknown setting.*pid_max"):
+        limits_from_config({"pid_max": 3})
+
+
+def test_container_runtimes_get_network_process_and_memory_caps() -> None:
+    limits = SandboxLimits(pids=77, memory_mb=900)
+    docker = containers.minisweagent_environment_config("docker", "img", cwd="/testbed", timeout=5, env={},
+                                                        limits=limits)
+    run_args = " ".join(docker["run_args"])
+    assert "--network none" in run_args and "--pids-limit 77" in run_args and "--memory 900m" in run_args
+    assert "--user" not in run_args  # the image's own user: the benchmark images expect root
+    apptainer = containers.minisweagent_environment_config("apptainer", "img", cwd="/testbed", timeout=5, env={},
+                                                           limits=limits)
+    assert "--network none" in " ".join(apptainer["exec_args"]) and "--fakeroot" in apptainer["exec_args"]
+    assert "--pids-limit" not in apptainer["exec_args"]  # cgroup caps only where asked for
+    capped = containers.apptainer_limit_args(limits, cgroups=True)
+    assert capped[-4:] == ["--pids-limit", "77", "--memory", "900m"]
+    grading = containers.apptainer_exec_argv(Path("x.sif"), "true")
+    assert "--network" in grading and grading[grading.index("--network") + 1] == "none"
 
 
 def test_runs_in_workspace_and_merges_output(workspace: Path) -> None:

@@ -2,7 +2,8 @@
 
 It keeps LocalEnvironment's contract (result dict, the COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT
 check) and runs each command with the docker SDK's `exec_run`, so the harness keeps owning the
-container's life, its timeouts and its tests.
+container's life, its timeouts, its tests and its limits. Commands run as the image's own user
+(`user: ""`; the Terminal-Bench images expect root), as docs/sandbox.md describes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,16 @@
-"""The offline suite's adapter: workspaces on disk, commands and grading inside bubblewrap."""
+"""The offline suite's adapter: workspaces on disk, commands and grading inside bubblewrap.
+
+Who does what (docs/sandbox.md): the pipeline's own user copies a snapshot and makes its base
+commit, then hands the directory over to the sandbox user; everything after that (setup.sh,
+the agent's commands, taking the diff, applying a submission, the tests) runs in the sandbox as
+that user, so git only ever meets a repository its own user owns.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -12,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ctxpolicy import sandbox
+from ctxpolicy.sandbox import SandboxLimits
 from ctxpolicy.benchmarks import grading
 from ctxpolicy.benchmarks.base import (
     BenchmarkError,
@@ -57,6 +66,7 @@ class LocalAdapter:
         self.cfg = bench_cfg
         self.repo_root = Path(repo_root)
         self.environment = bench_cfg.get("environment", "bwrap")
+        self.limits = sandbox.limits_from_config(bench_cfg.get("sandbox"))
         self.instances = repo_instances()
         self.terminal = terminal_tasks()
 
@@ -102,14 +112,17 @@ class LocalAdapter:
         workspace.mkdir(parents=True, exist_ok=True)
         if task.kind == "repo":
             init_repository(snapshot_dir(self.instances[task.task_id]), workspace)
-        else:
+        sandbox.hand_over(workspace, self.limits)
+        if task.kind != "repo":
             setup = (self.terminal[task.task_id]["path"] / "setup.sh").read_text(encoding="utf-8")
-            result = sandbox.run_sandboxed(setup, workspace, timeout_s=SETUP_TIMEOUT_S, env=AGENT_ENV)
+            result = sandbox.run_sandboxed(setup, workspace, timeout_s=SETUP_TIMEOUT_S, env=AGENT_ENV,
+                                           limits=self.limits)
             if result.returncode != 0 or result.timed_out:
                 raise BenchmarkError(f"task {task.task_id}: setup.sh failed ({result.returncode}): {result.output[-500:]}")
 
     def make_environment(self, task: Task, workspace: Path, command_timeout_s: int) -> Any:
-        return sandbox.SandboxEnvironment(Path(workspace), timeout=command_timeout_s, env=dict(AGENT_ENV))
+        return sandbox.SandboxEnvironment(Path(workspace), timeout=command_timeout_s, env=dict(AGENT_ENV),
+                                          limits=self.limits)
 
     def submission_instructions(self, task: Task) -> str:
         return submission_instructions_for(task)
@@ -122,6 +135,7 @@ class LocalAdapter:
         result = sandbox.run_sandboxed(
             "git add -A && git diff --cached --binary HEAD", Path(workspace), timeout_s=60, env=AGENT_ENV,
             max_output_bytes=None,  # a patch must stay whole
+            limits=self.limits,
         )
         return result.output if result.returncode == 0 and not result.timed_out else submission_text
 
@@ -154,20 +168,24 @@ class LocalAdapter:
         """SWE-bench's procedure on a fresh copy of the snapshot: apply, run the eval script, grade."""
         instance = self.instances[instance_id]
         log_path = log_dir / "test_output.txt"
+        (log_dir / "patch.diff").write_text(model_patch, encoding="utf-8")
         with tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp:
-            repo = Path(tmp) / "repo"
+            root = Path(tmp)
+            repo = root / "repo"
             repo.mkdir()
             init_repository(snapshot_dir(instance), repo)
-            patch_file = log_dir / "patch.diff"
+            patch_file = root / "patch.diff"  # beside the repository, so that it is no part of it
             patch_file.write_text(model_patch, encoding="utf-8")
+            sandbox.hand_over(root, self.limits)
             if model_patch.strip():
-                applied, output = apply_patch(repo, patch_file)
+                applied, output = apply_patch(root, repo, patch_file, self.limits)
                 log = grading.apply_log(applied, output)
             else:
                 applied, log = True, "no patch submitted: the tests run on the unchanged snapshot\n"
             if applied:
                 result = sandbox.run_sandboxed(
-                    instance["eval_script"], repo, timeout_s=TEST_TIMEOUT_S, env=AGENT_ENV
+                    instance["eval_script"], root, timeout_s=TEST_TIMEOUT_S, env=AGENT_ENV, cwd=repo,
+                    limits=self.limits,
                 )
                 log += result.output
                 if result.timed_out:
@@ -186,16 +204,18 @@ class LocalAdapter:
             return Verdict(resolved=False, harness=HARNESS, report=report, log=str(log_path))
         with tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp:
             root = Path(tmp)
-            shutil.copytree(workspace, root / "app", symlinks=True)
+            shutil.copytree(workspace, root / "app", symlinks=True, ignore=_special_files)
             shutil.copytree(task_dir / "tests", root / "tests")
             shutil.copy2(task_dir / "run-tests.sh", root / "run-tests.sh")
             timeout = int(self.terminal[task_id].get("max_test_timeout_sec") or TEST_TIMEOUT_S)
+            sandbox.hand_over(root, self.limits)
             result = sandbox.run_sandboxed(
                 f"bash {root / 'run-tests.sh'}",
                 root,
                 timeout_s=timeout,
                 env={**AGENT_ENV, "TEST_DIR": str(root / "tests")},
                 cwd=root / "app",
+                limits=self.limits,
             )
         log_path.write_text(result.output, encoding="utf-8")
         report = grading.grade_terminal_log(result.output, -1 if result.timed_out else result.returncode)
@@ -225,10 +245,22 @@ def _terminal_task(task: dict[str, Any]) -> Task:
     )
 
 
+def _special_files(directory: str, names: list[str]) -> set[str]:
+    """What the agent may have left that copying would open as root and block on (a FIFO) or
+    that is no file at all (sockets, devices): left out of the copy that is graded."""
+    special = set()
+    for name in names:
+        mode = os.lstat(os.path.join(directory, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            special.add(name)
+    return special
+
+
 def init_repository(snapshot: Path, workspace: Path) -> None:
     """Copy a snapshot into `workspace` and commit it, so that a submission is a `git diff`.
 
-    Fixed identity and dates make the base commit the same on every machine.
+    Runs as the pipeline's user on our own files only; the caller hands the result over to the
+    sandbox user. Fixed identity and dates make the base commit the same on every machine.
     """
     shutil.copytree(snapshot, workspace, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     env = {"PATH": "/usr/bin:/bin", "HOME": str(workspace), **GIT_IDENTITY}
@@ -238,15 +270,16 @@ def init_repository(snapshot: Path, workspace: Path) -> None:
     (workspace / ".git" / "info" / "exclude").write_text(GIT_EXCLUDE, encoding="utf-8")
 
 
-def apply_patch(repo: Path, patch_file: Path) -> tuple[bool, str]:
-    """Apply a patch the way swebench's harness does: each method in turn from a clean tree."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), **GIT_IDENTITY}
+def apply_patch(root: Path, repo: Path, patch_file: Path, limits: SandboxLimits) -> tuple[bool, str]:
+    """Apply a patch the way swebench's harness does, each method in turn from a clean tree, in
+    the sandbox: the submission is untrusted, so neither git nor patch reads it as root."""
+    env = {**AGENT_ENV, **GIT_IDENTITY}
     output = ""
     for attempt, command in enumerate(GIT_APPLY_CMDS):
-        if attempt:
-            subprocess.run("git checkout -- . ; git clean -fdq", shell=True, cwd=repo, env=env, capture_output=True)
-        result = subprocess.run(f"{command} {patch_file}", shell=True, cwd=repo, env=env, capture_output=True, text=True)
-        output = result.stdout + result.stderr
-        if result.returncode == 0:
+        clean = "{ git checkout -- . ; git clean -fdq ; } >/dev/null 2>&1 ; " if attempt else ""
+        result = sandbox.run_sandboxed(f"{clean}{command} {patch_file}", root, timeout_s=SETUP_TIMEOUT_S, env=env,
+                                       cwd=repo, limits=limits)
+        output = result.output
+        if result.returncode == 0 and not result.timed_out:
             return True, output
     return False, output

@@ -25,6 +25,7 @@ from ctxpolicy.benchmarks.base import (
 )
 from ctxpolicy.benchmarks.cohorts import cohort_file, read_cohort, require_known
 from ctxpolicy.benchmarks.instances import load_instances, require_grading_columns
+from ctxpolicy.sandbox.limits import limits_from_config
 
 INDEX_FILE = Path(__file__).with_name("data") / "swebench_verified.json"
 DATASET = "SWE-bench/SWE-bench_Verified"
@@ -122,6 +123,7 @@ class SWEBenchAdapter:
         self.dataset_name = dataset.get("name", DATASET)
         self.split = dataset.get("split", "test")
         self.dataset_path = self.repo_root / dataset["path"] if dataset.get("path") else None
+        self.limits = limits_from_config(bench_cfg.get("sandbox"))
         apptainer = bench_cfg.get("apptainer") or {}
         self.sif_cache = Path(apptainer.get("sif_cache") or containers.DEFAULT_SIF_CACHE).expanduser()
         self.eval_timeout_s = int(bench_cfg.get("eval_timeout_s", EVAL_TIMEOUT_S))
@@ -181,6 +183,7 @@ class SWEBenchAdapter:
         return containers.minisweagent_environment_config(
             self.environment, image, cwd=TESTBED, timeout=command_timeout_s, env=dict(AGENT_ENV),
             sif=containers.sif_path(image, self.sif_cache), executable=self._executable(),
+            limits=self.limits, apptainer_cgroups=containers.apptainer_cgroup_limits(self.cfg),
         )
 
     def ensure_sif(self, image: str) -> Path:
@@ -259,6 +262,8 @@ class SWEBenchAdapter:
         return containers.apptainer_exec_argv(
             sif, script, binds={patch_file: "/tmp/patch.diff", eval_file: "/eval.sh"},
             executable=self._executable() or "apptainer",
+            limit_args=containers.apptainer_limit_args(
+                self.limits, cgroups=containers.apptainer_cgroup_limits(self.cfg)),
         )
 
     def evaluate_apptainer(self, run: RunRecord, log_dir: Path) -> Verdict:

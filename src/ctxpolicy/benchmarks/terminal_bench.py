@@ -28,6 +28,7 @@ from ctxpolicy.benchmarks.base import (
     write_verdict,
 )
 from ctxpolicy.benchmarks.cohorts import cohort_file, read_cohort, require_known
+from ctxpolicy.sandbox.limits import limits_from_config
 
 INDEX_FILE = Path(__file__).with_name("data") / "terminal_bench_core_0.1.1.json"
 DATASET, VERSION = "terminal-bench-core", "0.1.1"
@@ -177,7 +178,8 @@ class TerminalBenchAdapter:
         from minisweagent.environments import get_environment
 
         return get_environment(containers.minisweagent_environment_config(
-            "docker", self.image(task.task_id), cwd="/app", timeout=command_timeout_s, env={"PAGER": "cat"}))
+            "docker", self.image(task.task_id), cwd="/app", timeout=command_timeout_s, env={"PAGER": "cat"},
+            limits=limits_from_config(self.cfg.get("sandbox"))))
 
     def submission_instructions(self, task: Task) -> str:
         return TERMINAL_SUBMISSION

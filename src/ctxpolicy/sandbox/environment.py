@@ -3,7 +3,9 @@
 It keeps LocalEnvironment's contract (result dict, error reporting, the
 COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT submission check) and only changes where the command
 runs; unlike minisweagent's own BubblewrapEnvironment it never writes outside the given
-workspace, cuts the network, and kills the command's whole process tree on timeout.
+workspace, cuts the network, and kills the command's whole process tree on timeout. A command
+stopped by a sandbox limit that outlives it (the workspace's disk quota) ends the run: the
+agent exits with status ``SandboxLimit`` and the limit's reason, recorded as outcome ``error``.
 """
 
 from __future__ import annotations
@@ -12,19 +14,31 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from dataclasses import asdict
+
 from minisweagent.environments.local import LocalEnvironment, LocalEnvironmentConfig
+from minisweagent.exceptions import InterruptAgentFlow
 from minisweagent.utils.serialize import recursive_merge
 
 from ctxpolicy.sandbox.bwrap import run_sandboxed, sandbox_env
+from ctxpolicy.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
+
+LIMIT_EXIT_STATUS = "SandboxLimit"
+
+
+class SandboxLimitExceeded(InterruptAgentFlow):
+    """A command broke a sandbox limit that leaves the workspace unusable: the run ends."""
 
 
 class SandboxEnvironmentConfig(LocalEnvironmentConfig):
     workspace: str
     network: bool = False
+    limits: dict[str, int] = {}
 
 
 class SandboxEnvironment(LocalEnvironment):
-    def __init__(self, workspace: Path, timeout: int = 30, env: dict[str, str] | None = None, **kwargs: Any):
+    def __init__(self, workspace: Path, timeout: int = 30, env: dict[str, str] | None = None,
+                 limits: SandboxLimits = DEFAULT_LIMITS, **kwargs: Any):
         workspace = Path(workspace).resolve()
         super().__init__(
             config_class=SandboxEnvironmentConfig,
@@ -32,8 +46,10 @@ class SandboxEnvironment(LocalEnvironment):
             cwd=str(workspace),
             timeout=timeout,
             env=env or {},
+            limits=asdict(limits),
             **kwargs,
         )
+        self.limits = limits
 
     def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
         command = action.get("command", "")
@@ -46,6 +62,7 @@ class SandboxEnvironment(LocalEnvironment):
                 env=self.config.env,
                 network=self.config.network,
                 cwd=Path(cwd or self.config.cwd),
+                limits=self.limits,
             )
         except Exception as e:  # the sandbox itself failed to start; report it like LocalEnvironment does
             output = {
@@ -65,6 +82,10 @@ class SandboxEnvironment(LocalEnvironment):
                 }
             else:
                 output = {"output": result.output, "returncode": result.returncode, "exception_info": ""}
+            if result.limit is not None:
+                reason = f"sandbox: {result.reason}"
+                raise SandboxLimitExceeded({"role": "exit", "content": f"{reason}\n{result.output[-2000:]}", "extra": {
+                    "exit_status": LIMIT_EXIT_STATUS, "submission": "", "reason": reason}})
         self._check_finished(output)
         return output
 
