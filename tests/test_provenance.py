@@ -232,8 +232,8 @@ def test_package_versions_reads_installed_metadata():
 def test_verify_passes_an_untouched_chain(study):
     checked, problems = verify(study["figure"])
     assert problems == []
-    # figure, config, notebook, table, 18 run files, cell.json and eval.json of two cells
-    assert checked == 26
+    # figure, config, notebook, table and its sidecar, 18 run files, cell.json and eval.json of two cells
+    assert checked == 27
 
 
 def test_verify_names_each_changed_and_missing_file_along_the_chain(study):
@@ -317,7 +317,7 @@ def test_show_prints_the_chain(study, capsys):
 
 def test_verify_cli_exit_codes_and_listing(study, capsys):
     assert cli.main(["provenance", "verify", "figures/fig2.pdf"]) == 0
-    assert "verified figures/fig2.pdf: 26 files unchanged" in capsys.readouterr().out
+    assert "verified figures/fig2.pdf: 27 files unchanged" in capsys.readouterr().out
 
     gone = study["runs"] / "local/qwen05b/FC/t-1__a1/calls.jsonl"
     gone.unlink()
