@@ -377,3 +377,18 @@ def test_run_record_files_skip_runs_moved_aside_as_stale(tmp_path):
         run.mkdir(parents=True)
         (run / "run.json").write_text("{}")
     assert run_record_files(tmp_path) == [cell / "t-1__a1" / "run.json"]
+
+
+def test_sidecars_without_input_sidecar_hashes_are_still_read_and_followed(study, capsys):
+    figure_sidecar = sidecar_path(study["figure"])
+    data = json.loads(figure_sidecar.read_text())
+    assert all("sidecar_sha256" in entry for entry in data["inputs"] if "sidecar" in entry)
+    for entry in data["inputs"]:  # a sidecar written before the pointers carried a hash
+        entry.pop("sidecar_sha256", None)
+    figure_sidecar.write_text(json.dumps(data))
+    checked, problems = verify(study["figure"])
+    assert (checked, problems) == (26, [])
+    assert trace(study["figure"])["inputs"][0]["runs"]
+    run_json = sorted(study["runs"].rglob("run.json"))[0]
+    run_json.write_text(run_json.read_text().replace("submitted", "error"))
+    assert [(p.path, p.problem) for p in verify(study["figure"])[1]] == [(run_json.as_posix(), "changed")]
