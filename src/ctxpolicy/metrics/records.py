@@ -133,7 +133,7 @@ def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAUL
         return _read_run(Path(run_dir), block, discount)
     except RecordError:
         raise
-    except Exception as exc:  # noqa: BLE001 (a reader bug or a shape no check foresaw)
+    except Exception as exc:  # a reader bug or a shape no check foresaw
         raise RecordError(Path(run_dir), f"unreadable ({type(exc).__name__}: {exc})") from exc
 
 

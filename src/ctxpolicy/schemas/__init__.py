@@ -1,10 +1,10 @@
 """The JSON schemas of the run records: the one definition of run.json, a calls.jsonl line, a
 messages.jsonl line and verdict.json (docs/schema.md, "Run records").
 
-A standard-library-and-jsonschema leaf: the agent checks the whole contract against these
+A leaf (standard library and jsonschema): the agent checks the whole contract against these
 schemas (``ctxpolicy.agent.validate``); the metrics read the fields they use through a *reading
-view* (``reading_view``) or, for JSON lines, column by column (``field_rule``), so both rooms share one definition without importing
-each other.
+view* (``reading_view``) or, for JSON lines, column by column (``field_rule``). So both rooms
+share one definition without importing each other.
 
 A reading view keeps only the fields a reader uses, lets each be absent or null (an empty cell
 in a table) unless the reader needs it, and keeps every type, enum and bound of the contract.
