@@ -103,9 +103,15 @@ class FieldRule:
     kinds: str              # the schema's type names, for messages: "integer or null"
 
     def violation(self, values: list) -> int | None:
-        """The position of the first value of the wrong type or below the minimum, else None."""
+        """The position of the first value of the wrong type or below the minimum, else None.
+        As in JSON Schema, a float with an integral value (``3.0``) is an integer."""
         if not set(map(type, values)) <= self.types:
-            return next(i for i, v in enumerate(values) if type(v) not in self.types)
+            whole_floats = "integer" in self.kinds and float not in self.types
+            bad = (i for i, v in enumerate(values) if type(v) not in self.types
+                   and not (whole_floats and type(v) is float and v.is_integer()))
+            first = next(bad, None)
+            if first is not None:
+                return first
         if self.minimum is not None:
             numbers = [v for v in values if v is not None]
             if numbers and min(numbers) < self.minimum:
@@ -113,7 +119,9 @@ class FieldRule:
         return None
 
     def why(self, value) -> str:
-        return f"not {self.kinds}" if type(value) not in self.types else f"below the minimum {self.minimum}"
+        if type(value) in self.types or (type(value) is float and value.is_integer() and "integer" in self.kinds):
+            return f"below the minimum {self.minimum}"
+        return f"not {self.kinds}"
 
 
 @functools.lru_cache(maxsize=None)
