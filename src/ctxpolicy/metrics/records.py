@@ -176,7 +176,8 @@ def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
         rule = field_rule("message", name, nullable=False)
         where = rule.violation(values)
         if where is not None:
-            raise RecordError(path, f"line {where + 1}: field {name} is {_shown(values[where])}: {rule.why(values[where])}")
+            value = values[where]
+            raise RecordError(path, f"line {where + 1}: field {name} is {_shown(value)}: {rule.why(value)}")
     store = dict(zip(ids, tokens))
     assistant = [entry["message"] for entry in entries
                  if isinstance(entry.get("message"), dict) and entry["message"].get("role") == "assistant"]

@@ -125,7 +125,8 @@ def _model_files(models: list[dict]) -> list[tuple[Path, str]]:
 
 def collect_checks(target: str | Path, models: bool = False) -> tuple[list[Check], list[Problem]]:
     """Every (file, recorded hash) along the chain of ``target`` (the sidecars that a parent
-    recorded the hash of included), and the sidecars along it that are gone or unreadable. Raises SidecarError when the target's own sidecar is unusable.
+    recorded the hash of included), and the sidecars along it that are gone or unreadable.
+    Raises SidecarError when the target's own sidecar is unusable.
     Model files are included only when ``models`` is set: they are large and seldom present
     where results are audited, and their hashes come from run.json files that are checked anyway."""
     checks: dict[tuple[Path, str], Check] = {}
@@ -157,7 +158,8 @@ def collect_checks(target: str | Path, models: bool = False) -> tuple[list[Check
                 continue
             pointed = recorded_path(sidecar, entry["sidecar"])
             if "sidecar_sha256" in entry:  # the input's sidecar is part of the chain: it must not change
-                checks.setdefault((pointed, entry["sidecar_sha256"]), Check(pointed, entry["sidecar_sha256"], sidecar))
+                digest = entry["sidecar_sha256"]
+                checks.setdefault((pointed, digest), Check(pointed, digest, sidecar))
             pending.append((pointed, sidecar))
     return sorted(checks.values(), key=lambda c: (str(c.path), c.recorded)), problems
 
