@@ -232,8 +232,8 @@ def test_package_versions_reads_installed_metadata():
 def test_verify_passes_an_untouched_chain(study):
     checked, problems = verify(study["figure"])
     assert problems == []
-    # figure, config, notebook, table, 18 run files, cell.json and eval.json of two cells
-    assert checked == 26
+    # figure, config, notebook, table and its sidecar, 18 run files, cell.json and eval.json of two cells
+    assert checked == 27
 
 
 def test_verify_names_each_changed_and_missing_file_along_the_chain(study):
@@ -317,7 +317,7 @@ def test_show_prints_the_chain(study, capsys):
 
 def test_verify_cli_exit_codes_and_listing(study, capsys):
     assert cli.main(["provenance", "verify", "figures/fig2.pdf"]) == 0
-    assert "verified figures/fig2.pdf: 26 files unchanged" in capsys.readouterr().out
+    assert "verified figures/fig2.pdf: 27 files unchanged" in capsys.readouterr().out
 
     gone = study["runs"] / "local/qwen05b/FC/t-1__a1/calls.jsonl"
     gone.unlink()
@@ -377,3 +377,18 @@ def test_run_record_files_skip_runs_moved_aside_as_stale(tmp_path):
         run.mkdir(parents=True)
         (run / "run.json").write_text("{}")
     assert run_record_files(tmp_path) == [cell / "t-1__a1" / "run.json"]
+
+
+def test_sidecars_without_input_sidecar_hashes_are_still_read_and_followed(study, capsys):
+    figure_sidecar = sidecar_path(study["figure"])
+    data = json.loads(figure_sidecar.read_text())
+    assert all("sidecar_sha256" in entry for entry in data["inputs"] if "sidecar" in entry)
+    for entry in data["inputs"]:  # a sidecar written before the pointers carried a hash
+        entry.pop("sidecar_sha256", None)
+    figure_sidecar.write_text(json.dumps(data))
+    checked, problems = verify(study["figure"])
+    assert (checked, problems) == (26, [])
+    assert trace(study["figure"])["inputs"][0]["runs"]
+    run_json = sorted(study["runs"].rglob("run.json"))[0]
+    run_json.write_text(run_json.read_text().replace("submitted", "error"))
+    assert [(p.path, p.problem) for p in verify(study["figure"])[1]] == [(run_json.as_posix(), "changed")]

@@ -1,4 +1,4 @@
-"""Check a run directory against the documented schemas (src/ctxpolicy/agent/schema/*.json).
+"""Check a run directory against the documented schemas (src/ctxpolicy/schemas/*.schema.json).
 
 Beyond each file's JSON schema it checks what ties the files together: every message id a call
 names is in the store, every stored id is the hash of its message, calls are numbered in order.
@@ -8,22 +8,12 @@ names is in the store, every stored id is the hash of its message, calls are num
 
 from __future__ import annotations
 
-import functools
-import json
 import sys
 from pathlib import Path
 
-from jsonschema import Draft202012Validator
-
 from ctxpolicy.agent.messages import message_id
 from ctxpolicy.agent.record import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, read_json, read_jsonl
-
-SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
-
-
-@functools.lru_cache(maxsize=None)
-def validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8")))
+from ctxpolicy.schemas import validator
 
 
 def _schema_problems(name: str, data: object, where: str) -> list[str]:

@@ -2,7 +2,8 @@
 
 Runs are parsed in parallel worker processes, in chunks; the run-level columns of the calls
 table (run_dir, cell, model, ...) are stored as categoricals so 3.5 million call rows stay small.
-Unreadable runs come back as ``RecordError``s in ``Tables.problems``: reported and left out.
+Unreadable runs (any reason: see ``records.read_run``) come back as ``RecordError``s in
+``Tables.problems``: reported, written to ``left_out.json`` next to the tables, and left out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ctxpolicy.atomic import atomic_output
+from ctxpolicy.atomic import atomic_output, atomic_write_json
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
 from ctxpolicy.metrics.records import CALL_KINDS, RUN_COLUMNS, RecordError, find_run_dirs, read_run
 
@@ -24,6 +25,7 @@ CALL_RUN_COLUMNS = ("run_dir", "cell", "benchmark", "model", "policy", "setting"
 CALL_COLUMNS = ("index", "kind", "step", "start", "end", "latency_s", "prompt_tokens",
                 "completion_tokens", "cached_tokens", "est_tokens_before", "est_tokens_after",
                 "n_events", "cached_exact", "cached_est")
+LEFT_OUT_FILE = "left_out.json"  # the runs an aggregate left out, and why (docs/schema.md)
 CATEGORICAL_RUN_COLUMNS = ("cell", "track", "benchmark", "cohort", "model", "policy", "primitive",
                            "trigger", "setting", "summarizer", "stratum", "outcome", "outcome_class")
 
@@ -117,6 +119,17 @@ def write_tables(tables: Tables, out_dir: Path) -> tuple[Path, Path]:
     for frame, path in zip((tables.runs, tables.calls), paths):
         _write_parquet_atomic(frame, path)
     return paths
+
+
+def write_left_out(tables: Tables, out_dir: Path) -> Path:
+    """``left_out.json`` next to the tables: ``{"runs": N, "left_out": [{"path", "reason"}]}``,
+    written every time (an empty list when every run was read), so it never describes an older
+    aggregate."""
+    path = Path(out_dir) / LEFT_OUT_FILE
+    atomic_write_json(path, {"runs": len(tables.runs),
+                             "left_out": [{"path": str(p.path), "reason": p.reason} for p in tables.problems]},
+                      indent=1)
+    return path
 
 
 def _write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:

@@ -1,8 +1,10 @@
 """Build results/tables/runs.parquet and calls.parquet from run directories.
 
 Every directory under the --runs roots that holds a run file is read. Runs that are missing,
-partial or corrupt are listed on stderr with the reason and left out of the tables; the exit
-code is 0 when tables were written (1 when any run was left out and --strict is given).
+partial, corrupt or hold a value of the wrong type are listed on stderr ("left out: PATH:
+reason", naming the field and value) and in left_out.json next to the tables, and the rest are
+aggregated; the exit code is 0 when tables were written (1 when any run was left out and
+--strict is given, 2 for bad arguments or an unwritable --out).
 Columns: docs/schema.md (SECTION tables). Definitions: docs/metrics.md.
 """
 
@@ -24,7 +26,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from ctxpolicy.metrics.aggregate import aggregate, write_tables
+    from ctxpolicy.metrics.aggregate import aggregate, write_left_out, write_tables
     from ctxpolicy.metrics.records import RecordError
 
     if args.block < 1 or not 0 <= args.discount <= 1:
@@ -39,7 +41,13 @@ def main(args) -> int:
         return 2
     for problem in tables.problems:
         print(f"left out: {problem.path}: {problem.reason}", file=sys.stderr)
-    runs_path, calls_path = write_tables(tables, args.out)
+    try:
+        runs_path, calls_path = write_tables(tables, args.out)
+        write_left_out(tables, args.out)
+    except OSError as exc:
+        print(f"aggregate: {exc.filename or args.out}: cannot write the tables ({exc.strerror or exc})",
+              file=sys.stderr)
+        return 2
     print(f"{len(tables.runs)} runs -> {runs_path}; {len(tables.calls)} calls -> {calls_path}; "
           f"{len(tables.problems)} left out")
     return 1 if args.strict and tables.problems else 0

@@ -1,13 +1,16 @@
 """Reading one run directory into a run row and its call columns.
 
-A run directory counts only when its ``run.json`` says ``complete: true`` and its
-``calls.jsonl`` and ``messages.jsonl`` parse and agree (every message id a call sent is in the
-store). Anything else raises ``RecordError`` naming the path and what is wrong, so that the
-aggregate can report it and leave the run out.
+A run directory counts only when its ``run.json`` says ``complete: true``, every field the tables
+read has the type the record's JSON schema gives it (``ctxpolicy.schemas``: run.json and
+verdict.json through a jsonschema reading view, calls.jsonl and messages.jsonl column by column),
+and its ``calls.jsonl`` and ``messages.jsonl`` parse and agree (every message id a call sent is in
+the store). Anything else, an unexpected exception included, raises ``RecordError`` naming the
+path, the field and the value, so that the aggregate can report it and leave the run out.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -20,11 +23,25 @@ from ctxpolicy.metrics.commands import count_commands
 from ctxpolicy.metrics.cost import (DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, estimated_cached, exact_cached_flat,
                                    has_otrc, unchanged_prefix)
 from ctxpolicy.metrics.outcomes import outcome_class
+from ctxpolicy.schemas import describe, field_rule, reading_view, schema
 
 RUN_FILES = ("run.json", "calls.jsonl", "messages.jsonl")
-IDENTITY_FIELDS = ("benchmark", "model", "policy", "task_id", "attempt")
+# What the tables take from run.json and verdict.json; the NEEDED ones must be there, the others
+# may be absent or null (an empty cell). Types, enums and bounds come from the schemas.
+RUN_NEEDED = ("complete", "identity.benchmark", "identity.model", "identity.policy", "identity.task_id",
+              "identity.attempt", "outcome", "timing.wall_s")
+RUN_READ = (*RUN_NEEDED, "identity.cell", "identity.track", "identity.cohort", "identity.primitive",
+            "identity.trigger", "identity.depth", "identity.threshold_setting", "identity.threshold_tokens",
+            "identity.summarizer", "identity.stratum", "identity.seed", "error", "totals.steps",
+            "totals.format_errors")
+VERDICT_NEEDED = ("resolved",)
+VERDICT_READ = ("resolved", "harness", "report", "log")
 CALL_FIELDS = ("index", "kind")
 CALL_KINDS = ("agent", "summary")
+# calls.jsonl fields checked column by column against the call schema (one jsonschema validation
+# per line would cost more than the rest of the parsing together).
+CALL_TYPED_FIELDS = ("index", "step", "start", "end", "latency_s", "prompt_tokens", "completion_tokens",
+                     "cached_tokens", "est_tokens_before", "est_tokens_after", "events")
 RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
     "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger", "depth",
     "setting", "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed", "outcome", "error",
@@ -68,13 +85,39 @@ def find_run_dirs(roots: list[Path]) -> list[Path]:
     return sorted(set(found))
 
 
-def _load_json(path: Path):
+def _read_bytes(path: Path) -> bytes:
     try:
-        return orjson.loads(path.read_bytes())
+        return path.read_bytes()
     except FileNotFoundError:
         raise RecordError(path, "missing") from None
+    except IsADirectoryError:
+        raise RecordError(path, "is a directory, not a file") from None
+    except OSError as exc:
+        raise RecordError(path, f"unreadable ({exc.strerror or exc})") from None
+
+
+def _load_json(path: Path):
+    data = _read_bytes(path)
+    try:
+        return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise RecordError(path, f"corrupt JSON ({exc})") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _reading_validator(name: str):
+    from jsonschema import Draft202012Validator
+
+    read, needed = {"run": (RUN_READ, RUN_NEEDED), "verdict": (VERDICT_READ, VERDICT_NEEDED)}[name]
+    return Draft202012Validator(reading_view(schema(name), read, needed))
+
+
+def _check_record(name: str, record, path: Path) -> None:
+    """Every field the tables read from ``record`` has its schema type; needed ones are there."""
+    errors = sorted(_reading_validator(name).iter_errors(record), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        raise RecordError(path, "; ".join(describe(e) for e in errors[:3])
+                          + (f"; and {len(errors) - 3} more" if len(errors) > 3 else ""))
 
 
 def _field(record: dict, key: str, path: Path, where: str):
@@ -84,27 +127,33 @@ def _field(record: dict, key: str, path: Path, where: str):
 
 
 def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAULT_DISCOUNT) -> RunRecord:
-    run_dir = Path(run_dir)
+    """One run's row and call columns. Raises ``RecordError`` for every way the run can be
+    unreadable, an unexpected one included: one bad record never stops a whole aggregate."""
+    try:
+        return _read_run(Path(run_dir), block, discount)
+    except RecordError:
+        raise
+    except Exception as exc:  # a reader bug or a shape no check foresaw
+        raise RecordError(Path(run_dir), f"unreadable ({type(exc).__name__}: {exc})") from exc
+
+
+def _read_run(run_dir: Path, block: int, discount: float) -> RunRecord:
     run_path = run_dir / "run.json"
     run = _load_json(run_path)
     if not isinstance(run, dict) or run.get("complete") is not True:
         value = run.get("complete") if isinstance(run, dict) else run
         raise RecordError(run_path, f"field complete is {value!r}, not true")
-    identity = run.get("identity")
-    if not isinstance(identity, dict):
-        raise RecordError(run_path, "field identity is missing")
-    for key in IDENTITY_FIELDS:
-        _field(identity, key, run_path, "identity.")
+    _check_record("run", run, run_path)
+    identity = run["identity"]
 
     verdict_path = run_dir / "verdict.json"
     verdict = _load_json(verdict_path) if verdict_path.exists() else None
-    if verdict is not None and not (isinstance(verdict, dict) and isinstance(verdict.get("resolved"), bool)):
-        value = verdict.get("resolved") if isinstance(verdict, dict) else verdict
-        raise RecordError(verdict_path, f"field resolved is {value!r}, not a bool")
+    if verdict is not None:
+        _check_record("verdict", verdict, verdict_path)
 
     store, assistant = _read_store(run_dir / "messages.jsonl")
-    calls, id_segments = _read_calls(run_dir / "calls.jsonl")
-    columns = _call_columns(calls, id_segments, store, run_dir / "calls.jsonl", block)
+    calls, values, id_segments = _read_calls(run_dir / "calls.jsonl")
+    columns = _call_columns(calls, values, id_segments, store, run_dir / "calls.jsonl", block)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
     row["retrieval_cmds"], row["execution_cmds"] = count_commands(assistant)
     return RunRecord(row, columns)
@@ -112,25 +161,27 @@ def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAUL
 
 def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
     """Message id -> tokens, and the assistant messages (for the command counts)."""
-    entries = _load_jsonl(path)
+    entries = _parse_lines(_read_bytes(path), path)
     try:
-        store = {entry["id"]: int(entry["tokens"]) for entry in entries}
-        assistant = [entry["message"] for entry in entries
-                     if isinstance(entry.get("message"), dict) and entry["message"].get("role") == "assistant"]
-    except (KeyError, TypeError, ValueError, AttributeError):
+        ids = [entry["id"] for entry in entries]
+        tokens = [entry["tokens"] for entry in entries]
+    except (KeyError, TypeError):
         for number, entry in enumerate(entries, 1):
+            if not isinstance(entry, dict):
+                raise RecordError(path, f"line {number}: not an object") from None
             for key in ("id", "tokens"):
-                _field(entry if isinstance(entry, dict) else {}, key, path, f"line {number}: ")
-        raise RecordError(path, "field tokens is not an integer") from None
+                _field(entry, key, path, f"line {number}: ")
+        raise
+    for name, values in (("id", ids), ("tokens", tokens)):
+        rule = field_rule("message", name, nullable=False)
+        where = rule.violation(values)
+        if where is not None:
+            value = values[where]
+            raise RecordError(path, f"line {where + 1}: field {name} is {_shown(value)}: {rule.why(value)}")
+    store = dict(zip(ids, tokens))
+    assistant = [entry["message"] for entry in entries
+                 if isinstance(entry.get("message"), dict) and entry["message"].get("role") == "assistant"]
     return store, assistant
-
-
-def _load_jsonl(path: Path) -> list:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise RecordError(path, "missing") from None
-    return _parse_lines(data, path)
 
 
 def _parse_lines(data: bytes, path: Path) -> list:
@@ -155,32 +206,38 @@ def _parse_lines(data: bytes, path: Path) -> list:
 IDS_ARRAY = re.compile(rb'"message_ids"\s*:\s*\[([^\]]*)\]')
 
 
-def _read_calls(path: Path) -> tuple[list[dict], list[bytes | None]]:
-    """Calls in index order, each with its raw message_ids array text kept apart.
+def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | None]]:
+    """Calls in index order, the values of their typed fields (checked, in the same order), and
+    each call's raw message_ids array text kept apart.
 
     The id arrays are most of a calls.jsonl; cutting them out before JSON parsing and decoding
     them in bulk (``_fixed_width_ids``) is what keeps aggregation of 35,000 runs within a minute.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise RecordError(path, "missing") from None
+    data = _read_bytes(path)
     parts = IDS_ARRAY.split(data)
     if len(parts) // 2 == data.count(b"\n") and b"\n\n" not in data:  # one id array per line
         calls = _parse_lines(b'"message_ids":null'.join(parts[0::2]), path)
         segments = parts[1::2]
     else:
         calls = _parse_lines(data, path)
-        segments = [orjson.dumps(c["message_ids"])[1:-1] if isinstance(c, dict) and isinstance(
-            c.get("message_ids"), list) else None for c in calls]
+        if not all(isinstance(c, dict) for c in calls):
+            _blame_call(calls, path)
+        for call in calls:
+            if call.get("message_ids") is not None and not isinstance(call["message_ids"], list):
+                raise RecordError(path, f"call {call.get('index')!r}: field message_ids is "
+                                        f"{_shown(call['message_ids'])}: not array")
+        segments = [orjson.dumps(c["message_ids"])[1:-1] if isinstance(c.get("message_ids"), list) else None
+                    for c in calls]
     if not all(isinstance(c, dict) and c.get("index") is not None and c.get("kind") in CALL_KINDS
                for c in calls):
         _blame_call(calls, path)
-    indexes = [c["index"] for c in calls]
+    values = _check_call_types(calls, path)
+    indexes = values["index"]
     if indexes != sorted(indexes):
         order = sorted(range(len(calls)), key=indexes.__getitem__)
         calls, segments = [calls[i] for i in order], [segments[i] for i in order]
-    return calls, segments
+        values = {name: [column[i] for i in order] for name, column in values.items()}
+    return calls, values, segments
 
 
 def _blame_call(calls: list, path: Path) -> None:
@@ -191,6 +248,26 @@ def _blame_call(calls: list, path: Path) -> None:
             _field(call, key, path, f"line {number}: ")
         if call["kind"] not in CALL_KINDS:
             raise RecordError(path, f"line {number}: field kind is {call['kind']!r}")
+
+
+def _check_call_types(calls: list[dict], path: Path) -> dict[str, list]:
+    """Each typed field, over all calls at once, against the call schema (null: not reported).
+    Returns the checked values by field, for the columns."""
+    checked = {}
+    for name in CALL_TYPED_FIELDS:
+        values = [call.get(name) for call in calls]
+        rule = field_rule("call", name, nullable=name != "index")
+        where = rule.violation(values)
+        if where is not None:
+            raise RecordError(path, f"line {where + 1} (call {calls[where]['index']!r}): field {name} is "
+                                    f"{_shown(values[where])}: {rule.why(values[where])}")
+        checked[name] = values
+    return checked
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 _SEPARATORS = b'", \t\r\n'
@@ -239,19 +316,24 @@ def _sequences_by_name(segments: list[bytes], store: dict[str, int], path: Path,
             np.array([len(s) for s in ids], dtype=np.int64))
 
 
-def _call_columns(calls: list[dict], segments: list[bytes | None], store: dict[str, int], path: Path,
-                  block: int) -> dict[str, np.ndarray]:
+def _call_columns(calls: list[dict], values: dict[str, list], segments: list[bytes | None],
+                  store: dict[str, int], path: Path, block: int) -> dict[str, np.ndarray]:
     n = len(calls)
+
+    def column(key: str) -> np.ndarray:  # null -> NaN: the server or the record did not say
+        return np.array(values[key], dtype=np.float64)
+
     agent = np.array([c["kind"] == "agent" for c in calls], dtype=bool)
-    counted = np.array([c.get("prompt_tokens") is not None for c in calls], dtype=bool)
-    prompts = np.array([c.get("prompt_tokens") or 0 for c in calls], dtype=np.int64)
-    events, unchanged, before = _event_columns(calls, path)
+    prompt_column = column("prompt_tokens")
+    counted = ~np.isnan(prompt_column)
+    prompts = np.nan_to_num(prompt_column).astype(np.int64)
+    events, unchanged, before = _event_columns(calls, values["events"], path)
 
     agent_segments = [segments[i] for i in np.flatnonzero(agent)]
     cached_exact = np.zeros(n, dtype=np.float64)
     if all(s is not None for s in agent_segments):
         codes, tokens, lengths = _sequences(agent_segments, store, path,
-                                            [calls[i]["index"] for i in np.flatnonzero(agent)])
+                                            [values["index"][i] for i in np.flatnonzero(agent)])
         cached_exact[agent] = exact_cached_flat(codes, tokens, lengths, prompts[agent], block)
     else:
         cached_exact[agent] = np.nan  # without message sequences the exact count is unknown
@@ -260,37 +342,32 @@ def _call_columns(calls: list[dict], segments: list[bytes | None], store: dict[s
     cached_est[agent], _ = estimated_cached(prompts[agent], otrc[agent], block,
                                             unchanged_tokens=unchanged[agent], tokens_before=before[agent])
 
-    def column(key: str) -> np.ndarray:
-        return np.array([np.nan if c.get(key) is None else c[key] for c in calls], dtype=np.float64)
-
     return {
-        "index": np.array([c["index"] for c in calls], dtype=np.int64),
+        "index": np.array(values["index"], dtype=np.int64),
         "kind": np.where(agent, 0, 1).astype(np.int8),  # codes into CALL_KINDS
         "step": column("step"), "start": column("start"), "end": column("end"),
         "latency_s": column("latency_s"),
         "prompt_tokens": prompts, "prompt_counted": counted,
-        "completion_tokens": np.array([c.get("completion_tokens") or 0 for c in calls], dtype=np.int64),
+        "completion_tokens": np.nan_to_num(column("completion_tokens")).astype(np.int64),
         "cached_tokens": column("cached_tokens"),
         "est_tokens_before": column("est_tokens_before"), "est_tokens_after": column("est_tokens_after"),
         "n_events": events, "cached_exact": cached_exact, "cached_est": cached_est,
     }
 
 
-def _event_columns(calls: list[dict], path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _event_columns(calls: list[dict], events_of: list, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per call: the number of compression events, and the step's (U, T) from ``unchanged_prefix``
-    (-1 where there are no events or they do not say where the change was)."""
+    (-1 where there are no events or they do not say where the change was). ``events_of`` holds
+    each call's ``events``, already checked to be a list or null."""
     n = len(calls)
     counts = np.zeros(n, dtype=np.int64)
     unchanged, before = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-    for i in [i for i, call in enumerate(calls) if call.get("events")]:  # most calls have none
-        call, events = calls[i], calls[i]["events"]
-        if not isinstance(events, list):
-            raise RecordError(path, f"call {call['index']}: field events is {events!r}, not a list")
-        counts[i] = len(events)
+    for i in [i for i, events in enumerate(events_of) if events]:  # most calls have none
+        counts[i] = len(events_of[i])
         try:
-            where = unchanged_prefix(events)
+            where = unchanged_prefix(events_of[i])
         except ValueError as exc:
-            raise RecordError(path, f"call {call['index']}: {exc}") from None
+            raise RecordError(path, f"call {calls[i]['index']}: {exc}") from None
         if where is not None:
             unchanged[i], before[i] = where
     return counts, unchanged, before
@@ -302,7 +379,7 @@ def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,
     prompts = calls["prompt_tokens"][agent]
     summary_input = int(calls["prompt_tokens"][~agent].sum())
     totals = run.get("totals") or {}
-    timing = run.get("timing") or {}
+    timing = run["timing"]
     n_agent = int(agent.sum())
     n_counted = int((agent & calls["prompt_counted"]).sum())
     n_events = int(calls["n_events"].sum())
@@ -331,7 +408,7 @@ def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,
         "resolved": resolved, "has_verdict": verdict is not None,
         "outcome_class": outcome_class(outcome, resolved),
         "wall_s": timing.get("wall_s"),
-        "steps": totals.get("steps", n_agent),
+        "steps": n_agent if totals.get("steps") is None else totals["steps"],
         "agent_calls": n_agent, "summary_calls": int((~agent).sum()),
         "prompt_tokens": prompt_total, "completion_tokens": completion_total,
         "total_tokens": prompt_total + completion_total,

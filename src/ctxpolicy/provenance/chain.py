@@ -124,8 +124,9 @@ def _model_files(models: list[dict]) -> list[tuple[Path, str]]:
 
 
 def collect_checks(target: str | Path, models: bool = False) -> tuple[list[Check], list[Problem]]:
-    """Every (file, recorded hash) along the chain of ``target``, and the sidecars along it that
-    are gone or unreadable. Raises SidecarError when the target's own sidecar is unusable.
+    """Every (file, recorded hash) along the chain of ``target`` (the sidecars that a parent
+    recorded the hash of included), and the sidecars along it that are gone or unreadable.
+    Raises SidecarError when the target's own sidecar is unusable.
     Model files are included only when ``models`` is set: they are large and seldom present
     where results are audited, and their hashes come from run.json files that are checked anyway."""
     checks: dict[tuple[Path, str], Check] = {}
@@ -152,8 +153,14 @@ def collect_checks(target: str | Path, models: bool = False) -> tuple[list[Check
         if models:
             for path, digest in _model_files(data.get("models") or []):
                 checks.setdefault((path, digest), Check(path, digest, sidecar))
-        pending.extend((recorded_path(sidecar, entry["sidecar"]), sidecar)
-                       for entry in data["inputs"] if "sidecar" in entry)
+        for entry in data["inputs"]:
+            if "sidecar" not in entry:
+                continue
+            pointed = recorded_path(sidecar, entry["sidecar"])
+            if "sidecar_sha256" in entry:  # the input's sidecar is part of the chain: it must not change
+                digest = entry["sidecar_sha256"]
+                checks.setdefault((pointed, digest), Check(pointed, digest, sidecar))
+            pending.append((pointed, sidecar))
     return sorted(checks.values(), key=lambda c: (str(c.path), c.recorded)), problems
 
 
@@ -161,9 +168,12 @@ def verify(target: str | Path, progress: bool = False, models: bool = False) -> 
     """Re-hash every file recorded along the chain of ``target`` (and the model files, if ``models``).
 
     Returns the number of distinct files checked and the problems: each file that changed or
-    vanished since it was recorded, and each sidecar along the chain that is gone or unreadable.
+    vanished since it was recorded (an input's sidecar whose hash its parent recorded included),
+    and each sidecar along the chain that is gone or unreadable.
     """
     checks, problems = collect_checks(target, models)
+    reported = {p.path for p in problems}  # a sidecar already listed as missing or unreadable
+    checks = [c for c in checks if display_path(c.path) not in reported]
     actual: dict[Path, str | None] = {}
     for check in tqdm(checks, desc="verifying", unit="file", disable=None if progress else True):
         if check.path not in actual:

@@ -5,6 +5,11 @@ config and its hash, every input with its hash (and a pointer to the input's own
 chain can be followed back to the run records), package versions, model files and hashes, the
 executed notebook and the target's own hash. Paths are stored relative to the sidecar's
 directory so that a results tree stays auditable after it is moved or unpacked from a bundle.
+
+The pointer to an input's sidecar carries that sidecar's hash too (``sidecar_sha256``), so the
+chain is a hash chain: rewriting a run record together with the hash a table's sidecar recorded
+for it changes the table's sidecar, which the figure's sidecar recorded. Sidecars written before
+``sidecar_sha256`` existed stay readable; their pointers are followed without that check.
 """
 
 from __future__ import annotations
@@ -102,6 +107,7 @@ def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | N
 
     hashes = {p: sha256_file(p) for p in tqdm(input_paths, desc="hashing inputs", unit="file",
                                               disable=None if progress else True)}
+    sidecar_hashes = {p: sha256_file(sidecar_path(p)) for p in input_paths if sidecar_path(p).is_file()}
     shared = {
         "code": code_state(repo_root),
         "models": _distinct([*(models or []), *_models_of_inputs(input_paths)]),
@@ -117,8 +123,9 @@ def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | N
         entries = []
         for path in input_paths:
             entry = {"path": relative_path(path, base), "sha256": hashes[path]}
-            if sidecar_path(path).is_file():
+            if path in sidecar_hashes:
                 entry["sidecar"] = relative_path(sidecar_path(path), base)
+                entry["sidecar_sha256"] = sidecar_hashes[path]
             entries.append(entry)
         sidecar = {
             "schema_version": SCHEMA_VERSION,
@@ -176,4 +183,10 @@ def read_sidecar(path: str | Path) -> dict:
         if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
                 and isinstance(entry.get("sha256"), str)):
             raise SidecarError(f"{path}: field 'inputs[{index}]': expected {{path, sha256}}, got {entry!r:.80}")
+        for key in ("sidecar", "sidecar_sha256"):
+            if key in entry and not isinstance(entry[key], str):
+                raise SidecarError(f"{path}: field 'inputs[{index}].{key}': expected a string, "
+                                   f"got {entry[key]!r:.80}")
+        if "sidecar_sha256" in entry and "sidecar" not in entry:
+            raise SidecarError(f"{path}: field 'inputs[{index}]': sidecar_sha256 without a sidecar pointer")
     return data
