@@ -18,6 +18,7 @@ import argparse
 import ipaddress
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -131,6 +132,7 @@ def check_upstream(url: str, api_key: str | None) -> None:
 
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per forwarded request is noise
     try:
         host, port = parse_listen(args.listen)
         config = build_config(args)
@@ -149,5 +151,19 @@ def main(args: argparse.Namespace) -> int:
     proxy = Proxy(config)
     server = uvicorn.Server(uvicorn.Config(build_app(proxy), host=host, port=port, log_level=args.log_level,
                                            timeout_graceful_shutdown=30, access_log=False))
-    server.run()
+    # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal: after a clean drain, exit 0
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, _exit_cleanly)
+    try:
+        server.run()
+    except _Drained:
+        pass
     return 0 if server.started else 1
+
+
+class _Drained(Exception):
+    pass
+
+
+def _exit_cleanly(signum, frame) -> None:
+    raise _Drained()

@@ -89,7 +89,8 @@ class ConversationStore:
               hashes: list[bytes] | None = None, new_id: Callable[[str], str] | None = None) -> Claim:
         """Find (or start) the conversation ``messages`` belong to and mark them as seen.
 
-        The new messages are appended to its session; applying the policy is the caller's next step.
+        Appending ``Claim.new_messages`` to the conversation's session (in request order) and
+        applying the policy are the caller's next steps.
         """
         self.expire(now)
         hashes = [message_hash(m) for m in messages] if hashes is None else hashes
@@ -108,7 +109,6 @@ class ConversationStore:
         else:
             conversation = self._start(key, name, new_id)
             new, created = list(messages), True
-        conversation.session.append(new)
         conversation.seen = hashes
         conversation.last_history = messages
         conversation.last_used = now
