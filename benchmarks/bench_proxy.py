@@ -56,12 +56,12 @@ def text(rng: random.Random, n_words: int) -> str:
 def conversation(seed: int, pairs: int = 199) -> list[dict]:
     """System + task + ``pairs`` assistant/observation pairs (~500 tokens each): 400 messages, ~100k tokens."""
     rng = random.Random(seed)
-    messages = [{"role": "system", "content": "You are a software agent. " + text(rng, 300)},
-                {"role": "user", "content": f"Task {seed}: " + text(rng, 200)}]
+    messages = [{"role": "system", "content": "You are a software agent. " + text(rng, 200)},
+                {"role": "user", "content": f"Task {seed}: " + text(rng, 140)}]
     for step in range(pairs):
         messages.append({"role": "assistant",
-                         "content": f"THOUGHT: {text(rng, 40)}\n\n```mswea_bash_command\ncat f{step}.py\n```"})
-        messages.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{text(rng, 200)}\n</output>"})
+                         "content": f"THOUGHT: {text(rng, 28)}\n\n```mswea_bash_command\ncat f{step}.py\n```"})
+        messages.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{text(rng, 140)}\n</output>"})
     return messages
 
 
@@ -87,8 +87,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def one_at_a_time(upstream: str, proxy: str, n_conversations: int, steps: int) -> list[float]:
-    added = []
+def one_at_a_time(upstream: str, proxy: str, n_conversations: int, steps: int) -> tuple[list[float], list[float]]:
+    added, direct = [], []
     headers = {"content-type": "application/json"}
     with httpx.Client(timeout=120) as client:
         for c in range(n_conversations):
@@ -104,7 +104,8 @@ def one_at_a_time(upstream: str, proxy: str, n_conversations: int, steps: int) -
                 client.post(f"{proxy}/chat/completions", content=data, headers=headers | name).raise_for_status()
                 t2 = time.perf_counter()
                 added.append((t2 - t1) - (t1 - t0))
-    return added
+                direct.append(t1 - t0)
+    return added, direct
 
 
 async def concurrent(base: str, n: int, steps: int, via_proxy: bool, seed0: int) -> list[float]:
@@ -166,7 +167,8 @@ def main() -> int:
         print(f"conversation: {len(sample)} messages, {count_messages(sample):,} tokens (cl100k), "
               f"{len(body(sample)) / 1e6:.2f} MB per request; policy {args.policy}, "
               f"record {'on' if args.record else 'off'}")
-        added = one_at_a_time(upstream, proxy, args.conversations, args.steps)
+        added, direct = one_at_a_time(upstream, proxy, args.conversations, args.steps)
+        report("one conversation at a time, straight to the upstream", direct)
         report("added latency, one conversation at a time", added)
         via = asyncio.run(concurrent(proxy, args.concurrent, args.concurrent_steps, True, 1000))
         direct = asyncio.run(concurrent(upstream, args.concurrent, args.concurrent_steps, False, 2000))
