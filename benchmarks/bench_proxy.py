@@ -108,6 +108,40 @@ def one_at_a_time(upstream: str, proxy: str, n_conversations: int, steps: int) -
     return added, direct
 
 
+def processing_only(n_conversations: int, steps: int, policy: str, threshold: int | None) -> list[float]:
+    """The proxy's own work per request without sockets: parse, find the conversation, apply the
+    policy, serialize what goes upstream (the part of the added latency that is ours to cut)."""
+    from types import SimpleNamespace
+
+    from ctxpolicy.policies import parse_spec
+    from ctxpolicy.proxy.app import Proxy, ProxyConfig
+    from ctxpolicy.proxy.recording import ProxySettings
+
+    spec = parse_spec(policy)
+    settings = ProxySettings(policy=spec, threshold=threshold, upstream_url="http://unused/v1", upstream_model=None,
+                             summarizer_model=None, max_conversations=512)
+    proxy = Proxy(ProxyConfig(settings=settings, upstream_url="http://unused/v1"))
+    timings = []
+
+    async def run() -> None:
+        for c in range(n_conversations):
+            full = conversation(seed=5000 + c)
+            request = SimpleNamespace(headers={"x-ctxpolicy-conversation": f"proc-{c}"})
+            start = len(full) - 2 * steps
+            for n in [start, *range(start + 2, len(full) + 1, 2)]:
+                data = body(full[:n])
+                t0 = time.perf_counter()
+                parsed = orjson.loads(data)
+                _, turn = await proxy.compress(parsed["messages"], request, "openai")
+                parsed["messages"] = turn.messages
+                orjson.dumps(parsed)
+                if n != start:
+                    timings.append(time.perf_counter() - t0)
+
+    asyncio.run(run())
+    return timings
+
+
 async def concurrent(base: str, n: int, steps: int, via_proxy: bool, seed0: int) -> list[float]:
     latencies: list[float] = []
     headers = {"content-type": "application/json"}
@@ -167,6 +201,8 @@ def main() -> int:
         print(f"conversation: {len(sample)} messages, {count_messages(sample):,} tokens (cl100k), "
               f"{len(body(sample)) / 1e6:.2f} MB per request; policy {args.policy}, "
               f"record {'on' if args.record else 'off'}")
+        report("the proxy's own work per request (no sockets)",
+               processing_only(args.conversations, args.steps, args.policy, args.threshold))
         added, direct = one_at_a_time(upstream, proxy, args.conversations, args.steps)
         report("one conversation at a time, straight to the upstream", direct)
         report("added latency, one conversation at a time", added)

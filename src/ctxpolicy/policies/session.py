@@ -94,5 +94,7 @@ class PolicySession:
                               summarizer=self.summarizer, dump=self.dump)
         self._context, self._pending = list(result.messages), []
         self.calls_made += 1
+        # a stage that changes the context always records an event: no event, nothing to recount
+        after = count_messages(result.messages) if result.events else before
         return Turn(list(result.messages), [dict(event) for event in result.events], list(result.summary_calls),
-                    before, count_messages(result.messages), calls)
+                    before, after, calls)

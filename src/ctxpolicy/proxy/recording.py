@@ -78,14 +78,15 @@ class ConversationRecord:
         self.last_status = "ok"
         self.last_error: str | None = None
         self.finished = False
+        self._ids: dict[int, tuple[dict, str]] = {}
 
     def record_call(self, call: dict) -> None:
         """One ``calls.jsonl`` line; ``call`` has every field but ``index`` and ``message_ids``,
         plus ``messages`` (what was sent)."""
         sent = call.pop("messages")
-        if any(m.get("role") == "tool" or m.get("tool_calls") for m in sent):
+        if self.mode == "text" and any(m.get("role") == "tool" or m.get("tool_calls") for m in sent):
             self.mode = "tool"
-        call["message_ids"] = self.recorder.store(sent)
+        call["message_ids"] = self._store(sent)
         if call["kind"] == "agent":
             self.steps = max(self.steps, call["step"])
             self.last_status, self.last_error = call["status"], call["error"]
@@ -93,6 +94,21 @@ class ConversationRecord:
                 self.model = call["model"]
         self.llm_s += call["latency_s"]
         self.recorder.record_call(call)
+
+    def _store(self, sent: list[dict]) -> list[str]:
+        """``RunRecorder.store``, hashing only messages this record has not seen as objects: the
+        working context keeps its unchanged messages as the same objects from call to call. The
+        cache holds the messages it names, so an ``id()`` in it is never reused by another object."""
+        fresh = [m for m in sent if id(m) not in self._ids]
+        fresh_ids = iter(self.recorder.store(fresh)) if fresh else iter(())
+        ids, cache = [], {}
+        for message in sent:
+            known = self._ids.get(id(message))
+            mid = known[1] if known is not None else next(fresh_ids)
+            cache[id(message)] = (message, mid)
+            ids.append(mid)
+        self._ids = cache  # only the last context: memory stays bounded by it
+        return ids
 
     def finish(self, history: list[dict], *, requests: int, rewrites: int, ended: str, server: dict) -> Path:
         """Write trajectory.json and run.json (last); idempotent."""
