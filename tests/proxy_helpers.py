@@ -46,6 +46,15 @@ def serve(app, host: str = "127.0.0.1") -> Iterator[str]:
         sock.close()
 
 
+def settled(proxy, timeout_s: float = 20.0) -> None:
+    """Wait until every request the proxy took has its call recorded (written after the answer)."""
+    deadline = time.monotonic() + timeout_s
+    while proxy.in_flight:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{proxy.in_flight} requests still in flight after {timeout_s}s")
+        time.sleep(0.02)
+
+
 class FakeUpstream:
     def __init__(self, model: str = "fake-upstream", count_tokens: bool = True):
         self.model = model

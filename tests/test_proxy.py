@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from proxy_helpers import FakeUpstream, serve
+from proxy_helpers import FakeUpstream, serve, settled
 
 from ctxpolicy.agent.record import read_json, read_jsonl
 from ctxpolicy.agent.validate import run_dir_problems
@@ -54,7 +54,7 @@ def recorded(upstream, tmp_path):
     """A recording TR/Th/0.5 proxy in front of the fake; yields (base_url, record_dir)."""
     proxy = proxy_for(upstream.url, record_dir=tmp_path / "rec")
     with serve(build_app(proxy)) as url:
-        yield f"{url}/v1", tmp_path / "rec"
+        yield f"{url}/v1", tmp_path / "rec", proxy
 
 
 def agent_loop(client: openai.OpenAI, messages: list[dict], steps: int, **kwargs) -> list:
@@ -73,7 +73,7 @@ def run_dirs(root: Path) -> list[Path]:
 
 
 def test_compressed_history_reaches_the_upstream_and_is_recorded(recorded, upstream):
-    url, record_dir = recorded
+    url, record_dir, proxy = recorded
     client = openai.OpenAI(base_url=url, api_key="unused")
     start = len(upstream.requests)
     responses = agent_loop(client, task(), 6)
@@ -83,7 +83,7 @@ def test_compressed_history_reaches_the_upstream_and_is_recorded(recorded, upstr
     sent = upstream.requests[start:]
     assert all(m[:2] == task() for m in (r["messages"] for r in sent))
     assert len(sent[-1]["messages"]) < 2 + 2 * 5
-    time.sleep(0.2)  # the call line is written after the answer went out
+    settled(proxy)  # the call line is written after the answer went out
     [run_dir] = run_dirs(record_dir)
     calls = list(read_jsonl(run_dir / "calls.jsonl"))
     assert [c["prompt_tokens"] for c in calls] == prompts
@@ -91,7 +91,7 @@ def test_compressed_history_reaches_the_upstream_and_is_recorded(recorded, upstr
 
 
 def test_streaming_passes_chunks_through_and_records_usage(recorded):
-    url, record_dir = recorded
+    url, record_dir, proxy = recorded
     client = openai.OpenAI(base_url=url, api_key="unused")
     chunks = list(client.chat.completions.create(model="any", messages=task("stream it"), stream=True))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -100,14 +100,14 @@ def test_streaming_passes_chunks_through_and_records_usage(recorded):
     with_usage = list(client.chat.completions.create(model="any", messages=task("stream it too"), stream=True,
                                                      stream_options={"include_usage": True}))
     assert with_usage[-1].usage is not None and with_usage[-1].usage.prompt_tokens > 0
-    time.sleep(0.2)
+    settled(proxy)
     lines = [next(read_jsonl(d / "calls.jsonl")) for d in run_dirs(record_dir)]
     assert len(lines) == 2 and all(c["prompt_tokens"] > 0 and c["status"] == "ok" for c in lines)
     assert all("usage_source" not in c for c in lines)
 
 
 def test_tool_calls_pass_through(recorded):
-    url, _ = recorded
+    url, _, _ = recorded
     client = openai.OpenAI(base_url=url, api_key="unused")
     tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
     response = client.chat.completions.create(model="any", messages=task("use tools"), tools=tools)
@@ -167,7 +167,7 @@ def test_longest_prefix_rule_and_history_rewrite():
 
 
 def test_a_client_rewriting_its_history_gets_a_fresh_context_counted_and_recorded(recorded, upstream):
-    url, record_dir = recorded
+    url, record_dir, _ = recorded
     client = openai.OpenAI(base_url=url, api_key="unused")
     messages = task("rewrite me")
     agent_loop(client, messages, 3)

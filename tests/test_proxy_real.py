@@ -14,7 +14,7 @@ from pathlib import Path
 import openai
 import pytest
 from conftest import require
-from proxy_helpers import serve
+from proxy_helpers import serve, settled
 
 from ctxpolicy.agent.record import read_json, read_jsonl, rebuild_prompts
 from ctxpolicy.agent.validate import run_dir_problems
@@ -77,7 +77,7 @@ def test_sdk_non_streaming_upstream_receives_the_compressed_history(proxied):
         prompts.append(response.usage.prompt_tokens)
         messages += [{"role": "assistant", "content": response.choices[0].message.content or "OK"},
                      {"role": "user", "content": OBSERVATION}]
-    time.sleep(0.3)
+    settled(proxy)
     calls = list(read_jsonl(_run_dir(record, proxy, messages[1]["content"]) / "calls.jsonl"))
     assert [c["prompt_tokens"] for c in calls] == prompts  # what llama.cpp reported is what was recorded
     fired = [i for i, c in enumerate(calls) if c["events"]]
@@ -113,12 +113,38 @@ def test_interleaved_conversations_and_a_history_rewrite(proxied):
     rewritten = _task("Conversation A: count.") + [{"role": "user", "content": "(earlier turns summarized) next 1"}]
     client.chat.completions.create(model="qwen05b-proxy", messages=rewritten, max_tokens=3, temperature=0)
     assert proxy.store.rewrites == rewrites + 1
-    time.sleep(0.3)
+    settled(proxy)
     for history in (a, b):
         prompts = rebuild_prompts(_run_dir(record, proxy, history[1]["content"]))
         assert all(p[1] == history[1] for p in prompts)  # never a message of the other conversation
     a_prompts = rebuild_prompts(_run_dir(record, proxy, a[1]["content"]))
     assert a_prompts[-1] == rewritten and a_prompts[1] == a[:4]
+
+
+def test_anthropic_messages_front_door_with_tool_use(proxied):
+    import httpx
+
+    url, record, proxy = proxied
+    messages = [{"role": "user", "content": "List the files."},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash",
+                                                   "input": {"command": "ls"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py b.py"},
+                                             {"type": "text", "text": "Which file is first?"}]}]
+    tools = [{"name": "bash", "description": "run a command",
+              "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+    body = {"model": "qwen05b-proxy", "max_tokens": 4, "temperature": 0, "system": "You are terse.",
+            "messages": messages, "tools": tools}
+    base = url.removesuffix("/v1")
+    answer = httpx.post(f"{base}/v1/messages", json=body, timeout=300)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["type"] == "message" and answer.json()["usage"]["input_tokens"] > 0
+    with httpx.stream("POST", f"{base}/v1/messages", json={**body, "stream": True}, timeout=300) as stream:
+        events = [line for line in stream.iter_lines() if line.startswith("event:")]
+    assert "event: message_start" in events and "event: message_stop" in events
+    settled(proxy)
+    [conversation] = [c for c in proxy.store.conversations() if c.data["record"].front_door == "anthropic"]
+    calls = list(read_jsonl(next(record.glob(f"*/{conversation.id}__a1")) / "calls.jsonl"))
+    assert len(calls) == 2 and all(c["status"] == "ok" and c["prompt_tokens"] > 0 for c in calls)
 
 
 def test_mini_swe_agent_litellm_model_through_the_proxy(proxied, tmp_path):
@@ -153,7 +179,7 @@ def test_mini_swe_agent_litellm_model_through_the_proxy(proxied, tmp_path):
     except Exception as exc:  # the agent's own exits are not under test; the proxy's handling is
         pytest.fail(f"mini-swe-agent stopped with {type(exc).__name__}: {exc}")
     assert agent.n_calls >= 2
-    time.sleep(0.3)
+    settled(proxy)
     [run_dir] = list(record.glob("*/mini-swe-agent-*__a1"))
     calls = list(read_jsonl(run_dir / "calls.jsonl"))
     assert len(calls) == agent.n_calls and all(c["status"] == "ok" and c["prompt_tokens"] > 0 for c in calls)

@@ -37,6 +37,8 @@ log = logging.getLogger("ctxpolicy.proxy")
 
 CONVERSATION_HEADER = "x-ctxpolicy-conversation"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+# Client request headers passed upstream (the protocol version a Messages API upstream requires).
+FORWARDED_HEADERS = {"anthropic-version", "anthropic-beta"}
 # Response headers that describe the upstream's transfer, not its content: never copied.
 _HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "date",
                 "server"}
@@ -83,7 +85,9 @@ class Proxy:
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        # OpenAI-style servers read the bearer token, Anthropic-style ones x-api-key
+        headers = ({"Authorization": f"Bearer {self.config.api_key}", "x-api-key": self.config.api_key}
+                   if self.config.api_key else {})
         self.client = httpx.AsyncClient(
             base_url=self.config.upstream_url.rstrip("/") + "/", headers=headers,
             timeout=httpx.Timeout(self.config.request_timeout_s, connect=10.0),
@@ -186,7 +190,7 @@ class Proxy:
         return conversation, turn
 
     async def forward(self, path: str, body: dict, dialect: str, conversation: Conversation, turn: Turn,
-                      sent: list[dict]) -> Response:
+                      sent: list[dict], client_headers: dict[str, str] | None = None) -> Response:
         assert self.client is not None
         stream = bool(body.get("stream"))
         injected = False
@@ -201,15 +205,13 @@ class Proxy:
         start, t0 = time.time(), time.perf_counter()
         self.in_flight += 1
         try:
-            upstream_request = self.client.build_request("POST", path, content=content,
-                                                         headers={"content-type": "application/json"})
+            upstream_request = self.client.build_request(
+                "POST", path, content=content, headers={"content-type": "application/json", **(client_headers or {})})
             response = await self.client.send(upstream_request, stream=True)
         except httpx.TimeoutException as exc:
-            self.in_flight -= 1
             self._record_failure(record, turn, call, start, t0, f"upstream timed out: {type(exc).__name__}")
             return error_response(504, "upstream_timeout", f"upstream {self.config.upstream_url} timed out")
         except httpx.HTTPError as exc:
-            self.in_flight -= 1
             self._record_failure(record, turn, call, start, t0, f"upstream unreachable: {type(exc).__name__}")
             return error_response(502, "upstream_unreachable",
                                   f"upstream {self.config.upstream_url} is unreachable ({type(exc).__name__})")
@@ -219,12 +221,10 @@ class Proxy:
                 data = await response.aread()
             except httpx.HTTPError as exc:
                 await response.aclose()
-                self.in_flight -= 1
                 self._record_failure(record, turn, call, start, t0, f"upstream broke off: {type(exc).__name__}")
                 return error_response(502, "upstream_broken", f"upstream broke off the answer ({type(exc).__name__})")
             finally:
                 await response.aclose()
-            self.in_flight -= 1
             if response.status_code >= 400:
                 message = data.decode("utf-8", "replace")[:2000]
                 self._record_failure(record, turn, call, start, t0, f"upstream HTTP {response.status_code}: {message}")
@@ -252,7 +252,6 @@ class Proxy:
                 failure = f"upstream broke off the stream: {type(exc).__name__}"
             finally:
                 await response.aclose()
-                self.in_flight -= 1
                 if failure:
                     self._record_failure(record, turn, call, start, t0, failure)
                 else:
@@ -275,6 +274,12 @@ class Proxy:
             })
 
     def _record_ok(self, record, turn: Turn, call: dict, start: float, latency_s: float, usage: Usage) -> None:
+        try:
+            self._write_ok(record, turn, call, start, latency_s, usage)
+        finally:
+            self.in_flight -= 1  # a request counts as in flight until its call is recorded
+
+    def _write_ok(self, record, turn: Turn, call: dict, start: float, latency_s: float, usage: Usage) -> None:
         if record is None:
             return
         self._record_summaries(record, turn, call["step"])
@@ -288,6 +293,12 @@ class Proxy:
         })
 
     def _record_failure(self, record, turn: Turn, call: dict, start: float, t0: float, error: str) -> None:
+        try:
+            self._write_failure(record, turn, call, start, t0, error)
+        finally:
+            self.in_flight -= 1
+
+    def _write_failure(self, record, turn: Turn, call: dict, start: float, t0: float, error: str) -> None:
         log.warning("upstream call failed: %s", error)
         if record is None:
             return
@@ -323,6 +334,9 @@ def build_app(proxy: Proxy) -> Starlette:
             return await handler(request)
         except ProxyRequestError as exc:
             return error_response(exc.status, exc.kind, exc.message)
+        except Exception as exc:  # a proxy bug is still a JSON answer, and logged with its traceback
+            log.exception("request failed inside the proxy")
+            return error_response(500, "proxy_error", f"{type(exc).__name__}: {exc}")
 
     async def chat_completions(request: Request) -> Response:
         body = await proxy.read_json(request)
@@ -350,7 +364,8 @@ def build_app(proxy: Proxy) -> Starlette:
             body.pop("system", None)
         if proxy.settings.upstream_model:
             body["model"] = proxy.settings.upstream_model
-        return await proxy.forward("messages", body, "anthropic", conversation, turn, turn.messages)
+        passed = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
+        return await proxy.forward("messages", body, "anthropic", conversation, turn, turn.messages, passed)
 
     async def models(request: Request) -> Response:
         assert proxy.client is not None
