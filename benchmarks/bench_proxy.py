@@ -142,7 +142,7 @@ def processing_only(n_conversations: int, steps: int, policy: str, threshold: in
     return timings
 
 
-async def concurrent(base: str, n: int, steps: int, via_proxy: bool, seed0: int) -> list[float]:
+async def concurrent(base: str, n: int, steps: int, seed0: int) -> list[float]:
     latencies: list[float] = []
     headers = {"content-type": "application/json"}
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
@@ -206,8 +206,8 @@ def main() -> int:
         added, direct = one_at_a_time(upstream, proxy, args.conversations, args.steps)
         report("one conversation at a time, straight to the upstream", direct)
         report("added latency, one conversation at a time", added)
-        via = asyncio.run(concurrent(proxy, args.concurrent, args.concurrent_steps, True, 1000))
-        direct = asyncio.run(concurrent(upstream, args.concurrent, args.concurrent_steps, False, 2000))
+        via = asyncio.run(concurrent(proxy, args.concurrent, args.concurrent_steps, 1000))
+        direct = asyncio.run(concurrent(upstream, args.concurrent, args.concurrent_steps, 2000))
         report(f"{args.concurrent} conversations at once, through the proxy", via)
         report(f"{args.concurrent} conversations at once, straight to the upstream", direct)
         print(f"{'added at ' + str(args.concurrent) + ' conversations (difference of medians)':<58} "

@@ -209,6 +209,25 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
     assert ok["billed_exact"] > 0 and ok["compression_events"] >= 1  # the cost columns, as for harness runs
 
 
+def test_summarizing_policy_records_its_summary_calls(upstream, tmp_path):
+    from ctxpolicy.policies import EndpointSummarizer
+
+    proxy = proxy_for(upstream.url, policy="SU/Th/0.5", threshold=150, record_dir=tmp_path,
+                      summarizer=EndpointSummarizer(upstream.url, "fake-upstream", max_tokens=16))
+    with serve(build_app(proxy)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+        agent_loop(client, task("summarize me"), 4)
+        settled(proxy)
+    [run_dir] = run_dirs(tmp_path)
+    calls = list(read_jsonl(run_dir / "calls.jsonl"))
+    summaries = [c for c in calls if c["kind"] == "summary"]
+    assert summaries and all(c["status"] == "ok" for c in summaries)
+    first = calls.index(summaries[0])
+    assert calls[first + 1]["kind"] == "agent" and calls[first + 1]["step"] == summaries[0]["step"]
+    assert calls[first + 1]["events"][0]["primitive"] == "SU"
+    assert run_dir_problems(run_dir) == [] and read_json(run_dir / "run.json")["totals"]["summary_calls"] >= 1
+
+
 def test_bad_input_gets_json_errors(upstream, tmp_path):
     proxy = proxy_for(upstream.url, record_dir=tmp_path, max_body_bytes=10_000)
     with serve(build_app(proxy)) as url:

@@ -12,9 +12,8 @@ from ctxpolicy.tokens import count_messages
 
 def feed(session: PolicySession, history: list[dict], prefix: int = 2):
     """Drive the session as an agent would: one call per (assistant, observation) pair."""
-    turns = [None]
     session.append(history[:prefix])
-    turns[0] = session.prepare()
+    turns = [session.prepare()]
     for start in range(prefix, len(history), 2):
         session.append(history[start:start + 2])
         turns.append(session.prepare())
