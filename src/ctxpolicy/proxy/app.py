@@ -22,7 +22,6 @@ import anyio
 import httpx
 import orjson
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -234,8 +233,9 @@ class Proxy:
                 (read_openai if dialect == "openai" else read_anthropic)(orjson.loads(data), usage)
             except orjson.JSONDecodeError:
                 pass
-            task = BackgroundTask(self._record_ok, record, turn, call, start, time.perf_counter() - t0, usage)
-            return Response(data, status_code=response.status_code, headers=headers, background=task)
+            # recorded before answering: a client that hangs up now cannot make the call go unrecorded
+            self._record_ok(record, turn, call, start, time.perf_counter() - t0, usage)
+            return Response(data, status_code=response.status_code, headers=headers)
         tally = StreamTally(dialect, drop_usage_only=injected)
 
         async def events() -> AsyncIterator[bytes]:
