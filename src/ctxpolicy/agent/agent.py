@@ -1,9 +1,10 @@
 """mini-swe-agent's DefaultAgent with the compression policy inserted before every call.
 
 The agent's own ``messages`` stay complete (they are the trajectory). What is sent is the
-*working context*: the context sent last time, as the policy left it, plus the messages added
-since. Compression is therefore persistent: what a policy removed stays removed, and the
-prefix the server cached last step is still the prefix this step, unless an event changes it.
+*working context* of a ``ctxpolicy.policies.PolicySession``: the context sent last time, as the
+policy left it, plus the messages added since. Compression is therefore persistent: what a
+policy removed stays removed, and the prefix the server cached last step is still the prefix
+this step, unless an event changes it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ctxpolicy.agent.client import ChatResponse, ContextOverflowError, DeadlineE
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.agent.model import EndpointModel
 from ctxpolicy.agent.record import RunRecorder
-from ctxpolicy.policies import HistoryDump, PolicySpec, SummaryCall, apply_policy
+from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, SummaryCall
 from ctxpolicy.tokens import count_messages
 
 
@@ -54,7 +55,7 @@ class PolicyAgent(DefaultAgent):
         self.summarizer = summarizer
         self.dump = dump
         self.recorder = recorder
-        self.context: list[dict] = []
+        self.session = self._new_session()
         self._absorbed = 0
         self.format_errors = 0
         self.llm_s = 0.0
@@ -78,8 +79,16 @@ class PolicyAgent(DefaultAgent):
 
     # --- the loop ----------------------------------------------------------------------------
 
+    def _new_session(self) -> PolicySession:
+        return PolicySession(self.policy, threshold=self.threshold, summarizer=self.summarizer, dump=self.dump)
+
+    @property
+    def context(self) -> list[dict]:
+        """The working context sent at the last call."""
+        return self.session.context
+
     def run(self, task: str = "", **kwargs) -> dict:
-        self.context, self._absorbed = [], 0
+        self.session, self._absorbed = self._new_session(), 0
         self._start_time = time.time()
         return super().run(task, **kwargs)
 
@@ -102,14 +111,11 @@ class PolicyAgent(DefaultAgent):
         return message
 
     def _compress(self, step: int) -> tuple[int, list[dict]]:
-        working = self.context + [api_message(m) for m in self.messages[self._absorbed :]]
+        self.session.append(api_message(m) for m in self.messages[self._absorbed :])
         self._absorbed = len(self.messages)
-        before = count_messages(working)
         self._step = step
-        result = apply_policy(self.policy, working, threshold=self.threshold, calls=step - 1,
-                              summarizer=self.summarizer, dump=self.dump)
-        self.context = [api_message(m) for m in result.messages]
-        return before, [dict(event) for event in result.events]
+        turn = self.session.prepare(calls=step - 1)
+        return turn.tokens_before, turn.events
 
     def _call(self, step: int, est_before: int, events: list[dict]) -> ChatResponse:
         message_ids = self.recorder.store(self.context)

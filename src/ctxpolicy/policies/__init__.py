@@ -18,6 +18,7 @@ from ctxpolicy.policies.history import (
 from ctxpolicy.policies.presets import PRESETS, Preset, preset
 from ctxpolicy.policies.prompts import load_prompt
 from ctxpolicy.policies.rewrite import PolicyError
+from ctxpolicy.policies.session import PolicySession, Turn
 from ctxpolicy.policies.spec import (
     CANONICAL_DEPTH,
     DEPTH_INVARIANT,
@@ -37,4 +38,5 @@ __all__ = [
     "DeterministicSummarizer", "EndpointSummarizer", "HistoryDump", "PolicyError", "PolicyResult", "PolicySpec",
     "PolicySpecError", "Preset", "Summarizer", "SummaryCall", "apply_policy", "check_messages", "load_prompt",
     "marker_of", "parse_spec", "preset", "protected_prefix_length",
+    "PolicySession", "Turn",
 ]

@@ -1,0 +1,169 @@
+"""Put a compression policy in front of any agent: an OpenAI-compatible server that forwards to
+an upstream model server and applies the policy to every conversation it carries.
+
+examples:
+  ctxpolicy proxy --policy TR/Th/0.5 --threshold 3000 --upstream http://127.0.0.1:8080/v1
+  ctxpolicy proxy --policy OTRC/St --upstream https://api.example.com/v1 --api-key-env EXAMPLE_API_KEY \\
+      --upstream-model big-model --record results/proxy
+  # then point the agent's base URL at http://127.0.0.1:8100/v1
+
+The upstream API key is read from the named environment variable and never logged or recorded.
+SIGTERM (or Ctrl-C) drains the requests in flight and writes every conversation's run.json.
+See docs/proxy.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+DEFAULT_LISTEN = "127.0.0.1:8100"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", required=True, help="the policy spec, e.g. TR/Th/0.5, OTRC/St, FC")
+    p.add_argument("--threshold", type=int, help="token threshold for Th-triggered policies")
+    p.add_argument("--upstream", required=True, help="the upstream's OpenAI-compatible base URL, ending in /v1")
+    p.add_argument("--upstream-model", help="model name sent upstream (default: what the client asks for)")
+    p.add_argument("--listen", default=DEFAULT_LISTEN, help=f"HOST:PORT to listen on (default {DEFAULT_LISTEN})")
+    p.add_argument("--record", type=Path, metavar="DIR", help="write one run directory per conversation here")
+    p.add_argument("--summarizer-url", help="summarizer base URL (default: the upstream)")
+    p.add_argument("--summarizer-model", help="summarizer model (default: --upstream-model)")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the upstream's API key")
+    p.add_argument("--client-token-env", metavar="VAR",
+                   help="environment variable holding a bearer token that clients must send")
+    p.add_argument("--idle-timeout", type=float, default=3600.0, metavar="S",
+                   help="end a conversation after S seconds without a request (default 3600)")
+    p.add_argument("--max-conversations", type=int, default=256, help="conversations kept at once (default 256)")
+    p.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (default 32)")
+    p.add_argument("--request-timeout", type=float, default=600.0, metavar="S", help="upstream read timeout")
+    p.add_argument("--no-upstream-check", dest="upstream_check", action="store_false",
+                   help="start even if the upstream does not answer GET /models yet")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+class UsageError(Exception):
+    """A bad argument: one line, exit code 2."""
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UsageError(f"--listen: expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build_config(args: argparse.Namespace):
+    from ctxpolicy.policies import EndpointSummarizer, PolicySpecError, parse_spec
+    from ctxpolicy.proxy.app import ProxyConfig
+    from ctxpolicy.proxy.recording import ProxySettings
+
+    try:
+        policy = parse_spec(args.policy)
+    except PolicySpecError as exc:
+        raise UsageError(f"--policy: {exc}") from None
+    if policy.needs_threshold and args.threshold is None:
+        raise UsageError(f"--threshold: policy {policy} is threshold-triggered and needs a threshold")
+    if args.threshold is not None and args.threshold < 1:
+        raise UsageError(f"--threshold: must be a positive token count, got {args.threshold}")
+    if not args.upstream.startswith(("http://", "https://")):
+        raise UsageError(f"--upstream: expected an http(s) URL, got {args.upstream!r}")
+    if args.max_conversations < 1:
+        raise UsageError(f"--max-conversations: must be at least 1, got {args.max_conversations}")
+    api_key = _env(args.api_key_env, "--api-key-env")
+    client_token = _env(args.client_token_env, "--client-token-env")
+    summarizer = None
+    if policy.needs_summarizer:
+        model = args.summarizer_model or args.upstream_model
+        if not model:
+            raise UsageError(f"--summarizer-model: policy {policy} writes summaries; name the summarizer model "
+                             "(or --upstream-model)")
+        url = args.summarizer_url or args.upstream
+        summarizer = EndpointSummarizer(url, model, api_key=api_key if url == args.upstream else None)
+    dump_dir = None
+    if "DUMP" in policy.stages:
+        if args.record is None:
+            raise UsageError(f"--record: policy {policy} dumps the history to a file and needs a record directory")
+        dump_dir = args.record / "dumps"
+    settings = ProxySettings(policy=policy, threshold=args.threshold if policy.needs_threshold else None,
+                             upstream_url=args.upstream, upstream_model=args.upstream_model,
+                             summarizer_model=args.summarizer_model if policy.needs_summarizer else None,
+                             idle_timeout_s=args.idle_timeout, max_conversations=args.max_conversations)
+    return ProxyConfig(settings=settings, upstream_url=args.upstream, api_key=api_key, client_token=client_token,
+                       record_dir=args.record, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+                       request_timeout_s=args.request_timeout, summarizer=summarizer, dump_dir=dump_dir)
+
+
+def _env(variable: str | None, option: str) -> str | None:
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise UsageError(f"{option}: environment variable {variable} is not set")
+    return value
+
+
+def check_upstream(url: str, api_key: str | None) -> None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(url.rstrip("/") + "/models", headers=headers, timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise UsageError(f"--upstream: {url} does not answer ({type(exc).__name__}); start it first "
+                         "or pass --no-upstream-check") from None
+    if response.status_code >= 400:
+        raise UsageError(f"--upstream: {url}/models answered HTTP {response.status_code}")
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per forwarded request is noise
+    try:
+        host, port = parse_listen(args.listen)
+        config = build_config(args)
+        if args.upstream_check:
+            check_upstream(config.upstream_url, config.api_key)
+    except UsageError as exc:
+        print(f"ctxpolicy proxy: {exc}", file=sys.stderr)
+        return 2
+    if not is_loopback(host) and config.client_token is None:
+        logging.getLogger("ctxpolicy.proxy").warning(
+            "listening on %s without a client token: anyone who reaches it can use the upstream", host)
+    import uvicorn
+
+    from ctxpolicy.proxy.app import Proxy, build_app
+
+    proxy = Proxy(config)
+    server = uvicorn.Server(uvicorn.Config(build_app(proxy), host=host, port=port, log_level=args.log_level,
+                                           timeout_graceful_shutdown=30, access_log=False))
+    # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal: after a clean drain, exit 0
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, _exit_cleanly)
+    try:
+        server.run()
+    except _Drained:
+        pass
+    return 0 if server.started else 1
+
+
+class _Drained(Exception):
+    pass
+
+
+def _exit_cleanly(signum, frame) -> None:
+    raise _Drained()

@@ -1,0 +1,155 @@
+"""Which conversation a request belongs to, and what it adds to it.
+
+Agents resend their whole history on every call. A conversation is keyed by the hash of its
+protected prefix (system messages + first user message) plus an optional client-chosen name
+(the ``X-Ctxpolicy-Conversation`` header). Among the known conversations with that key, a
+request belongs to the one whose last seen history is the longest prefix of what was sent
+(compared by message hashes); the messages past that prefix are new. A request that extends
+none of them is either a new conversation (it holds no more than the protected prefix) or a
+client that rewrote its own history (edited or compacted it): then the most recently used
+conversation of that key starts a fresh working context from what was sent, and the rewrite is
+counted. Idle conversations expire; at most ``max_conversations`` are kept (the least recently
+used one is ended first). Ending a conversation is the caller's job (``on_end``).
+
+Pure bookkeeping: no I/O, no clock of its own (``now`` is passed in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ctxpolicy.policies import PolicySession, protected_prefix_length
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def message_hash(message: dict) -> bytes:
+    """A digest of the whole message as the client sent it (every key, canonical order)."""
+    return hashlib.blake2b(orjson.dumps(message, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+
+
+def conversation_key(messages: Sequence[dict], name: str | None) -> str:
+    prefix = messages[: protected_prefix_length(messages)]
+    digest = hashlib.sha256((name or "").encode() + b"\0")
+    for message in prefix:
+        digest.update(message_hash(message))
+    return digest.hexdigest()
+
+
+@dataclass(eq=False)
+class Conversation:
+    id: str
+    key: str
+    session: PolicySession
+    seen: list[bytes] = field(default_factory=list)
+    last_history: list[dict] = field(default_factory=list)
+    last_used: float = 0.0
+    requests: int = 0
+    rewrites: int = 0
+    data: dict[str, Any] = field(default_factory=dict)  # the caller's per-conversation state
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one request means for its conversation."""
+
+    conversation: Conversation
+    new_messages: list[dict]
+    created: bool
+    rewritten: bool
+
+
+class ConversationStore:
+    def __init__(self, make_session: Callable[[], PolicySession], *, idle_timeout_s: float = 3600.0,
+                 max_conversations: int = 256, on_end: Callable[[Conversation, str], None] = lambda c, why: None):
+        if max_conversations < 1:
+            raise ValueError(f"max_conversations: must be at least 1, got {max_conversations}")
+        self._make_session = make_session
+        self.idle_timeout_s = idle_timeout_s
+        self.max_conversations = max_conversations
+        self._on_end = on_end
+        self._by_key: dict[str, list[Conversation]] = {}
+        self._ids: dict[str, int] = {}
+        self.rewrites = 0
+        self.created = 0
+
+    def __len__(self) -> int:
+        return sum(len(group) for group in self._by_key.values())
+
+    def conversations(self) -> list[Conversation]:
+        return [c for group in self._by_key.values() for c in group]
+
+    def claim(self, messages: list[dict], *, name: str | None, now: float,
+              hashes: list[bytes] | None = None, new_id: Callable[[str], str] | None = None) -> Claim:
+        """Find (or start) the conversation ``messages`` belong to and mark them as seen.
+
+        Appending ``Claim.new_messages`` to the conversation's session (in request order) and
+        applying the policy are the caller's next steps.
+        """
+        self.expire(now)
+        hashes = [message_hash(m) for m in messages] if hashes is None else hashes
+        key = conversation_key(messages, name)
+        group = self._by_key.get(key, [])
+        best = max((c for c in group if _is_prefix(c.seen, hashes)), key=lambda c: len(c.seen), default=None)
+        created = rewritten = False
+        if best is not None:
+            conversation, new = best, messages[len(best.seen):]
+        elif group and len(messages) > protected_prefix_length(messages):
+            conversation = max(group, key=lambda c: c.last_used)
+            conversation.session = self._make_session()
+            conversation.rewrites += 1
+            self.rewrites += 1
+            new, rewritten = list(messages), True
+        else:
+            conversation = self._start(key, name, new_id)
+            new, created = list(messages), True
+        conversation.seen = hashes
+        conversation.last_history = messages
+        conversation.last_used = now
+        conversation.requests += 1
+        return Claim(conversation, list(new), created, rewritten)
+
+    def _start(self, key: str, name: str | None, new_id: Callable[[str], str] | None) -> Conversation:
+        while len(self) >= self.max_conversations:
+            oldest = min(self.conversations(), key=lambda c: c.last_used)
+            self.end(oldest, "evicted")
+        stem = _UNSAFE.sub("-", name)[:48].strip("-") if name else key[:12]
+        stem = stem or key[:12]
+        conversation_id = new_id(stem) if new_id else self._next_id(stem)
+        conversation = Conversation(conversation_id, key, self._make_session())
+        self._by_key.setdefault(key, []).append(conversation)
+        self.created += 1
+        return conversation
+
+    def _next_id(self, stem: str) -> str:
+        self._ids[stem] = self._ids.get(stem, 0) + 1
+        return f"{stem}-{self._ids[stem]}"
+
+    def expire(self, now: float) -> list[Conversation]:
+        """End every conversation idle for longer than the timeout."""
+        idle = [c for c in self.conversations() if now - c.last_used > self.idle_timeout_s]
+        for conversation in idle:
+            self.end(conversation, "idle")
+        return idle
+
+    def end(self, conversation: Conversation, why: str) -> None:
+        group = self._by_key.get(conversation.key, [])
+        if conversation in group:
+            group.remove(conversation)
+            if not group:
+                del self._by_key[conversation.key]
+            self._on_end(conversation, why)
+
+    def end_all(self, why: str) -> None:
+        for conversation in self.conversations():
+            self.end(conversation, why)
+
+
+def _is_prefix(seen: list[bytes], hashes: list[bytes]) -> bool:
+    return len(seen) <= len(hashes) and hashes[: len(seen)] == seen

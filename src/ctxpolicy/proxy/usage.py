@@ -1,0 +1,115 @@
+"""What an upstream answer says about itself: token usage, finish reason, model.
+
+Both dialects (OpenAI chat completions, Anthropic messages), whole answers and server-sent
+event streams. A stream is passed to the client event by event, unchanged, while ``StreamTally``
+reads each event on the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+
+    @property
+    def reported(self) -> bool:
+        return self.prompt_tokens is not None and self.completion_tokens is not None
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def read_openai(payload: dict, usage: Usage) -> None:
+    if not isinstance(payload, dict):
+        return
+    usage.model = payload.get("model") or usage.model
+    for choice in payload.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("finish_reason"):
+            usage.finish_reason = choice["finish_reason"]
+    reported = payload.get("usage")
+    if isinstance(reported, dict):
+        usage.prompt_tokens = _int(reported.get("prompt_tokens"))
+        usage.completion_tokens = _int(reported.get("completion_tokens"))
+        details = reported.get("prompt_tokens_details") or {}
+        usage.cached_tokens = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+
+
+def read_anthropic(payload: dict, usage: Usage) -> None:
+    """A whole message, or one stream event (message_start, message_delta)."""
+    if not isinstance(payload, dict):
+        return
+    message = payload.get("message") if payload.get("type") == "message_start" else payload
+    if not isinstance(message, dict):
+        return
+    usage.model = message.get("model") or usage.model
+    stop = message.get("stop_reason") or (payload.get("delta") or {}).get("stop_reason")
+    usage.finish_reason = stop or usage.finish_reason
+    reported = message.get("usage") or payload.get("usage")
+    if not isinstance(reported, dict):
+        return
+    fresh = _int(reported.get("input_tokens"))
+    read = _int(reported.get("cache_read_input_tokens"))
+    written = _int(reported.get("cache_creation_input_tokens"))
+    if fresh is not None:  # Anthropic's input_tokens leaves out what was read from or written to the cache
+        usage.prompt_tokens = fresh + (read or 0) + (written or 0)
+        usage.cached_tokens = read
+    if _int(reported.get("output_tokens")) is not None:
+        usage.completion_tokens = reported["output_tokens"]
+
+
+class StreamTally:
+    """Splits a server-sent-event byte stream into whole events and reads each one's usage.
+
+    ``drop_usage_only`` removes the usage-only chunk (no choices) an OpenAI stream ends with when
+    the proxy asked for usage on the client's behalf.
+    """
+
+    def __init__(self, dialect: str, drop_usage_only: bool = False):
+        self.usage = Usage()
+        self._read = read_openai if dialect == "openai" else read_anthropic
+        self._drop_usage_only = drop_usage_only
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The whole events completed by ``chunk``, to pass on (possibly empty)."""
+        self._buffer += chunk
+        if b"\n\n" not in self._buffer and b"\r\n\r\n" not in self._buffer:
+            return b""
+        normalized = self._buffer.replace(b"\r\n", b"\n")
+        *events, self._buffer = normalized.split(b"\n\n")
+        out = []
+        for event in events:
+            if self._keep(event):
+                out.append(event + b"\n\n")
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        rest, self._buffer = self._buffer, b""
+        return rest if rest.strip() and self._keep(rest) else rest
+
+    def _keep(self, event: bytes) -> bool:
+        for line in event.split(b"\n"):
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if not data or data == b"[DONE]":
+                continue
+            try:
+                payload = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                continue
+            self._read(payload, self.usage)
+            if (self._drop_usage_only and isinstance(payload, dict) and payload.get("usage")
+                    and not payload.get("choices")):
+                return False
+        return True
