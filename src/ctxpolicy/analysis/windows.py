@@ -8,8 +8,9 @@ end of this prompt that neither the previous prompt held nor a policy wrote. Wha
 compressed away before it was ever sent (a reply summarised at the very step it arrived) is in
 no prompt and so in no window: a known blind spot (docs/analysis.md).
 
-Replies are found the same way: an assistant message first seen in the prompt of one agent
-call is the reply of the agent call before it.
+Replies are found the same way: an assistant message the agent added before one agent call
+is the reply of the agent call before it (by position, so a reply repeated word for word,
+which the content-addressed store holds once, still counts each time).
 """
 
 from __future__ import annotations
@@ -95,7 +96,10 @@ def _calls(path: Path, store: dict[str, dict]) -> list[dict]:
 
 
 def _appended(previous: list[str], prompt: list[str], store: dict[str, dict]) -> list[str]:
-    """The messages at the end of ``prompt`` that are new and written by no policy."""
+    """What the agent added since the previous prompt: everything after it when the prompt
+    extends it, else the messages at the end that are new and written by no policy."""
+    if prompt[:len(previous)] == previous:
+        return prompt[len(previous):]
     known = set(previous)
     tail: list[str] = []
     for mid in reversed(prompt):
@@ -109,23 +113,20 @@ def read_transcript(run_dir: str | Path) -> Transcript:
     run_dir = Path(run_dir)
     store = _store(run_dir / "messages.jsonl")
     transcript = Transcript(store=store)
-    previous: list[str] | None = None
+    previous: list[str] = []
     previous_step: int | None = None
-    seen: set[str] = set()
     summaries_of_step: dict[int, int] = {}
     for call in _calls(run_dir / "calls.jsonl", store):
         if call["kind"] == "summary":
             summaries_of_step[call["step"]] = summaries_of_step.get(call["step"], 0) + 1
             continue
         prompt = call["message_ids"]
+        added = _appended(previous, prompt, store)
         if previous_step is not None:
-            transcript.replies += [(previous_step, store[m]) for m in prompt
-                                   if m not in seen and store[m].get("role") == "assistant"]
+            transcript.replies += [(previous_step, store[m]) for m in added if store[m].get("role") == "assistant"]
         if call.get("events"):
-            before = (previous or []) + _appended(previous or [], prompt, store)
             transcript.steps.append(Step(call.get("index", -1), call["step"], list(call["events"]),
-                                         before, list(prompt), summaries_of_step.get(call["step"], 0)))
-        seen.update(prompt)
+                                         previous + added, list(prompt), summaries_of_step.get(call["step"], 0)))
         previous, previous_step = list(prompt), call["step"]
         transcript.agent_steps.append(call["step"])
     return transcript
