@@ -1,5 +1,9 @@
 """Beyond the study: reacquisition. Retrieval commands (reading state back) and execution
-commands per run, relative to FC, per policy of the full comparison.
+commands per run, relative to FC, per policy of the full comparison (top row); and, from the
+compression audit (``events.parquet``, ``ctxpolicy audit``), reacquisition commands per
+compression step: reads of a path or command whose output the step removed, the part of them
+that reads back an anchor the step lost, anchors lost per step and the median number of steps
+until the first read-back (bottom row; docs/analysis.md).
 
 Ratios and intervals come from ``compare_to_fc`` when it reports ``retrieval_ratio`` and
 ``execution_ratio``; otherwise the point ratios come from
@@ -23,7 +27,19 @@ KINDS = (("retrieval_ratio", "retrieval_cmds", "retrieval", ""),
          ("execution_ratio", "execution_cmds", "execution", "//"))
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+            events: pd.DataFrame | None = None) -> Prepared:
+    data = _ratios(runs, config, n_boot=n_boot, seed=seed)
+    if events is not None:
+        from ctxpolicy.figures.retention import policy_rates
+
+        per_step = policy_rates(events, config, n_boot=n_boot, seed=seed, what="reacquisition per step")
+        data.meta["per_step"] = per_step
+        data.notes += [f"Per step: {n}" for n in per_step.notes]
+    return data
+
+
+def _ratios(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
     from ctxpolicy.metrics.compare import resource_ratio
 
     data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed)
@@ -46,14 +62,62 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
 
 def plot(data: Prepared):
     title = "Reacquisition: retrieval and execution commands relative to FC"
+    per_step = data.meta.get("per_step")
+    step_combos = ax_.combos_with_data(per_step, per_step.meta.get("combos") or []) if per_step else []
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
-    if not combos:
+    if not combos and not step_combos:
         return notes.note_figure(title, data.note_text() or "no data")
-    specs = style.order_policies(data.table["policy"])
-    fig, grid = ax_.grid(1, len(combos), row_height=0.3 * len(specs) + 0.9,
-                         width=min(style.FULL_WIDTH, 3.3 * len(combos)), sharey=True)
+    specs = style.order_policies(data.table["policy"]) if combos else []
+    if step_combos:
+        specs += [p for p in style.order_policies(per_step.table["policy"].astype(str).unique()) if p not in specs]
+    columns = max(len(combos), len(step_combos))
+    rows = 2 if combos and step_combos else 1
+    fig, grid = ax_.grid(rows, columns, row_height=0.3 * len(specs) + 0.9,
+                         width=min(style.FULL_WIDTH, 3.3 * columns), sharey=True)
     y = np.arange(len(specs))[::-1]
-    for ax, (benchmark, model) in zip(grid[0, :], combos):
+    if combos:
+        _plot_ratios(grid[0, :], data, combos, specs, y)
+    if step_combos:
+        _plot_per_step(grid[rows - 1, :], per_step, step_combos, specs, y)
+    for ax in grid.flat:
+        if not ax.has_data():
+            ax.set_visible(False)
+    handles = [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{l} commands")
+               for _, _, l, h in KINDS] if combos else []
+    if step_combos:
+        handles += [Patch(facecolor="#BBBBBB", label="reacquisitions per compression step"),
+                    Patch(facecolor="#222222", label="... of an anchor the step lost")]
+    ax_.legend_top(fig, handles, ncol=2 if len(handles) > 3 else None)
+    if data.notes:
+        notes.footnote(fig, data.note_text())
+    return fig
+
+
+def _plot_per_step(axes, per_step: Prepared, combos, specs, y) -> None:
+    for ax, (benchmark, model) in zip(axes, combos):
+        part = per_step.table[(per_step.table["benchmark"] == benchmark) & (per_step.table["model"] == model)]
+        rows = part.set_index(part["policy"].astype(str)).reindex(specs)
+        colors = [style.policy_color(p) for p in specs]
+        total = rows["reacq_per_event"].astype(float)
+        of_lost = (total * rows["reacq_of_lost_share"].astype(float)).fillna(0.0)
+        ax.barh(y, total.fillna(0.0), height=0.7, color=colors, edgecolor="white", linewidth=0.3,
+                xerr=ax_.interval(rows, "reacq_per_event"), error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
+        ax.barh(y, of_lost, height=0.3, color="#222222")
+        for yy, (n, lost, steps) in zip(y, rows[["n_events", "lost_per_event", "median_steps_to_reacq"]].itertuples(index=False)):
+            if pd.isna(n):
+                continue
+            first = "—" if pd.isna(steps) else f"{steps:g}"
+            ax.annotate(f"lost {lost:.1f}/step · first after {first}", (1.0, yy), xycoords=("axes fraction", "data"),
+                        ha="right", va="bottom", xytext=(0, 5), textcoords="offset points", fontsize=5.5,
+                        color="#444444")
+        ax.set_yticks(y, [style.policy_label(p) for p in specs])
+        ax.set_xlabel("reacquisition commands per compression step")
+        ax.grid(axis="y", visible=False)
+        ax.set_title(ax_.combo_title(benchmark, model), loc="left")
+
+
+def _plot_ratios(axes, data: Prepared, combos, specs, y) -> None:
+    for ax, (benchmark, model) in zip(axes, combos):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
         for k, (ratio, _, label, hatch) in enumerate(KINDS):
@@ -67,8 +131,3 @@ def plot(data: Prepared):
         ax.set_xlabel("commands per run / FC")
         ax.grid(axis="y", visible=False)
         ax.set_title(ax_.combo_title(benchmark, model), loc="left")
-    ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{l} commands")
-                         for _, _, l, h in KINDS])
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
