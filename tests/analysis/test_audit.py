@@ -122,3 +122,15 @@ def test_cli_writes_one_row_per_event_and_refuses_bad_input(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "calls.jsonl: call 0: field 'message_ids'" in err and "feedface" in err
     assert cli(["audit", "--runs", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
     assert cli(["audit", "--runs", str(cell), "--out", str(out), "--judge-url", "http://127.0.0.1:1/v1"]) == 2
+
+
+def test_replies_come_from_the_trajectory_when_it_has_one_per_call(tmp_path):
+    run = summarised_run(tmp_path / "run")
+    final = bash("head -n 3 src/app.py", "Last look.")  # the reply of step 6: in no prompt
+    messages = [SYSTEM, TASK, A1, O1, A2, O2, A3, O3, A4, O4, bash("sed -i 's/sum/total/' src/app.py"), output(""), final]
+    (run / "trajectory.json").write_text(json.dumps({"messages": messages, "trajectory_format": "mini-swe-agent-1.1"}))
+    row, = audit_run(run)
+    assert (row["reacq_commands"], row["commands_after"]) == (3, 4)
+    (run / "trajectory.json").write_text(json.dumps({"messages": messages[:-1]}))  # one reply short: not used
+    row, = audit_run(run)
+    assert (row["reacq_commands"], row["commands_after"]) == (2, 3)

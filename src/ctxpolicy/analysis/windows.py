@@ -8,9 +8,12 @@ end of this prompt that neither the previous prompt held nor a policy wrote. Wha
 compressed away before it was ever sent (a reply summarised at the very step it arrived) is in
 no prompt and so in no window: a known blind spot (docs/analysis.md).
 
-Replies are found the same way: an assistant message the agent added before one agent call
-is the reply of the agent call before it (by position, so a reply repeated word for word,
-which the content-addressed store holds once, still counts each time).
+Replies come from ``trajectory.json`` (the agent's whole history, nothing compressed) when it
+holds one assistant message per successful agent call: the i-th is the reply of the i-th. Else
+they are found like the history: an assistant message the agent added before one agent call is
+the reply of the agent call before it (by position, so a reply repeated word for word, which
+the content-addressed store holds once, still counts each time); the last reply and replies a
+policy removed before they were ever sent are then missing.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def read_transcript(run_dir: str | Path) -> Transcript:
     previous: list[str] = []
     previous_step: int | None = None
     summaries_of_step: dict[int, int] = {}
+    ok_steps: list[int] = []
     for call in _calls(run_dir / "calls.jsonl", store):
         if call["kind"] == "summary":
             summaries_of_step[call["step"]] = summaries_of_step.get(call["step"], 0) + 1
@@ -129,4 +133,20 @@ def read_transcript(run_dir: str | Path) -> Transcript:
                                          previous + added, list(prompt), summaries_of_step.get(call["step"], 0)))
         previous, previous_step = list(prompt), call["step"]
         transcript.agent_steps.append(call["step"])
+        if call.get("status", "ok") == "ok":
+            ok_steps.append(call["step"])
+    replies = _trajectory_replies(run_dir / "trajectory.json")
+    if replies is not None and len(replies) == len(ok_steps):
+        transcript.replies = list(zip(ok_steps, replies))
     return transcript
+
+
+def _trajectory_replies(path: Path) -> list[dict] | None:
+    """The assistant messages of ``trajectory.json`` in order; None when it is absent or unreadable."""
+    try:
+        messages = json.loads(path.read_text(encoding="utf-8")).get("messages")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(messages, list):
+        return None
+    return [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
