@@ -40,6 +40,14 @@ COLUMNS = ("run_dir", *IDENTITY, "outcome", "event", "call_index", "step", "prim
            *COUNTS, "steps_to_reacq", "judge_model", "judge_endpoint", "judge_template_sha256", "lost_anchors")
 
 
+def is_complete(run_dir: Path) -> bool:
+    """True when ``run.json`` parses and says ``complete: true`` (only complete runs are audited)."""
+    try:
+        return json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8")).get("complete") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def read_identity(run_dir: Path) -> tuple[dict, str | None]:
     path = Path(run_dir) / "run.json"
     try:
@@ -70,10 +78,10 @@ def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> 
     before, after = transcript.messages(step.before_ids), transcript.messages(step.after_ids)
     after_ids, before_ids = set(step.after_ids), set(step.before_ids)
     removed = [m for mid, m in zip(step.before_ids, before) if mid not in after_ids]
-    new_summaries = [m for mid, m in zip(step.after_ids, after)
-                     if mid not in before_ids and marker_of(m) == SUMMARY_MARKER]
-    kept_messages = [m for m in after if not any(m is s for s in new_summaries)]
-    kept_text, summary_text = anchors_.joined_text(kept_messages), anchors_.joined_text(new_summaries)
+    summary_ids = {mid for mid, m in zip(step.after_ids, after)
+                   if mid not in before_ids and marker_of(m) == SUMMARY_MARKER}
+    kept_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid not in summary_ids)
+    summary_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid in summary_ids)
 
     at_risk = anchors_.anchors_of(removed)
     kept = {a for a in at_risk if anchors_.mentions(a, kept_text)}

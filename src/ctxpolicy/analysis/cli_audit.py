@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.analysis.audit import audit_run
+    from ctxpolicy.analysis.audit import audit_run, is_complete
     from ctxpolicy.analysis.judge import EndpointJudge, JudgeError, LexicalJudge, VerdictCache
     from ctxpolicy.analysis.table import frame, write_events
     from ctxpolicy.analysis.windows import RecordError
@@ -50,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
                                   template_dir=args.judge_templates)
         else:
             judge = LexicalJudge()
-        run_dirs = [d for d in find_run_dirs(args.runs) if _complete(d)]
+        run_dirs = [d for d in find_run_dirs(args.runs) if is_complete(d)]
         rows = [row for run_dir in run_dirs for row in audit_run(run_dir, judge)]
     except (RecordError, JudgeError, FindError) as exc:
         print(f"audit: {exc}", file=sys.stderr)
@@ -59,11 +59,3 @@ def main(args: argparse.Namespace) -> int:
     print(f"audit: {len(rows)} compression steps from {len(run_dirs)} runs -> {args.out}")
     return 0
 
-
-def _complete(run_dir: Path) -> bool:
-    import json
-
-    try:
-        return json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("complete") is True
-    except (OSError, ValueError, AttributeError):
-        return False
