@@ -76,7 +76,10 @@ def test_windows_end_at_the_next_event_and_stacked_stages_are_one_step(tmp_path)
 
 
 def test_removed_outputs_in_tool_calling_mode_follow_the_call_id():
-    call = lambda i, c: {"id": i, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": c})}}  # noqa: E731
+    def call(call_id: str, command: str) -> dict:
+        return {"id": call_id, "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+
     before = [SYSTEM, TASK,
               {"role": "assistant", "content": "", "tool_calls": [call("a", "cat x.py"), call("b", "ls docs")]},
               {"role": "tool", "tool_call_id": "b", "content": "index.md"},
@@ -127,7 +130,8 @@ def test_cli_writes_one_row_per_event_and_refuses_bad_input(tmp_path, capsys):
 def test_replies_come_from_the_trajectory_when_it_has_one_per_call(tmp_path):
     run = summarised_run(tmp_path / "run")
     final = bash("head -n 3 src/app.py", "Last look.")  # the reply of step 6: in no prompt
-    messages = [SYSTEM, TASK, A1, O1, A2, O2, A3, O3, A4, O4, bash("sed -i 's/sum/total/' src/app.py"), output(""), final]
+    edit = bash("sed -i 's/sum/total/' src/app.py")
+    messages = [SYSTEM, TASK, A1, O1, A2, O2, A3, O3, A4, O4, edit, output(""), final]
     (run / "trajectory.json").write_text(json.dumps({"messages": messages, "trajectory_format": "mini-swe-agent-1.1"}))
     row, = audit_run(run)
     assert (row["reacq_commands"], row["commands_after"]) == (3, 4)

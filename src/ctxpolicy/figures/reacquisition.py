@@ -103,7 +103,8 @@ def _plot_per_step(axes, per_step: Prepared, combos, specs, y) -> None:
         ax.barh(y, total.fillna(0.0), height=0.7, color=colors, edgecolor="white", linewidth=0.3,
                 xerr=ax_.interval(rows, "reacq_per_event"), error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
         ax.barh(y, of_lost, height=0.3, color="#222222")
-        for yy, (n, lost, steps) in zip(y, rows[["n_events", "lost_per_event", "median_steps_to_reacq"]].itertuples(index=False)):
+        labels = rows[["n_events", "lost_per_event", "median_steps_to_reacq"]].itertuples(index=False)
+        for yy, (n, lost, steps) in zip(y, labels):
             if pd.isna(n):
                 continue
             first = "—" if pd.isna(steps) else f"{steps:g}"
