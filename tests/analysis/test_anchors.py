@@ -24,7 +24,7 @@ def test_repeated_and_differently_written_paths_are_one_anchor():
 
 
 def test_symbols_definitions_and_qualified_names_not_files():
-    text = "def compute_total(x):\nclass Parser:\n  os.path.join(a, b) and self.items; open config.yaml"
+    text = "def compute_total(x):\nclass Parser:\n  os.path.join(a, b) and self.items; open config.yaml, e.g. now"
     assert a.symbols(text) == {"compute_total", "Parser", "os.path.join", "self.items"}
 
 

@@ -76,7 +76,8 @@ def symbols(text: str) -> set[str]:
     text = URL.sub(" ", text)
     found = set(DEFINITION.findall(text))
     for name in QUALIFIED.findall(text):
-        if name.rsplit(".", 1)[-1].lower() not in EXTENSIONS:
+        parts = name.split(".")
+        if parts[-1].lower() not in EXTENSIONS and min(map(len, parts)) > 1:  # not "e.g", "i.e"
             found.add(name)
     return found
 
