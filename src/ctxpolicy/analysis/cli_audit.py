@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-templates", type=Path, metavar="DIR",
                    help="folder with judge_constraints.system.txt / .user.txt (default: as the summary templates)")
     p.add_argument("--verdicts", type=Path, help="the judge's verdict file (default: OUT.verdicts.jsonl)")
+    p.add_argument("--resamples", type=int, default=2000, help="task-bootstrap resamples of the printed rates")
+    p.add_argument("--seed", type=int, default=0)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -56,7 +58,27 @@ def main(args: argparse.Namespace) -> int:
     except (RecordError, JudgeError, FindError) as exc:
         print(f"audit: {exc}", file=sys.stderr)
         return 2
-    write_events(frame(rows), args.out)
+    table = frame(rows)
+    write_events(table, args.out)
     print(f"audit: {len(rows)} compression steps from {len(run_dirs)} runs -> {args.out}")
+    print(_per_policy(table, args.resamples, args.seed))
     return 0
+
+
+def _per_policy(table, resamples: int, seed: int) -> str:
+    """One line per policy: steps, anchor and constraint retention [95% CI], reacquisitions per step."""
+    from ctxpolicy.analysis.summary import by_policy
+
+    def rate(row, name: str) -> str:
+        if row[name] != row[name]:  # NaN: nothing at risk
+            return "n/a"
+        return f"{row[name]:.2f} [{row[name + '_lo']:.2f}, {row[name + '_hi']:.2f}]"
+
+    lines = []
+    for row in by_policy(table, n_boot=resamples, seed=seed).to_dict("records"):
+        lines.append(f"  {row['benchmark']}/{row['model']} {row['policy']} ({row['threshold_setting']}): "
+                     f"{row['n_events']} steps, anchors {rate(row, 'anchor_retention')}, "
+                     f"constraints {rate(row, 'constraint_retention')}, "
+                     f"reacquisitions/step {rate(row, 'reacq_per_event')}")
+    return "\n".join(lines) or "  no compression steps"
 
