@@ -14,7 +14,6 @@ import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -38,18 +37,22 @@ def request(
     """Send the request and read the whole answer within ``timeout_s`` seconds, start to last byte.
 
     Raises :class:`DeadlineExpired` when the time runs out, and httpx's own errors otherwise
-    (both are ``httpx.HTTPError``). Proxies from the environment apply except for loopback URLs.
+    (``httpx.HTTPError``, or ``httpx.InvalidURL`` for a URL that does not parse). Proxies from the
+    environment apply except for loopback URLs.
     """
+    parsed = httpx.URL(url)
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise httpx.InvalidURL(f"port {parsed.port} out of range in {url}")
+    trust_env = parsed.host not in LOOPBACK_HOSTS
     if timeout_s <= 0:
         raise DeadlineExpired(f"no time left for {method} {url}")
     connect = timeout_s if connect_timeout_s is None else min(connect_timeout_s, timeout_s)
-    send = functools.partial(_send, method, url, timeout_s, connect, json, dict(headers or {}))
+    send = functools.partial(_send, method, url, timeout_s, connect, json, dict(headers or {}), trust_env)
     return _run(send)
 
 
 async def _send(method: str, url: str, timeout_s: float, connect_s: float, body: Any,
-                headers: dict[str, str]) -> httpx.Response:
-    trust_env = not is_loopback(url)
+                headers: dict[str, str], trust_env: bool) -> httpx.Response:
     timeout = httpx.Timeout(timeout_s, connect=connect_s)
     async with httpx.AsyncClient(timeout=timeout, trust_env=trust_env, verify=_ssl_context(trust_env)) as client:
         try:
@@ -57,10 +60,6 @@ async def _send(method: str, url: str, timeout_s: float, connect_s: float, body:
                 return await client.request(method, url, json=body, headers=headers)
         except TimeoutError:
             raise DeadlineExpired(f"no complete answer within {timeout_s:.1f}s from {method} {url}") from None
-
-
-def is_loopback(url: str) -> bool:
-    return (urlsplit(url).hostname or "") in LOOPBACK_HOSTS
 
 
 @functools.cache

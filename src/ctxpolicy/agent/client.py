@@ -196,6 +196,8 @@ class ChatClient:
         try:
             response = deadline_http.request("POST", url, json=body, headers=self._headers, timeout_s=timeout_s,
                                              connect_timeout_s=self.connect_timeout_s)
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:  # no retry mends the URL
+            raise EndpointError(f"not a usable endpoint URL: {url}: {exc}") from exc
         except httpx.TimeoutException as exc:
             raise TransientEndpointError(f"timeout after {timeout_s:.1f}s: {type(exc).__name__} at {url}") from exc
         except httpx.TransportError as exc:
@@ -208,7 +210,7 @@ class ChatClient:
             raise EndpointError(f"HTTP {response.status_code} from {url}: {response.text[:300]}")
         try:
             return response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested beyond Python's stack
             raise TransientEndpointError(f"non-JSON answer from {url}: {response.text[:200]!r}") from exc
 
 

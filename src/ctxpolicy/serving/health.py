@@ -43,7 +43,7 @@ def check(url: str, *, timeout_s: float = 5.0, headers: Mapping[str, str] | None
     models_url = base_url(url) + "/models"
     try:
         response = request("GET", models_url, timeout_s=timeout_s, headers=dict(headers or {}))
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         return Health(False, f"{models_url}: {type(exc).__name__}: {exc}")
     if response.status_code != 200:
         return Health(False, f"{models_url}: HTTP {response.status_code} {response.text[:200]!r}")
@@ -79,6 +79,6 @@ def server_version(url: str, headers: Mapping[str, str] | None = None) -> str | 
             response = request("GET", root + path, timeout_s=5.0, headers=dict(headers or {}))
             if response.status_code == 200 and (version := read(response.json())):
                 return str(version)
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, AttributeError):
             continue
     return None
