@@ -4,8 +4,7 @@ httpx's timeouts bound each network operation (connect, one read, one write), so
 sends a byte every few seconds keeps a request alive for as long as it likes (encode/httpx#1450).
 Here each request runs on an anyio event loop inside ``anyio.fail_after``: when the time is up the
 pending read is cancelled, whether the server is still sending headers or body, the connection is
-closed, and :class:`DeadlineExpired` is raised. A standard-library-and-httpx leaf: every room may
-import it.
+closed, and :class:`DeadlineExpired` is raised. An httpx-and-anyio leaf: every room may import it.
 """
 
 from __future__ import annotations

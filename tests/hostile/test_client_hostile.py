@@ -299,3 +299,11 @@ def test_ctxpolicy_run_never_replaces_a_complete_run_silently(study, tmp_path, c
 
         assert cli.main(run_argv(study, server.url, out, "--force")) == 0
     assert read_json(out / "run.json")["timing"]["start"] > json.loads(first)["timing"]["start"]
+
+
+def test_ctxpolicy_run_into_an_unusable_run_directory_is_one_line(study, tmp_path, capsys):
+    out = tmp_path / "cell" / "hello-world__a1"
+    (out / "run.json").mkdir(parents=True)
+    assert cli.main(run_argv(study, "http://127.0.0.1:9/v1", out)) == 1
+    err = capsys.readouterr().err
+    assert "Is a directory" in err and len(err.strip().splitlines()) == 1

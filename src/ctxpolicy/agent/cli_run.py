@@ -115,5 +115,8 @@ def _run_unless_complete(args, config, identity, task, adapter, settings) -> int
     except serving_errors() as exc:
         print(f"ctxpolicy: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # the run directory itself is unusable (e.g. run.json is a folder, disk full)
+        print(f"ctxpolicy: --out {out}: {exc}", file=sys.stderr)
+        return 1
     print(json.dumps({"run_dir": str(result.run_dir), "outcome": result.outcome, "error": result.error}))
     return 0
