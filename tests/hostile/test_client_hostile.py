@@ -192,18 +192,15 @@ def test_a_bad_answer_is_a_recorded_failed_call_and_the_run_has_an_outcome(tmp_p
 
 
 def test_a_bad_summary_answer_is_a_failed_summary_call_not_a_crash(tmp_path):
-    # the agent's answers are fine; the summary answers (asked for with the summary prompt) are not
-    with FakeLLMServer() as server:
-        summarizer_server = FakeLLMServer(fault="usage_lots", model="other")
-        with summarizer_server:
-            summary = Endpoint(base_url=summarizer_server.url, served_name="other",
-                               server={"kind": "fake", "version": "0", "url": summarizer_server.url},
-                               model={"name": "other", "file": None, "sha256": None, "hub_id": None,
-                                      "revision": None})
-            task = fake_task()  # no directive: the summarizer's fault applies to the summary requests
-            result = execute_run(identity=identity_of(task, "SU/Th/0.5", 150), task=task,
-                                 adapter=FakeBenchmark([task]), settings=FAST, endpoint=endpoint(server.url),
-                                 summarizer_endpoint=summary, run_dir=tmp_path / "run")
+    # the agent's server answers well; the summarizer's answers every request with prompt_tokens "lots"
+    task = fake_task()
+    with FakeLLMServer() as server, FakeLLMServer(fault="usage_lots", model="other") as summarizer:
+        summary = Endpoint(base_url=summarizer.url, served_name="other",
+                           server={"kind": "fake", "version": "0", "url": summarizer.url},
+                           model={"name": "other", "file": None, "sha256": None, "hub_id": None, "revision": None})
+        result = execute_run(identity=identity_of(task, "SU/Th/0.5", 150), task=task, adapter=FakeBenchmark([task]),
+                             settings=FAST, endpoint=endpoint(server.url), summarizer_endpoint=summary,
+                             run_dir=tmp_path / "run")
     record = read_json(result.run_dir / "run.json")
     summaries = [c for c in read_jsonl(result.run_dir / "calls.jsonl") if c["kind"] == "summary"]
     assert summaries and all(c["status"] == "error" and "usage.prompt_tokens" in c["error"] for c in summaries)
