@@ -1,8 +1,9 @@
 """Figure 4 and Figures 16–18: task coverage against FC.
 
-A task counts as solved by a cell when a majority of its attempts succeed (2 of 3 in the
-study, 1 of 1 in a one-attempt study; ``ctxpolicy.metrics.compare.gains_losses``).
-Gains: tasks FC misses and the policy solves; losses: the reverse.
+A task counts as solved by a cell when at least ⌈2/3·attempts⌉ of its attempts succeed (2 of
+3 in the study, 1 of 1 in a one-attempt study; ``ctxpolicy.metrics.compare.gains_losses``).
+Gains: tasks FC misses and the policy solves; losses: the reverse. Columns follow
+``ctxpolicy compare``: ``solved``, ``baseline_solved``, ``gains``, ``losses``, ``left_out_tasks``.
 """
 
 from __future__ import annotations
@@ -25,19 +26,31 @@ from ctxpolicy.figures.prepared import Prepared
 GAIN, LOSS = "#009E73", "#D55E00"
 
 
-def majority(attempts: int) -> int:
-    return attempts // 2 + 1
-
-
 def _gains_losses(config: Mapping[str, Any]):
     from ctxpolicy.metrics.compare import gains_losses
 
-    attempts = int(config.get("attempts", 1))
+    attempts = comparisons.planned_attempts(config)
 
-    def metric(runs, *, model, benchmark, n_boot, seed):  # no resampling in coverage counts
-        return gains_losses(runs, model=model, benchmark=benchmark, attempts=attempts,
-                            solved_min=majority(attempts))
+    def metric(runs, *, model, benchmark, **_):  # no resampling in coverage counts
+        table = gains_losses(runs, model=model, benchmark=benchmark, attempts=attempts,
+                             solved_min=comparisons.solved_min(attempts))
+        return with_compare_keys(table, runs)
     return metric
+
+
+def with_compare_keys(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """``gains_losses`` rows with ``ctxpolicy compare``'s names; ``left_out_tasks`` counts the
+    tasks that have runs on either side but lack the attempts the rule needs (computed here
+    where ``gains_losses`` does not report it)."""
+    if table.empty:
+        return table
+    table = table.rename(columns={"policy_solved": "solved", "fc_solved": "baseline_solved"})
+    if "left_out_tasks" not in table:
+        fc_tasks = set(runs.loc[runs["policy"].astype(str) == style.FC, "task_id"].astype(str))
+        table["left_out_tasks"] = [
+            len(fc_tasks | set(runs.loc[runs["cell"].astype(str) == str(cell), "task_id"].astype(str))) - n
+            for cell, n in zip(table["cell"], table["n_tasks"])]
+    return table
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:
@@ -85,10 +98,11 @@ def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
         for yi, (_, r) in zip(y, rows.iterrows()):
             if pd.isna(r["n_tasks"]):
                 continue
-            ax.annotate(f"{r['policy_solved']:.0f}/{r['n_tasks']:.0f} (FC {r['fc_solved']:.0f})", (1.0, yi),
+            ax.annotate(f"{r['solved']:.0f}/{r['n_tasks']:.0f} (FC {r['baseline_solved']:.0f})", (1.0, yi),
                         xycoords=("axes fraction", "data"), ha="left", va="center", fontsize=6)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        lim = max(1, int(np.nanmax(rows[["gains", "losses"]].to_numpy(dtype=float))))
+        counts = rows[["gains", "losses"]].to_numpy(dtype=float)
+        lim = max(1, int(np.nanmax(counts))) if np.isfinite(counts).any() else 1
         ax.set_xlim(-lim - 0.5, lim + 0.5)
         ax.set_xlabel("tasks lost | gained vs FC")
         ax.grid(axis="y", visible=False)
@@ -96,9 +110,7 @@ def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
     ax_.legend_top(fig, [Patch(color=GAIN, label="gained (FC misses)"),
                          Patch(color=LOSS, label="lost (FC solves)"),
                          Line2D([], [], linestyle="none", label="right: solved / tasks (FC solved)")])
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)
 
 
 def plot_sweep(data: Prepared, name: str):
@@ -135,6 +147,4 @@ def plot_sweep(data: Prepared, name: str):
         notes.note_on_axes(right, "no task changed between FC and these policies", width=30)
     benchmark, model = data.table["benchmark"].iloc[0], data.table["model"].iloc[0]
     fig.suptitle(f"{model} · {benchmark} · sweep subset · {setting} threshold", x=0.01, ha="left")
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)

@@ -94,6 +94,4 @@ def plot(data: Prepared):
                        label="compression event"),
                 Line2D([], [], linestyle="--", color="#666666", label="threshold")]
     ax_.legend_top(fig, handles)
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)
