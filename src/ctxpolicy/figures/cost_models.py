@@ -49,6 +49,7 @@ def plot(data: Prepared):
         ax.axhline(1.0, color="#666666", linewidth=0.6)
         ax.set_xticks(x, [style.policy_label(p) for p in rows.index], rotation=20, ha="right")
         ax.set_ylabel("cost / FC")
+        notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
         if missing and len(missing) < len(METHODS):
             message = f"not available: {', '.join(missing)}"
             ax.text(0.99, 0.97, message, transform=ax.transAxes,

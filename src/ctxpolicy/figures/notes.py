@@ -23,6 +23,7 @@ import textwrap
 from collections.abc import Iterable
 
 import matplotlib.pyplot as plt
+from matplotlib.collections import PathCollection
 from matplotlib.colors import same_color
 from matplotlib.patches import Rectangle
 
@@ -143,12 +144,13 @@ def has_plotted_data(ax) -> bool:
     if ax.images or ax.tables:
         return True
     for line in ax.lines:
-        if line.get_gid() == REFERENCE or line.get_transform() != ax.transData:
+        if line.get_gid() == REFERENCE or line.get_transform() is not ax.transData:
             continue
         if _finite(line.get_xdata()) and _finite(line.get_ydata()):
             return True
     for patch in ax.patches:
-        if patch.get_gid() == REFERENCE or not isinstance(patch, Rectangle):
+        if (patch.get_gid() == REFERENCE or not isinstance(patch, Rectangle)
+                or patch.get_data_transform() is not ax.transData):  # axhspan/axvspan: guides, not data
             continue
         w, h = patch.get_width(), patch.get_height()
         if _finite([w]) and _finite([h]) and (w != 0 and h != 0):
@@ -156,12 +158,26 @@ def has_plotted_data(ax) -> bool:
     for collection in ax.collections:
         if collection.get_gid() == REFERENCE:
             continue
-        offsets = collection.get_offsets()
-        if len(offsets) and _finite(offsets.ravel()):
-            return True
+        if isinstance(collection, PathCollection):  # scatter: the points are the offsets
+            offsets = collection.get_offsets()
+            if len(offsets) and _finite(offsets.ravel()):
+                return True
+            continue
         if any(len(p.vertices) and _finite(p.vertices.ravel()) for p in collection.get_paths()):
             return True
     return False
+
+
+def about(messages: Iterable[str], model: str, benchmark: str) -> str:
+    """The notes that concern one model and benchmark, as one sentence group."""
+    keys = (f"{model} on {benchmark}", f"{model} · {benchmark}")
+    return " ".join(m for m in messages if any(k in m for k in keys))
+
+
+def note_if_empty(ax, reason: str) -> None:
+    """A panel that ended up without plotted data says why (once)."""
+    if reason and not has_plotted_data(ax) and not has_note(ax):
+        note_on_axes(ax, reason, width=30)
 
 
 def finish(fig, messages: Iterable[str] = (), *, empty_panel: str | None = None):

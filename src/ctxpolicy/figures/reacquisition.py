@@ -47,6 +47,7 @@ def plot(data: Prepared):
         ax.set_xlabel("commands per run / FC")
         ax.grid(axis="y", visible=False)
         ax.set_title(ax_.combo_title(benchmark, model), loc="left")
+        notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
     ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{l} commands")
                          for _, l, h in KINDS])
     gaps = [n for n in data.notes if "resource ratios" in n]

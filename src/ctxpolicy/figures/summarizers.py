@@ -94,7 +94,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
                                                 n_boot=n_boot, seed=seed, method=method))
                     if pd.isna(row.get("tokens_ratio_est")):
                         said.append(f"no task with eligible runs for both {policy} summarized by {name} "
-                                    f"and by {model} itself ({benchmark}): ratios undefined.")
+                                    f"and by the agent itself ({model} on {benchmark}): ratios undefined.")
                 rows.append(row)
     return Prepared(pd.DataFrame(rows), said, {"combos": combos, "cost_method": method})
 
@@ -119,6 +119,7 @@ def plot(data: Prepared):
                 _bars(ax, rows, specs, others, key, 1.0, 1.0, show_n=True)
             ax.axhline(1.0, color="#666666", linewidth=0.6)
             ax.set_ylabel(label)
+            notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
     ax_.legend_top(fig, [Patch(facecolor=SUMMARIZER_SHADES[k % 5], edgecolor="white",
                                hatch=SUMMARIZER_HATCHES[k % 5],
                                label=f"summarizer: {'agent itself' if s == SELF else s}")

@@ -40,6 +40,7 @@ def plot(data: Prepared):
             ax = grid[r, c]
             ax.set_title(f"{ax_.combo_title(benchmark, model)}" if c == 0 else "", loc="left")
             _panel(ax, rows, key, ref, scale)
+            notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
             ax.set_ylabel(label)
             if r == len(combos) - 1:
                 ax.set_xlabel("tokens / FC")
@@ -63,7 +64,8 @@ def _panel(ax, rows: pd.DataFrame, key: str, ref: float, scale: float) -> None:
                          **({"markerfacecolor": "none"} if h else {}))
     if hollow.any():
         message = "hollow: tokens / FC undefined, drawn at x = 1"
-        ax.text(0.02, 0.03, message, transform=ax.transAxes, fontsize=5.5, color=notes.NOTE_COLOR)
+        ax.text(0.02, 0.97, message, transform=ax.transAxes, fontsize=5.5, va="top",
+                color=notes.NOTE_COLOR)
         notes.record(ax.figure, message + ".")
     ax.axhline(ref, color="#666666", linewidth=0.6, zorder=1)
     ax.axvline(1.0, color="#666666", linewidth=0.6, linestyle=":", zorder=1)
