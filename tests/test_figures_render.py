@@ -7,35 +7,16 @@ import re
 from pathlib import Path
 
 import matplotlib
-import matplotlib.text
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from ctxpolicy.figures import (agent_calls, cost_models, coverage, inputs, notes, outcomes, output,  # noqa: E402
-                               prompt_profile, ranks, reacquisition, style, summarizers, sweep,
-                               tradeoffs)
+from ctxpolicy.figures import inputs, output, ranks, style, summarizers, sweep, tradeoffs  # noqa: E402
+from figure_helpers import BOOT, FIGURES, note_texts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-BOOT = 40
-
-FIGURES = {
-    "fig2": lambda r, c, k: tradeoffs.plot(tradeoffs.compute(r, c, n_boot=BOOT, seed=0)),
-    "fig3": lambda r, c, k: sweep.plot_fig3(sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k)),
-    "fig4": lambda r, c, k: coverage.plot(coverage.compute(r, c)),
-    "fig5": lambda r, c, k: ranks.plot(ranks.compute(r, c, n_boot=BOOT, seed=0)),
-    "fig6": lambda r, c, k: prompt_profile.plot(prompt_profile.compute(r, k, c)),
-    "fig9": lambda r, c, k: sweep.plot_ablation(sweep.compute(r, c, n_boot=BOOT, seed=0, slot=0), "fig9"),
-    "fig10": lambda r, c, k: sweep.plot_ablation(sweep.compute(r, c, n_boot=BOOT, seed=0, slot=1), "fig10"),
-    "fig16": lambda r, c, k: coverage.plot_sweep(coverage.compute_sweep(r, c, setting="tight"), "fig16"),
-    "fig19": lambda r, c, k: summarizers.plot(summarizers.compute(r, c, n_boot=BOOT, seed=0)),
-    "fig20": lambda r, c, k: outcomes.plot(outcomes.compute(r, c)),
-    "fig21": lambda r, c, k: agent_calls.plot(agent_calls.compute(r, c, n_boot=BOOT, seed=0)),
-    "reacquisition": lambda r, c, k: reacquisition.plot(reacquisition.compute(r, c, n_boot=BOOT, seed=0)),
-    "cost_models": lambda r, c, k: cost_models.plot(cost_models.compute(r, c, n_boot=BOOT, seed=0)),
-}
 
 
 @pytest.fixture(scope="module")
@@ -59,15 +40,6 @@ def in_root(monkeypatch):
     style.apply()
     yield
     plt.close("all")
-
-
-def note_texts(fig) -> str:
-    """The text of every note the figure carries (notes are drawn in NOTE_COLOR)."""
-    from matplotlib.colors import same_color
-
-    found = [t for t in fig.findobj(matplotlib.text.Text)
-             if t.get_text() and same_color(t.get_color(), notes.NOTE_COLOR)]
-    return " ".join(" ".join(t.get_text().split()) for t in found)
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))

@@ -65,7 +65,7 @@ def plot(data: Prepared):
     title = "Figure 21: agent calls relative to FC (shared solved tasks)"
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     n_policies = data.table["policy"].nunique()
     fig, grid = ax_.grid(1, len(combos), row_height=0.28 * n_policies + 0.9,
                          width=min(style.FULL_WIDTH, 3.3 * len(combos)), sharey=False)

@@ -28,7 +28,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
 def plot(data: Prepared):
     title = "Billed input cost relative to FC by cache model"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     combos = ax_.combos_with_data(data, data.meta["combos"])
     fig, grid = ax_.grid(len(combos), 1, row_height=1.9)
     width = 0.26

@@ -81,7 +81,7 @@ def compute_sweep(runs: pd.DataFrame, config: Mapping[str, Any], *, setting: str
 def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
     fig, grid = ax_.grid(1, len(combos), row_height=0.3 * len(specs) + 0.9,
                          width=min(style.FULL_WIDTH, 3.4 * len(combos)), sharey=True)
@@ -118,7 +118,7 @@ def plot_sweep(data: Prepared, name: str):
     setting = data.meta.get("setting", "?")
     title = f"{style.figure_name(name)}: task-level gains and losses, {setting} threshold"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     rows = data.table.set_index(data.table["policy"].astype(str))
     specs = style.order_policies(rows.index)
     rows = rows.loc[specs]

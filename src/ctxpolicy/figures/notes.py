@@ -92,8 +92,10 @@ def _root(fig):
     return fig
 
 
-def note_on_axes(ax, message: str, *, width: int = 48) -> None:
-    """Replace an axes' content with a boxed note (the axes keeps its title)."""
+def note_on_axes(ax, message: str | Iterable[str], *, width: int = 48) -> None:
+    """Replace an axes' content with a boxed note (the axes keeps its title); each message is
+    recorded on the figure."""
+    messages = [message] if isinstance(message, str) else [m for m in message if m]
     ax.set_xticks([])
     ax.set_yticks([])
     ax.grid(False)
@@ -102,17 +104,19 @@ def note_on_axes(ax, message: str, *, width: int = 48) -> None:
         spine.set_visible(True)
         spine.set_color("#BBBBBB")
         spine.set_linestyle((0, (3, 2)))
-    ax.text(0.5, 0.5, textwrap.fill(message, width), transform=ax.transAxes,
+    ax.text(0.5, 0.5, textwrap.fill(" ".join(messages), width), transform=ax.transAxes,
             ha="center", va="center", fontsize=7, color=NOTE_COLOR, wrap=True)
-    record(_root(ax.figure), message)
+    for m in messages:
+        record(_root(ax.figure), m)
 
 
-def note_figure(title: str, message: str, *, width: float = style.FULL_WIDTH,
+def note_figure(title: str, message: str | Iterable[str], *, width: float = style.FULL_WIDTH,
                 height: float = 1.6):
-    """A whole figure that only says what is missing."""
+    """A whole figure that only says what is missing (one message or a figure's notes)."""
+    messages = [message] if isinstance(message, str) else [m for m in message if m]
     fig, ax = plt.subplots(figsize=(width, height))
     ax.set_title(title, loc="left")
-    note_on_axes(ax, message or "no data.", width=90)
+    note_on_axes(ax, messages or ["no data."], width=90)
     return fig
 
 

@@ -82,7 +82,7 @@ def plot(data: Prepared):
     title = "Figure 20: run outcomes at the primary configurations"
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
     fig, grid = ax_.grid(1, len(combos), row_height=0.28 * len(specs) + 0.9,
                          width=min(style.FULL_WIDTH, 3.3 * len(combos)), sharey=True)

@@ -88,7 +88,7 @@ def paired(runs: pd.DataFrame, config: Mapping[str, Any], compared: pd.DataFrame
 def plot(data: Prepared):
     title = "Figure 5: policy ranks and paired differences"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     combos = ax_.combos_with_data(data, data.meta["combos"])
     specs = style.order_policies(data.table["policy"])
     fig = plt.figure(figsize=(style.FULL_WIDTH, 0.26 * len(specs) + 2.6), layout="constrained")

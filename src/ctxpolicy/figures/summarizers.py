@@ -103,7 +103,7 @@ def plot(data: Prepared):
     title = "Figure 19: summarizer sensitivity"
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     summarizers = sorted(data.table["summarizer"].unique(), key=lambda s: (s != SELF, s))
     others = [s for s in summarizers if s != SELF]
     fig, grid = ax_.grid(len(combos), 1 + len(RATIO_PANELS), row_height=1.9)

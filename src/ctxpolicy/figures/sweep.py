@@ -169,7 +169,7 @@ def plot_fig3(data: Prepared):
     title = "Figure 3: threshold and depth sweep"
     summary = data.extra.get("summary", pd.DataFrame())
     if data.empty and summary.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     settings, policies = data.meta["settings"], data.meta["policies"]
     freq = data.extra.get("frequency", pd.DataFrame())
     depths = [d for d in data.table["depth"].dropna().unique()] if not data.empty else []
@@ -236,7 +236,7 @@ ABLATION_ROWS = (("resolve_delta", "Δ resolve (pp)", 0.0, 100.0), ("tokens_rati
 def plot_ablation(data: Prepared, name: str):
     title = f"{style.figure_name(name)}: depth and threshold ablation"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     settings, policies = data.meta["settings"], data.meta["policies"]
     fig, grid = ax_.grid(len(ABLATION_ROWS), len(settings), row_height=1.35, sharex=True, sharey="row")
     depths = sorted(d for d in data.table["depth"].dropna().unique())

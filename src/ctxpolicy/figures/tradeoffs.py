@@ -30,8 +30,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
 def plot(data: Prepared):
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure("Figure 2: success and resources against FC",
-                                 data.note_text() or "no data")
+        return notes.note_figure("Figure 2: success and resources against FC", data.notes)
     fig, grid = ax_.grid(len(combos), len(PANELS), row_height=2.0)
     specs = style.order_policies(data.table["policy"])
     for r, (benchmark, model) in enumerate(combos):
