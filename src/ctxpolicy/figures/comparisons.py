@@ -77,8 +77,29 @@ def compare_keys(table: pd.DataFrame, method: str = DEFAULT_COST_METHOD) -> pd.D
     for part in ("est", "lo", "hi", "n_tasks"):
         if f"{chosen}_{part}" in out:
             out[f"cost_ratio_{part}"] = out[f"{chosen}_{part}"]
-    out["cost_method"] = method
+    out["cost_ratio_method"] = method
     return out
+
+
+def compare_against_fc(runs: pd.DataFrame, *, model: str, benchmark: str, n_boot: int, seed: int,
+                       attempts: int, cost_method: str) -> pd.DataFrame:
+    """One row per non-FC cell under ``ctxpolicy compare``'s keys: the metrics room's
+    ``compare_to_baseline`` where it exists (it already speaks those keys), else
+    ``compare_to_fc`` renamed by ``compare_keys``. (After the metrics work lands only the
+    first branch is needed.)"""
+    from ctxpolicy.metrics import compare
+
+    if hasattr(compare, "compare_to_baseline"):
+        return compare.compare_to_baseline(runs, model=model, benchmark=benchmark, attempts=attempts,
+                                           cost_method=cost_method, n_boot=n_boot, seed=seed)
+    return compare_keys(call_metric(compare.compare_to_fc, runs, model=model, benchmark=benchmark,
+                                    n_boot=n_boot, seed=seed, attempts=attempts, cost_method=cost_method),
+                        cost_method)
+
+
+def cost_label(method: str) -> str:
+    """Axis label of a billed-cost ratio, naming the cost method."""
+    return f"billed input cost / FC ({method})"
 
 
 def resource_gaps(own: pd.DataFrame, table: pd.DataFrame, model: str, benchmark: str) -> list[str]:
@@ -148,12 +169,8 @@ def compare_block(runs: pd.DataFrame, config: Mapping[str, Any], block_name: str
     """``compare_to_fc`` (or another ``ctxpolicy.metrics.compare`` function with the same
     signature, ``metric``) for each (benchmark, model) of a block, one row per cell.
     ``own_summarizer`` keeps only cells where the agent summarizes for itself."""
-    from ctxpolicy.metrics.compare import compare_to_fc
-
     method = cost_method(config)
-    if metric is None:
-        def metric(own, **kw):
-            return compare_keys(call_metric(compare_to_fc, own, **kw), method)
+    metric = metric or compare_against_fc
     combos = combos if combos is not None else inputs.combos(config, block_name)
     frames, said = [], []
     if not combos:

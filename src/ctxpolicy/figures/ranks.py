@@ -34,7 +34,8 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
     ranks = rank_table(compared.table) if not compared.empty else pd.DataFrame()
     pairs, pair_notes = paired(runs, config, compared.table, n_boot=n_boot, seed=seed)
     return Prepared(ranks, compared.notes + pair_notes,
-                    {"combos": compared.meta["combos"], "pairs": pairs}, {"ranks": ranks, "pairs": pairs})
+                    {"combos": compared.meta["combos"], "pairs": pairs, "cost_method": compared.meta["cost_method"]},
+                    {"ranks": ranks, "pairs": pairs})
 
 
 def rank_table(compared: pd.DataFrame) -> pd.DataFrame:
@@ -94,7 +95,8 @@ def plot(data: Prepared):
     fig = plt.figure(figsize=(style.FULL_WIDTH, 0.26 * len(specs) + 2.6), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[0.26 * len(specs) + 0.8, 1.8])
     _heatmap(top.subplots(), data.table, combos, specs)
-    top.suptitle("(a) rank within model (1 = best; outlined: best)", x=0.01, ha="left", fontsize=8)
+    top.suptitle(f"(a) rank within model (1 = best; outlined: best; cost: {data.meta.get('cost_method')} method)",
+                 x=0.01, ha="left", fontsize=8)
     pairs = data.meta["pairs"]
     axs = bottom.subplots(1, max(1, len(combos)), squeeze=False, sharey=True)[0]
     bottom.suptitle(f"(b) paired resolve-rate differences (pp, first − second), 95 % intervals; "

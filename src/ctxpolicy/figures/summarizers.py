@@ -21,7 +21,7 @@ from ctxpolicy.figures.prepared import Prepared
 
 SELF = "self"
 RATIO_PANELS = (("tokens_ratio", "tokens / self"), ("latency_ratio", "latency / self"),
-                ("cost_ratio", "billed cost / self"))
+                ("cost_ratio", "billed cost / self"))  # the cost label names the method in plot()
 SUMMARIZER_HATCHES = ("", "//", "..", "xx", "\\\\")
 SUMMARIZER_SHADES = ("#4D4D4D", "#999999", "#CCCCCC", "#777777", "#BBBBBB")
 
@@ -43,16 +43,13 @@ def absolute_resolve(runs: pd.DataFrame, *, n_boot: int, seed: int) -> dict:
 
 
 def relative_to_self(own: pd.DataFrame, mine: pd.DataFrame, *, model: str, benchmark: str,
-                     n_boot: int, seed: int, method: str) -> dict:
-    """Resource ratios of ``mine`` against the self-summarizing runs ``own`` of the same policy,
-    by ``compare_to_fc`` with the self-summarizing cell in the reference's place."""
-    from ctxpolicy.metrics.compare import FC, compare_to_fc
-
-    both = pd.concat([own.assign(policy=FC), mine.assign(policy=mine["policy"].astype(str))],
+                     n_boot: int, seed: int, method: str, attempts: int) -> dict:
+    """Resource ratios of ``mine`` against the self-summarizing runs ``own`` of the same policy:
+    the FC comparison with the self-summarizing cell in the reference's place."""
+    both = pd.concat([own.assign(policy=style.FC), mine.assign(policy=mine["policy"].astype(str))],
                      ignore_index=True)
-    table = comparisons.compare_keys(
-        comparisons.call_metric(compare_to_fc, both, model=model, benchmark=benchmark,
-                                n_boot=n_boot, seed=seed, cost_method=method), method)
+    table = comparisons.compare_against_fc(both, model=model, benchmark=benchmark, n_boot=n_boot,
+                                           seed=seed, attempts=attempts, cost_method=method)
     if table.empty:
         return {}
     row = table.iloc[0]
@@ -88,15 +85,16 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
             for name in sorted(by_summarizer, key=lambda s: (s != SELF, s)):
                 group = by_summarizer[name]
                 row = {"benchmark": benchmark, "model": model, "policy": policy, "summarizer": name,
-                       **absolute_resolve(group, n_boot=n_boot, seed=seed), "cost_method": method}
+                       **absolute_resolve(group, n_boot=n_boot, seed=seed), "cost_ratio_method": method}
                 if name != SELF and self_runs is not None:
                     row.update(relative_to_self(self_runs, group, model=model, benchmark=benchmark,
-                                                n_boot=n_boot, seed=seed, method=method))
+                                                n_boot=n_boot, seed=seed, method=method,
+                                                attempts=comparisons.planned_attempts(config)))
                     if pd.isna(row.get("tokens_ratio_est")):
                         said.append(f"no task with eligible runs for both {policy} summarized by {name} "
                                     f"and by the agent itself ({model} on {benchmark}): ratios undefined.")
                 rows.append(row)
-    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "cost_method": method})
+    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "cost_ratio_method": method})
 
 
 def plot(data: Prepared):
@@ -118,7 +116,7 @@ def plot(data: Prepared):
             if others and f"{key}_est" in rows:
                 _bars(ax, rows, specs, others, key, 1.0, 1.0, show_n=True)
             ax.axhline(1.0, color="#666666", linewidth=0.6)
-            ax.set_ylabel(label)
+            ax.set_ylabel(label + (f"\n({data.meta.get('cost_method')})" if key == "cost_ratio" else ""))
             notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
     ax_.legend_top(fig, [Patch(facecolor=SUMMARIZER_SHADES[k % 5], edgecolor="white",
                                hatch=SUMMARIZER_HATCHES[k % 5],

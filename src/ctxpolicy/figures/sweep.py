@@ -96,6 +96,13 @@ def firings_per_attempt(runs: pd.DataFrame, calls: pd.DataFrame | None) -> tuple
 BILLED = {"estimated": "billed_est", "exact": "billed_exact", "measured": "billed_measured"}
 
 
+def billed_column(method: str) -> str:
+    """The runs column of a cost method (``ctxpolicy.metrics.cost.BILLED_COLUMNS`` where it exists)."""
+    from ctxpolicy.metrics import cost
+
+    return getattr(cost, "BILLED_COLUMNS", BILLED).get(method, BILLED["estimated"])
+
+
 def all_attempts_summary(runs: pd.DataFrame, policies: list[str], settings: list[str],
                          method: str) -> pd.DataFrame:
     """Figure 3's table: per setting and policy, over **all** attempts (time-capped included):
@@ -108,7 +115,7 @@ def all_attempts_summary(runs: pd.DataFrame, policies: list[str], settings: list
                "cost_ratio_all", "latency_s", "best_resolve", "best_cost", "best_latency"]
     if runs.empty:
         return pd.DataFrame(columns=columns)
-    billed = BILLED.get(method, "billed_est")
+    billed = billed_column(method)
     runs = runs.assign(policy=runs["policy"].astype(str), setting=runs["setting"].astype(str))
     fc = runs[runs["policy"] == style.FC]
     fc_cost = fc.groupby("task_id", observed=True)[billed].mean()
@@ -177,7 +184,7 @@ def plot_fig3(data: Prepared):
     left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.05])
     axs = left.subplots(3, 1, sharex=True)
     panels = ((freq, "firings_per_attempt", "compressions\nper attempt"),  # two lines: three short panels
-              (data.table, "cost_ratio", "billed cost\n/ FC"),
+              (data.table, "cost_ratio", f"billed cost / FC\n({data.meta.get('cost_method')})"),
               (data.table, "latency_ratio", "latency\n/ FC"))
     for ax, (table, key, label) in zip(axs, panels):
         if not table.empty:
@@ -264,7 +271,7 @@ def plot_ablation(data: Prepared, name: str):
                     ax.plot(line["depth"], ax_.value(line, key, scale),
                             color=style.PRIMITIVE_COLORS.get(primitive, "#888888"), linewidth=0.7, zorder=2)
             if c == 0:
-                ax.set_ylabel(label)
+                ax.set_ylabel(f"{label}\n({data.meta.get('cost_method')})" if key == "cost_ratio" else label)
             if r == 0:
                 ax.set_title(f"{setting} threshold", loc="left")
             if r == len(ABLATION_ROWS) - 1:

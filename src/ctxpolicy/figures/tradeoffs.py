@@ -40,7 +40,8 @@ def plot(data: Prepared):
             ax.set_title(f"{ax_.combo_title(benchmark, model)}" if c == 0 else "", loc="left")
             _panel(ax, rows, key, ref, scale)
             notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
-            ax.set_ylabel(label)
+            ax.set_ylabel(comparisons.cost_label(data.meta.get("cost_method", "estimated"))
+                          if key == "cost_ratio" else label)
             if r == len(combos) - 1:
                 ax.set_xlabel("tokens / FC")
     ax_.legend_top(fig, ax_.policy_handles(specs))
