@@ -24,7 +24,7 @@ from ctxpolicy.figures.prepared import Prepared
 MIN_TASKS_FOR_INTERVAL = 3
 
 
-def _execution_length(config: Mapping[str, Any]):
+def calls_change_metric(config: Mapping[str, Any]):
     from ctxpolicy.metrics.compare import execution_length
 
     need = comparisons.solved_min(comparisons.planned_attempts(config))
@@ -45,7 +45,7 @@ def _execution_length(config: Mapping[str, Any]):
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
     data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed,
-                                               metric=_execution_length(config))
+                                               metric=calls_change_metric(config))
     if data.empty:
         return data
     table = data.table
