@@ -101,3 +101,24 @@ def test_figure_for_a_config_without_the_block_is_a_note(fixture):
     assert "no summarizer comparison" in note_texts(fig)
     fig = sweep.plot_ablation(sweep.compute(runs, config, n_boot=BOOT, seed=0, slot=3), "fig12")
     assert "this figure is for pair 4" in note_texts(fig)
+
+
+def test_fig2_numbers_use_the_compare_commands_keys(fixture):
+    runs, config, calls = fixture
+    numbers = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0).numbers()
+    for key in ("resolve_delta", "tokens_ratio", "latency_ratio", "cost_ratio"):
+        assert {f"{key}_est", f"{key}_lo", f"{key}_hi"} <= set(numbers.columns), key
+    assert {"benchmark", "model", "policy", "setting", "summarizer", "n_tasks", "resolve_rate",
+            "baseline_resolve_rate", "tokens_ratio_n_tasks", "cost_ratio_n_tasks"} <= set(numbers.columns)
+    delta = numbers["resolve_rate"] - numbers["baseline_resolve_rate"]
+    assert (numbers["resolve_delta_est"] - delta).abs().max() < 1e-12  # a fraction, not points
+    assert set(numbers["cost_ratio_method"]) == {"estimated"}  # the default headline
+    assert (numbers["cost_ratio_est"] == numbers["cost_ratio_estimated_est"]).all()
+
+
+def test_fig3_numbers_hold_the_curves_and_the_table(fixture):
+    runs, config, calls = fixture
+    numbers = sweep.compute(runs, config, n_boot=BOOT, seed=0, calls=calls).numbers()
+    assert set(numbers["part"]) == {"main", "frequency", "summary"}
+    summary = numbers[numbers["part"] == "summary"]
+    assert summary["latency_s"].notna().all() and summary["best_resolve"].astype(bool).any()
