@@ -114,7 +114,8 @@ def test_fig5b_uses_the_studys_four_pairs_first_minus_second():
 
 
 def test_fig19_ratios_are_relative_to_self_summarization_on_shared_eligible_tasks():
-    own = pd.DataFrame([run("SU/Th/0.5", t, total_tokens=100, wall_s=10.0, billed_est=80.0) for t in ("t1", "t2", "t3")])
+    own = pd.DataFrame([run("SU/Th/0.5", t, total_tokens=100, wall_s=10.0, billed_est=80.0)
+                        for t in ("t1", "t2", "t3")])
     other = pd.DataFrame([run("SU/Th/0.5", "t1", summarizer="small", total_tokens=50, wall_s=20.0, billed_est=40.0),
                           run("SU/Th/0.5", "t2", summarizer="small", total_tokens=50, wall_s=20.0, billed_est=40.0),
                           run("SU/Th/0.5", "t3", summarizer="small", outcome="time_limit", total_tokens=999)])
@@ -160,7 +161,8 @@ def test_fig20_labels_each_segment_with_its_percentage_and_each_bar_with_n():
 def test_fig21_needs_two_of_three_successes_and_averages_calls_over_successes():
     rows = [run("FC", "t1", 1, resolved=True, agent_calls=10), run("FC", "t1", 2, resolved=True, agent_calls=20),
             run("FC", "t1", 3, agent_calls=99),
-            run("TR/Th/0.5", "t1", 1, resolved=True, agent_calls=30), run("TR/Th/0.5", "t1", 2, resolved=True, agent_calls=30),
+            run("TR/Th/0.5", "t1", 1, resolved=True, agent_calls=30),
+            run("TR/Th/0.5", "t1", 2, resolved=True, agent_calls=30),
             run("TR/Th/0.5", "t1", 3, agent_calls=99),
             # t2: one success of three on each side, not solved: left out
             run("FC", "t2", 1, resolved=True, agent_calls=5), run("FC", "t2", 2), run("FC", "t2", 3),

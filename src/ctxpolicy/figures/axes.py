@@ -19,14 +19,15 @@ def value(table: pd.DataFrame, key: str, scale: float = 1.0) -> pd.Series:
 
 
 def interval(table: pd.DataFrame, key: str, scale: float = 1.0) -> np.ndarray | None:
-    """2×n asymmetric error bars from the key's estimate, ``{key}_lo`` and ``{key}_hi``; None when
-    the table has no interval for the key (the figure then says so)."""
+    """2×n asymmetric error bars from the key's estimate, ``{key}_lo`` and ``{key}_hi`` (NaN where a
+    bound is unknown: no whisker); None when the table has no interval for the key."""
     if f"{key}_lo" not in table or f"{key}_hi" not in table:
         return None
     mid = value(table, key, scale).to_numpy()
     lo = table[f"{key}_lo"].astype(float).to_numpy() * scale
     hi = table[f"{key}_hi"].astype(float).to_numpy() * scale
-    return np.nan_to_num(np.vstack([mid - lo, hi - mid]).clip(min=0))
+    with np.errstate(invalid="ignore"):  # an unknown bound stays NaN: no whisker is drawn for it
+        return np.vstack([mid - lo, hi - mid]).clip(min=0)
 
 
 def policy_point(ax, x: float, y: float, spec: str, *, xerr=None, yerr=None, **kw) -> None:

@@ -11,7 +11,6 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ctxpolicy.figures import inputs, notes, style

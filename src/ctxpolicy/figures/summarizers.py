@@ -94,7 +94,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
                         said.append(f"no task with eligible runs for both {policy} summarized by {name} "
                                     f"and by the agent itself ({model} on {benchmark}): ratios undefined.")
                 rows.append(row)
-    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "cost_ratio_method": method})
+    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "cost_method": method})
 
 
 def plot(data: Prepared):
@@ -108,13 +108,13 @@ def plot(data: Prepared):
     for r, (benchmark, model) in enumerate(combos):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         specs = style.order_policies(rows["policy"])
-        _bars(grid[r, 0], rows, specs, summarizers, "resolve_rate", 100.0, 0.0)
+        _bars(grid[r, 0], rows, specs, summarizers, summarizers, "resolve_rate", 100.0, 0.0)
         grid[r, 0].set_ylabel("resolve rate (%)")
         grid[r, 0].set_title(ax_.combo_title(benchmark, model), loc="left")
         for c, (key, label) in enumerate(RATIO_PANELS, start=1):
             ax = grid[r, c]
             if others and f"{key}_est" in rows:
-                _bars(ax, rows, specs, others, key, 1.0, 1.0, show_n=True)
+                _bars(ax, rows, specs, others, summarizers, key, 1.0, 1.0, show_n=True)
             ax.axhline(1.0, color="#666666", linewidth=0.6)
             ax.set_ylabel(label + (f"\n({data.meta.get('cost_method')})" if key == "cost_ratio" else ""))
             notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
@@ -126,13 +126,15 @@ def plot(data: Prepared):
                         "no other summarizer: nothing to compare with self-summarization.")
 
 
-def _bars(ax, rows: pd.DataFrame, specs: list[str], names: list[str], key: str, scale: float,
-          ref: float, show_n: bool = False) -> None:
+def _bars(ax, rows: pd.DataFrame, specs: list[str], names: list[str], every: list[str], key: str,
+          scale: float, ref: float, show_n: bool = False) -> None:
+    """Bars of ``names`` side by side per policy, each summarizer in its look from ``every``."""
     width = 0.8 / max(len(names), 1)
-    for k, name in enumerate(names):
+    for i, name in enumerate(names):
+        k = every.index(name)
         part = rows[rows["summarizer"] == name].set_index("policy").reindex(specs)
         values = ax_.value(part, key, scale)
-        x = np.arange(len(specs)) + (k - (len(names) - 1) / 2) * width
+        x = np.arange(len(specs)) + (i - (len(names) - 1) / 2) * width
         ax.bar(x, values - ref, width, bottom=ref, yerr=ax_.interval(part, key, scale),
                color=SUMMARIZER_SHADES[k % 5], hatch=SUMMARIZER_HATCHES[k % 5], edgecolor="white",
                linewidth=0.4, error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
