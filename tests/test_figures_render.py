@@ -75,13 +75,18 @@ def test_summarizer_figure_compares_the_agent_with_the_other_summarizer(fixture)
     assert set(data.table["summarizer"]) == {summarizers.SELF, "tiny"}
 
 
-def test_fig5_pairs_only_what_the_config_has(fixture):
+def test_fig5_pairs_are_the_studys_four_and_only_what_the_config_has(fixture):
     runs, config, calls = fixture
     data = ranks.compute(runs, config, n_boot=BOOT, seed=0)
-    assert set(data.meta["pairs"]["pair"]) == {"OTRC − TRC"}  # the fixture has no S, TRC+S, OTRC+S-p
-    assert any("S-p vs S, TRC+S vs S" in n for n in data.notes)
+    assert set(data.meta["pairs"]["pair"]) == {"S-p − S", "TRC+S − S", "OTRC − TRC", "OTRC+S-p − OTRC"}
     best = data.table.groupby(["benchmark", "model"])["resolve_rate_rank"].min()
     assert (best == 1).all()
+    no_s = {**config, "grid": {**config["grid"], "full_comparison": {
+        **config["grid"]["full_comparison"],
+        "policies": [p for p in config["grid"]["full_comparison"]["policies"] if not p.startswith("S/")]}}}
+    data = ranks.compute(runs, no_s, n_boot=BOOT, seed=0)
+    assert set(data.meta["pairs"]["pair"]) == {"OTRC − TRC", "OTRC+S-p − OTRC"}
+    assert any("S-p vs S, TRC+S vs S" in n for n in data.notes)
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
