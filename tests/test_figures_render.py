@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from ctxpolicy.figures import inputs, output, ranks, style, summarizers, sweep, tradeoffs  # noqa: E402
+from ctxpolicy.figures import coverage, inputs, output, ranks, style, summarizers, sweep, tradeoffs  # noqa: E402
 from figure_helpers import BOOT, FIGURES, note_texts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,3 +127,11 @@ def test_fig3_numbers_hold_the_curves_and_the_table(fixture):
     assert set(numbers["part"]) == {"main", "frequency", "summary"}
     summary = numbers[numbers["part"] == "summary"]
     assert summary["latency_s"].notna().all() and summary["best_resolve"].astype(bool).any()
+
+
+def test_fig4_numbers_use_the_compare_commands_keys(fixture):
+    runs, config, calls = fixture
+    numbers = coverage.compute(runs, config).numbers()
+    assert {"solved", "baseline_solved", "gains", "losses", "left_out_tasks", "gains_losses_tasks"} <= set(numbers)
+    assert "n_tasks" not in numbers  # compare's n_tasks counts every compared task: not the same number
+    assert (numbers["left_out_tasks"] == 0).all()  # the fixture records every attempt

@@ -39,17 +39,20 @@ def _gains_losses(config: Mapping[str, Any]):
 
 
 def with_compare_keys(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """``gains_losses`` rows with ``ctxpolicy compare``'s names; ``left_out_tasks`` counts the
-    tasks that have runs on either side but lack the attempts the rule needs (computed here
-    where ``gains_losses`` does not report it)."""
+    """``gains_losses`` rows with ``ctxpolicy compare``'s names: ``solved``, ``baseline_solved``,
+    ``gains``, ``losses``, ``left_out_tasks`` (tasks with runs on either side that lack the
+    attempts the rule needs; computed here where ``gains_losses`` does not report it) and
+    ``gains_losses_tasks`` (the tasks the rule counts; compare's ``n_tasks`` means all compared
+    tasks, so the name is not reused)."""
     if table.empty:
         return table
-    table = table.rename(columns={"policy_solved": "solved", "fc_solved": "baseline_solved"})
+    table = table.rename(columns={"policy_solved": "solved", "fc_solved": "baseline_solved",
+                                  "n_tasks": "gains_losses_tasks"})
     if "left_out_tasks" not in table:
         fc_tasks = set(runs.loc[runs["policy"].astype(str) == style.FC, "task_id"].astype(str))
         table["left_out_tasks"] = [
             len(fc_tasks | set(runs.loc[runs["cell"].astype(str) == str(cell), "task_id"].astype(str))) - n
-            for cell, n in zip(table["cell"], table["n_tasks"])]
+            for cell, n in zip(table["cell"], table["gains_losses_tasks"])]
     return table
 
 
@@ -96,9 +99,10 @@ def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
         for tick, spec in zip(ax.get_yticklabels(), specs):
             tick.set_color(style.policy_color(spec))
         for yi, (_, r) in zip(y, rows.iterrows()):
-            if pd.isna(r["n_tasks"]):
+            if pd.isna(r["gains_losses_tasks"]):
                 continue
-            ax.annotate(f"{r['solved']:.0f}/{r['n_tasks']:.0f} (FC {r['baseline_solved']:.0f})", (1.0, yi),
+            ax.annotate(f"{r['solved']:.0f}/{r['gains_losses_tasks']:.0f} (FC {r['baseline_solved']:.0f})",
+                        (1.0, yi),
                         xycoords=("axes fraction", "data"), ha="left", va="center", fontsize=6)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         counts = rows[["gains", "losses"]].to_numpy(dtype=float)
