@@ -104,3 +104,18 @@ def test_fig3_without_any_labelled_line_still_draws(study):
     data, fig = render("fig3", timed_out, calls, config)
     assert silent_empty_panels(fig) == []
     assert "resource ratios undefined" in " ".join(notes.recorded(fig))
+
+
+@pytest.mark.parametrize("edge", sorted(edge_cases.EDGE_SETS))
+def test_tables_build_from_each_edge_set(study, edge, tmp_path):
+    from ctxpolicy.figures import output, tables
+
+    runs, calls, config = study
+    runs, _ = edge_cases.EDGE_SETS[edge](runs, calls)
+    t3, _ = tables.table3(config, runs)
+    t5, note5 = tables.table5(runs)
+    assert t3["tasks"].sum() > 0  # the planned tasks come from the cohort files, runs or not
+    if edge == "empty":
+        assert t5.empty and note5 == "no environment recorded: no runs in the runs table"
+    output.save_table(t5, tmp_path, "table5", note=note5)
+    assert (tmp_path / "table5.csv").read_text().strip()
