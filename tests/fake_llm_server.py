@@ -10,6 +10,12 @@ Behaviour is chosen per request by a directive anywhere in the messages, ``FAULT
   drop       closes the connection without an answer
   garbage    answers with no command at all (a format error every step)
   loop       never submits (``ls`` forever)
+  usage_lots      answers as (none) but with ``usage.prompt_tokens: "lots"``
+  cached_abc      answers as (none) but with ``usage.prompt_tokens_details.cached_tokens: "abc"``
+  no_choices      answers 200 with ``choices: []``
+
+``FakeLLMServer(fault=MODE)`` applies MODE to every request without a directive (for tasks whose
+text we do not write, e.g. the offline suite's).
 
 A refused connection needs no mode: use ``closed_port_url()``. Usage reports
 ``prompt_tokens_details.cached_tokens`` like vLLM and recent llama.cpp. Requests are kept in
@@ -51,9 +57,10 @@ def _text_of(messages: list[dict]) -> str:
 
 
 class FakeLLMServer:
-    def __init__(self, hang_s: float = 20.0, model: str = "fake-model"):
+    def __init__(self, hang_s: float = 20.0, model: str = "fake-model", fault: str | None = None):
         self.hang_s = hang_s
         self.model = model
+        self.fault = fault
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._counts: Counter = Counter()
@@ -83,7 +90,7 @@ class FakeLLMServer:
         messages = body.get("messages") or []
         text = _text_of(messages)
         match = DIRECTIVE.search(text)
-        mode = match.group(1) if match else "ok"
+        mode = match.group(1) if match else (self.fault or "ok")
         with self._lock:
             self.requests.append(body)
             conversation = messages[1]["content"] if len(messages) > 1 else text
@@ -102,7 +109,7 @@ class FakeLLMServer:
         if mode == "garbage":
             return 200, self._completion(body, "I am not sure what to do here.", None)
         command = "ls" if mode == "loop" or steps == 0 else SUBMIT
-        return 200, self._completion(body, f"THOUGHT: step {steps + 1}.", command)
+        return 200, _corrupted(self._completion(body, f"THOUGHT: step {steps + 1}.", command), mode)
 
     def _completion(self, body: dict, thought: str, command: str | None) -> dict:
         prompt_tokens = max(1, len(json.dumps(body.get("messages"))) // 4)
@@ -160,6 +167,16 @@ class FakeLLMServer:
                 self.wfile.write(data)
 
         return Handler
+
+
+def _corrupted(completion: dict, mode: str) -> dict:
+    if mode == "usage_lots":
+        completion["usage"]["prompt_tokens"] = "lots"
+    elif mode == "cached_abc":
+        completion["usage"]["prompt_tokens_details"]["cached_tokens"] = "abc"
+    elif mode == "no_choices":
+        completion["choices"] = []
+    return completion
 
 
 class FakeBenchmark:

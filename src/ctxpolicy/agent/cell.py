@@ -172,6 +172,10 @@ def run_cell(
         raise
     pool.shutdown(wait=True)
     ordered = [results[run.run_dir] for run in runs]
+    unrecorded = [r.run_dir.name for r in ordered if not is_complete(r.run_dir)]
+    if unrecorded:  # a cell counts only runs with a record; starting it again redoes these
+        raise RunsUnrecorded(f"{cell_dir}: {len(unrecorded)} run(s) ended without a complete {RUN_JSON}: "
+                             f"{', '.join(unrecorded[:10])}; no {CELL_JSON} written")
     atomic_write_json(cell_dir / CELL_JSON,
                       cell_record(cell_info, ordered, cell_dir, start, time.time(), state.kept_stale, moved))
     return ordered
@@ -179,6 +183,10 @@ def run_cell(
 
 class HarnessError(RuntimeError):
     """An outside harness left runs without a complete record."""
+
+
+class RunsUnrecorded(HarnessError):
+    """Runs of this process ended without a complete record (e.g. the disk refused ``run.json``)."""
 
 
 def run_cell_with_harness(

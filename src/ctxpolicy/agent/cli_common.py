@@ -55,7 +55,28 @@ def load_study(args: argparse.Namespace) -> dict:
             raise ConfigError(f"{args.config}: {kind}.{name}: not defined; defined: {', '.join(config[kind])}")
     if args.summarizer and args.summarizer not in config["models"]:
         raise ConfigError(f"{args.config}: models.{args.summarizer}: not defined (--summarizer)")
+    check_endpoint_urls(args)
     return config
+
+
+def check_endpoint_urls(args: argparse.Namespace) -> None:
+    """Bad ``--endpoint`` URLs are input errors, found before any lock is taken or server started."""
+    from urllib.parse import urlsplit
+
+    from ctxpolicy.agent.plan import PlanError
+
+    for option in ("endpoint", "summarizer_endpoint"):
+        url = getattr(args, option, None)
+        if url is None:
+            continue
+        flag = "--" + option.replace("_", "-")
+        try:
+            parts = urlsplit(url)
+            host, _ = parts.hostname, parts.port  # .port raises ValueError for a port that is not a number
+        except ValueError as exc:
+            raise PlanError(f"{flag}: {url!r} is not a URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not host:
+            raise PlanError(f"{flag}: {url!r} is not an http(s) URL with a host, such as http://127.0.0.1:8000/v1")
 
 
 def resolve_policy_threshold(args: argparse.Namespace, config: dict) -> tuple[Any, str | None, int | None]:
@@ -74,6 +95,11 @@ def resolve_policy_threshold(args: argparse.Namespace, config: dict) -> tuple[An
 
 
 def settings_overrides(args: argparse.Namespace) -> dict:
+    from ctxpolicy.agent.settings import SettingsError
+
+    for option, value in (("--step-limit", args.step_limit), ("--max-tokens", args.max_tokens)):
+        if value is not None and value < 1:
+            raise SettingsError(f"{option}: {value} must be 1 or more")
     return {"mode": args.mode, "step_limit": args.step_limit, "max_tokens": args.max_tokens}
 
 

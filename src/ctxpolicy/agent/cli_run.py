@@ -2,7 +2,10 @@
 
 RUN_DIR receives messages.jsonl, calls.jsonl, trajectory.json, workspace/, patch.diff (repository
 tasks) and, last, run.json (docs/schema.md). The exit code is 0 whatever the run's outcome
-(submitted, step_limit, time_limit, format_error_limit, context_overflow, error); 2 for bad input.
+(submitted, step_limit, time_limit, format_error_limit, context_overflow, error); 2 for bad input
+(and for a RUN_DIR that already holds a complete run: --force replaces it); 1 when the server cannot
+start or the cell is busy. RUN_DIR's parent is taken as the cell directory: the run holds its lock
+(CELL_DIR/.lock), so it never writes into a cell that `ctxpolicy run-cell` is working on.
 
 Examples:
   # the embedded model (llama.cpp on loopback, started and stopped for this run)
@@ -36,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attempt", type=int, default=1, help="attempt number, 1-based (default: 1)")
     parser.add_argument("--cell", help="cell slug recorded in the identity (default: from policy and setting)")
     parser.add_argument("--out", type=Path, required=True, help="the run directory")
+    parser.add_argument("--force", action="store_true",
+                        help="replace a complete run already in --out (default: refuse, exit 2)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -43,18 +48,17 @@ def main(args: argparse.Namespace) -> int:
         input_errors,
         load_study,
         make_adapter,
-        model_endpoint,
         resolve_policy_threshold,
-        serving_errors,
         settings_overrides,
     )
     from ctxpolicy.agent.plan import find_task, make_identity
-    from ctxpolicy.agent.runner import execute_run
     from ctxpolicy.agent.settings import build_settings
     from ctxpolicy.grid import Cell
 
     if args.attempt < 1:
         return fail(f"--attempt: {args.attempt} must be 1 or more")
+    if args.threshold is not None and args.threshold < 1:
+        return fail(f"--threshold: {args.threshold} must be a number of tokens, 1 or more")
     if args.threshold is not None and args.setting:
         return fail("--threshold and --setting exclude each other")
     try:
@@ -72,7 +76,30 @@ def main(args: argparse.Namespace) -> int:
     except input_errors() as exc:
         return fail(str(exc))
 
+    from ctxpolicy.agent.cell_lock import CellBusy, cell_lock
+
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(cell_lock(args.out.parent))
+        except CellBusy as exc:
+            print(f"ctxpolicy: --out: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            return fail(f"--out: cannot lock {args.out.parent}: {exc.strerror or exc}")
+        return _run_unless_complete(args, config, identity, task, adapter, settings)
+
+
+def _run_unless_complete(args, config, identity, task, adapter, settings) -> int:
+    from ctxpolicy.agent.cli_common import model_endpoint, serving_errors
+    from ctxpolicy.agent.record import RUN_JSON, is_complete, read_json
+    from ctxpolicy.agent.runner import execute_run
+
     out = args.out
+    if out.exists() and not out.is_dir():
+        return fail(f"--out: {out}: not a directory")
+    if is_complete(out) and not args.force:
+        outcome = read_json(out / RUN_JSON).get("outcome")
+        return fail(f"--out: {out} holds a complete run (outcome {outcome}); --force replaces it")
     try:
         with contextlib.ExitStack() as servers:
             endpoint = servers.enter_context(model_endpoint(
@@ -87,6 +114,9 @@ def main(args: argparse.Namespace) -> int:
                                  summarizer_endpoint=summary_endpoint, run_dir=out)
     except serving_errors() as exc:
         print(f"ctxpolicy: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the run directory itself is unusable (e.g. run.json is a folder, disk full)
+        print(f"ctxpolicy: --out {out}: {exc}", file=sys.stderr)
         return 1
     print(json.dumps({"run_dir": str(result.run_dir), "outcome": result.outcome, "error": result.error}))
     return 0

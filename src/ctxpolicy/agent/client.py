@@ -1,17 +1,16 @@
 """A chat-completions client for any OpenAI-compatible endpoint, with bounded retries.
 
 We call the endpoint with httpx rather than litellm because a run must record exactly what
-the server said: the raw ``usage`` (cached prompt tokens sit in
-``usage.prompt_tokens_details.cached_tokens`` on vLLM and OpenAI, and in ``timings.cache_n`` on
-older llama.cpp builds), the server's own context-overflow rejection (which litellm maps to a
-provider-specific exception only for the message texts it knows), and one bounded retry loop
-(litellm and mini-swe-agent each add their own, which multiplies the attempts). The request
-body is the OpenAI chat schema and nothing else, so vLLM, llama.cpp and hosted APIs all take it.
+the server said: the raw ``usage``, type-checked (``ctxpolicy.chat_completion``), the server's own
+context-overflow rejection (which litellm maps to a provider-specific exception only for the
+message texts it knows), and one bounded retry loop (litellm and mini-swe-agent each add their
+own, which multiplies the attempts). The request body is the OpenAI chat schema and nothing else,
+so vLLM, llama.cpp and hosted APIs all take it. Every HTTP attempt ends by a hard wall-clock
+deadline (``ctxpolicy.deadline_http``): the sooner of ``request_timeout_s`` and the run's deadline.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,9 @@ from typing import Any
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from ctxpolicy import deadline_http
+from ctxpolicy.chat_completion import MalformedCompletion, parse_completion, parse_token_report
 
 # Texts by which vLLM, llama.cpp, OpenAI and TGI reject a prompt that does not fit the context.
 _OVERFLOW_PATTERN = re.compile(
@@ -44,6 +46,10 @@ class ContextOverflowError(EndpointError):
 
 class DeadlineExceeded(EndpointError):
     """The run's wall-time limit passed while waiting for the endpoint."""
+
+
+class MalformedResponseError(EndpointError):
+    """The server answered 200 with something that is not a usable chat completion (not retried)."""
 
 
 @dataclass(frozen=True)
@@ -78,35 +84,29 @@ class RetryPolicy:
 
 def cached_tokens_of(payload: dict) -> int | None:
     """Server-reported cached prompt tokens, or None where the server does not report them."""
-    usage = payload.get("usage") or {}
-    details = usage.get("prompt_tokens_details") or {}
-    if details.get("cached_tokens") is not None:
-        return int(details["cached_tokens"])
-    timings = payload.get("timings") or {}
-    if timings.get("cache_n") is not None:
-        return int(timings["cache_n"])
-    return None
+    return parse_token_report(payload).cached_tokens
 
 
 def is_context_overflow(status_code: int, body: str) -> bool:
     return status_code == 413 or (400 <= status_code < 500 and bool(_OVERFLOW_PATTERN.search(body)))
 
 
-def parse_chat_payload(payload: dict, *, start: float, end: float, latency_s: float, attempts: int) -> ChatResponse:
+def parse_chat_payload(payload: Any, *, start: float, end: float, latency_s: float, attempts: int) -> ChatResponse:
+    """The response of a validated answer; raises MalformedResponseError naming the bad field."""
     try:
-        choice = payload["choices"][0]
-        message = choice["message"]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise EndpointError(f"malformed chat completion (no choices[0].message): {json.dumps(payload)[:300]}") from exc
-    usage = payload.get("usage") or {}
+        completion = parse_completion(payload)
+    except MalformedCompletion as exc:
+        raise MalformedResponseError(str(exc)) from None
+    choice = completion.choices[0]
+    usage = completion.usage
     return ChatResponse(
-        content=message.get("content"),
-        tool_calls=list(message.get("tool_calls") or []),
-        finish_reason=choice.get("finish_reason"),
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
-        cached_tokens=cached_tokens_of(payload),
-        model=payload.get("model"),
+        content=choice.message.content,
+        tool_calls=list(choice.message.tool_calls or []),
+        finish_reason=choice.finish_reason,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        cached_tokens=completion.cached_tokens,
+        model=completion.model,
         start=start,
         end=end,
         latency_s=latency_s,
@@ -116,7 +116,11 @@ def parse_chat_payload(payload: dict, *, start: float, end: float, latency_s: fl
 
 
 class ChatClient:
-    """POSTs chat completions to ``{base_url}/chat/completions``; thread-safe, one per run."""
+    """POSTs chat completions to ``{base_url}/chat/completions``; thread-safe, one per run.
+
+    ``request_timeout_s`` bounds one HTTP attempt from its start to the answer's last byte (a
+    deadline, not httpx's per-read timeout); the ``deadline`` given to ``complete`` bounds them all.
+    """
 
     def __init__(
         self,
@@ -131,11 +135,10 @@ class ChatClient:
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.retry = retry
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(headers=headers)
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def close(self) -> None:
-        self._http.close()
+        """Nothing to release: each request opens and closes its own connection."""
 
     def __enter__(self) -> ChatClient:
         return self
@@ -144,9 +147,11 @@ class ChatClient:
         self.close()
 
     def complete(self, body: dict, *, deadline: float | None = None) -> ChatResponse:
-        """One logical call: retried on transient failures, bounded by attempts and ``deadline``.
+        """One logical call: retried on transient failures, bounded by attempts and ``deadline``
+        (seconds since the epoch, like ``time.time()``).
 
-        Raises ContextOverflowError, DeadlineExceeded or EndpointError (with the last reason).
+        Raises ContextOverflowError, DeadlineExceeded, MalformedResponseError or EndpointError
+        (with the last reason); ``attempts`` is set on the error.
         """
         start = time.time()
         t0 = time.perf_counter()
@@ -167,6 +172,8 @@ class ChatClient:
                 with attempt:
                     attempts += 1
                     payload = self._post_once(body, deadline)
+                    response = parse_chat_payload(payload, start=start, end=time.time(),
+                                                  latency_s=time.perf_counter() - t0, attempts=attempts)
         except TransientEndpointError as exc:
             if _past(deadline):
                 final: EndpointError = DeadlineExceeded(f"wall-time limit reached waiting for the endpoint: {exc}")
@@ -177,19 +184,22 @@ class ChatClient:
         except EndpointError as exc:
             exc.attempts = attempts
             raise
-        end = time.time()
-        return parse_chat_payload(payload, start=start, end=end, latency_s=time.perf_counter() - t0, attempts=attempts)
+        return response
 
-    def _post_once(self, body: dict, deadline: float | None) -> dict:
-        read_timeout = self.request_timeout_s
+    def _post_once(self, body: dict, deadline: float | None) -> Any:
+        timeout_s = self.request_timeout_s
         if deadline is not None:
-            read_timeout = max(0.1, min(read_timeout, deadline - time.time()))
-        timeout = httpx.Timeout(read_timeout, connect=min(self.connect_timeout_s, read_timeout))
+            timeout_s = min(timeout_s, deadline - time.time())
+            if timeout_s <= 0:
+                raise DeadlineExceeded("wall-time limit reached before the request was sent")
         url = f"{self.base_url}/chat/completions"
         try:
-            response = self._http.post(url, json=body, timeout=timeout)
+            response = deadline_http.request("POST", url, json=body, headers=self._headers, timeout_s=timeout_s,
+                                             connect_timeout_s=self.connect_timeout_s)
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:  # no retry mends the URL
+            raise EndpointError(f"not a usable endpoint URL: {url}: {exc}") from exc
         except httpx.TimeoutException as exc:
-            raise TransientEndpointError(f"timeout after {read_timeout:.1f}s: {type(exc).__name__} at {url}") from exc
+            raise TransientEndpointError(f"timeout after {timeout_s:.1f}s: {type(exc).__name__} at {url}") from exc
         except httpx.TransportError as exc:
             raise TransientEndpointError(f"connection failed: {type(exc).__name__}: {exc} at {url}") from exc
         if response.status_code >= 500 or response.status_code == 429:
@@ -200,7 +210,7 @@ class ChatClient:
             raise EndpointError(f"HTTP {response.status_code} from {url}: {response.text[:300]}")
         try:
             return response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested beyond Python's stack
             raise TransientEndpointError(f"non-JSON answer from {url}: {response.text[:200]!r}") from exc
 
 

@@ -124,9 +124,22 @@ def execute_run(
     end = time.time()
     if cancel is not None and cancel.is_set():
         raise RunCancelled(f"{run_dir}: interrupted; no run.json written")
-    record = run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
+    record = _complete_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
     atomic_write_json(run_dir / RUN_JSON, record)
     return RunResult(run_dir, state.outcome, state.error)
+
+
+def _complete_record(identity, settings, endpoint, summarizer_endpoint, state, start, end) -> dict:
+    """The run record; if what the run left cannot be summed up, an ``error`` record without it."""
+    try:
+        return run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
+    except Exception as exc:  # a run never ends without its record
+        state.outcome = "error"
+        state.error = f"cannot build the run record: {type(exc).__name__}: {exc}"
+        state.traceback = traceback.format_exc()
+        state.agent = state.recorder = None
+        log.warning("run %s: %s", identity.task_id, state.error)
+        return run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
 
 
 class RunCancelled(RuntimeError):

@@ -45,7 +45,7 @@ class RunSettings:
     format_error_limit: int = 3
     cache_block_tokens: int = DEFAULT_CACHE_BLOCK_TOKENS
     mode: str = "text"
-    request_timeout_s: float = 600.0
+    request_timeout_s: float = 600.0  # one HTTP attempt, start to last byte (a hard deadline)
     connect_timeout_s: float = 10.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
@@ -91,7 +91,9 @@ def build_settings(
     agent_dir: Path = AGENT_DIR,
     overrides: dict[str, Any] | None = None,
 ) -> RunSettings:
-    """Settings for one run; a task's own timeout (Terminal-Bench) replaces the wall-time limit."""
+    """Settings for one run; a task's own timeout (Terminal-Bench) replaces the wall-time limit.
+
+    The per-request limit comes from agent.yaml, unless the benchmark's ``limits`` set it."""
     agent = load_agent_file(agent_dir)
     limits = config["benchmarks"][benchmark].get("limits", {})
     model_cfg = config["models"][model]
@@ -105,11 +107,19 @@ def build_settings(
         "connect_timeout_s": agent.get("connect_timeout_s", 10.0),
         "retry": RetryPolicy(**retry),
         **{key: limits[key] for key in ("step_limit", "wall_time_limit_s", "command_timeout_s",
-                                         "format_error_limit") if key in limits},
+                                         "format_error_limit", "request_timeout_s") if key in limits},
     }
     if task_timeout_s:
         values["wall_time_limit_s"] = task_timeout_s
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if values["mode"] not in MODES:
         raise SettingsError(f"mode: {values['mode']!r} is not one of {', '.join(MODES)}")
+    for key in ("request_timeout_s", "connect_timeout_s"):
+        if not _positive_number(values[key]):
+            raise SettingsError(f"{key}: {values[key]!r} must be a number of seconds above 0 "
+                                f"({Path(agent_dir) / 'agent.yaml'} or the benchmark's limits)")
     return RunSettings(**values)
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0

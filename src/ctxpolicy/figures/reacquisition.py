@@ -1,13 +1,10 @@
 """Beyond the study: reacquisition. Retrieval commands (reading state back) and execution
-commands per run, relative to FC, per policy of the full comparison (top row); and, from the
-compression audit (``events.parquet``, ``ctxpolicy audit``), reacquisition commands per
+commands per run, relative to FC, per policy of the full comparison, with 95 % task-bootstrap
+intervals (``compare_to_fc``'s ``retrieval_ratio`` and ``execution_ratio``; top row); and, from
+the compression audit (``events.parquet``, ``ctxpolicy audit``), reacquisition commands per
 compression step: reads of a path or command whose output the step removed, the part of them
 that reads back an anchor the step lost, anchors lost per step and the median number of steps
 until the first read-back (bottom row; docs/analysis.md).
-
-Ratios and intervals come from ``compare_to_fc`` when it reports ``retrieval_ratio`` and
-``execution_ratio``; otherwise the point ratios come from
-``ctxpolicy.metrics.compare.resource_ratio`` and the figure says the intervals are missing.
 """
 
 from __future__ import annotations
@@ -23,53 +20,35 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
-KINDS = (("retrieval_ratio", "retrieval_cmds", "retrieval", ""),
-         ("execution_ratio", "execution_cmds", "execution", "//"))
+KINDS = (("retrieval_ratio", "retrieval", ""), ("execution_ratio", "execution", "//"))
+PER_STEP = "per_step"  # the part of ``Prepared.extra`` (and of data.csv) with the audit's rates
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+def compute(runs, config: Mapping[str, Any], *, n_boot: int, seed: int,
             events: pd.DataFrame | None = None) -> Prepared:
-    data = _ratios(runs, config, n_boot=n_boot, seed=seed)
+    data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed)
     if events is not None:
         from ctxpolicy.figures.retention import policy_rates
 
         per_step = policy_rates(events, config, n_boot=n_boot, seed=seed, what="reacquisition per step")
-        data.meta["per_step"] = per_step
-        data.notes += [f"Per step: {n}" for n in per_step.notes]
-    return data
-
-
-def _ratios(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
-    from ctxpolicy.metrics.compare import resource_ratio
-
-    data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed)
-    if data.empty or all(ratio in data.table for ratio, *_ in KINDS):
-        return data
-    table = data.table.copy()
-    for ratio, column, *_ in KINDS:
-        values = []
-        for _, row in table.iterrows():
-            own = comparisons.runs_of(runs, config, row["benchmark"], row["model"])
-            cell = own[own["cell"].astype(str) == str(row["cell"])]
-            fc = own[own["policy"].astype(str) == style.FC]
-            values.append(resource_ratio(cell, fc, column)[0])
-        table[ratio] = values
-    data.table = table
-    data.notes.append("intervals not shown: ctxpolicy.metrics.compare_to_fc reports no "
-                      "retrieval/execution ratios yet.")
+        data.extra[PER_STEP] = per_step.table
+        data.meta[PER_STEP] = per_step.meta.get("combos") or []
+        data.notes += [f"Per compression step: {n}" for n in per_step.notes]
     return data
 
 
 def plot(data: Prepared):
     title = "Reacquisition: retrieval and execution commands relative to FC"
-    per_step = data.meta.get("per_step")
-    step_combos = ax_.combos_with_data(per_step, per_step.meta.get("combos") or []) if per_step else []
+    per_step = data.extra.get(PER_STEP)
+    step_combos = ([c for c in data.meta.get(PER_STEP) or []
+                    if c in set(zip(per_step["benchmark"].astype(str), per_step["model"].astype(str)))]
+                   if per_step is not None and not per_step.empty else [])
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos and not step_combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"]) if combos else []
     if step_combos:
-        specs += [p for p in style.order_policies(per_step.table["policy"].astype(str).unique()) if p not in specs]
+        specs += [p for p in style.order_policies(per_step["policy"].astype(str).unique()) if p not in specs]
     columns = max(len(combos), len(step_combos))
     rows = 2 if combos and step_combos else 1
     fig, grid = ax_.grid(rows, columns, row_height=0.3 * len(specs) + 0.9,
@@ -79,23 +58,43 @@ def plot(data: Prepared):
         _plot_ratios(grid[0, :], data, combos, specs, y)
     if step_combos:
         _plot_per_step(grid[rows - 1, :], per_step, step_combos, specs, y)
-    for ax in grid.flat:
-        if not ax.has_data():
+    for row_axes, used in zip(grid, [len(combos), len(step_combos)] if rows == 2 else [columns]):
+        for ax in row_axes[used:]:
             ax.set_visible(False)
+            fig.delaxes(ax)
     handles = [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{l} commands")
-               for _, _, l, h in KINDS] if combos else []
+               for _, l, h in KINDS] if combos else []
     if step_combos:
         handles += [Patch(facecolor="#BBBBBB", label="reacquisitions per compression step"),
                     Patch(facecolor="#222222", label="... of an anchor the step lost")]
     ax_.legend_top(fig, handles, ncol=2 if len(handles) > 3 else None)
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    gaps = [n for n in data.notes if "resource ratios" in n]
+    return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
 
 
-def _plot_per_step(axes, per_step: Prepared, combos, specs, y) -> None:
+def _plot_ratios(axes, data: Prepared, combos, specs, y) -> None:
     for ax, (benchmark, model) in zip(axes, combos):
-        part = per_step.table[(per_step.table["benchmark"] == benchmark) & (per_step.table["model"] == model)]
+        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        for k, (ratio, label, hatch) in enumerate(KINDS):
+            if f"{ratio}_est" not in rows:
+                continue
+            err = ax_.interval(rows, ratio)
+            ax.barh(y + (0.2 if k == 0 else -0.2), ax_.value(rows, ratio) - 1.0, left=1.0,
+                    height=0.38, xerr=err, hatch=hatch, edgecolor="white", linewidth=0.3,
+                    color=[style.policy_color(p) for p in specs],
+                    error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
+        ax.axvline(1.0, color="#666666", linewidth=0.6)
+        ax.set_yticks(y, [style.policy_label(p) for p in specs])
+        ax.set_xlabel("commands per run / FC")
+        ax.grid(axis="y", visible=False)
+        ax.set_title(ax_.combo_title(benchmark, model), loc="left")
+        notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
+
+
+def _plot_per_step(axes, per_step: pd.DataFrame, combos, specs, y) -> None:
+    for ax, (benchmark, model) in zip(axes, combos):
+        part = per_step[(per_step["benchmark"] == benchmark) & (per_step["model"] == model)]
         rows = part.set_index(part["policy"].astype(str)).reindex(specs)
         colors = [style.policy_color(p) for p in specs]
         total = rows["reacq_per_event"].astype(float)
@@ -108,27 +107,10 @@ def _plot_per_step(axes, per_step: Prepared, combos, specs, y) -> None:
             if pd.isna(n):
                 continue
             first = "—" if pd.isna(steps) else f"{steps:g}"
-            ax.annotate(f"lost {lost:.1f}/step · first after {first}", (1.0, yy), xycoords=("axes fraction", "data"),
-                        ha="right", va="bottom", xytext=(0, 5), textcoords="offset points", fontsize=5.5,
-                        color="#444444")
+            ax.annotate(f"{n:g} steps · lost {lost:.1f}/step · first read-back after {first}", (1.0, yy),
+                        xycoords=("axes fraction", "data"), ha="right", va="bottom", xytext=(0, 5),
+                        textcoords="offset points", fontsize=5.5, color="#444444")
         ax.set_yticks(y, [style.policy_label(p) for p in specs])
         ax.set_xlabel("reacquisition commands per compression step")
-        ax.grid(axis="y", visible=False)
-        ax.set_title(ax_.combo_title(benchmark, model), loc="left")
-
-
-def _plot_ratios(axes, data: Prepared, combos, specs, y) -> None:
-    for ax, (benchmark, model) in zip(axes, combos):
-        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
-        for k, (ratio, _, label, hatch) in enumerate(KINDS):
-            err = ax_.interval(rows, ratio)
-            ax.barh(y + (0.2 if k == 0 else -0.2), rows[ratio].astype(float) - 1.0, left=1.0,
-                    height=0.38, xerr=err, hatch=hatch, edgecolor="white", linewidth=0.3,
-                    color=[style.policy_color(p) for p in specs],
-                    error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
-        ax.axvline(1.0, color="#666666", linewidth=0.6)
-        ax.set_yticks(y, [style.policy_label(p) for p in specs])
-        ax.set_xlabel("commands per run / FC")
         ax.grid(axis="y", visible=False)
         ax.set_title(ax_.combo_title(benchmark, model), loc="left")

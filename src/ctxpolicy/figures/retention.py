@@ -53,9 +53,12 @@ def compute(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, see
     if not data.empty and not (data.table["n_events"] > 0).any():
         data.notes.append("no compression steps.")
     if not data.empty and data.table["constraint_retention"].isna().all():
-        data.notes.append("no step had a constraint at risk (rules stated in the task are protected "
-                          "by every policy), so the constraint panel is empty.")
+        data.notes.append(NO_CONSTRAINTS)
     return data
+
+
+NO_CONSTRAINTS = ("no step had a constraint at risk (rules stated in the task are protected by every "
+                  "policy), so there is no constraint retention to draw.")
 
 
 def _bars(ax, rows: pd.DataFrame, y: np.ndarray, specs: list[str], column: str, hatched: str | None) -> None:
@@ -80,25 +83,28 @@ def plot(data: Prepared):
     title = "Retention per compression step: anchors and constraints"
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"].astype(str).unique())
-    fig, grid = ax_.grid(len(combos), 2, row_height=0.28 * len(specs) + 0.9, sharey=True)
+    fig, grid = ax_.grid(len(combos), 2, row_height=0.28 * len(specs) + 0.9)  # not sharey: a note clears ticks
     y = np.arange(len(specs))[::-1]
     for row, (benchmark, model) in enumerate(combos):
         part = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         rows = part.set_index(part["policy"].astype(str)).reindex(specs)
         rows["n_events"] = rows["n_events"].fillna(0)
-        _bars(grid[row, 0], rows, y, specs, "anchor_retention", "anchor_verbatim")
-        _bars(grid[row, 1], rows, y, specs, "constraint_retention", None)
-        for col, label in enumerate(("anchors at risk that survive", "constraints at risk that survive")):
-            ax = grid[row, col]
+        panels = (("anchor_retention", "anchor_verbatim", "anchors at risk that survive"),
+                  ("constraint_retention", None, "constraints at risk that survive"))
+        for col, (ax, (column, hatched, label)) in enumerate(zip(grid[row], panels)):
+            ax.set_title(f"{ax_.combo_title(benchmark, model)}", loc="left")
+            if rows[column].isna().all():
+                notes.note_on_axes(ax, NO_CONSTRAINTS if column == "constraint_retention" else
+                                   f"no anchor at risk in any step of {model} on {benchmark}.", width=30)
+                continue
+            _bars(ax, rows, y, specs, column, hatched)
             ax.set_xlim(0, 1.02)
-            ax.set_yticks(y, [style.policy_label(p) for p in specs])
+            ax.set_ylim(-0.6, len(specs) - 0.4)
+            ax.set_yticks(y, [style.policy_label(p) for p in specs] if col == 0 else [""] * len(specs))
             ax.grid(axis="y", visible=False)
             ax.set_xlabel(label)
-            ax.set_title(f"{ax_.combo_title(benchmark, model)}", loc="left")
     ax_.legend_top(fig, [Patch(facecolor="#808080", label="kept verbatim"),
                          Patch(facecolor="#808080", alpha=0.45, hatch="//", label="only in a summary")])
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)

@@ -5,6 +5,11 @@ Reads ``{"messages": [...]}`` (stdin by default) and writes ``{"messages": [...]
 application of the policy. A threshold policy under its threshold returns the history unchanged
 with no event.
 
+Each message needs a ``role`` (system, developer, user, assistant or tool); ``content`` is a string,
+null or a list of content parts (objects); ``tool_calls``, where present, a list of objects. Text is
+UTF-8 without unpaired surrogates. Anything else is refused with one line naming the message and
+field (exit code 2).
+
 examples:
   ctxpolicy compress --policy TR/Th/0.5 --threshold 8000 -i history.json
   ctxpolicy compress --policy OTRC/St < history.json
@@ -22,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 SETTINGS = ("tight", "primary", "loose")
+ROLES = ("system", "developer", "user", "assistant", "tool")  # the OpenAI chat roles
 
 
 class InputError(Exception):
@@ -47,22 +53,86 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _read_history(path: Path | None) -> list:
     source = str(path) if path else "stdin"
     try:
-        text = path.read_text(encoding="utf-8") if path else sys.stdin.read()
+        if path:
+            raw = path.read_bytes()
+        else:  # the bytes, so that invalid UTF-8 is reported, not raised (a text stream in tests)
+            stream = getattr(sys.stdin, "buffer", None)
+            raw = stream.read() if stream is not None else sys.stdin.read().encode("utf-8", "surrogatepass")
     except OSError as exc:
         raise InputError(f"{source}: cannot read: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source}: not JSON: {exc.msg} at line {exc.lineno}") from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise InputError(f"{source}: field 'messages': expected a list of chat messages")
+    for index, message in enumerate(data["messages"]):
+        problem = message_problem(message)
+        if problem:
+            raise InputError(f"{source}: messages[{index}]{problem}")
     return data["messages"]
+
+
+def message_problem(message: object) -> str | None:
+    """What is wrong with one chat message (``.field: reason``), or None."""
+    if not isinstance(message, dict):
+        return f": expected an object, got {_shown(message)}"
+    if "role" not in message:
+        return ": missing field 'role'"
+    role = message.get("role")
+    if role not in ROLES:
+        return f".role: {_shown(role)} is not one of {', '.join(ROLES)}"
+    content = message.get("content")
+    if not (content is None or isinstance(content, str)
+            or (isinstance(content, list) and all(isinstance(part, dict) for part in content))):
+        return f".content: {_shown(content)}: expected a string, null or a list of content parts"
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None and not (isinstance(tool_calls, list) and all(isinstance(c, dict) for c in tool_calls)):
+        return f".tool_calls: {_shown(tool_calls)}: expected a list of tool calls (objects)"
+    return _surrogate_problem(message, "")
+
+
+def _surrogate_problem(value: object, where: str) -> str | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where}: unpaired surrogate {value[exc.start]!a} at character {exc.start}"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and (problem := _surrogate_problem(key, f"{where} (a key)")):
+            return problem
+        label = f".{key}" if isinstance(key, str) else f"[{key}]"
+        if problem := _surrogate_problem(item, where + label):
+            return problem
+    return None
+
+
+def _shown(value: object) -> str:
+    text = ascii(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    for option, value, least in (("--context-window", args.context_window, 1), ("--calls", args.calls, 0),
+                                 ("--summarizer-max-tokens", args.summarizer_max_tokens, 1)):
+        if value is not None and value < least:
+            raise InputError(f"{option} {value}: must be {least} or more")
+    url = args.summarizer_url
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise InputError(f"--summarizer-url {url!r}: expected an http(s) URL such as http://127.0.0.1:8080/v1")
 
 
 def _resolve_threshold(args: argparse.Namespace, preset) -> int | None:
     raw = args.threshold
     if raw is None:
-        if preset is not None and args.context_window:
+        if preset is not None and args.context_window is not None:
             return preset.threshold(args.context_window)
         return None
     if raw in SETTINGS:
@@ -105,6 +175,7 @@ def _run(args: argparse.Namespace) -> dict:
         parse_spec,
     )
 
+    _check_counts(args)
     preset = PRESETS.get(args.policy)
     try:
         spec = preset.policy if preset else parse_spec(args.policy)
@@ -133,7 +204,13 @@ def main(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"ctxpolicy compress: error: {exc}", file=sys.stderr)
         return 2
-    _write(payload, args.output)
+    try:
+        _write(payload, args.output)
+    except (OSError, UnicodeEncodeError) as exc:
+        where = f"-o {args.output}" if args.output else "stdout"
+        print(f"ctxpolicy compress: error: {where}: cannot write: {getattr(exc, 'strerror', None) or exc}",
+              file=sys.stderr)
+        return 2
     failed = [call["error"] for call in payload["summary_calls"] if call["error"]]
     for error in failed:
         print(f"ctxpolicy compress: summary call failed (fell back to TR): {error}", file=sys.stderr)

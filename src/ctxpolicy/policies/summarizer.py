@@ -53,23 +53,25 @@ class EndpointSummarizer:
     def summarize(self, request_messages: list[dict]) -> SummaryCall:
         import httpx
 
+        from ctxpolicy.chat_completion import MalformedCompletion, parse_completion
+        from ctxpolicy.deadline_http import request
+
         body = {"model": self.model, "messages": request_messages,
                 "temperature": self.temperature, "max_tokens": self.max_tokens}
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         start = time.time()
-        try:
-            response = httpx.post(f"{self.base_url}/chat/completions", json=body, headers=headers,
-                                  timeout=self.timeout_s)
+        try:  # timeout_s is a hard deadline for the whole request, however the server paces its bytes
+            response = request("POST", f"{self.base_url}/chat/completions", json=body, headers=headers,
+                               timeout_s=self.timeout_s)
             response.raise_for_status()
-            payload = response.json()
-            text = payload["choices"][0]["message"].get("content") or ""
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            completion = parse_completion(response.json())
+        except (httpx.HTTPError, MalformedCompletion, ValueError) as exc:
             return SummaryCall(request_messages, "", None, None, None, start, time.time(), self.model,
                                error=f"{type(exc).__name__}: {exc}")
-        usage = payload.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        return SummaryCall(request_messages, text, usage.get("prompt_tokens"), usage.get("completion_tokens"),
-                           details.get("cached_tokens"), start, time.time(), payload.get("model") or self.model)
+        usage = completion.usage
+        return SummaryCall(request_messages, completion.choices[0].message.content or "",
+                           usage.prompt_tokens if usage else None, usage.completion_tokens if usage else None,
+                           completion.cached_tokens, start, time.time(), completion.model or self.model)
 
 
 _TRANSCRIPT_LINE_RE = re.compile(r"^(?!###)\S.*$", re.MULTILINE)

@@ -1,4 +1,7 @@
-"""Health checks for OpenAI-compatible servers: ``GET {base}/models`` answers 200 with a model list."""
+"""Health checks for OpenAI-compatible servers: ``GET {base}/models`` answers 200 with a model list.
+
+Each check ends by its deadline however slowly the server sends (``ctxpolicy.deadline_http``).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,10 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import httpx
+
+from ctxpolicy.deadline_http import request
 
 
 @dataclass(frozen=True)
@@ -30,12 +34,6 @@ def server_root(url: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-def _client_options(url: str) -> dict:
-    # proxies from the environment must not capture loopback traffic
-    host = urlsplit(url).hostname or ""
-    return {"trust_env": host not in ("127.0.0.1", "localhost", "::1")}
-
-
 def auth_headers(api_key_env: str | None) -> dict[str, str]:
     key = os.environ.get(api_key_env) if api_key_env else None
     return {"Authorization": f"Bearer {key}"} if key else {}
@@ -44,8 +42,8 @@ def auth_headers(api_key_env: str | None) -> dict[str, str]:
 def check(url: str, *, timeout_s: float = 5.0, headers: Mapping[str, str] | None = None) -> Health:
     models_url = base_url(url) + "/models"
     try:
-        response = httpx.get(models_url, timeout=timeout_s, headers=dict(headers or {}), **_client_options(url))
-    except httpx.HTTPError as exc:
+        response = request("GET", models_url, timeout_s=timeout_s, headers=dict(headers or {}))
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         return Health(False, f"{models_url}: {type(exc).__name__}: {exc}")
     if response.status_code != 200:
         return Health(False, f"{models_url}: HTTP {response.status_code} {response.text[:200]!r}")
@@ -78,9 +76,9 @@ def server_version(url: str, headers: Mapping[str, str] | None = None) -> str | 
     root = server_root(url)
     for path, read in (("/version", lambda d: d.get("version")), ("/props", lambda d: d.get("build_info"))):
         try:
-            response = httpx.get(root + path, timeout=5.0, headers=dict(headers or {}), **_client_options(url))
+            response = request("GET", root + path, timeout_s=5.0, headers=dict(headers or {}))
             if response.status_code == 200 and (version := read(response.json())):
                 return str(version)
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, AttributeError):
             continue
     return None

@@ -1,0 +1,90 @@
+"""The OpenAI chat-completion answer as we accept it: one definition, checked before any value is used.
+
+A server that answers ``prompt_tokens: "lots"``, ``cached_tokens: "abc"`` or ``choices: []`` gives a
+:class:`MalformedCompletion` naming the field and the value, instead of a number that breaks the
+run's totals later. Unknown fields are kept (servers add their own). Cached prompt tokens sit in
+``usage.prompt_tokens_details.cached_tokens`` on vLLM and OpenAI, and in ``timings.cache_n`` on older
+llama.cpp builds. A leaf (pydantic only): every room may import it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+TokenCount = Annotated[int, Field(ge=0)]
+
+
+class MalformedCompletion(ValueError):
+    """The answer is not a chat completion we can use; the message names the field and value."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class Message(_Strict):
+    content: str | None = None
+    tool_calls: list[dict] | None = None
+
+
+class Choice(_Strict):
+    message: Message
+    finish_reason: str | None = None
+
+
+class PromptTokensDetails(_Strict):
+    cached_tokens: TokenCount | None = None
+
+
+class Usage(_Strict):
+    prompt_tokens: TokenCount | None = None
+    completion_tokens: TokenCount | None = None
+    prompt_tokens_details: PromptTokensDetails | None = None
+
+
+class Timings(_Strict):
+    cache_n: TokenCount | None = None
+
+
+class TokenReport(_Strict):
+    """What an answer says about tokens: ``usage`` (OpenAI, vLLM, llama.cpp) and ``timings`` (llama.cpp)."""
+
+    usage: Usage | None = None
+    timings: Timings | None = None
+
+    @property
+    def cached_tokens(self) -> int | None:
+        """Server-reported cached prompt tokens, or None where the server does not report them."""
+        details = self.usage.prompt_tokens_details if self.usage else None
+        if details is not None and details.cached_tokens is not None:
+            return details.cached_tokens
+        return self.timings.cache_n if self.timings else None
+
+
+class ChatCompletion(TokenReport):
+    choices: list[Choice] = Field(min_length=1)
+    model: str | None = None
+
+
+def parse_completion(payload: Any) -> ChatCompletion:
+    """The validated answer; raises MalformedCompletion naming the first bad field and its value."""
+    return _validate(ChatCompletion, payload)
+
+
+def parse_token_report(payload: Any) -> TokenReport:
+    """Only the token counts of an answer, validated like ``parse_completion``."""
+    return _validate(TokenReport, payload)
+
+
+def _validate(model: type[BaseModel], payload: Any) -> Any:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(answer)"
+        value = repr(first.get("input"))
+        if len(value) > 80:
+            value = value[:77] + "..."
+        raise MalformedCompletion(f"malformed chat completion: {where}: {value}: {first['msg']}") from None
