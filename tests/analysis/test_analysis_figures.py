@@ -9,7 +9,7 @@ from transcripts import summarised_run
 
 from ctxpolicy.analysis.audit import audit_run
 from ctxpolicy.analysis.table import frame, read_events, write_events
-from ctxpolicy.figures import reacquisition, retention
+from ctxpolicy.figures import notes, reacquisition, retention
 
 matplotlib.use("Agg")
 CONFIG = {"benchmarks": {"local": {}}, "models": {"tiny": {}}, "grid": {}}
@@ -32,7 +32,9 @@ def test_retention_rates_and_notes(events):
     assert data.meta["combos"] == [("local", "tiny")]
     assert any("other threshold settings" in n for n in data.notes)
     fig = retention.plot(data)
-    assert len([ax for ax in fig.axes if ax.get_visible()]) == 2
+    anchors, constraints = fig.axes
+    assert anchors.get_xlabel() == "anchors at risk that survive" and len(anchors.patches) >= 2
+    assert constraints.get_xlabel() == "constraints at risk that survive"
 
 
 def test_missing_events_table_is_a_note(tmp_path):
@@ -40,13 +42,14 @@ def test_missing_events_table_is_a_note(tmp_path):
     assert empty.empty and "anchors_lost" in empty.columns
     data = retention.compute(empty, CONFIG, n_boot=50, seed=0)
     assert data.empty and "ctxpolicy audit" in data.note_text()
-    assert retention.plot(data).axes[0].texts  # the note figure says why
+    assert "ctxpolicy audit" in " ".join(notes.recorded(retention.plot(data)))  # the figure says why
 
 
 def test_reacquisition_figure_gains_a_per_step_row(events):
     runs = pd.DataFrame(columns=["benchmark", "model", "policy", "cell", "track"])
     data = reacquisition.compute(runs, CONFIG, n_boot=50, seed=0, events=events)
-    per_step, = data.meta["per_step"].table.to_dict("records")
+    per_step, = data.extra[reacquisition.PER_STEP].to_dict("records")
     assert per_step["reacq_per_event"] == 2.0 and per_step["reacq_of_lost_share"] == 0.5
+    assert "per_step" in set(data.numbers()["part"])  # the rates go to reacquisition.data.csv
     fig = reacquisition.plot(data)
-    assert [ax.get_xlabel() for ax in fig.axes if ax.get_visible()] == ["reacquisition commands per compression step"]
+    assert [ax.get_xlabel() for ax in fig.axes] == ["reacquisition commands per compression step"]
