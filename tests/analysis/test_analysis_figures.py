@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib
 import pandas as pd
 import pytest
+from figure_helpers import silent_empty_panels
 from transcripts import summarised_run
 
 from ctxpolicy.analysis.audit import audit_run
@@ -35,6 +36,7 @@ def test_retention_rates_and_notes(events):
     anchors, constraints = fig.axes
     assert anchors.get_xlabel() == "anchors at risk that survive" and len(anchors.patches) >= 2
     assert constraints.get_xlabel() == "constraints at risk that survive"
+    assert silent_empty_panels(fig) == []
 
 
 def test_missing_events_table_is_a_note(tmp_path):
@@ -53,3 +55,4 @@ def test_reacquisition_figure_gains_a_per_step_row(events):
     assert "per_step" in set(data.numbers()["part"])  # the rates go to reacquisition.data.csv
     fig = reacquisition.plot(data)
     assert [ax.get_xlabel() for ax in fig.axes] == ["reacquisition commands per compression step"]
+    assert silent_empty_panels(fig) == []
