@@ -54,5 +54,5 @@ def test_reacquisition_figure_gains_a_per_step_row(events):
     assert per_step["reacq_per_event"] == 2.0 and per_step["reacq_of_lost_share"] == 0.5
     assert "per_step" in set(data.numbers()["part"])  # the rates go to reacquisition.data.csv
     fig = reacquisition.plot(data)
-    assert [ax.get_xlabel() for ax in fig.axes] == ["reacquisition commands per compression step"]
+    assert [ax.get_xlabel() for ax in fig.axes] == ["reacquisitions per step"]
     assert silent_empty_panels(fig) == []

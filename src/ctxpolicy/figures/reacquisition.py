@@ -3,8 +3,9 @@ commands per run, relative to FC, per policy of the full comparison, with 95 % t
 intervals (``compare_to_fc``'s ``retrieval_ratio`` and ``execution_ratio``; top row); and, from
 the compression audit (``events.parquet``, ``ctxpolicy audit``), reacquisition commands per
 compression step: reads of a path or command whose output the step removed, the part of them
-that reads back an anchor the step lost, anchors lost per step and the median number of steps
-until the first read-back (bottom row; docs/analysis.md).
+that reads back an anchor the step lost (dark), and, as text, the number of steps, anchors lost
+per step and the median number of steps until the first read-back (bottom row;
+docs/analysis.md).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def compute(runs, config: Mapping[str, Any], *, n_boot: int, seed: int,
     if events is not None:
         from ctxpolicy.figures.retention import policy_rates
 
+        compared = set(comparisons.policies_of(config, "full_comparison"))
+        if not events.empty and compared:  # the full comparison's policies, as in the top row
+            events = events[events["policy"].astype(str).isin(compared)]
         per_step = policy_rates(events, config, n_boot=n_boot, seed=seed, what="reacquisition per step")
         data.extra[PER_STEP] = per_step.table
         data.meta[PER_STEP] = per_step.meta.get("combos") or []
@@ -107,10 +111,10 @@ def _plot_per_step(axes, per_step: pd.DataFrame, combos, specs, y) -> None:
             if pd.isna(n):
                 continue
             first = "—" if pd.isna(steps) else f"{steps:g}"
-            ax.annotate(f"{n:g} steps · lost {lost:.1f}/step · first read-back after {first}", (1.0, yy),
+            ax.annotate(f"n={n:g} · lost {lost:.1f}/step · 1st after {first}", (1.0, yy),
                         xycoords=("axes fraction", "data"), ha="right", va="bottom", xytext=(0, 5),
                         textcoords="offset points", fontsize=5.5, color="#444444")
         ax.set_yticks(y, [style.policy_label(p) for p in specs])
-        ax.set_xlabel("reacquisition commands per compression step")
+        ax.set_xlabel("reacquisitions per step")
         ax.grid(axis="y", visible=False)
         ax.set_title(ax_.combo_title(benchmark, model), loc="left")
