@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import matplotlib.text
 
 from ctxpolicy.figures import (agent_calls, cost_models, coverage, notes, outcomes, prompt_profile,
                                ranks, reacquisition, summarizers, sweep, tradeoffs)
 
 BOOT = 40
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = "tests/fixtures/figures"
+
+
+def read_fixture():
+    """The figure fixture as (runs, config, calls), read from the repository root."""
+    from ctxpolicy.figures import inputs
+
+    with contextlib.chdir(ROOT):
+        return (inputs.read_runs(f"{FIXTURE}/tables"), inputs.read_config(f"{FIXTURE}/config.yaml"),
+                inputs.read_calls(f"{FIXTURE}/tables"))
+
 
 # name -> (runs, config, calls) -> Prepared, and Prepared -> figure
 COMPUTE = {
