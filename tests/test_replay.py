@@ -114,7 +114,7 @@ def test_summaries_without_an_endpoint_are_placeholders_of_the_requested_length(
     store = {line["id"]: line["message"] for line in read_jsonl(replay_dir / "messages.jsonl")}
     request = [store[mid] for mid in summaries[0]["message_ids"]]
     words = PlaceholderSummarizer().requested_words(request)
-    assert words >= 30 and f"{words} words" in json.dumps(request) or str(words) in json.dumps(request)
+    assert words >= 30 and str(words) in json.dumps(request)
     event = next(e for c in calls for e in c["events"] if e["primitive"] == "SU")
     assert event["summary_tokens"] >= words
     assert read_json(replay_dir / "run.json")["replay"]["replay_summaries"] == "placeholder"

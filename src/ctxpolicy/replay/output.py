@@ -4,7 +4,8 @@
 calls.jsonl, trajectory.json and run.json (last, atomically). Identity: the source's benchmark,
 model, cohort, task and attempt; the replayed policy; ``track: replay``. run.json's ``replay``
 block names the source run and says what the summaries were (``replay_summaries``:
-``placeholder``, ``real`` or ``none`` when the policy asked for no summary).
+``placeholder``, ``real`` or ``none`` when the policy asked for no summary); placeholder
+summaries also make ``identity.summarizer`` ``placeholder``, so the runs table shows them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.grid import Cell
 from ctxpolicy.replay.engine import ReplayedRun
+from ctxpolicy.replay.placeholder import MODEL as PLACEHOLDER
 
 TRACK = "replay"
 TRAJECTORY_FORMAT = "ctxpolicy-replay-1"
@@ -56,6 +58,9 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
     policy = replayed.policy
     identity_of_source = source["identity"]
     setting = setting if policy.needs_threshold else None
+    summaries = summaries_kind(replayed, real_summaries)
+    if summaries == "placeholder":
+        summarizer = PLACEHOLDER  # the runs table shows it; the cell slug says it
     cell = replay_cell(identity_of_source, str(policy), setting, summarizer)
     run_dir = run_dir_for(out, identity_of_source, cell)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -91,7 +96,7 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
         "traceback": None,
         "replay": {"source_run": source_dir, "source_cell": identity_of_source.get("cell"),
                    "source_track": identity_of_source.get("track"),
-                   "replay_summaries": summaries_kind(replayed, real_summaries)},
+                   "replay_summaries": summaries},
     }
     atomic_write_json(run_dir / RUN_JSON, record)
     return run_dir
