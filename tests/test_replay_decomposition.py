@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -83,3 +84,31 @@ def test_compare_prints_the_decomposition_columns_from_the_same_table(runs, tmp_
     assert cli_compare.main(args) == 0
     csv = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out))
     assert math.isclose(csv.set_index("policy").loc["TR/Th/0.5", "cost_behavioural_est"], 250 / 150)
+
+
+def _fixture_replays(runs: pd.DataFrame) -> pd.DataFrame:
+    """Replays made up from the fixture's FC runs: FC as is, each full-comparison policy at 60 %
+    of FC's cost and tokens and FC's calls (the agent's actions fixed)."""
+    fc = runs[(runs["policy"] == "FC") & (runs["track"] == "full")]
+    policies = runs.loc[(runs["track"] == "full") & (runs["policy"] != "FC"), ["policy", "setting"]].drop_duplicates()
+    frames = [fc.assign(track="replay", cell="replay-FC", billed_exact=fc["billed_est"])]
+    for policy, setting in policies.itertuples(index=False):
+        frames.append(fc.assign(track="replay", policy=policy, setting=setting, cell=f"replay-{policy}-{setting}",
+                                billed_exact=0.6 * fc["billed_est"], total_tokens=0.6 * fc["total_tokens"]))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_the_figure_draws_every_full_comparison_policy_with_replays_and_notes_without(tmp_path):
+    from ctxpolicy.figures import decomposition, inputs, output
+
+    fixture = Path(__file__).parent / "fixtures" / "figures"
+    config = inputs.read_config(fixture / "config.yaml")
+    runs = inputs.read_runs(fixture / "tables")
+    replays = _fixture_replays(runs.astype({"policy": object, "setting": object, "cell": object, "track": object}))
+    data = decomposition.compute(runs, replays, config, n_boot=50, seed=0)
+    assert not data.empty and set(data.table["cost_mechanical_est"].round(6)) == {0.6}
+    ratio = data.table["cost_actual_est"] / data.table["cost_mechanical_est"]
+    assert (ratio - data.table["cost_behavioural_est"]).abs().max() < 1e-9
+    assert output.save_figure(decomposition.plot(data), tmp_path, "with")[1].stat().st_size > 10_000
+    empty = decomposition.compute(runs, replays.iloc[0:0], config, n_boot=50, seed=0)
+    assert empty.empty and "no replay runs" in empty.note_text()
