@@ -148,3 +148,21 @@ def test_replay_runs_are_read_by_aggregate_as_their_own_track(recorded, tmp_path
                                                         / "calls.jsonl")]
     assert fc["cached_exact"] == sum(p // 16 * 16 for p in prompts[:-1])
     assert tr["billed_exact"] == tr["fresh_exact"] + 0.1 * tr["cached_exact"]
+
+
+def test_synthetic_transcripts_are_valid_fc_runs_that_replay_with_events(tmp_path):
+    from ctxpolicy.policies import parse_spec
+    from ctxpolicy.replay import read_source_run, replay_source
+    from ctxpolicy.testing.transcripts import write_fc_run
+
+    run_dir = write_fc_run(tmp_path / "FC" / "t__a1", seed=3, task_id="t", steps=12)
+    assert run_dir_problems(run_dir) == []
+    source = read_source_run(run_dir)
+    assert source.steps == 12 and all(t > 0 for t in source.reply_tokens)
+    again = write_fc_run(tmp_path / "again" / "t__a1", seed=3, task_id="t", steps=12)
+    assert (again / "messages.jsonl").read_bytes() == (run_dir / "messages.jsonl").read_bytes()
+    fc = replay_source(source, parse_spec("FC"))
+    assert [c["message_ids"] for c in fc.calls] == [c["message_ids"] for c in source.agent_calls]
+    final = source.agent_calls[-1]["est_tokens_after"]
+    tr = replay_source(source, parse_spec("TR/Th/0.5"), threshold=final // 2)
+    assert any(c["events"] for c in tr.calls) and max(c["prompt_tokens"] for c in tr.calls) < final

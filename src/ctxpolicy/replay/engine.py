@@ -70,15 +70,19 @@ class _Store:
 
 
 def replay_source(source: SourceRun, policy: PolicySpec, *, threshold: int | None = None,
-                  summarizer: Summarizer | None = None, dump: HistoryDump | None = None) -> ReplayedRun:
-    """The calls ``policy`` would have made on ``source``'s trajectory, in the run-record format."""
+                  summarizer: Summarizer | None = None, dump: HistoryDump | None = None,
+                  step_seconds: list[float] | None = None) -> ReplayedRun:
+    """The calls ``policy`` would have made on ``source``'s trajectory, in the run-record format.
+    ``step_seconds``, when given, gets each step's duration appended (for benchmarks)."""
     start = time.time()
     session = PolicySession(policy, threshold=threshold, summarizer=summarizer, dump=dump)
     store = _Store(source)
     calls: list[dict] = []
     absorbed = 0
     summary_s = 0.0
+    clock = time.perf_counter
     for step, (call, reply) in enumerate(zip(source.agent_calls, source.reply_tokens), 1):
+        began = clock()
         ids = call["message_ids"]
         session.append(source.store[mid] for mid in ids[absorbed:])
         absorbed = len(ids)
@@ -103,5 +107,7 @@ def replay_source(source: SourceRun, policy: PolicySpec, *, threshold: int | Non
                       "est_tokens_before": turn.tokens_before, "est_tokens_after": turn.tokens_after,
                       "message_ids": store.ids(turn.messages), "events": turn.events,
                       "attempts": None, "finish_reason": None, "model": None})
+        if step_seconds is not None:
+            step_seconds.append(clock() - began)
     return ReplayedRun(source, session.policy, threshold, calls, store.lines, start, time.time(), summary_s)
 
