@@ -118,6 +118,11 @@ def test_summaries_without_an_endpoint_are_placeholders_of_the_requested_length(
     event = next(e for c in calls for e in c["events"] if e["primitive"] == "SU")
     assert event["summary_tokens"] >= words
     assert read_json(replay_dir / "run.json")["replay"]["replay_summaries"] == "placeholder"
+    # a run where no summary fired is in the same cell: the cell is the policy's, not the run's
+    assert _replay(tmp, tmp_path / "quiet", "--policy", "SU/Th/0.5", "--threshold", "1000000") == 0
+    quiet = _only_run(tmp_path / "quiet")
+    assert quiet.parent.name == replay_dir.parent.name == "SU_Th_0.5__fixed__sum-placeholder"
+    assert not [c for c in read_jsonl(quiet / "calls.jsonl") if c["kind"] == "summary"]
 
 
 def test_replay_refuses_a_run_that_is_not_full_context_and_a_missing_threshold(recorded, tmp_path, capsys):
@@ -166,3 +171,18 @@ def test_synthetic_transcripts_are_valid_fc_runs_that_replay_with_events(tmp_pat
     final = source.agent_calls[-1]["est_tokens_after"]
     tr = replay_source(source, parse_spec("TR/Th/0.5"), threshold=final // 2)
     assert any(c["events"] for c in tr.calls) and max(c["prompt_tokens"] for c in tr.calls) < final
+
+
+def test_summaries_from_an_endpoint_are_real_calls_recorded_as_such(recorded, tmp_path):
+    tmp, threshold = recorded
+    with FakeLLMServer(model="summarizer-x") as server:
+        assert _replay(tmp, tmp_path, "--policy", "SU/Th/0.5", "--threshold", str(threshold),
+                       "--summarizer-url", server.url, "--summarizer-model", "summarizer-x") == 0
+        asked = len(server.requests)
+    replay_dir = _only_run(tmp_path)
+    summaries = [c for c in read_jsonl(replay_dir / "calls.jsonl") if c["kind"] == "summary"]
+    assert len(summaries) == asked >= 1
+    assert all(c["model"] == "summarizer-x" and c["status"] == "ok" and c["prompt_tokens"] > 0 for c in summaries)
+    record = read_json(replay_dir / "run.json")
+    assert record["replay"]["replay_summaries"] == "real" and record["identity"]["summarizer"] == "summarizer-x"
+    assert replay_dir.parent.name.endswith("__sum-summarizer-x") and run_dir_problems(replay_dir) == []

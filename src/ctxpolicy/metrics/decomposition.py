@@ -140,7 +140,7 @@ def decompose(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model:
 def _summaries(replays: pd.DataFrame) -> str:
     """``placeholder`` (``ctxpolicy replay`` without an endpoint), ``real`` or ``none``."""
     names = set(replays["summarizer"].dropna().astype(str)) if "summarizer" in replays else set()
-    if not names or not (replays["summary_calls"] > 0).any():
+    if not names:
         return "none"
     return PLACEHOLDER if PLACEHOLDER in names else "real"
 

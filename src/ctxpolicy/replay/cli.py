@@ -82,7 +82,7 @@ def _policies(args):
 def main(args) -> int:
     from ctxpolicy.policies import EndpointSummarizer, HistoryDump, PolicyError
     from ctxpolicy.replay.engine import replay_source
-    from ctxpolicy.replay.output import replay_cell, run_dir_for, write_replay
+    from ctxpolicy.replay.output import identity_summarizer, replay_cell, run_dir_for, write_replay
     from ctxpolicy.replay.placeholder import PlaceholderSummarizer
     from ctxpolicy.replay.source import SourceError, find_source_runs, read_source_run
 
@@ -113,7 +113,7 @@ def main(args) -> int:
             dump = None
             if "DUMP" in policy.stages:
                 cell = replay_cell(source.identity, str(policy), setting if policy.needs_threshold else None,
-                                   args.summarizer_model)
+                                   identity_summarizer(policy, args.summarizer_model))
                 dump = HistoryDump(run_dir_for(args.out, source.identity, cell) / "dump")
             try:
                 replayed = replay_source(source, policy, threshold=threshold, summarizer=summarizer, dump=dump)

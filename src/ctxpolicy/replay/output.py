@@ -4,7 +4,7 @@
 calls.jsonl, trajectory.json and run.json (last, atomically). Identity: the source's benchmark,
 model, cohort, task and attempt; the replayed policy; ``track: replay``. run.json's ``replay``
 block names the source run and says what the summaries were (``replay_summaries``:
-``placeholder``, ``real`` or ``none`` when the policy asked for no summary); placeholder
+``placeholder``, ``real`` or ``none`` for a policy without a summary stage); placeholder
 summaries also make ``identity.summarizer`` ``placeholder``, so the runs table shows them.
 """
 
@@ -20,6 +20,7 @@ from ctxpolicy.agent.record import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJEC
 from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.grid import Cell
+from ctxpolicy.policies import PolicySpec
 from ctxpolicy.replay.engine import ReplayedRun
 from ctxpolicy.replay.placeholder import MODEL as PLACEHOLDER
 
@@ -42,10 +43,18 @@ def run_dir_for(out: Path, identity: dict, cell: str) -> Path:
     return Path(out) / identity["benchmark"] / identity["model"] / cell / f"{identity['task_id']}__a{identity['attempt']}"
 
 
-def summaries_kind(replayed: ReplayedRun, real: bool) -> str:
-    if not any(c["kind"] == "summary" for c in replayed.calls):
+def summaries_kind(policy: PolicySpec, real: bool) -> str:
+    """What a replay's summaries are, by the policy (not by whether one fired on this run, so that
+    every run of a policy lands in the same cell)."""
+    if not policy.needs_summarizer:
         return "none"
     return "real" if real else "placeholder"
+
+
+def identity_summarizer(policy: PolicySpec, summarizer: str | None) -> str | None:
+    """``identity.summarizer`` of a replay: the endpoint's model, or ``placeholder`` for stand-ins."""
+    kind = summaries_kind(policy, summarizer is not None)
+    return {"none": None, "placeholder": PLACEHOLDER, "real": summarizer}[kind]
 
 
 def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summarizer: str | None,
@@ -58,9 +67,8 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
     policy = replayed.policy
     identity_of_source = source["identity"]
     setting = setting if policy.needs_threshold else None
-    summaries = summaries_kind(replayed, real_summaries)
-    if summaries == "placeholder":
-        summarizer = PLACEHOLDER  # the runs table shows it; the cell slug says it
+    summaries = summaries_kind(policy, real_summaries)
+    summarizer = identity_summarizer(policy, summarizer if real_summaries else None)
     cell = replay_cell(identity_of_source, str(policy), setting, summarizer)
     run_dir = run_dir_for(out, identity_of_source, cell)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -90,7 +98,7 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
         "versions": {**software_versions(), "model": versions.get("model"),
                      "server": {"kind": TRACK, "version": None, "url": "none"},
                      "summarizer": ({"name": summarizer or next(iter(replayed.summary_models), None)}
-                                    if real_summaries else None)},
+                                    if summaries == "real" else None)},
         "hardware": _host(),
         "trajectory_file": TRAJECTORY_JSON,
         "traceback": None,
