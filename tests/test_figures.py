@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -88,10 +89,40 @@ def test_figure_bytes_are_identical_across_renders_and_carry_no_date():
     plt.close("all")
 
 
-def test_save_figure_writes_pdf_and_png_atomically(tmp_path):
-    paths = output.save_figure(_figure(), tmp_path / "out", "figX")
-    assert [p.name for p in paths] == ["figX.pdf", "figX.png"]
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["figX.pdf", "figX.png"]
+def test_save_figure_writes_picture_numbers_and_notes_atomically(tmp_path):
+    numbers = pd.DataFrame({"policy": ["TR/Th/0.5"], "cost_ratio_est": [0.1 + 0.2]})
+    paths = output.save_figure(_figure(), tmp_path / "out", "figX", numbers)
+    names = ["figX.pdf", "figX.png", "figX.data.csv", "figX.notes.json"]
+    assert [p.name for p in paths] == names
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(names)
+    back = pd.read_csv(tmp_path / "out/figX.data.csv")
+    assert back["cost_ratio_est"].iloc[0] == 0.1 + 0.2  # full precision: the numbers round-trip
+    assert json.loads((tmp_path / "out/figX.notes.json").read_text()) == []
+    plt.close("all")
+
+
+def test_notes_drawn_on_a_figure_are_written_to_notes_json(tmp_path):
+    fig, (a, b) = plt.subplots(1, 2)
+    a.plot([1, 2], [3, 4])
+    notes.finish(fig, ["no FC run for m on b finished within the time limit: resource ratios undefined."])
+    output.save_figure(fig, tmp_path, "figY")
+    said = json.loads((tmp_path / "figY.notes.json").read_text())
+    assert said[0].startswith("no FC run for m on b finished within the time limit")
+    assert notes.has_note(b) and not notes.has_note(a)  # the empty panel got a note, the drawn one not
+    assert "note" in pd.read_csv(tmp_path / "figY.data.csv").columns  # no numbers: the note instead
+    plt.close("all")
+
+
+def test_reference_lines_and_nan_points_are_not_plotted_data():
+    fig, ax = plt.subplots()
+    ax.axhline(1.0)
+    ax.axhspan(1.0, 2.0)
+    ax.plot([0, 1], [0, 1], gid=notes.REFERENCE)
+    ax.errorbar([float("nan")], [float("nan")], yerr=[[0.0], [0.0]], fmt="o")
+    ax.bar([0], [float("nan")])
+    assert not notes.has_plotted_data(ax)
+    ax.bar([1], [2.0])
+    assert notes.has_plotted_data(ax)
     plt.close("all")
 
 
@@ -210,8 +241,8 @@ def test_catalog_outputs_are_unique_and_under_figures():
     assert len(outputs) == len(set(outputs))
     assert all(p.startswith("figures/") for p in outputs)
     for name, spec in catalog.TARGETS.items():
-        suffixes = {Path(p).suffix for p in spec["outputs"]}
-        assert suffixes in ({".pdf", ".png"}, {".csv", ".md", ".tex"}), name
+        suffixes = {"".join(Path(p).suffixes) for p in spec["outputs"]}
+        assert suffixes in ({".pdf", ".png", ".data.csv", ".notes.json"}, {".csv", ".md", ".tex"}), name
 
 
 @pytest.mark.parametrize("name", sorted(catalog.TARGETS))

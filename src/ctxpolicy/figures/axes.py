@@ -12,21 +12,33 @@ from matplotlib.lines import Line2D
 from ctxpolicy.figures import style
 
 
-def interval(table: pd.DataFrame, column: str) -> np.ndarray | None:
-    """2×n asymmetric error bars from ``column``, ``column_lo`` and ``column_hi``; None when the
-    table has no interval for the column (the figure then says so)."""
-    if f"{column}_lo" not in table or f"{column}_hi" not in table:
+def value(table: pd.DataFrame, key: str, scale: float = 1.0) -> pd.Series:
+    """A key's point estimate (``{key}_est``, or ``key`` itself), times ``scale``, as floats."""
+    column = f"{key}_est" if f"{key}_est" in table else key
+    return table[column].astype(float) * scale
+
+
+def interval(table: pd.DataFrame, key: str, scale: float = 1.0) -> np.ndarray | None:
+    """2×n asymmetric error bars from the key's estimate, ``{key}_lo`` and ``{key}_hi`` (NaN where a
+    bound is unknown: no whisker); None when the table has no interval for the key."""
+    if f"{key}_lo" not in table or f"{key}_hi" not in table:
         return None
-    mid = table[column].astype(float).to_numpy()
-    lo, hi = table[f"{column}_lo"].astype(float).to_numpy(), table[f"{column}_hi"].astype(float).to_numpy()
-    return np.nan_to_num(np.vstack([mid - lo, hi - mid]).clip(min=0))
+    mid = value(table, key, scale).to_numpy()
+    lo = table[f"{key}_lo"].astype(float).to_numpy() * scale
+    hi = table[f"{key}_hi"].astype(float).to_numpy() * scale
+    with np.errstate(invalid="ignore"):  # an unknown bound stays NaN: no whisker is drawn for it
+        return np.vstack([mid - lo, hi - mid]).clip(min=0)
 
 
 def policy_point(ax, x: float, y: float, spec: str, *, xerr=None, yerr=None, **kw) -> None:
-    ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=style.policy_marker(spec),
-                color=style.policy_color(spec), ecolor=style.policy_color(spec),
-                elinewidth=0.8, markersize=5, markeredgecolor="white", markeredgewidth=0.4,
-                zorder=3, **kw)
+    """One policy's point; ``markerfacecolor="none"`` draws it hollow (in the policy's colour)."""
+    color = style.policy_color(spec)
+    look = {"elinewidth": 0.8, "markersize": 5, "markeredgecolor": "white", "markeredgewidth": 0.4,
+            "zorder": 3}
+    if kw.get("markerfacecolor") == "none":
+        look.update(markeredgecolor=color, markeredgewidth=0.9)
+    ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=style.policy_marker(spec), color=color,
+                ecolor=color, **{**look, **kw})
 
 
 def policy_handles(specs: Iterable[str], settings: dict[str, str] | None = None) -> list[Line2D]:

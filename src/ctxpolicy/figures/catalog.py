@@ -4,7 +4,8 @@
 
     {"notebook": "notebooks/fig2.ipynb",             # the source notebook
      "executed": "results/notebooks/fig2.ipynb",     # where the DAG keeps the executed copy
-     "outputs": ["figures/fig2.pdf", "figures/fig2.png"],
+     "outputs": ["figures/fig2.pdf", "figures/fig2.png",
+                 "figures/fig2.data.csv", "figures/fig2.notes.json"],
      "inputs": ["results/tables/runs.parquet"],      # data files (the config file is not listed)
      "params": {"slot": 0},                          # extra papermill parameters
      "scope": "full"}                                # which tracks' runs it reads (ctxpolicy.grid.SCOPES)
@@ -34,7 +35,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-FIGURE_SUFFIXES = (".pdf", ".png")
+# a figure's picture, the numbers it draws and its missing-data notes (a JSON list of strings)
+FIGURE_SUFFIXES = (".pdf", ".png", ".data.csv", ".notes.json")
 TABLE_SUFFIXES = (".csv", ".md", ".tex")
 
 RUNS = "tables/runs.parquet"
@@ -67,7 +69,7 @@ def _table(stems: tuple[str, ...], notebook: str, data: tuple[str, ...], scope: 
 def _build_targets() -> dict[str, dict]:
     t: dict[str, dict] = {
         "fig2": _figure("fig2", "fig2", (RUNS,)),
-        "fig3": _figure("fig3", "fig3", (RUNS,), scope="sweep"),
+        "fig3": _figure("fig3", "fig3", (RUNS, CALLS), scope="sweep"),  # calls: firings per attempt
         "fig4": _figure("fig4", "fig4", (RUNS,)),
         "fig5": _figure("fig5", "fig5", (RUNS,)),
         "fig6": _figure("fig6", "fig6", (RUNS, CALLS)),

@@ -17,7 +17,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
-METHODS = (("cost_ratio", "exact", "//"), ("cost_ratio_est", "estimated", ""),
+METHODS = (("cost_ratio_exact", "exact", "//"), ("cost_ratio_estimated", "estimated", ""),
            ("cost_ratio_measured", "measured", ".."))
 
 
@@ -28,7 +28,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
 def plot(data: Prepared):
     title = "Billed input cost relative to FC by cache model"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     combos = ax_.combos_with_data(data, data.meta["combos"])
     fig, grid = ax_.grid(len(combos), 1, row_height=1.9)
     width = 0.26
@@ -39,21 +39,23 @@ def plot(data: Prepared):
         x = np.arange(len(rows))
         missing = []
         for k, (column, label, hatch) in enumerate(METHODS):
-            if column not in rows or rows[column].isna().all():
+            if f"{column}_est" not in rows or rows[f"{column}_est"].isna().all():
                 missing.append(label)
                 continue
-            ax.bar(x + (k - 1) * width, rows[column].astype(float), width,
+            ax.bar(x + (k - 1) * width, ax_.value(rows, column), width,
                    yerr=ax_.interval(rows, column), hatch=hatch, label=label,
                    color=[style.policy_color(p) for p in rows.index], edgecolor="white",
                    linewidth=0.4, error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
         ax.axhline(1.0, color="#666666", linewidth=0.6)
         ax.set_xticks(x, [style.policy_label(p) for p in rows.index], rotation=20, ha="right")
         ax.set_ylabel("cost / FC")
-        if missing:
-            ax.text(0.99, 0.97, f"not available: {', '.join(missing)}", transform=ax.transAxes,
+        notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
+        if missing and len(missing) < len(METHODS):
+            message = f"not available: {', '.join(missing)}"
+            ax.text(0.99, 0.97, message, transform=ax.transAxes,
                     ha="right", va="top", fontsize=6.5, color=notes.NOTE_COLOR)
+            notes.record(fig, f"{ax_.combo_title(benchmark, model)}: {message}.")
     ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=l)
                            for _, l, h in METHODS])
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    gaps = [n for n in data.notes if "resource ratios" in n]
+    return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)

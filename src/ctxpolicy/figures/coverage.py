@@ -1,8 +1,9 @@
 """Figure 4 and Figures 16–18: task coverage against FC.
 
-A task counts as solved by a cell when a majority of its attempts succeed (2 of 3 in the
-study, 1 of 1 in a one-attempt study; ``ctxpolicy.metrics.compare.gains_losses``).
-Gains: tasks FC misses and the policy solves; losses: the reverse.
+A task counts as solved by a cell when at least ⌈2/3·attempts⌉ of its attempts succeed (2 of
+3 in the study, 1 of 1 in a one-attempt study; ``ctxpolicy.metrics.compare.gains_losses``).
+Gains: tasks FC misses and the policy solves; losses: the reverse. Columns follow
+``ctxpolicy compare``: ``solved``, ``baseline_solved``, ``gains``, ``losses``, ``left_out_tasks``.
 """
 
 from __future__ import annotations
@@ -25,19 +26,34 @@ from ctxpolicy.figures.prepared import Prepared
 GAIN, LOSS = "#009E73", "#D55E00"
 
 
-def majority(attempts: int) -> int:
-    return attempts // 2 + 1
-
-
 def _gains_losses(config: Mapping[str, Any]):
     from ctxpolicy.metrics.compare import gains_losses
 
-    attempts = int(config.get("attempts", 1))
+    attempts = comparisons.planned_attempts(config)
 
-    def metric(runs, *, model, benchmark, n_boot, seed):  # no resampling in coverage counts
-        return gains_losses(runs, model=model, benchmark=benchmark, attempts=attempts,
-                            solved_min=majority(attempts))
+    def metric(runs, *, model, benchmark, **_):  # no resampling in coverage counts
+        table = gains_losses(runs, model=model, benchmark=benchmark, attempts=attempts,
+                             solved_min=comparisons.solved_min(attempts))
+        return with_compare_keys(table, runs)
     return metric
+
+
+def with_compare_keys(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """``gains_losses`` rows with ``ctxpolicy compare``'s names: ``solved``, ``baseline_solved``,
+    ``gains``, ``losses``, ``left_out_tasks`` (tasks with runs on either side that lack the
+    attempts the rule needs; computed here where ``gains_losses`` does not report it) and
+    ``gains_losses_tasks`` (the tasks the rule counts; compare's ``n_tasks`` means all compared
+    tasks, so the name is not reused)."""
+    if table.empty:
+        return table
+    table = table.rename(columns={"policy_solved": "solved", "fc_solved": "baseline_solved",
+                                  "n_tasks": "gains_losses_tasks"})
+    if "left_out_tasks" not in table:
+        fc_tasks = set(runs.loc[runs["policy"].astype(str) == style.FC, "task_id"].astype(str))
+        table["left_out_tasks"] = [
+            len(fc_tasks | set(runs.loc[runs["cell"].astype(str) == str(cell), "task_id"].astype(str))) - n
+            for cell, n in zip(table["cell"], table["gains_losses_tasks"])]
+    return table
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:
@@ -68,7 +84,7 @@ def compute_sweep(runs: pd.DataFrame, config: Mapping[str, Any], *, setting: str
 def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
     fig, grid = ax_.grid(1, len(combos), row_height=0.3 * len(specs) + 0.9,
                          width=min(style.FULL_WIDTH, 3.4 * len(combos)), sharey=True)
@@ -83,12 +99,14 @@ def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
         for tick, spec in zip(ax.get_yticklabels(), specs):
             tick.set_color(style.policy_color(spec))
         for yi, (_, r) in zip(y, rows.iterrows()):
-            if pd.isna(r["n_tasks"]):
+            if pd.isna(r["gains_losses_tasks"]):
                 continue
-            ax.annotate(f"{r['policy_solved']:.0f}/{r['n_tasks']:.0f} (FC {r['fc_solved']:.0f})", (1.0, yi),
+            ax.annotate(f"{r['solved']:.0f}/{r['gains_losses_tasks']:.0f} (FC {r['baseline_solved']:.0f})",
+                        (1.0, yi),
                         xycoords=("axes fraction", "data"), ha="left", va="center", fontsize=6)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        lim = max(1, int(np.nanmax(rows[["gains", "losses"]].to_numpy(dtype=float))))
+        counts = rows[["gains", "losses"]].to_numpy(dtype=float)
+        lim = max(1, int(np.nanmax(counts))) if np.isfinite(counts).any() else 1
         ax.set_xlim(-lim - 0.5, lim + 0.5)
         ax.set_xlabel("tasks lost | gained vs FC")
         ax.grid(axis="y", visible=False)
@@ -96,9 +114,7 @@ def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
     ax_.legend_top(fig, [Patch(color=GAIN, label="gained (FC misses)"),
                          Patch(color=LOSS, label="lost (FC solves)"),
                          Line2D([], [], linestyle="none", label="right: solved / tasks (FC solved)")])
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)
 
 
 def plot_sweep(data: Prepared, name: str):
@@ -106,7 +122,7 @@ def plot_sweep(data: Prepared, name: str):
     setting = data.meta.get("setting", "?")
     title = f"{style.figure_name(name)}: task-level gains and losses, {setting} threshold"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     rows = data.table.set_index(data.table["policy"].astype(str))
     specs = style.order_policies(rows.index)
     rows = rows.loc[specs]
@@ -135,6 +151,4 @@ def plot_sweep(data: Prepared, name: str):
         notes.note_on_axes(right, "no task changed between FC and these policies", width=30)
     benchmark, model = data.table["benchmark"].iloc[0], data.table["model"].iloc[0]
     fig.suptitle(f"{model} · {benchmark} · sweep subset · {setting} threshold", x=0.01, ha="left")
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)

@@ -1,7 +1,11 @@
-"""Figure 20: how runs ended at the primary configurations, stacked to 100 %.
+"""Figure 20: how every planned attempt ended at the primary configurations, stacked to 100 %.
 
-Classes (``ctxpolicy.metrics.outcomes``): success, time-limited, step-limited, submitted
-but unsuccessful, other or missing.
+Each bar is one policy's **planned** attempts: the cohort's tasks × the config's ``attempts``
+(300 per SWE-bench policy, 120 per Terminal-Bench policy at paper scale). Classes
+(``ctxpolicy.metrics.outcomes``), successful verdicts first: success, time-limited,
+step-limited, submitted but unsuccessful, other or missing (an attempt never recorded is
+missing). A Terminal-Bench run that the harness timed out counts as time-limited even when
+the agent recorded no time limit. Segments carry their percentage, bars their n.
 """
 
 from __future__ import annotations
@@ -17,57 +21,96 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
+HARNESS_TIMEOUT_COLUMNS = ("failure_mode", "harness_failure")  # where a runs table says why the harness stopped
+
+
+def attempt_classes(runs: pd.DataFrame) -> pd.Series:
+    """Each run's outcome class, with harness timeouts (e.g. Terminal-Bench's
+    ``agent_timeout``) counted as time-limited when the run was not a success."""
+    classes = runs["outcome_class"].astype("object").where(runs["outcome_class"].notna(), "other").astype(str)
+    for column in HARNESS_TIMEOUT_COLUMNS:
+        if column in runs:
+            timed_out = runs[column].astype(str).str.contains("timeout", case=False, na=False)
+            classes = classes.where(~(timed_out & (classes != "success")), "time_limited")
+    return classes
+
+
+def planned_outcome_counts(runs: pd.DataFrame, tasks: list[str], attempts: int) -> dict[str, int]:
+    """Attempts per outcome class over the planned attempts (``tasks`` × 1..``attempts``): an
+    attempt with no run counts as other/missing; runs outside the plan are not counted.
+    (A pure metric: it belongs in ``ctxpolicy.metrics`` at merge.)"""
+    planned = set(tasks)
+    inside = runs[runs["task_id"].astype(str).isin(planned) & (runs["attempt"] >= 1)
+                  & (runs["attempt"] <= attempts)]
+    inside = inside.assign(task_id=inside["task_id"].astype(str)).drop_duplicates(["task_id", "attempt"])
+    counts = attempt_classes(inside).value_counts()
+    out = {c: int(counts.get(c, 0)) for c in style.OUTCOME_ORDER}
+    out["other"] += len(planned) * attempts - len(inside)
+    return out
+
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:
-    from ctxpolicy.metrics.compare import outcome_breakdown
-
     block = inputs.block(config, "full_comparison")
-    wanted = set(comparisons.policies_of(config, "full_comparison")) | {style.FC}
+    wanted = [style.FC, *comparisons.policies_of(config, "full_comparison")]
+    attempts = comparisons.planned_attempts(config)
+    cohort = block.get("cohort", "main")
     combos = inputs.combos(config, "full_comparison")
-    frames, notes_ = [], []
+    rows, said = [], []
     for benchmark, model in combos:
-        own = comparisons.runs_of(runs, config, benchmark, model)
-        own = own[own["policy"].astype(str).isin(wanted)
-                  & inputs.setting_matches(own["setting"], block.get("setting", "primary"))
+        own = comparisons.runs_of(runs, config, benchmark, model, cohort)
+        own = own[inputs.setting_matches(own["setting"], block.get("setting", "primary"))
                   & own["summarizer"].isna()]
+        tasks = comparisons.cohort_tasks(config, benchmark, cohort)
+        if tasks is None:
+            tasks = set(own["task_id"].astype(str))
+            said.append(f"the {cohort} cohort file of {benchmark} is unreadable: the planned tasks are "
+                        f"those with runs ({len(tasks)}).")
         if own.empty:
-            notes_.append(f"no runs for {model} on {benchmark}.")
+            said.append(f"no runs for {model} on {benchmark}: every planned attempt is missing.")
+        if not tasks:
             continue
-        frames.append(outcome_breakdown(own, model=model, benchmark=benchmark))
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if not table.empty:
-        table = table.assign(benchmark=table["benchmark"].astype(str), model=table["model"].astype(str),
-                             policy=table["policy"].astype(str))
-    return Prepared(table, notes_, {"combos": combos})
+        for policy in wanted:
+            counts = planned_outcome_counts(own[own["policy"].astype(str) == policy], sorted(tasks), attempts)
+            n = len(tasks) * attempts
+            for outcome, k in counts.items():
+                rows.append({"benchmark": benchmark, "model": model, "policy": policy,
+                             "outcome_class": outcome, "n": k, "planned": n, "share": k / n})
+    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "attempts": attempts})
 
 
 def plot(data: Prepared):
     title = "Figure 20: run outcomes at the primary configurations"
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
     fig, grid = ax_.grid(1, len(combos), row_height=0.28 * len(specs) + 0.9,
                          width=min(style.FULL_WIDTH, 3.3 * len(combos)), sharey=True)
     y = np.arange(len(specs))[::-1]
     for ax, (benchmark, model) in zip(grid[0, :], combos):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        shares = (rows.pivot_table(index="policy", columns="outcome_class", values="share",
-                                   aggfunc="sum", observed=False)
+        shares = (rows.pivot_table(index="policy", columns="outcome_class", values="share", aggfunc="sum")
                   .reindex(index=specs, columns=list(style.OUTCOME_ORDER)).fillna(0.0))
+        planned = rows.groupby("policy")["planned"].first().reindex(specs)
         left = np.zeros(len(specs))
         for outcome in style.OUTCOME_ORDER:
             values = 100 * shares[outcome].to_numpy()
             ax.barh(y, values, left=left, color=style.OUTCOME_COLORS[outcome], height=0.7,
                     edgecolor="white", linewidth=0.3)
+            for yi, x0, v in zip(y, left, values):
+                if v > 0:
+                    ax.text(x0 + v / 2, yi, f"{v:.0f}%", ha="center", va="center",
+                            fontsize=5.5 if v >= 8 else 4.5)
             left += values
+        for yi, n in zip(y, planned):
+            if pd.notna(n):
+                ax.annotate(f"n={n:.0f}", (1.0, yi), xycoords=("axes fraction", "data"), xytext=(2, 0),
+                            textcoords="offset points", ha="left", va="center", fontsize=6)
         ax.set_xlim(0, 100)
         ax.set_yticks(y, [style.policy_label(p) for p in specs])
-        ax.set_xlabel("runs (%)")
+        ax.set_xlabel("planned attempts (%)")
         ax.grid(axis="y", visible=False)
         ax.set_title(ax_.combo_title(benchmark, model), loc="left")
     ax_.legend_top(fig, [Patch(color=style.OUTCOME_COLORS[o], label=style.OUTCOME_LABELS[o])
                          for o in style.OUTCOME_ORDER])
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)

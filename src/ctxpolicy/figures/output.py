@@ -7,6 +7,7 @@ strings that change between runs, a fixed SVG hash salt, fixed float formatting.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 from pathlib import Path
@@ -32,11 +33,28 @@ def figure_bytes(fig, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-def save_figure(fig, out_dir: str | os.PathLike, stem: str,
+def save_figure(fig, out_dir: str | os.PathLike, stem: str, numbers: pd.DataFrame | None = None,
                 formats: tuple[str, ...] = ("pdf", "png")) -> list[Path]:
-    """Write ``{out_dir}/{stem}.pdf`` and ``.png``; return the paths."""
-    return [atomic_write_bytes(Path(out_dir) / f"{stem}.{fmt}", figure_bytes(fig, fmt))
-            for fmt in formats]
+    """Write ``{out_dir}/{stem}.pdf`` and ``.png``, the numbers the figure draws as
+    ``{stem}.data.csv`` and the notes it carries (``ctxpolicy.figures.notes``) as
+    ``{stem}.notes.json`` (a JSON list of strings, empty when none); return the paths."""
+    from ctxpolicy.figures.notes import recorded
+
+    out = Path(out_dir)
+    paths = [atomic_write_bytes(out / f"{stem}.{fmt}", figure_bytes(fig, fmt)) for fmt in formats]
+    said = recorded(fig)
+    paths.append(atomic_write_bytes(out / f"{stem}.data.csv", data_csv(numbers, said).encode()))
+    paths.append(atomic_write_bytes(out / f"{stem}.notes.json",
+                                    (json.dumps(said, ensure_ascii=False, indent=1) + "\n").encode()))
+    return paths
+
+
+def data_csv(numbers: pd.DataFrame | None, notes: list[str] = ()) -> str:
+    """The numbers behind a figure at full precision (floats round-trip); a figure without
+    numbers gets a ``note`` column with what is missing instead."""
+    if numbers is None or numbers.empty:
+        numbers = pd.DataFrame({"note": list(notes) or ["no data"]})
+    return numbers.to_csv(index=False, lineterminator="\n")
 
 
 def _formatted(table: pd.DataFrame, float_format: str) -> pd.DataFrame:

@@ -13,6 +13,8 @@ class Prepared:
     table: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # other tables the figure draws besides ``table`` (e.g. Figure 3's frequency curves), by part
+    extra: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -20,3 +22,26 @@ class Prepared:
 
     def note_text(self) -> str:
         return " ".join(self.notes)
+
+    def numbers(self) -> pd.DataFrame:
+        """Every number the figure draws, as one table (``{stem}.data.csv``): ``table`` and, when
+        the figure draws more than one table, each of ``extra`` with a ``part`` column saying which."""
+        parts = [(name, frame) for name, frame in self.extra.items() if frame is not None and not frame.empty]
+        if not parts:
+            return _flat(self.table)
+        frames = [_flat(self.table).assign(part="main")] if not self.table.empty else []
+        frames += [_flat(frame).assign(part=name) for name, frame in parts]
+        out = pd.concat(frames, ignore_index=True)
+        return out[["part", *[c for c in out.columns if c != "part"]]]
+
+
+def _flat(table: pd.DataFrame) -> pd.DataFrame:
+    """Lists (e.g. the tasks gained) as ``;``-joined text, so the CSV reads back the same."""
+    if table.empty:
+        return table
+    out = table.copy()
+    for column in out.columns:
+        if out[column].map(lambda v: isinstance(v, (list, tuple, set))).any():
+            out[column] = out[column].map(lambda v: ";".join(map(str, v))
+                                          if isinstance(v, (list, tuple, set)) else v)
+    return out

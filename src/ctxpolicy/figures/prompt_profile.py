@@ -69,7 +69,7 @@ def compute(runs: pd.DataFrame, calls: pd.DataFrame, config: Mapping[str, Any], 
 def plot(data: Prepared):
     title = "Figure 6: prompt tokens per model call"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     specs = [style.FC, data.meta["policy"]]
     fig, grid = ax_.grid(2, 1, row_height=1.5, sharex=True, sharey=True)
     for ax, spec in zip(grid[:, 0], specs):
@@ -94,6 +94,4 @@ def plot(data: Prepared):
                        label="compression event"),
                 Line2D([], [], linestyle="--", color="#666666", label="threshold")]
     ax_.legend_top(fig, handles)
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)

@@ -1,6 +1,7 @@
 """Figure 5: (a) within-model ranks of the policies on resolve rate, latency and billed cost,
-best values outlined; (b) paired resolve-rate differences between policy pairs per model,
-with 95 % task-bootstrap intervals, marked where the interval excludes zero."""
+best values outlined; (b) the study's paired resolve-rate differences (first policy minus
+second) on each benchmark and model, with 95 % task-bootstrap intervals, ∗ where the interval
+excludes zero."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
-# (A, B) by primitive: the study's pairs. "S" is the summarizing primitive SU.
-PAIRS = (("S-p", "SU"), ("TRC+SU", "SU"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"), ("OTRC", "TR"))
-RANKED = (("resolve_rate", "resolve", False), ("latency_ratio", "latency", True),
-          ("cost_ratio", "cost", True))
+# (A, B) by primitive, drawn as A − B: the study's four pairs (S is the structured summary).
+PAIRS = (("S-p", "S"), ("TRC+S", "S"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"))
+RANKED = (("resolve_rate", "resolve", False), ("latency_ratio_est", "latency", True),
+          ("cost_ratio_est", "cost", True))
+SIGNIFICANT = "∗"
 RANK_CMAP = "viridis_r"
 
 
@@ -32,16 +34,17 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
     ranks = rank_table(compared.table) if not compared.empty else pd.DataFrame()
     pairs, pair_notes = paired(runs, config, compared.table, n_boot=n_boot, seed=seed)
     return Prepared(ranks, compared.notes + pair_notes,
-                    {"combos": compared.meta["combos"], "pairs": pairs})
+                    {"combos": compared.meta["combos"], "pairs": pairs, "cost_method": compared.meta["cost_method"]},
+                    {"ranks": ranks, "pairs": pairs})
 
 
 def rank_table(compared: pd.DataFrame) -> pd.DataFrame:
     """Per (benchmark, model): FC and each policy ranked on each measure (1 = best)."""
     frames = []
     for (benchmark, model), rows in compared.groupby(["benchmark", "model"], sort=False):
-        fc = pd.DataFrame([{"policy": style.FC, "resolve_rate": rows["fc_resolve_rate"].iloc[0],
-                            "latency_ratio": 1.0, "cost_ratio": 1.0}])
-        both = pd.concat([fc, rows[["policy", "resolve_rate", "latency_ratio", "cost_ratio"]]],
+        fc = pd.DataFrame([{"policy": style.FC, "resolve_rate": rows["baseline_resolve_rate"].iloc[0],
+                            "latency_ratio_est": 1.0, "cost_ratio_est": 1.0}])
+        both = pd.concat([fc, rows[["policy", "resolve_rate", "latency_ratio_est", "cost_ratio_est"]]],
                          ignore_index=True).assign(policy=lambda t: t["policy"].astype(str))
         for column, _, ascending in RANKED:
             both[f"{column}_rank"] = both[column].rank(ascending=ascending, method="min")
@@ -76,22 +79,28 @@ def paired(runs: pd.DataFrame, config: Mapping[str, Any], compared: pd.DataFrame
                                    n_boot=n_boot, seed=seed)
         frames.append(table.assign(benchmark=benchmark, model=model, pair=labels))
     note = [f"pairs without both policies in the config or runs: {', '.join(sorted(missing))}."] if missing else []
+    if frames:  # a pair whose policies share no task has no difference to draw
+        undefined = [p for f in frames for p in f.loc[f["diff_pp"].isna(), "pair"]]
+        if undefined:
+            note.append(f"no shared task for {', '.join(sorted(set(undefined)))}: no difference drawn.")
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), note
 
 
 def plot(data: Prepared):
     title = "Figure 5: policy ranks and paired differences"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     combos = ax_.combos_with_data(data, data.meta["combos"])
     specs = style.order_policies(data.table["policy"])
     fig = plt.figure(figsize=(style.FULL_WIDTH, 0.26 * len(specs) + 2.6), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[0.26 * len(specs) + 0.8, 1.8])
     _heatmap(top.subplots(), data.table, combos, specs)
-    top.suptitle("(a) rank within model (1 = best; outlined: best)", x=0.01, ha="left", fontsize=8)
+    top.suptitle(f"(a) rank within model (1 = best; outlined: best; cost: {data.meta.get('cost_method')} method)",
+                 x=0.01, ha="left", fontsize=8)
     pairs = data.meta["pairs"]
     axs = bottom.subplots(1, max(1, len(combos)), squeeze=False, sharey=True)[0]
-    bottom.suptitle("(b) paired resolve-rate differences (pp), 95 % intervals; ★ excludes 0",
+    bottom.suptitle(f"(b) paired resolve-rate differences (pp, first − second), 95 % intervals; "
+                    f"{SIGNIFICANT} excludes 0",
                     x=0.01, ha="left", fontsize=8)
     for ax, (benchmark, model) in zip(axs, combos):
         rows = pairs[(pairs["benchmark"] == benchmark) & (pairs["model"] == model)] if not pairs.empty else pairs
@@ -104,15 +113,13 @@ def plot(data: Prepared):
                     elinewidth=0.8, markersize=4)
         for yi, (_, r) in zip(y, rows.iterrows()):
             if r["excludes_zero"]:
-                ax.annotate("★", (r["diff_pp_hi"], yi), xytext=(3, 0), textcoords="offset points",
+                ax.annotate(SIGNIFICANT, (r["diff_pp_hi"], yi), xytext=(3, 0), textcoords="offset points",
                             va="center", fontsize=7)
         ax.axvline(0, color="#666666", linewidth=0.6)
         ax.set_yticks(y, rows["pair"])
         ax.set_xlabel("Δ resolve (pp)")
         ax.grid(axis="y", visible=False)
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    return notes.finish(fig, data.notes)
 
 
 def _heatmap(ax, table: pd.DataFrame, combos, specs) -> None:

@@ -1,8 +1,9 @@
-"""Figure 19: summarizer sensitivity for SU and TRC+SU.
+"""Figure 19: summarizer sensitivity for the summarizing policies of ``grid.summarizer``.
 
-The agent as its own summarizer against smaller summarizers: resolve-rate change and
-resource ratios against FC, each with 95 % task-bootstrap intervals. Each summarizer's
-runs are compared with the same FC runs on the summarizer cohort.
+For each policy (SU and TRC+SU in the study) and each summarizer: the resolve rate in
+absolute terms with a 95 % task-bootstrap interval, and tokens, latency and billed cost
+**relative to self-summarization** (the same policy with the agent's own model summarizing),
+paired on the tasks both have eligible runs for, with that number of shared tasks (n) printed.
 """
 
 from __future__ import annotations
@@ -19,73 +20,127 @@ from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
 SELF = "self"
-PANELS = (("delta_pp", "Δ resolve rate (pp)", 0.0), ("token_ratio", "tokens / FC", 1.0),
-          ("latency_ratio", "latency / FC", 1.0), ("cost_ratio", "billed cost / FC", 1.0))
+RATIO_PANELS = (("tokens_ratio", "tokens / self"), ("latency_ratio", "latency / self"),
+                ("cost_ratio", "billed cost / self"))  # the cost label names the method in plot()
 SUMMARIZER_HATCHES = ("", "//", "..", "xx", "\\\\")
+SUMMARIZER_SHADES = ("#4D4D4D", "#999999", "#CCCCCC", "#777777", "#BBBBBB")
 
 
 def _summarizer(value: Any) -> str:
     return SELF if value is None or pd.isna(value) or str(value) in ("", "None") else str(value)
 
 
+def absolute_resolve(runs: pd.DataFrame, *, n_boot: int, seed: int) -> dict:
+    """Resolve rate of one cell with a 95 % task-bootstrap interval (fractions)."""
+    from ctxpolicy.metrics.bootstrap import boot_means, percentile_interval, resample_counts
+    from ctxpolicy.metrics.compare import resolve_rate, task_success
+
+    per_task = task_success(runs).sort_index()
+    lo, hi = percentile_interval(boot_means(resample_counts(len(per_task), n_boot, seed),
+                                            per_task.to_numpy(float)))
+    return {"n_tasks": len(per_task), "resolve_rate_est": resolve_rate(runs),
+            "resolve_rate_lo": lo, "resolve_rate_hi": hi}
+
+
+def relative_to_self(own: pd.DataFrame, mine: pd.DataFrame, *, model: str, benchmark: str,
+                     n_boot: int, seed: int, method: str, attempts: int) -> dict:
+    """Resource ratios of ``mine`` against the self-summarizing runs ``own`` of the same policy:
+    the FC comparison with the self-summarizing cell in the reference's place."""
+    both = pd.concat([own.assign(policy=style.FC), mine.assign(policy=mine["policy"].astype(str))],
+                     ignore_index=True)
+    table = comparisons.compare_against_fc(both, model=model, benchmark=benchmark, n_boot=n_boot,
+                                           seed=seed, attempts=attempts, cost_method=method)
+    if table.empty:
+        return {}
+    row = table.iloc[0]
+    return {f"{key}_{part}": row.get(f"{key}_{part}") for key, _ in RATIO_PANELS
+            for part in ("est", "lo", "hi", "n_tasks")}
+
+
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
     block = inputs.block(config, "summarizer")
     combos = inputs.combos(config, "summarizer")
     policies = [p for p in block.get("policies") or []]
-    notes_: list[str] = []
+    said: list[str] = []
     if not combos or not policies:
         return Prepared(pd.DataFrame(), ["the config has no summarizer comparison (grid.summarizer)."])
     if not block.get("summarizers"):
-        notes_.append("the config lists no other summarizers: only the agent summarizing itself is shown.")
-    frames = []
+        said.append("the config lists no other summarizers: only the agent summarizing itself is shown.")
+    method = comparisons.cost_method(config)
     setting = block.get("setting", "primary")
+    rows = []
     for benchmark, model in combos:
         own = comparisons.runs_of(runs, config, benchmark, model, block.get("cohort"))
-        fc = own[own["policy"].astype(str) == style.FC]
-        mine = own[own["policy"].astype(str).isin(policies)]
-        if fc.empty or mine.empty:
-            notes_.append(f"no FC or summarizing runs for {model} on {benchmark}.")
-            continue
-        for name, group in mine.groupby(mine["summarizer"].map(_summarizer), sort=True):
-            sub = pd.concat([fc, group])
-            data = comparisons.compare_block(sub, config, "summarizer", n_boot=n_boot, seed=seed,
-                                             combos=[(benchmark, model)], setting=setting,
-                                             policies=policies, own_summarizer=False)
-            if not data.empty:
-                frames.append(data.table.assign(summarizer=name))
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return Prepared(table, notes_, {"combos": combos})
+        own = own[inputs.setting_matches(own["setting"], setting)]
+        for policy in style.order_policies(policies):
+            cells = own[own["policy"].astype(str) == policy]
+            if cells.empty:
+                said.append(f"no {policy} runs for {model} on {benchmark}.")
+                continue
+            by_summarizer = dict(tuple(cells.groupby(cells["summarizer"].map(_summarizer), sort=True)))
+            self_runs = by_summarizer.get(SELF)
+            if self_runs is None:
+                said.append(f"no self-summarizing {policy} runs for {model} on {benchmark}: "
+                            "ratios relative to self undefined.")
+            for name in sorted(by_summarizer, key=lambda s: (s != SELF, s)):
+                group = by_summarizer[name]
+                row = {"benchmark": benchmark, "model": model, "policy": policy, "summarizer": name,
+                       **absolute_resolve(group, n_boot=n_boot, seed=seed), "cost_ratio_method": method}
+                if name != SELF and self_runs is not None:
+                    row.update(relative_to_self(self_runs, group, model=model, benchmark=benchmark,
+                                                n_boot=n_boot, seed=seed, method=method,
+                                                attempts=comparisons.planned_attempts(config)))
+                    if pd.isna(row.get("tokens_ratio_est")):
+                        said.append(f"no task with eligible runs for both {policy} summarized by {name} "
+                                    f"and by the agent itself ({model} on {benchmark}): ratios undefined.")
+                rows.append(row)
+    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "cost_method": method})
 
 
 def plot(data: Prepared):
     title = "Figure 19: summarizer sensitivity"
-    if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
-    combos = ax_.combos_with_data(data, data.meta["combos"])
-    fig, grid = ax_.grid(len(combos), len(PANELS), row_height=1.9)
+    combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
+    if not combos:
+        return notes.note_figure(title, data.notes)
     summarizers = sorted(data.table["summarizer"].unique(), key=lambda s: (s != SELF, s))
+    others = [s for s in summarizers if s != SELF]
+    fig, grid = ax_.grid(len(combos), 1 + len(RATIO_PANELS), row_height=1.9)
     for r, (benchmark, model) in enumerate(combos):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         specs = style.order_policies(rows["policy"])
-        for c, (column, label, ref) in enumerate(PANELS):
+        _bars(grid[r, 0], rows, specs, summarizers, summarizers, "resolve_rate", 100.0, 0.0)
+        grid[r, 0].set_ylabel("resolve rate (%)")
+        grid[r, 0].set_title(ax_.combo_title(benchmark, model), loc="left")
+        for c, (key, label) in enumerate(RATIO_PANELS, start=1):
             ax = grid[r, c]
-            width = 0.8 / max(len(summarizers), 1)
-            for k, name in enumerate(summarizers):
-                part = rows[rows["summarizer"] == name].set_index("policy")
-                part = part.reindex([s for s in specs if s in part.index])
-                x = np.array([specs.index(s) for s in part.index]) + (k - (len(summarizers) - 1) / 2) * width
-                ax.bar(x, part[column].astype(float) - ref, width, bottom=ref,
-                       yerr=ax_.interval(part, column), hatch=SUMMARIZER_HATCHES[k % 5],
-                       color=[style.policy_color(s) for s in part.index], edgecolor="white",
-                       linewidth=0.4, error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
-            ax.axhline(ref, color="#666666", linewidth=0.6)
-            ax.set_xticks(range(len(specs)), [style.policy_label(s) for s in specs], rotation=20, ha="right")
-            ax.set_ylabel(label)
-            if c == 0:
-                ax.set_title(ax_.combo_title(benchmark, model), loc="left")
-    ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=SUMMARIZER_HATCHES[k % 5],
-                                 label=f"summarizer: {'agent itself' if s == SELF else s}")
-                           for k, s in enumerate(summarizers)])
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+            if others and f"{key}_est" in rows:
+                _bars(ax, rows, specs, others, summarizers, key, 1.0, 1.0, show_n=True)
+            ax.axhline(1.0, color="#666666", linewidth=0.6)
+            ax.set_ylabel(label + (f"\n({data.meta.get('cost_method')})" if key == "cost_ratio" else ""))
+            notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
+    ax_.legend_top(fig, [Patch(facecolor=SUMMARIZER_SHADES[k % 5], edgecolor="white",
+                               hatch=SUMMARIZER_HATCHES[k % 5],
+                               label=f"summarizer: {'agent itself' if s == SELF else s}")
+                         for k, s in enumerate(summarizers)])
+    return notes.finish(fig, data.notes, empty_panel=None if others else
+                        "no other summarizer: nothing to compare with self-summarization.")
+
+
+def _bars(ax, rows: pd.DataFrame, specs: list[str], names: list[str], every: list[str], key: str,
+          scale: float, ref: float, show_n: bool = False) -> None:
+    """Bars of ``names`` side by side per policy, each summarizer in its look from ``every``."""
+    width = 0.8 / max(len(names), 1)
+    for i, name in enumerate(names):
+        k = every.index(name)
+        part = rows[rows["summarizer"] == name].set_index("policy").reindex(specs)
+        values = ax_.value(part, key, scale)
+        x = np.arange(len(specs)) + (i - (len(names) - 1) / 2) * width
+        ax.bar(x, values - ref, width, bottom=ref, yerr=ax_.interval(part, key, scale),
+               color=SUMMARIZER_SHADES[k % 5], hatch=SUMMARIZER_HATCHES[k % 5], edgecolor="white",
+               linewidth=0.4, error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
+        if show_n and f"{key}_n_tasks" in part:
+            for xi, vi, n in zip(x, values, part[f"{key}_n_tasks"]):
+                if pd.notna(n):
+                    ax.annotate(f"n={n:.0f}", (xi, ref if pd.isna(vi) else vi), xytext=(0, 2),
+                                textcoords="offset points", ha="center", fontsize=5.5)
+    ax.set_xticks(range(len(specs)), [style.policy_label(s) for s in specs], rotation=20, ha="right")

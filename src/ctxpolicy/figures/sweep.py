@@ -34,11 +34,13 @@ def sweep_policies(config: Mapping[str, Any]) -> list[str]:
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-            slot: int = 0) -> Prepared:
+            slot: int = 0, calls: pd.DataFrame | None = None) -> Prepared:
     """``compare_to_fc`` rows of the sweep's ``slot``-th (benchmark, model) on the sweep tasks.
 
-    Resolve rates count every run; the resource ratios already leave time-limited runs out
-    (``ctxpolicy.metrics.compare.resource_eligible``), and so does ``meta["frequency"]``."""
+    Resolve rates count every run; the resource ratios leave time-limited runs out
+    (``ctxpolicy.metrics.compare.resource_eligible``), and so does the compression frequency
+    (``extra["frequency"]``: firings per attempt, from ``calls``). ``extra["summary"]`` is
+    Figure 3's right-hand table, over all attempts (``all_attempts_summary``)."""
     combos = inputs.combos(config, "sweeps")
     if slot >= len(combos):
         have = ", ".join(f"{m} on {b}" for b, m in combos) or "none"
@@ -50,23 +52,95 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
     cohort = inputs.block(config, "sweeps").get("cohort", "sweep")
     compared = comparisons.compare_block(runs, config, "sweeps", n_boot=n_boot, seed=seed,
                                          combos=[combo], cohort=cohort, policies=policies)
-    uncapped = runs[runs["outcome_class"].astype(str) != TIME_LIMITED]
-    return Prepared(_with_depth(compared.table), compared.notes,
-                    {"combo": combo, "settings": settings, "policies": policies,
-                     "frequency": _compression_frequency(uncapped, config, combo)})
-
-
-def _compression_frequency(runs: pd.DataFrame, config: Mapping[str, Any], combo) -> pd.DataFrame:
-    """Mean compression events per agent call for each policy and setting (a description of
-    the runs, not an estimate, so no interval)."""
-    cohort = inputs.block(config, "sweeps").get("cohort", "sweep")
     own = comparisons.runs_of(runs, config, combo[0], combo[1], cohort)
-    if own.empty:
-        return pd.DataFrame(columns=["policy", "setting", "compression_freq", "threshold_tokens"])
-    return (own.assign(policy=own["policy"].astype(str), setting=own["setting"].astype(str))
+    frequency, freq_notes = firings_per_attempt(own[own["outcome_class"].astype(str) != TIME_LIMITED], calls)
+    summary = all_attempts_summary(own, policies, settings, comparisons.cost_method(config))
+    return Prepared(_with_depth(compared.table), compared.notes + freq_notes,
+                    {"combo": combo, "settings": settings, "policies": policies,
+                     "cost_method": comparisons.cost_method(config)},
+                    {"frequency": frequency, "summary": summary})
+
+
+def firings_per_attempt(runs: pd.DataFrame, calls: pd.DataFrame | None) -> tuple[pd.DataFrame, list[str]]:
+    """Mean compression firings per attempt for each policy and setting: a firing is one step
+    at which the policy compressed, so a stacked policy's stages count once. Counted from the
+    calls table (steps with events); without it, from the runs' event counts, which count
+    each stage (and the figure says so). A description of the runs, not an estimate: no interval.
+
+    (A per-run ``compression_firings`` column belongs to ``ctxpolicy.metrics``; until it exists
+    the figure counts it here.)"""
+    columns = ["policy", "setting", "firings_per_attempt", "threshold_tokens", "n_attempts"]
+    if runs.empty:
+        return pd.DataFrame(columns=columns), []
+    runs = runs.assign(policy=runs["policy"].astype(str), setting=runs["setting"].astype(str),
+                       run_dir=runs["run_dir"].astype(str))
+    said: list[str] = []
+    have_calls = calls is not None and not calls.empty and {"run_dir", "step", "n_events"} <= set(calls)
+    if have_calls:
+        mine = calls[calls["run_dir"].astype(str).isin(set(runs["run_dir"]))]
+        fired = mine[mine["n_events"].fillna(0).astype(float) > 0]
+        per_run = fired.groupby(fired["run_dir"].astype(str))["step"].nunique()
+        firings = runs["run_dir"].map(per_run).fillna(0.0)
+        if mine.empty:
+            have_calls = False
+    if not have_calls:
+        firings = runs["compression_events"].astype(float)
+        said.append("compression frequency counted from the runs' event totals (no calls table): "
+                    "a stacked policy's stages count separately.")
+    return (runs.assign(firings=firings)
             .groupby(["policy", "setting"], as_index=False)
-            .agg(compression_freq=("compression_freq", "mean"),
-                 threshold_tokens=("threshold_tokens", "median")))
+            .agg(firings_per_attempt=("firings", "mean"), threshold_tokens=("threshold_tokens", "median"),
+                 n_attempts=("run_dir", "size")))[columns], said
+
+
+BILLED = {"estimated": "billed_est", "exact": "billed_exact", "measured": "billed_measured"}
+
+
+def billed_column(method: str) -> str:
+    """The runs column of a cost method (``ctxpolicy.metrics.cost.BILLED_COLUMNS`` where it exists)."""
+    from ctxpolicy.metrics import cost
+
+    return getattr(cost, "BILLED_COLUMNS", BILLED).get(method, BILLED["estimated"])
+
+
+def all_attempts_summary(runs: pd.DataFrame, policies: list[str], settings: list[str],
+                         method: str) -> pd.DataFrame:
+    """Figure 3's table: per setting and policy, over **all** attempts (time-capped included):
+    resolve rate, billed cost relative to FC (task means over the tasks both ran) and mean
+    latency in seconds; ``best_*`` marks the best across depths within each primitive and
+    setting. (A pure all-attempts comparison; it belongs in ``ctxpolicy.metrics`` at merge.)"""
+    from ctxpolicy.metrics.compare import resolve_rate
+
+    columns = ["setting", "policy", "primitive", "depth", "n_tasks", "resolve_rate",
+               "cost_ratio_all", "latency_s", "best_resolve", "best_cost", "best_latency"]
+    if runs.empty:
+        return pd.DataFrame(columns=columns)
+    billed = billed_column(method)
+    runs = runs.assign(policy=runs["policy"].astype(str), setting=runs["setting"].astype(str))
+    fc = runs[runs["policy"] == style.FC]
+    fc_cost = fc.groupby("task_id", observed=True)[billed].mean()
+    rows = []
+    for setting in settings:
+        for policy in policies:
+            mine = runs[(runs["policy"] == policy) & inputs.setting_matches(runs["setting"], setting)]
+            if mine.empty:
+                continue
+            cost = mine.groupby("task_id", observed=True)[billed].mean()
+            shared = cost.dropna().index.intersection(fc_cost.dropna().index)
+            fc_mean = fc_cost[shared].mean() if len(shared) else np.nan
+            primitive, _, depth = style.parse_spec(policy)
+            rows.append({"setting": setting, "policy": policy, "primitive": primitive, "depth": depth,
+                         "n_tasks": int(mine["task_id"].nunique()), "resolve_rate": resolve_rate(mine),
+                         "cost_ratio_all": cost[shared].mean() / fc_mean if len(shared) and fc_mean > 0 else np.nan,
+                         "latency_s": mine.groupby("task_id", observed=True)["wall_s"].mean().mean()})
+    table = pd.DataFrame(rows, columns=columns[:8])
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    group = table.groupby(["setting", "primitive"], sort=False)
+    for flag, column, best in (("best_resolve", "resolve_rate", "max"), ("best_cost", "cost_ratio_all", "min"),
+                               ("best_latency", "latency_s", "min")):
+        table[flag] = table[column].notna() & (table[column] == group[column].transform(best))
+    return table
 
 
 def _with_depth(table: pd.DataFrame) -> pd.DataFrame:
@@ -76,133 +150,128 @@ def _with_depth(table: pd.DataFrame) -> pd.DataFrame:
                         depth=[style.parse_spec(p)[2] for p in table["policy"].astype(str)])
 
 
-def _threshold_labels(freq: pd.DataFrame, settings: list[str]) -> list[str]:
+def _threshold_labels(runs_like: pd.DataFrame, settings: list[str]) -> list[str]:
     labels = []
     for s in settings:
-        t = freq.loc[freq["setting"] == s, "threshold_tokens"].dropna()
+        t = (runs_like.loc[runs_like["setting"] == s, "threshold_tokens"].dropna()
+             if "threshold_tokens" in runs_like else pd.Series(dtype=float))
         labels.append(f"{s}\n({int(t.median()):,} tok)" if len(t) else s)
     return labels
 
 
-def _line(ax, table: pd.DataFrame, policy: str, settings: list[str], column: str, depths) -> None:
-    rows = table[table["policy"] == policy].set_index("setting").reindex(settings)
-    if rows[column].isna().all():
+def _line(ax, table: pd.DataFrame, policy: str, settings: list[str], key: str, depths) -> None:
+    rows = table[table["policy"] == policy].drop_duplicates("setting").set_index("setting").reindex(settings)
+    values = ax_.value(rows, key)
+    if values.isna().all():
         return
     depth = style.parse_spec(policy)[2]
     color, marker = (style.depth_style(depth, depths) if depth is not None
                      else (style.policy_color(policy), style.policy_marker(policy)))
-    yerr = ax_.interval(rows, column)
-    ax.errorbar(np.arange(len(settings)), rows[column].astype(float), yerr=yerr, color=color,
+    ax.errorbar(np.arange(len(settings)), values, yerr=ax_.interval(rows, key), color=color,
                 marker=marker, linestyle="-" if depth is not None else "--", elinewidth=0.7,
                 label=style.policy_label(policy))
 
 
 def plot_fig3(data: Prepared):
     title = "Figure 3: threshold and depth sweep"
-    if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+    summary = data.extra.get("summary", pd.DataFrame())
+    if data.empty and summary.empty:
+        return notes.note_figure(title, data.notes)
     settings, policies = data.meta["settings"], data.meta["policies"]
-    freq = data.meta["frequency"]
-    depths = [d for d in data.table["depth"].dropna().unique()]
+    freq = data.extra.get("frequency", pd.DataFrame())
+    depths = [d for d in data.table["depth"].dropna().unique()] if not data.empty else []
     fig = plt.figure(figsize=(style.FULL_WIDTH, 3.6), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.05])
     axs = left.subplots(3, 1, sharex=True)
-    panels = ((freq, "compression_freq", "compressions\nper call"),  # two lines: three short panels
-              (data.table, "cost_ratio", "billed cost\n/ FC"),
+    panels = ((freq, "firings_per_attempt", "compressions\nper attempt"),  # two lines: three short panels
+              (data.table, "cost_ratio", f"billed cost / FC\n({data.meta.get('cost_method')})"),
               (data.table, "latency_ratio", "latency\n/ FC"))
-    for ax, (table, column, label) in zip(axs, panels):
-        for policy in policies:
-            if not table.empty:
-                _line(ax, table, policy, settings, column, depths)
+    for ax, (table, key, label) in zip(axs, panels):
+        if not table.empty:
+            for policy in policies:
+                _line(ax, table, policy, settings, key, depths)
         ax.set_ylabel(label)
-        if column != "compression_freq":
+        if key != "firings_per_attempt":
             ax.axhline(1.0, color="#666666", linewidth=0.6)
     axs[-1].set_xticks(range(len(settings)), _threshold_labels(freq, settings))
     axs[-1].set_xlabel("threshold setting (time-limited runs excluded)")
-    handles, labels = axs[1].get_legend_handles_labels()
-    left.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
+    handles, labels = axs[0].get_legend_handles_labels()
+    if labels:
+        left.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
     benchmark, model = data.meta["combo"]
     axs[0].set_title(f"{model} · {benchmark} · sweep subset", loc="left")
-    _summary_table(right.subplots(), data.table, settings, policies)
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    _summary_table(right.subplots(), summary)
+    gaps = [n for n in data.notes if "resource ratios" in n]
+    return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
 
 
-def summary_rows(table: pd.DataFrame, settings: list[str], policies: list[str]) -> pd.DataFrame:
-    """Resolve rate, cost and latency per setting and policy, with the best across depths."""
-    rows = []
-    for s in settings:
-        part = table[(table["setting"] == s) & table["policy"].isin(policies)]
-        part = part.set_index("policy").reindex([p for p in policies if p in set(part["policy"])])
-        if part.empty:
-            continue
-        best = {"resolve_rate": part["resolve_rate"].max(), "cost_ratio": part["cost_ratio"].min(),
-                "latency_ratio": part["latency_ratio"].min()}
-        for policy, r in part.iterrows():
-            rows.append({"setting": s, "policy": policy, "resolve": r["resolve_rate"],
-                         "cost": r["cost_ratio"], "latency": r["latency_ratio"],
-                         "best_resolve": r["resolve_rate"] == best["resolve_rate"],
-                         "best_cost": r["cost_ratio"] == best["cost_ratio"],
-                         "best_latency": r["latency_ratio"] == best["latency_ratio"]})
-    return pd.DataFrame(rows)
+YELLOW, GREEN = "#F6E27F", "#A8DDB5"
 
 
-def _summary_table(ax, table: pd.DataFrame, settings: list[str], policies: list[str]) -> None:
+def _summary_table(ax, rows: pd.DataFrame) -> None:
+    """Resolve rate, cost / FC and latency (s) over all attempts; yellow: best resolve, green:
+    best cost, ○: best latency, across depths within each primitive and setting."""
     ax.axis("off")
-    rows = summary_rows(table, settings, policies)
     if rows.empty:
-        notes.note_on_axes(ax, "no sweep comparisons")
+        notes.note_on_axes(ax, "no sweep runs to tabulate.")
         return
-    text = [[r.setting, style.policy_label(r.policy), f"{100 * r.resolve:.0f}%",
-             f"{r.cost:.2f}", f"{r.latency:.2f}"] for r in rows.itertuples()]
-    t = ax.table(cellText=text, colLabels=["setting", "policy", "resolve", "cost/FC", "lat./FC"],
+
+    def fmt(v, pattern):
+        return "–" if pd.isna(v) else pattern.format(v)
+
+    text = [[r.setting, style.policy_label(r.policy), fmt(100 * r.resolve_rate, "{:.0f}%"),
+             fmt(r.cost_ratio_all, "{:.2f}"), fmt(r.latency_s, "{:.0f}") + (" ○" if r.best_latency else "")]
+            for r in rows.itertuples()]
+    t = ax.table(cellText=text, colLabels=["setting", "policy", "resolve", "cost/FC", "latency (s)"],
                  loc="upper center", cellLoc="center", edges="horizontal")
     t.auto_set_font_size(False)
     t.set_fontsize(6.5)
     t.scale(1.0, 1.1)
     for i, r in enumerate(rows.itertuples(), start=1):
-        for j, flag in ((2, r.best_resolve), (3, r.best_cost), (4, r.best_latency)):
-            if flag:
-                t[i, j].get_text().set_fontweight("bold")
-    ax.set_title("all runs; bold: best across depths per setting", loc="left", fontsize=7)
+        if r.best_resolve:
+            t[i, 2].set_facecolor(YELLOW)
+        if r.best_cost:
+            t[i, 3].set_facecolor(GREEN)
+    ax.set_title("all attempts; best across depths per primitive and setting:\n"
+                 "yellow resolve, green cost, ○ latency", loc="left", fontsize=7)
 
 
-ABLATION_ROWS = (("delta_pp", "Δ resolve (pp)", 0.0), ("token_ratio", "tokens / FC", 1.0),
-                 ("latency_ratio", "latency / FC", 1.0), ("cost_ratio", "billed cost / FC", 1.0))
+ABLATION_ROWS = (("resolve_delta", "Δ resolve (pp)", 0.0, 100.0), ("tokens_ratio", "tokens / FC", 1.0, 1.0),
+                 ("latency_ratio", "latency / FC", 1.0, 1.0), ("cost_ratio", "billed cost / FC", 1.0, 1.0))
 
 
 def plot_ablation(data: Prepared, name: str):
     title = f"{style.figure_name(name)}: depth and threshold ablation"
     if data.empty:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     settings, policies = data.meta["settings"], data.meta["policies"]
     fig, grid = ax_.grid(len(ABLATION_ROWS), len(settings), row_height=1.35, sharex=True, sharey="row")
     depths = sorted(d for d in data.table["depth"].dropna().unique())
     for c, setting in enumerate(settings):
         part = data.table[data.table["setting"] == setting]
-        for r, (column, label, ref) in enumerate(ABLATION_ROWS):
+        for r, (key, label, ref, scale) in enumerate(ABLATION_ROWS):
             ax = grid[r, c]
             ax.axhline(ref, color="#666666", linewidth=0.6)
             for policy in policies:
-                rows = part[part["policy"] == policy]
-                if rows.empty:
+                rows = part[part["policy"] == policy].iloc[:1]
+                if rows.empty or ax_.value(rows, key).isna().all():
                     continue
                 depth = style.parse_spec(policy)[2]
-                if depth is None:  # depth-invariant: a band across the depth axis
-                    ax.axhline(float(rows[column].iloc[0]), color=style.policy_color(policy),
-                               linestyle="--", linewidth=0.9)
+                if depth is None:  # depth-invariant: a dashed level across the depth axis
+                    ax.plot([min(depths, default=0.0), max(depths, default=1.0)],
+                            [float(ax_.value(rows, key, scale).iloc[0])] * 2,
+                            color=style.policy_color(policy), linestyle="--", linewidth=0.9)
                     continue
-                ax_.policy_point(ax, depth, float(rows[column].iloc[0]), policy,
-                                 yerr=ax_.interval(rows, column))
+                ax_.policy_point(ax, depth, float(ax_.value(rows, key, scale).iloc[0]), policy,
+                                 yerr=ax_.interval(rows, key, scale))
             for primitive in sorted({style.primitive_of(p) for p in policies
                                      if style.parse_spec(p)[2] is not None}):
                 line = part[part["policy"].map(style.primitive_of) == primitive].sort_values("depth")
                 if len(line) > 1:
-                    ax.plot(line["depth"], line[column].astype(float), color=style.PRIMITIVE_COLORS.get(primitive, "#888888"),
-                            linewidth=0.7, zorder=2)
+                    ax.plot(line["depth"], ax_.value(line, key, scale),
+                            color=style.PRIMITIVE_COLORS.get(primitive, "#888888"), linewidth=0.7, zorder=2)
             if c == 0:
-                ax.set_ylabel(label)
+                ax.set_ylabel(f"{label}\n({data.meta.get('cost_method')})" if key == "cost_ratio" else label)
             if r == 0:
                 ax.set_title(f"{setting} threshold", loc="left")
             if r == len(ABLATION_ROWS) - 1:
@@ -213,9 +282,8 @@ def plot_ablation(data: Prepared, name: str):
     fig.suptitle(f"{model} · {benchmark}", x=0.02, ha="left")
     handles = _ablation_handles(policies)
     ax_.legend_top(fig, handles)
-    if data.notes:
-        notes.footnote(fig, data.note_text())
-    return fig
+    gaps = [n for n in data.notes if "resource ratios" in n]
+    return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
 
 
 def _ablation_handles(policies: list[str]) -> list[Line2D]:
@@ -226,3 +294,11 @@ def _ablation_handles(policies: list[str]) -> list[Line2D]:
     handles += [Line2D([], [], color=style.policy_color(p), linestyle="--", label=style.policy_label(p))
                 for p in policies if style.parse_spec(p)[2] is None]
     return handles
+
+
+def compute_ablation(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+                     slot: int = 0) -> Prepared:
+    """Figures 9–15: ``compute`` without Figure 3's frequency curves and table (not drawn here)."""
+    data = compute(runs, config, n_boot=n_boot, seed=seed, slot=slot)
+    data.extra = {}
+    return data

@@ -1,0 +1,51 @@
+"""What the figure tests share: every figure's compute-and-plot call, and the note checks."""
+
+from __future__ import annotations
+
+import matplotlib.text
+
+from ctxpolicy.figures import (agent_calls, cost_models, coverage, notes, outcomes, prompt_profile,
+                               ranks, reacquisition, summarizers, sweep, tradeoffs)
+
+BOOT = 40
+
+# name -> (runs, config, calls) -> Prepared, and Prepared -> figure
+COMPUTE = {
+    "fig2": lambda r, c, k: tradeoffs.compute(r, c, n_boot=BOOT, seed=0),
+    "fig3": lambda r, c, k: sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k),
+    "fig4": lambda r, c, k: coverage.compute(r, c),
+    "fig5": lambda r, c, k: ranks.compute(r, c, n_boot=BOOT, seed=0),
+    "fig6": lambda r, c, k: prompt_profile.compute(r, k, c),
+    "fig9": lambda r, c, k: sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, slot=0),
+    "fig10": lambda r, c, k: sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, slot=1),
+    "fig16": lambda r, c, k: coverage.compute_sweep(r, c, setting="tight"),
+    "fig19": lambda r, c, k: summarizers.compute(r, c, n_boot=BOOT, seed=0),
+    "fig20": lambda r, c, k: outcomes.compute(r, c),
+    "fig21": lambda r, c, k: agent_calls.compute(r, c, n_boot=BOOT, seed=0),
+    "reacquisition": lambda r, c, k: reacquisition.compute(r, c, n_boot=BOOT, seed=0),
+    "cost_models": lambda r, c, k: cost_models.compute(r, c, n_boot=BOOT, seed=0),
+}
+PLOT = {
+    "fig2": tradeoffs.plot, "fig3": sweep.plot_fig3, "fig4": coverage.plot, "fig5": ranks.plot,
+    "fig6": prompt_profile.plot, "fig9": lambda d: sweep.plot_ablation(d, "fig9"),
+    "fig10": lambda d: sweep.plot_ablation(d, "fig10"),
+    "fig16": lambda d: coverage.plot_sweep(d, "fig16"), "fig19": summarizers.plot,
+    "fig20": outcomes.plot, "fig21": agent_calls.plot, "reacquisition": reacquisition.plot,
+    "cost_models": cost_models.plot,
+}
+FIGURES = {name: (lambda r, c, k, name=name: PLOT[name](COMPUTE[name](r, c, k))) for name in COMPUTE}
+
+
+def note_texts(fig) -> str:
+    """The text of every note the figure carries (notes are drawn in NOTE_COLOR)."""
+    from matplotlib.colors import same_color
+
+    found = [t for t in fig.findobj(matplotlib.text.Text)
+             if t.get_text() and same_color(t.get_color(), notes.NOTE_COLOR)]
+    return " ".join(" ".join(t.get_text().split()) for t in found)
+
+
+def silent_empty_panels(fig) -> list[str]:
+    """Panels with no plotted data and no note: what no figure may have."""
+    return [ax.get_title() or ax.get_ylabel() or "?" for ax in fig.axes
+            if not notes.has_plotted_data(ax) and not notes.has_note(ax)]
