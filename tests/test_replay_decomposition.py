@@ -86,25 +86,14 @@ def test_compare_prints_the_decomposition_columns_from_the_same_table(runs, tmp_
     assert math.isclose(csv.set_index("policy").loc["TR/Th/0.5", "cost_behavioural_est"], 250 / 150)
 
 
-def _fixture_replays(runs: pd.DataFrame) -> pd.DataFrame:
-    """Replays made up from the fixture's FC runs: FC as is, each full-comparison policy at 60 %
-    of FC's cost and tokens and FC's calls (the agent's actions fixed)."""
-    fc = runs[(runs["policy"] == "FC") & (runs["track"] == "full")]
-    policies = runs.loc[(runs["track"] == "full") & (runs["policy"] != "FC"), ["policy", "setting"]].drop_duplicates()
-    frames = [fc.assign(track="replay", cell="replay-FC", billed_exact=fc["billed_est"])]
-    for policy, setting in policies.itertuples(index=False):
-        frames.append(fc.assign(track="replay", policy=policy, setting=setting, cell=f"replay-{policy}-{setting}",
-                                billed_exact=0.6 * fc["billed_est"], total_tokens=0.6 * fc["total_tokens"]))
-    return pd.concat(frames, ignore_index=True)
-
-
 def test_the_figure_draws_every_full_comparison_policy_with_replays_and_notes_without(tmp_path):
     from ctxpolicy.figures import decomposition, inputs, output
+    from ctxpolicy.testing.replays import replay_table
 
     fixture = Path(__file__).parent / "fixtures" / "figures"
     config = inputs.read_config(fixture / "config.yaml")
     runs = inputs.read_runs(fixture / "tables")
-    replays = _fixture_replays(runs.astype({"policy": object, "setting": object, "cell": object, "track": object}))
+    replays = replay_table(runs, saving=0.6)
     data = decomposition.compute(runs, replays, config, n_boot=50, seed=0)
     assert not data.empty and set(data.table["cost_mechanical_est"].round(6)) == {0.6}
     ratio = data.table["cost_actual_est"] / data.table["cost_mechanical_est"]

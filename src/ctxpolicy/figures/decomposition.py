@@ -60,11 +60,12 @@ def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any]
         own = comparisons.runs_of(runs, config, benchmark, model)
         own_replays = inputs.select(replays, benchmark=benchmark, model=model)
         if own.empty:
-            found.append(f"no runs for {model} on {benchmark}.")
+            found.append(notes.why_no_runs(model, benchmark))
             continue
         table = decompose(pd.concat([own, own_replays], ignore_index=True), model=model, benchmark=benchmark,
                           cost_method=cost_method, n_boot=n_boot, seed=seed)
-        found += [f"{note}." for note in missing_decompositions(own, own_replays, model=model, benchmark=benchmark)
+        found += [f"{note} ({model} on {benchmark})."
+                  for note in missing_decompositions(own, own_replays, model=model, benchmark=benchmark)
                   if any(p in note for p in policies) or "no replay runs" in note or "no FC replay" in note]
         table = table[table["policy"].astype(str).isin(policies)
                       & inputs.setting_matches(table["setting"], setting).to_numpy()]
@@ -83,7 +84,7 @@ def plot(data: Prepared):
     title = "Cost decomposition: mechanical saving (replay) vs behavioural factor"
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.note_text() or "no data")
+        return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"].astype(str).unique())
     fig, grid = ax_.grid(len(combos), len(RESOURCES), row_height=0.32 * len(specs) + 1.0, sharey=True)
     y = np.arange(len(specs))[::-1].astype(float)
@@ -93,8 +94,8 @@ def plot(data: Prepared):
         for ax, (resource, label) in zip(row_axes, RESOURCES):
             for k, (part, marker, _) in enumerate(PARTS):
                 column = f"{resource}_{part}"
-                est = rows[f"{column}_est"].astype(float)
-                err = ax_.interval(rows.rename(columns={f"{column}_est": column}), column)
+                est = ax_.value(rows, column)
+                err = ax_.interval(rows, column)
                 offset = 0.15 if k == 0 else -0.15
                 for i, spec in enumerate(specs):
                     if np.isnan(est.iloc[i]):
@@ -113,6 +114,7 @@ def plot(data: Prepared):
             ax.set_xlabel(f"{label} / FC")
             ax.grid(axis="y", visible=False)
             ax.set_title(f"{ax_.combo_title(benchmark, model)} · {label}", loc="left", fontsize=7)
+            notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
         row_axes[0].set_yticks(y, [style.policy_label(p) for p in specs])
     ax_.legend_top(fig, [Line2D([], [], linestyle="none", marker=m, color="#555555",
                                 markerfacecolor="white" if part == "mechanical" else "#555555", label=lab)
@@ -120,6 +122,5 @@ def plot(data: Prepared):
                    + [Line2D([], [], linestyle="none", marker="$×$", color="#444444",
                              label="behavioural factor = actual / mechanical")])
     cost_method = data.meta.get("cost_method")
-    footer = [f"actual cost: {cost_method} method; replay cost: exact prefix simulation in local counts."]
-    notes.footnote(fig, " ".join(footer + data.notes))
-    return fig
+    footer = f"actual cost: {cost_method} method; replay cost: exact prefix simulation in local counts."
+    return notes.finish(fig, [footer, *data.notes])
