@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ctxpolicy.metrics.compare import compare_to_baseline, resolve_rate, select
-from ctxpolicy.metrics.decomposition import decompose, decomposition_columns, missing_decompositions
+from ctxpolicy.metrics.decomposition import decompose, decomposition_columns, missing_decompositions, task_ratios
 
 
 def _run(track, policy, setting, task, cost, tokens, calls, summary_calls=0, summarizer=None, resolved=True,
@@ -52,11 +52,16 @@ def test_the_decomposition_splits_each_ratio_into_mechanical_and_behavioural(run
     assert math.isclose(row["calls_mechanical_est"], 1.0) and math.isclose(row["calls_behavioural_est"], 36 / 30)
     assert row["cost_behavioural_lo"] <= row["cost_behavioural_est"] <= row["cost_behavioural_hi"]
     assert set(decomposition_columns()) <= set(table.columns)
+    per_task = task_ratios(runs, model="m", benchmark="local").set_index(["task_id", "resource"])
+    assert per_task.loc[("a", "cost"), "mechanical"] == 0.5 and per_task.loc[("b", "cost"), "actual"] == 0.8
+    assert math.isclose(per_task.loc[("b", "calls"), "behavioural"], 1.2)
     assert missing_decompositions(runs, model="m", benchmark="local") == [
         "local/m/OTRC/St: no replay of this policy and setting"]
 
 
 def test_replay_runs_never_enter_resolve_rates_or_the_baseline(runs):
+    proxied = _run("proxy", "FC", None, "a", 100, 1000, 10, resolved=False)
+    runs = pd.concat([runs, pd.DataFrame([{**proxied, "benchmark": "local", "cell": "proxy:FC"}])], ignore_index=True)
     assert set(select(runs, model="m", benchmark="local")["track"]) == {"full"}
     fc = select(runs, model="m", benchmark="local")
     assert resolve_rate(fc[fc["policy"] == "FC"]) == 1.0  # the unresolved FC replays are not counted

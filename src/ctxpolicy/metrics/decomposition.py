@@ -19,6 +19,8 @@ spots: docs/analysis.md.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -82,33 +84,42 @@ def _cell_key(group: pd.DataFrame) -> tuple:
     return str(first["policy"]), None if pd.isna(setting) else str(setting)
 
 
-def decompose(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model: str, benchmark: str,
-              cost_method: str = DEFAULT_METHOD, track: str | None = "full",
-              n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
-    """One row per real policy cell (``track``'s; the agent as its own summarizer) that has a
-    replay cell of the same policy and setting: ``benchmark``, ``model``, ``cell``, ``policy``,
-    ``setting``, ``replay_cell`` and ``decomposition_columns()``. ``replays`` default to the
-    replay-track runs of ``runs``. Cells without replays or without shared tasks are left out
-    (``missing_decompositions`` says which). ValueError for an unknown cost method."""
+@dataclass(frozen=True)
+class _Matched:
+    """One real policy cell with its replay cell, the shared tasks, and the per-task means
+    (columns: ``_column(resource, side)`` for each resource) of the four sides."""
+
+    cell: str
+    key: tuple
+    replay_cell: str
+    replays: pd.DataFrame
+    tasks: pd.Index
+    real_policy: pd.DataFrame
+    real_base: pd.DataFrame
+    replay_policy: pd.DataFrame
+    replay_base: pd.DataFrame
+
+
+def _matched_cells(runs: pd.DataFrame, replays: pd.DataFrame | None, *, model: str, benchmark: str,
+                   cost_method: str, track: str | None):
     if cost_method not in METHODS:
         raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
     replays = replay_runs(runs if replays is None else replays)
     replays = _with_all_calls(replays[((replays["model"].astype("object") == model)
                                        & (replays["benchmark"].astype("object") == benchmark)).to_numpy()])
     real = _with_all_calls(select(runs, model=model, benchmark=benchmark))
-    rows = []
     if replays.empty or real.empty:
-        return pd.DataFrame(rows, columns=_frame_columns())
+        return
     real_fc = resource_eligible(baseline_runs(real, FC))
     replay_fc = replays[(replays["policy"].astype("object") == FC).to_numpy()]
     if real_fc.empty or replay_fc.empty:
-        return pd.DataFrame(rows, columns=_frame_columns())
+        return
     replay_cells = {_cell_key(g): (str(c), g) for c, g in replays.groupby("cell", observed=True, sort=True)
                     if str(g["policy"].iloc[0]) != FC}
     real_columns = [_column(r, "real", cost_method) for r in DECOMPOSED]
     replay_columns = [_column(r, "replay", cost_method) for r in DECOMPOSED]
-    real_base = _task_means(real_fc, real_columns)
-    replay_base = _task_means(replay_fc, replay_columns)
+    real_base = _task_means(real_fc, real_columns).dropna()
+    replay_base = _task_means(replay_fc, replay_columns).dropna()
     others = real[(real["policy"].astype("object") != FC).to_numpy()]
     if "summarizer" in others:
         others = others[others["summarizer"].isna().to_numpy()]
@@ -119,22 +130,57 @@ def decompose(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model:
         if key not in replay_cells:
             continue
         replay_cell, replay_group = replay_cells[key]
-        real_policy = _task_means(resource_eligible(group), real_columns)
-        replay_policy = _task_means(replay_group, replay_columns)
-        tasks = (real_policy.dropna().index.intersection(real_base.dropna().index)
-                 .intersection(replay_policy.dropna().index).intersection(replay_base.dropna().index).sort_values())
-        if not len(tasks):
-            continue
-        counts = resample_counts(len(tasks), n_boot, seed)
-        row = {"benchmark": benchmark, "model": model, "cell": str(cell), "policy": key[0], "setting": key[1],
-               "replay_cell": replay_cell, "decomposition_n_tasks": len(tasks),
-               "replay_summaries": _summaries(replay_group)}
-        for resource, real_column, replay_column in zip(DECOMPOSED, real_columns, replay_columns):
-            row.update(_decompose_one(resource, tasks, counts,
-                                      real_policy[real_column], real_base[real_column],
-                                      replay_policy[replay_column], replay_base[replay_column]))
+        real_policy = _task_means(resource_eligible(group), real_columns).dropna()
+        replay_policy = _task_means(replay_group, replay_columns).dropna()
+        tasks = (real_policy.index.intersection(real_base.index).intersection(replay_policy.index)
+                 .intersection(replay_base.index).sort_values())
+        if len(tasks):
+            yield _Matched(str(cell), key, replay_cell, replay_group, tasks, real_policy.loc[tasks],
+                           real_base.loc[tasks], replay_policy.loc[tasks], replay_base.loc[tasks])
+
+
+def decompose(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model: str, benchmark: str,
+              cost_method: str = DEFAULT_METHOD, track: str | None = "full",
+              n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+    """One row per real policy cell (``track``'s; the agent as its own summarizer) that has a
+    replay cell of the same policy and setting: ``benchmark``, ``model``, ``cell``, ``policy``,
+    ``setting``, ``replay_cell`` and ``decomposition_columns()``. ``replays`` default to the
+    replay-track runs of ``runs``. Cells without replays or without shared tasks are left out
+    (``missing_decompositions`` says which). ValueError for an unknown cost method."""
+    rows = []
+    for m in _matched_cells(runs, replays, model=model, benchmark=benchmark, cost_method=cost_method, track=track):
+        counts = resample_counts(len(m.tasks), n_boot, seed)
+        row = {"benchmark": benchmark, "model": model, "cell": m.cell, "policy": m.key[0], "setting": m.key[1],
+               "replay_cell": m.replay_cell, "decomposition_n_tasks": len(m.tasks),
+               "replay_summaries": _summaries(m.replays)}
+        for resource in DECOMPOSED:
+            real_column, replay_column = _column(resource, "real", cost_method), _column(resource, "replay", cost_method)
+            row.update(_decompose_one(resource, m.tasks, counts,
+                                      m.real_policy[real_column], m.real_base[real_column],
+                                      m.replay_policy[replay_column], m.replay_base[replay_column]))
         rows.append(row)
     return pd.DataFrame(rows, columns=_frame_columns())
+
+
+def task_ratios(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model: str, benchmark: str,
+                cost_method: str = DEFAULT_METHOD, track: str | None = "full") -> pd.DataFrame:
+    """The decomposition task by task: one row per (cell, task, resource) with the task's
+    ``mechanical`` (replay(P) / replay(FC)), ``actual`` (real(P) / real(FC)) and ``behavioural``
+    (actual / mechanical) ratios, over the same tasks ``decompose`` uses (NaN where a
+    denominator is 0)."""
+    rows = []
+    for m in _matched_cells(runs, replays, model=model, benchmark=benchmark, cost_method=cost_method, track=track):
+        for resource in DECOMPOSED:
+            real_column, replay_column = _column(resource, "real", cost_method), _column(resource, "replay", cost_method)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mechanical = (m.replay_policy[replay_column] / m.replay_base[replay_column]).replace(np.inf, np.nan)
+                actual = (m.real_policy[real_column] / m.real_base[real_column]).replace(np.inf, np.nan)
+            frame = pd.DataFrame({"benchmark": benchmark, "model": model, "cell": m.cell, "policy": m.key[0],
+                                  "setting": m.key[1], "task_id": m.tasks, "resource": resource,
+                                  "mechanical": mechanical.to_numpy(), "actual": actual.to_numpy()})
+            rows.append(frame.assign(behavioural=frame["actual"] / frame["mechanical"]))
+    columns = ["benchmark", "model", "cell", "policy", "setting", "task_id", "resource", *PARTS]
+    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
 
 def _summaries(replays: pd.DataFrame) -> str:
