@@ -18,6 +18,9 @@ import pytest  # noqa: E402
 
 from ctxpolicy.figures import agent_calls, comparisons, notes, outcomes, ranks, summarizers, sweep  # noqa: E402
 from ctxpolicy.figures.prepared import Prepared  # noqa: E402
+from ctxpolicy.metrics import sweep as metrics_sweep  # noqa: E402
+from ctxpolicy.metrics.compare import resolve_rate_interval, solved_threshold  # noqa: E402
+from ctxpolicy.metrics.outcomes import planned_outcome_counts  # noqa: E402
 
 
 def run(policy: str, task: str, attempt: int = 1, *, resolved: bool = False, outcome: str = "submitted",
@@ -52,7 +55,7 @@ def closed():
 
 @pytest.mark.parametrize(("attempts", "needed"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 4), (6, 4)])
 def test_solved_means_two_thirds_of_the_attempts_rounded_up(attempts, needed):
-    assert comparisons.solved_min(attempts) == needed
+    assert solved_threshold(attempts) == needed
 
 
 # ---------------------------------------------------------------- Figure 3
@@ -65,10 +68,10 @@ def test_fig3_counts_a_stacked_firing_once_per_step():
     calls = pd.DataFrame([  # step 2: OTRC and TR both fired (two events, one firing); step 5: one
         {"run_dir": a, "step": 1.0, "n_events": 0}, {"run_dir": a, "step": 2.0, "n_events": 2},
         {"run_dir": a, "step": 5.0, "n_events": 1}, {"run_dir": b, "step": 1.0, "n_events": 0}])
-    freq, said = sweep.firings_per_attempt(runs, calls)
+    freq, said = metrics_sweep.firings_per_attempt(runs, calls)
     assert said == []
     assert freq["firings_per_attempt"].tolist() == [1.0]  # (2 + 0) / 2 attempts
-    freq, said = sweep.firings_per_attempt(runs, None)  # no calls table: stage counts, said so
+    freq, said = metrics_sweep.firings_per_attempt(runs, None)  # no calls table: stage counts, said so
     assert freq["firings_per_attempt"].tolist() == [1.5] and "stages count separately" in said[0]
 
 
@@ -83,7 +86,7 @@ def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_se
         run("TR/Th/0.7", "t2", billed_est=160.0, wall_s=150.0),
         # TRC/Th: its own primitive, so best of its own group
         run("TRC/Th", "t1", billed_est=400.0, wall_s=500.0), run("TRC/Th", "t2", billed_est=400.0, wall_s=500.0)])
-    table = sweep.all_attempts_summary(runs, ["TR/Th/0.3", "TR/Th/0.7", "TRC/Th"], ["primary"], "estimated")
+    table = metrics_sweep.all_attempts_summary(runs, ["TR/Th/0.3", "TR/Th/0.7", "TRC/Th"], ["primary"], "estimated")
     rows = table.set_index("policy")
     assert rows.loc["TR/Th/0.3", "resolve_rate"] == 0.5
     assert rows.loc["TR/Th/0.3", "cost_ratio_all"] == pytest.approx(400 / 400)   # (50+350)/(100+300)
@@ -125,8 +128,8 @@ def test_fig19_ratios_are_relative_to_self_summarization_on_shared_eligible_task
     assert ratios["latency_ratio_est"] == pytest.approx(2.0)
     assert ratios["cost_ratio_est"] == pytest.approx(0.5)
     assert ratios["tokens_ratio_n_tasks"] == 2  # t3's only run of "small" hit the time limit
-    absolute = summarizers.absolute_resolve(pd.DataFrame([run("SU/Th/0.5", "t1", resolved=True),
-                                                          run("SU/Th/0.5", "t2")]), n_boot=100, seed=0)
+    absolute = resolve_rate_interval(pd.DataFrame([run("SU/Th/0.5", "t1", resolved=True),
+                                                   run("SU/Th/0.5", "t2")]), n_boot=100, seed=0)
     assert absolute["resolve_rate_est"] == 0.5 and absolute["n_tasks"] == 2
 
 
@@ -137,11 +140,11 @@ def test_fig20_counts_every_planned_attempt_and_harness_timeouts():
     runs = pd.DataFrame([
         run("FC", "t1", 1, resolved=True),
         run("FC", "t1", 2, outcome="time_limit"),
-        run("FC", "t1", 3, failure_mode="agent_timeout"),   # the harness timed it out: time-limited
+        run("FC", "t1", 3, outcome_class="time_limited"),    # the harness timed it out (aggregation's class)
         run("FC", "t2", 1, outcome="step_limit"),
         run("FC", "t2", 4, resolved=True),                  # attempt 4 of 3: not planned
         run("FC", "t9", 1, resolved=True)])                 # task outside the cohort: not planned
-    counts = outcomes.planned_outcome_counts(runs, ["t1", "t2"], 3)
+    counts = planned_outcome_counts(runs, ["t1", "t2"], 3)
     assert counts == {"success": 1, "time_limited": 2, "step_limited": 1, "submitted_unsuccessful": 0,
                       "other": 2}  # t2's attempts 2 and 3 were never recorded
 

@@ -242,3 +242,14 @@ def test_find_run_dirs_skips_runs_moved_aside_as_stale(tmp_path):
         run.mkdir(parents=True)
         (run / "run.json").write_text("{}")
     assert find_run_dirs([tmp_path]) == [cell / "t-1__a1"]
+
+
+@pytest.mark.parametrize("mode, expected", [("agent_timeout", "time_limited"),
+                                            ("test_timeout", "time_limited"),
+                                            ("parse_error", "submitted_unsuccessful")])
+def test_a_harness_timeout_in_the_verdict_makes_an_unresolved_run_time_limited(tmp_path, mode, expected):
+    run_dir = write_run(tmp_path / "cell" / "t1__a1", resolved=False)
+    (run_dir / "verdict.json").write_text(json.dumps({"resolved": False, "harness": "terminal-bench",
+                                                      "report": {"failure_mode": mode}, "log": ""}))
+    row = aggregate([tmp_path], processes=1).runs.iloc[0]
+    assert (row.outcome, row.outcome_class) == ("submitted", expected)

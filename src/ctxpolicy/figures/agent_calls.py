@@ -20,6 +20,7 @@ import pandas as pd
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.compare import solved_threshold
 
 MIN_TASKS_FOR_INTERVAL = 3
 
@@ -27,7 +28,7 @@ MIN_TASKS_FOR_INTERVAL = 3
 def calls_change_metric(config: Mapping[str, Any]):
     from ctxpolicy.metrics.compare import execution_length
 
-    need = comparisons.solved_min(comparisons.planned_attempts(config))
+    need = solved_threshold(comparisons.planned_attempts(config))
 
     def metric(runs, *, model, benchmark, n_boot, seed, **_):
         table = execution_length(runs, model=model, benchmark=benchmark, solved_min=need,

@@ -7,7 +7,6 @@ benchmark and model. A (benchmark, model) without runs becomes a note, not an er
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,85 +14,28 @@ import pandas as pd
 
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.compare import compare_to_baseline, solved_threshold
+from ctxpolicy.metrics.cost import DEFAULT_METHOD
 
 
-DEFAULT_COST_METHOD = "estimated"
-# compare_to_fc's ratio columns -> the keys the figures' data files and `ctxpolicy compare` use;
-# each becomes {key}_est, {key}_lo, {key}_hi and {key}_n_tasks
-RATIO_KEYS = {"token_ratio": "tokens_ratio", "latency_ratio": "latency_ratio",
-              "cost_ratio": "cost_ratio_exact", "cost_ratio_est": "cost_ratio_estimated",
-              "cost_ratio_measured": "cost_ratio_measured", "calls_ratio": "calls_ratio",
-              "retrieval_ratio": "retrieval_ratio", "execution_ratio": "execution_ratio"}
 IDENTITY = ("benchmark", "model", "policy", "setting", "summarizer", "cell", "primitive", "trigger", "depth")
 
 
 def cost_method(config: Mapping[str, Any]) -> str:
     """The headline billed-cost method (``metrics.cost_method``: estimated, exact or measured)."""
-    return str(((config.get("metrics") or {}).get("cost_method")) or DEFAULT_COST_METHOD)
+    return str(((config.get("metrics") or {}).get("cost_method")) or DEFAULT_METHOD)
 
 
 def planned_attempts(config: Mapping[str, Any]) -> int:
     return max(1, int(config.get("attempts") or 1))
 
 
-def solved_min(attempts: int) -> int:
-    """The study's "solved": at least two thirds of the attempts succeed, ⌈2/3·attempts⌉."""
-    return -(-2 * attempts // 3)
-
-
-def call_metric(metric, runs: pd.DataFrame, **kwargs) -> pd.DataFrame:
-    """Call a ``ctxpolicy.metrics.compare`` function with the keyword arguments it accepts
-    (``attempts`` and ``cost_method`` only where its version takes them)."""
-    accepted = inspect.signature(metric).parameters
-    if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
-        kwargs = {k: v for k, v in kwargs.items() if k in accepted}
-    return metric(runs, **kwargs)
-
-
-def compare_keys(table: pd.DataFrame, method: str = DEFAULT_COST_METHOD) -> pd.DataFrame:
-    """``compare_to_fc`` rows under the names ``ctxpolicy compare`` prints: ``resolve_rate``,
-    ``baseline_resolve_rate``, ``resolve_delta_{est,lo,hi}`` (fractions), and for each ratio
-    ``{key}_{est,lo,hi,n_tasks}``; ``cost_ratio_*`` is the ``method``'s cost ratio."""
-    if table.empty:
-        return table
-    out = pd.DataFrame({c: table[c] for c in IDENTITY if c in table})
-    out["n_tasks"] = table["n_tasks"]
-    out["resolve_rate"] = table["resolve_rate"].astype(float)
-    out["baseline_resolve_rate"] = table.get("baseline_resolve_rate", table.get("fc_resolve_rate")).astype(float)
-    for suffix in ("", "_lo", "_hi"):
-        out[f"resolve_delta_{'est' if not suffix else suffix[1:]}"] = table[f"delta_pp{suffix}"].astype(float) / 100
-    n_resource = table.get("n_resource_tasks", table["n_tasks"])
-    for source, key in RATIO_KEYS.items():
-        if source not in table:
-            continue
-        out[f"{key}_est"] = table[source].astype(float)
-        out[f"{key}_lo"] = table[f"{source}_lo"].astype(float)
-        out[f"{key}_hi"] = table[f"{source}_hi"].astype(float)
-        n = table.get(f"{source}_n_tasks", table["n_measured_tasks"] if source == "cost_ratio_measured"
-                      and "n_measured_tasks" in table else n_resource)
-        out[f"{key}_n_tasks"] = n
-    chosen = f"cost_ratio_{method}"
-    for part in ("est", "lo", "hi", "n_tasks"):
-        if f"{chosen}_{part}" in out:
-            out[f"cost_ratio_{part}"] = out[f"{chosen}_{part}"]
-    out["cost_ratio_method"] = method
-    return out
-
-
 def compare_against_fc(runs: pd.DataFrame, *, model: str, benchmark: str, n_boot: int, seed: int,
                        attempts: int, cost_method: str) -> pd.DataFrame:
-    """One row per non-FC cell under ``ctxpolicy compare``'s keys: the metrics room's
-    ``compare_to_baseline`` where it exists (it already speaks those keys), else
-    ``compare_to_fc`` renamed by ``compare_keys``. (After the metrics work lands only the
-    first branch is needed.)"""
-    from ctxpolicy.metrics import compare
-
-    if hasattr(compare, "compare_to_baseline"):
-        return compare.compare_to_baseline(runs, model=model, benchmark=benchmark, attempts=attempts,
-                                           cost_method=cost_method, n_boot=n_boot, seed=seed)
-    return compare_keys(call_metric(compare.compare_to_fc, runs, model=model, benchmark=benchmark,
-                                    n_boot=n_boot, seed=seed, attempts=attempts, cost_method=cost_method),
-                        cost_method)
+    """One row per non-FC cell under ``ctxpolicy compare``'s keys: the one comparison that
+    `ctxpolicy compare` prints too, so a number in a figure and the same number there are equal."""
+    return compare_to_baseline(runs, model=model, benchmark=benchmark, attempts=attempts,
+                               cost_method=cost_method, n_boot=n_boot, seed=seed)
 
 
 def cost_label(method: str) -> str:

@@ -22,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.compare import solved_threshold
 
 GAIN, LOSS = "#009E73", "#D55E00"
 
@@ -33,27 +34,19 @@ def _gains_losses(config: Mapping[str, Any]):
 
     def metric(runs, *, model, benchmark, **_):  # no resampling in coverage counts
         table = gains_losses(runs, model=model, benchmark=benchmark, attempts=attempts,
-                             solved_min=comparisons.solved_min(attempts))
+                             solved_min=solved_threshold(attempts))
         return with_compare_keys(table, runs)
     return metric
 
 
 def with_compare_keys(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """``gains_losses`` rows with ``ctxpolicy compare``'s names: ``solved``, ``baseline_solved``,
-    ``gains``, ``losses``, ``left_out_tasks`` (tasks with runs on either side that lack the
-    attempts the rule needs; computed here where ``gains_losses`` does not report it) and
-    ``gains_losses_tasks`` (the tasks the rule counts; compare's ``n_tasks`` means all compared
-    tasks, so the name is not reused)."""
+    ``gains``, ``losses``, ``left_out_tasks`` and ``gains_losses_tasks`` (the tasks the rule
+    counts; compare's ``n_tasks`` means all compared tasks, so the name is not reused)."""
     if table.empty:
         return table
-    table = table.rename(columns={"policy_solved": "solved", "fc_solved": "baseline_solved",
-                                  "n_tasks": "gains_losses_tasks"})
-    if "left_out_tasks" not in table:
-        fc_tasks = set(runs.loc[runs["policy"].astype(str) == style.FC, "task_id"].astype(str))
-        table["left_out_tasks"] = [
-            len(fc_tasks | set(runs.loc[runs["cell"].astype(str) == str(cell), "task_id"].astype(str))) - n
-            for cell, n in zip(table["cell"], table["gains_losses_tasks"])]
-    return table
+    return table.rename(columns={"policy_solved": "solved", "fc_solved": "baseline_solved",
+                                 "n_tasks": "gains_losses_tasks"})
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:

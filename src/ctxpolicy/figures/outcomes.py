@@ -20,34 +20,7 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
-
-HARNESS_TIMEOUT_COLUMNS = ("failure_mode", "harness_failure")  # where a runs table says why the harness stopped
-
-
-def attempt_classes(runs: pd.DataFrame) -> pd.Series:
-    """Each run's outcome class, with harness timeouts (e.g. Terminal-Bench's
-    ``agent_timeout``) counted as time-limited when the run was not a success."""
-    classes = runs["outcome_class"].astype("object").where(runs["outcome_class"].notna(), "other").astype(str)
-    for column in HARNESS_TIMEOUT_COLUMNS:
-        if column in runs:
-            timed_out = runs[column].astype(str).str.contains("timeout", case=False, na=False)
-            classes = classes.where(~(timed_out & (classes != "success")), "time_limited")
-    return classes
-
-
-def planned_outcome_counts(runs: pd.DataFrame, tasks: list[str], attempts: int) -> dict[str, int]:
-    """Attempts per outcome class over the planned attempts (``tasks`` × 1..``attempts``): an
-    attempt with no run counts as other/missing; runs outside the plan are not counted.
-    (A pure metric: it belongs in ``ctxpolicy.metrics`` at merge.)"""
-    planned = set(tasks)
-    inside = runs[runs["task_id"].astype(str).isin(planned) & (runs["attempt"] >= 1)
-                  & (runs["attempt"] <= attempts)]
-    inside = inside.assign(task_id=inside["task_id"].astype(str)).drop_duplicates(["task_id", "attempt"])
-    counts = attempt_classes(inside).value_counts()
-    out = {c: int(counts.get(c, 0)) for c in style.OUTCOME_ORDER}
-    out["other"] += len(planned) * attempts - len(inside)
-    return out
-
+from ctxpolicy.metrics.outcomes import planned_outcome_counts
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:
     block = inputs.block(config, "full_comparison")

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 import matplotlib as mpl
 
+from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES
+
 FC = "FC"
 
 PRIMITIVE_ORDER = ("FC", "TR", "TRC", "OTRC", "SU", "S", "S-p",
@@ -42,7 +44,7 @@ SETTING_ORDER = ("tight", "primary", "loose")
 DEPTH_COLORS = ("#332288", "#117733", "#DDCC77", "#CC6677", "#AA4499", "#88CCEE")
 DEPTH_MARKERS = ("o", "s", "^", "D", "v", "P")
 
-OUTCOME_ORDER = ("success", "time_limited", "step_limited", "submitted_unsuccessful", "other")
+OUTCOME_ORDER = OUTCOME_CLASSES  # the metrics room owns the classes and their order
 OUTCOME_LABELS = {"success": "success", "time_limited": "time-limited",
                   "step_limited": "step-limited",
                   "submitted_unsuccessful": "submitted, unsuccessful",

@@ -18,6 +18,7 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.compare import resolve_rate_interval
 
 SELF = "self"
 RATIO_PANELS = (("tokens_ratio", "tokens / self"), ("latency_ratio", "latency / self"),
@@ -28,18 +29,6 @@ SUMMARIZER_SHADES = ("#4D4D4D", "#999999", "#CCCCCC", "#777777", "#BBBBBB")
 
 def _summarizer(value: Any) -> str:
     return SELF if value is None or pd.isna(value) or str(value) in ("", "None") else str(value)
-
-
-def absolute_resolve(runs: pd.DataFrame, *, n_boot: int, seed: int) -> dict:
-    """Resolve rate of one cell with a 95 % task-bootstrap interval (fractions)."""
-    from ctxpolicy.metrics.bootstrap import boot_means, percentile_interval, resample_counts
-    from ctxpolicy.metrics.compare import resolve_rate, task_success
-
-    per_task = task_success(runs).sort_index()
-    lo, hi = percentile_interval(boot_means(resample_counts(len(per_task), n_boot, seed),
-                                            per_task.to_numpy(float)))
-    return {"n_tasks": len(per_task), "resolve_rate_est": resolve_rate(runs),
-            "resolve_rate_lo": lo, "resolve_rate_hi": hi}
 
 
 def relative_to_self(own: pd.DataFrame, mine: pd.DataFrame, *, model: str, benchmark: str,
@@ -67,6 +56,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
     if not block.get("summarizers"):
         said.append("the config lists no other summarizers: only the agent summarizing itself is shown.")
     method = comparisons.cost_method(config)
+    attempts = comparisons.planned_attempts(config)
     setting = block.get("setting", "primary")
     rows = []
     for benchmark, model in combos:
@@ -85,11 +75,12 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
             for name in sorted(by_summarizer, key=lambda s: (s != SELF, s)):
                 group = by_summarizer[name]
                 row = {"benchmark": benchmark, "model": model, "policy": policy, "summarizer": name,
-                       **absolute_resolve(group, n_boot=n_boot, seed=seed), "cost_ratio_method": method}
+                       **resolve_rate_interval(group, attempts=attempts, n_boot=n_boot, seed=seed),
+                       "cost_ratio_method": method}
                 if name != SELF and self_runs is not None:
                     row.update(relative_to_self(self_runs, group, model=model, benchmark=benchmark,
                                                 n_boot=n_boot, seed=seed, method=method,
-                                                attempts=comparisons.planned_attempts(config)))
+                                                attempts=attempts))
                     if pd.isna(row.get("tokens_ratio_est")):
                         said.append(f"no task with eligible runs for both {policy} summarized by {name} "
                                     f"and by the agent itself ({model} on {benchmark}): ratios undefined.")

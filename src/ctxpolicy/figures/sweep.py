@@ -18,6 +18,7 @@ from matplotlib.lines import Line2D
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.sweep import all_attempts_summary, firings_per_attempt
 
 TIME_LIMITED = "time_limited"
 
@@ -54,93 +55,12 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
                                          combos=[combo], cohort=cohort, policies=policies)
     own = comparisons.runs_of(runs, config, combo[0], combo[1], cohort)
     frequency, freq_notes = firings_per_attempt(own[own["outcome_class"].astype(str) != TIME_LIMITED], calls)
-    summary = all_attempts_summary(own, policies, settings, comparisons.cost_method(config))
+    summary = all_attempts_summary(own, policies, settings, comparisons.cost_method(config),
+                                   attempts=comparisons.planned_attempts(config))
     return Prepared(_with_depth(compared.table), compared.notes + freq_notes,
                     {"combo": combo, "settings": settings, "policies": policies,
                      "cost_method": comparisons.cost_method(config)},
                     {"frequency": frequency, "summary": summary})
-
-
-def firings_per_attempt(runs: pd.DataFrame, calls: pd.DataFrame | None) -> tuple[pd.DataFrame, list[str]]:
-    """Mean compression firings per attempt for each policy and setting: a firing is one step
-    at which the policy compressed, so a stacked policy's stages count once. Counted from the
-    calls table (steps with events); without it, from the runs' event counts, which count
-    each stage (and the figure says so). A description of the runs, not an estimate: no interval.
-
-    (A per-run ``compression_firings`` column belongs to ``ctxpolicy.metrics``; until it exists
-    the figure counts it here.)"""
-    columns = ["policy", "setting", "firings_per_attempt", "threshold_tokens", "n_attempts"]
-    if runs.empty:
-        return pd.DataFrame(columns=columns), []
-    runs = runs.assign(policy=runs["policy"].astype(str), setting=runs["setting"].astype(str),
-                       run_dir=runs["run_dir"].astype(str))
-    said: list[str] = []
-    have_calls = calls is not None and not calls.empty and {"run_dir", "step", "n_events"} <= set(calls)
-    if have_calls:
-        mine = calls[calls["run_dir"].astype(str).isin(set(runs["run_dir"]))]
-        fired = mine[mine["n_events"].fillna(0).astype(float) > 0]
-        per_run = fired.groupby(fired["run_dir"].astype(str))["step"].nunique()
-        firings = runs["run_dir"].map(per_run).fillna(0.0)
-        if mine.empty:
-            have_calls = False
-    if not have_calls:
-        firings = runs["compression_events"].astype(float)
-        said.append("compression frequency counted from the runs' event totals (no calls table): "
-                    "a stacked policy's stages count separately.")
-    return (runs.assign(firings=firings)
-            .groupby(["policy", "setting"], as_index=False)
-            .agg(firings_per_attempt=("firings", "mean"), threshold_tokens=("threshold_tokens", "median"),
-                 n_attempts=("run_dir", "size")))[columns], said
-
-
-BILLED = {"estimated": "billed_est", "exact": "billed_exact", "measured": "billed_measured"}
-
-
-def billed_column(method: str) -> str:
-    """The runs column of a cost method (``ctxpolicy.metrics.cost.BILLED_COLUMNS`` where it exists)."""
-    from ctxpolicy.metrics import cost
-
-    return getattr(cost, "BILLED_COLUMNS", BILLED).get(method, BILLED["estimated"])
-
-
-def all_attempts_summary(runs: pd.DataFrame, policies: list[str], settings: list[str],
-                         method: str) -> pd.DataFrame:
-    """Figure 3's table: per setting and policy, over **all** attempts (time-capped included):
-    resolve rate, billed cost relative to FC (task means over the tasks both ran) and mean
-    latency in seconds; ``best_*`` marks the best across depths within each primitive and
-    setting. (A pure all-attempts comparison; it belongs in ``ctxpolicy.metrics`` at merge.)"""
-    from ctxpolicy.metrics.compare import resolve_rate
-
-    columns = ["setting", "policy", "primitive", "depth", "n_tasks", "resolve_rate",
-               "cost_ratio_all", "latency_s", "best_resolve", "best_cost", "best_latency"]
-    if runs.empty:
-        return pd.DataFrame(columns=columns)
-    billed = billed_column(method)
-    runs = runs.assign(policy=runs["policy"].astype(str), setting=runs["setting"].astype(str))
-    fc = runs[runs["policy"] == style.FC]
-    fc_cost = fc.groupby("task_id", observed=True)[billed].mean()
-    rows = []
-    for setting in settings:
-        for policy in policies:
-            mine = runs[(runs["policy"] == policy) & inputs.setting_matches(runs["setting"], setting)]
-            if mine.empty:
-                continue
-            cost = mine.groupby("task_id", observed=True)[billed].mean()
-            shared = cost.dropna().index.intersection(fc_cost.dropna().index)
-            fc_mean = fc_cost[shared].mean() if len(shared) else np.nan
-            primitive, _, depth = style.parse_spec(policy)
-            rows.append({"setting": setting, "policy": policy, "primitive": primitive, "depth": depth,
-                         "n_tasks": int(mine["task_id"].nunique()), "resolve_rate": resolve_rate(mine),
-                         "cost_ratio_all": cost[shared].mean() / fc_mean if len(shared) and fc_mean > 0 else np.nan,
-                         "latency_s": mine.groupby("task_id", observed=True)["wall_s"].mean().mean()})
-    table = pd.DataFrame(rows, columns=columns[:8])
-    if table.empty:
-        return pd.DataFrame(columns=columns)
-    group = table.groupby(["setting", "primitive"], sort=False)
-    for flag, column, best in (("best_resolve", "resolve_rate", "max"), ("best_cost", "cost_ratio_all", "min"),
-                               ("best_latency", "latency_s", "min")):
-        table[flag] = table[column].notna() & (table[column] == group[column].transform(best))
-    return table
 
 
 def _with_depth(table: pd.DataFrame) -> pd.DataFrame:

@@ -13,6 +13,7 @@ column names, kept for the figure modules that read them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import combinations
 
 import numpy as np
@@ -21,7 +22,7 @@ import pandas as pd
 from ctxpolicy.metrics.bootstrap import (DEFAULT_RESAMPLES, boot_means, boot_ratio,
                                          percentile_interval, resample_counts)
 from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
-from ctxpolicy.metrics.outcomes import MISSING, OUTCOME_CLASSES
+from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES, planned_outcome_counts, planned_runs_of
 
 FC = "FC"
 CELL_COLUMNS = ("policy", "primitive", "trigger", "depth", "setting", "summarizer")
@@ -164,6 +165,17 @@ def resolve_rate(runs: pd.DataFrame, attempts: int | None = None) -> float:
     """Mean over tasks of each task's success fraction over the planned attempts."""
     per_task = task_success(runs, attempts)
     return float(per_task.mean()) if len(per_task) else float("nan")
+
+
+def resolve_rate_interval(runs: pd.DataFrame, *, attempts: int | None = None,
+                          n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict:
+    """One cell's resolve rate over its planned attempts with a 95 % task-bootstrap interval
+    (fractions): ``n_tasks``, ``resolve_rate_est``, ``resolve_rate_lo``, ``resolve_rate_hi``."""
+    per_task = task_success(runs, attempts).sort_index()
+    lo, hi = percentile_interval(boot_means(resample_counts(len(per_task), n_boot, seed),
+                                            per_task.to_numpy(float)))
+    return {"n_tasks": len(per_task), "resolve_rate_est": resolve_rate(runs, attempts),
+            "resolve_rate_lo": lo, "resolve_rate_hi": hi}
 
 
 def resource_ratio(policy: pd.DataFrame, fc: pd.DataFrame, column: str) -> tuple[float, int]:
@@ -468,33 +480,29 @@ def paired_differences(runs: pd.DataFrame, *, model: str, benchmark: str, cohort
 # -- outcome breakdown -------------------------------------------------------------------
 
 def outcome_breakdown(runs: pd.DataFrame, *, model: str | None = None, benchmark: str | None = None,
-                      cohort: str | None = None, attempts: int | None = None) -> pd.DataFrame:
+                      cohort: str | None = None, attempts: int | None = None,
+                      tasks: Iterable[str] | None = None) -> pd.DataFrame:
     """Planned attempts per outcome class and cell (every class listed, zeros included), with
     shares. A cell's planned attempts are attempts 1..A (default: the table's largest attempt
-    number) of every task any cell of its (benchmark, model, cohort) recorded; those without a
-    run are counted as ``other`` (other/missing) and also in ``n_missing``. ``n_planned`` is the
-    bar's total."""
+    number) of the planned ``tasks`` (default: every task any cell of its (benchmark, model,
+    cohort) recorded); those without a run are counted as ``other`` (other/missing) and also in
+    ``n_missing``. ``n_planned`` is the bar's total."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
     attempts = attempts or planned_attempts(selected)
-    planned = planned_runs(selected, attempts)
-    scope = ["benchmark", "model", "cohort"] if "cohort" in planned else ["benchmark", "model"]
-    universe = (planned.assign(task_id=planned["task_id"].astype(str))[scope + ["task_id"]]
-                .astype({c: "object" for c in scope}).drop_duplicates())
+    scope = ["benchmark", "model", "cohort"] if "cohort" in selected else ["benchmark", "model"]
+    given = None if tasks is None else sorted({str(t) for t in tasks})
     rows = []
-    for (_, _, cell), group in planned.groupby(["benchmark", "model", "cell"], observed=True, sort=True):
-        key = {c: group[c].astype("object").iloc[0] for c in scope}
-        match = np.ones(len(universe), dtype=bool)
-        for c, value in key.items():
-            match &= (universe[c] == value).to_numpy() | (pd.isna(value) & universe[c].isna().to_numpy())
-        n_planned = int(match.sum()) * attempts
-        classes = group["outcome_class"].astype(str).value_counts()
-        n_missing = n_planned - len(group)
-        description = cell_description(group)
-        for outcome in OUTCOME_CLASSES:
-            n = int(classes.get(outcome, 0)) + (n_missing if outcome == MISSING else 0)
-            rows.append({"benchmark": key["benchmark"], "model": key["model"], "cell": str(cell),
-                         **{c: description.get(c) for c in CELL_COLUMNS}, "outcome_class": outcome, "n": n,
-                         "share": n / n_planned if n_planned else np.nan, "n_planned": n_planned,
-                         "n_missing": n_missing})
+    for key, same_scope in selected.groupby(scope, observed=True, sort=True, dropna=False):
+        universe = given if given is not None else sorted(set(same_scope["task_id"].astype(str)))
+        n_planned = len(universe) * attempts
+        for cell, group in same_scope.groupby("cell", observed=True, sort=True):
+            counts = planned_outcome_counts(group, universe, attempts)
+            n_recorded = len(planned_runs_of(group, universe, attempts))
+            description = cell_description(group)
+            for outcome in OUTCOME_CLASSES:
+                rows.append({"benchmark": key[0], "model": key[1], "cell": str(cell),
+                             **{c: description.get(c) for c in CELL_COLUMNS}, "outcome_class": outcome,
+                             "n": counts[outcome], "share": counts[outcome] / n_planned if n_planned else np.nan,
+                             "n_planned": n_planned, "n_missing": n_planned - n_recorded})
     columns = ["benchmark", "model", "cell", *CELL_COLUMNS, "outcome_class", "n", "share", "n_planned", "n_missing"]
     return pd.DataFrame(rows, columns=columns)

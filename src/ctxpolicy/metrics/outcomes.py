@@ -4,22 +4,57 @@ success (the benchmark's verdict says resolved) > time_limited > step_limited >
 submitted_unsuccessful > other (errors, format-error and context limits, missing verdicts on
 unsubmitted runs; planned attempts without any run, in the planned-attempt breakdown). A run
 ended by a resource limit counts as a success only when its verdict says so; a missing verdict
-is unresolved.
+is unresolved. A benchmark harness that stopped an unresolved run for time (Terminal-Bench's
+``failure_mode: agent_timeout`` and its other ``*timeout*`` modes, recorded in the verdict's
+report) makes it time_limited even where the agent itself recorded no limit.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
 
 OUTCOME_CLASSES = ("success", "time_limited", "step_limited", "submitted_unsuccessful", "other")
 MISSING = "other"  # a planned attempt without a run counts here (other/missing)
 
 
-def outcome_class(outcome: str | None, resolved: bool) -> str:
+def harness_timed_out(verdict: dict | None) -> bool:
+    """Whether the grading harness says it stopped the run for time (``report.failure_mode``)."""
+    report = (verdict or {}).get("report")
+    mode = report.get("failure_mode") if isinstance(report, dict) else None
+    return isinstance(mode, str) and "timeout" in mode.lower()
+
+
+def outcome_class(outcome: str | None, resolved: bool, harness_timeout: bool = False) -> str:
     if resolved:
         return "success"
-    if outcome == "time_limit":
+    if outcome == "time_limit" or harness_timeout:
         return "time_limited"
     if outcome == "step_limit":
         return "step_limited"
     if outcome == "submitted":
         return "submitted_unsuccessful"
     return "other"
+
+
+def planned_runs_of(runs: pd.DataFrame, tasks: Iterable[str], attempts: int) -> pd.DataFrame:
+    """The runs that fill a planned attempt (task in ``tasks``, attempt 1..``attempts``), one per
+    (task, attempt)."""
+    planned = {str(t) for t in tasks}
+    inside = runs[runs["task_id"].astype(str).isin(planned) & (runs["attempt"] >= 1)
+                  & (runs["attempt"] <= attempts)]
+    return inside.assign(task_id=inside["task_id"].astype(str)).drop_duplicates(["task_id", "attempt"])
+
+
+def planned_outcome_counts(runs: pd.DataFrame, tasks: Iterable[str], attempts: int) -> dict[str, int]:
+    """Attempts per outcome class over the planned attempts (``tasks`` × 1..``attempts``), every
+    class listed: an attempt with no run counts as ``other`` (other/missing); runs outside the
+    plan (another task, an attempt number above ``attempts``) are not counted."""
+    planned = {str(t) for t in tasks}
+    inside = planned_runs_of(runs, planned, attempts)
+    classes = inside["outcome_class"].astype("object").where(inside["outcome_class"].notna(), MISSING)
+    counts = classes.astype(str).value_counts()
+    out = {c: int(counts.get(c, 0)) for c in OUTCOME_CLASSES}
+    out[MISSING] += len(planned) * attempts - len(inside)
+    return out

@@ -22,7 +22,7 @@ import orjson
 from ctxpolicy.metrics.commands import count_commands
 from ctxpolicy.metrics.cost import (DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, estimated_cached, exact_cached_flat,
                                    has_otrc, unchanged_prefix)
-from ctxpolicy.metrics.outcomes import outcome_class
+from ctxpolicy.metrics.outcomes import harness_timed_out, outcome_class
 from ctxpolicy.schemas import describe, field_rule, reading_view, schema
 
 RUN_FILES = ("run.json", "calls.jsonl", "messages.jsonl")
@@ -406,7 +406,7 @@ def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,
         "attempt": int(identity["attempt"]), "seed": identity.get("seed"),
         "outcome": outcome, "error": run.get("error"),
         "resolved": resolved, "has_verdict": verdict is not None,
-        "outcome_class": outcome_class(outcome, resolved),
+        "outcome_class": outcome_class(outcome, resolved, harness_timed_out(verdict)),
         "wall_s": timing.get("wall_s"),
         "steps": n_agent if totals.get("steps") is None else totals["steps"],
         "agent_calls": n_agent, "summary_calls": int((~agent).sum()),
