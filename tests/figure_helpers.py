@@ -7,8 +7,9 @@ from pathlib import Path
 
 import matplotlib.text
 
-from ctxpolicy.figures import (agent_calls, cost_models, coverage, notes, outcomes, prompt_profile,
-                               ranks, reacquisition, summarizers, sweep, tradeoffs)
+from ctxpolicy.figures import (agent_calls, cost_models, coverage, decomposition, notes, outcomes,
+                               prompt_profile, ranks, reacquisition, summarizers, sweep, tradeoffs)
+from ctxpolicy.testing.replays import replay_table
 
 BOOT = 40
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +40,7 @@ COMPUTE = {
     "fig21": lambda r, c, k: agent_calls.compute(r, c, n_boot=BOOT, seed=0),
     "reacquisition": lambda r, c, k: reacquisition.compute(r, c, n_boot=BOOT, seed=0),
     "cost_models": lambda r, c, k: cost_models.compute(r, c, n_boot=BOOT, seed=0),
+    "cost_decomposition": lambda r, c, k: decomposition.compute(r, replay_table(r), c, n_boot=BOOT, seed=0),
 }
 PLOT = {
     "fig2": tradeoffs.plot, "fig3": sweep.plot_fig3, "fig4": coverage.plot, "fig5": ranks.plot,
@@ -46,7 +48,7 @@ PLOT = {
     "fig10": lambda d: sweep.plot_ablation(d, "fig10"),
     "fig16": lambda d: coverage.plot_sweep(d, "fig16"), "fig19": summarizers.plot,
     "fig20": outcomes.plot, "fig21": agent_calls.plot, "reacquisition": reacquisition.plot,
-    "cost_models": cost_models.plot,
+    "cost_models": cost_models.plot, "cost_decomposition": decomposition.plot,
 }
 FIGURES = {name: (lambda r, c, k, name=name: PLOT[name](COMPUTE[name](r, c, k))) for name in COMPUTE}
 

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "provenance": ("ctxpolicy.provenance.cli", "show or verify where a figure or table came from"),
     "bundle": ("ctxpolicy.provenance.cli_bundle", "export or import a results bundle with checksums"),
     "proxy": ("ctxpolicy.proxy.cli", "serve a compression policy in front of any agent (OpenAI-compatible)"),
+    "replay": ("ctxpolicy.replay.cli", "replay recorded FC runs through policies with the agent's actions fixed"),
 }
 
 
