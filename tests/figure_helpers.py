@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import matplotlib.text
 
-from ctxpolicy.figures import (agent_calls, cost_models, coverage, notes, outcomes, prompt_profile,
-                               ranks, reacquisition, summarizers, sweep, tradeoffs)
+from ctxpolicy.figures import (agent_calls, cost_models, coverage, decomposition, notes, outcomes,
+                               prompt_profile, ranks, reacquisition, summarizers, sweep, tradeoffs)
+from ctxpolicy.testing.replays import replay_table
 
 BOOT = 40
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = "tests/fixtures/figures"
+
+
+def read_fixture():
+    """The figure fixture as (runs, config, calls), read from the repository root."""
+    from ctxpolicy.figures import inputs
+
+    with contextlib.chdir(ROOT):
+        return (inputs.read_runs(f"{FIXTURE}/tables"), inputs.read_config(f"{FIXTURE}/config.yaml"),
+                inputs.read_calls(f"{FIXTURE}/tables"))
+
 
 # name -> (runs, config, calls) -> Prepared, and Prepared -> figure
 COMPUTE = {
@@ -24,6 +40,7 @@ COMPUTE = {
     "fig21": lambda r, c, k: agent_calls.compute(r, c, n_boot=BOOT, seed=0),
     "reacquisition": lambda r, c, k: reacquisition.compute(r, c, n_boot=BOOT, seed=0),
     "cost_models": lambda r, c, k: cost_models.compute(r, c, n_boot=BOOT, seed=0),
+    "cost_decomposition": lambda r, c, k: decomposition.compute(r, replay_table(r), c, n_boot=BOOT, seed=0),
 }
 PLOT = {
     "fig2": tradeoffs.plot, "fig3": sweep.plot_fig3, "fig4": coverage.plot, "fig5": ranks.plot,
@@ -31,7 +48,7 @@ PLOT = {
     "fig10": lambda d: sweep.plot_ablation(d, "fig10"),
     "fig16": lambda d: coverage.plot_sweep(d, "fig16"), "fig19": summarizers.plot,
     "fig20": outcomes.plot, "fig21": agent_calls.plot, "reacquisition": reacquisition.plot,
-    "cost_models": cost_models.plot,
+    "cost_models": cost_models.plot, "cost_decomposition": decomposition.plot,
 }
 FIGURES = {name: (lambda r, c, k, name=name: PLOT[name](COMPUTE[name](r, c, k))) for name in COMPUTE}
 

@@ -18,8 +18,8 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from ctxpolicy.figures import inputs, notes, style  # noqa: E402
-from figure_helpers import COMPUTE, PLOT, silent_empty_panels  # noqa: E402
+from ctxpolicy.figures import notes  # noqa: E402
+from figure_helpers import COMPUTE, PLOT, read_fixture, silent_empty_panels  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests/fixtures/figures"))
@@ -30,24 +30,13 @@ EXAMPLES = 8  # per figure: 13 figures × 8 draws stay within the figure tests' 
 
 @pytest.fixture(scope="module")
 def study():
-    import os
-
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        config = inputs.read_config("tests/fixtures/figures/config.yaml")
-        yield (inputs.read_runs("tests/fixtures/figures/tables"),
-               inputs.read_calls("tests/fixtures/figures/tables"), config)
-    finally:
-        os.chdir(cwd)
+    runs, config, calls = read_fixture()
+    return runs, calls, config
 
 
 @pytest.fixture(autouse=True)
-def in_root(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    style.apply()
+def _from_root(figure_root):
     yield
-    plt.close("all")
 
 
 def render(name: str, runs, calls, config):

@@ -4,42 +4,26 @@ error) when the runs or the config lack what it needs."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from ctxpolicy.figures import coverage, inputs, output, ranks, style, summarizers, sweep, tradeoffs  # noqa: E402
-from figure_helpers import BOOT, FIGURES, note_texts  # noqa: E402
+from ctxpolicy.figures import coverage, inputs, output, ranks, summarizers, sweep, tradeoffs  # noqa: E402
+from figure_helpers import BOOT, FIGURES, note_texts, read_fixture  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def fixture():
-    import os
-
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        config = inputs.read_config("tests/fixtures/figures/config.yaml")
-        runs = inputs.read_runs("tests/fixtures/figures/tables")
-        calls = inputs.read_calls("tests/fixtures/figures/tables")
-        yield runs, config, calls
-    finally:
-        os.chdir(cwd)
+    return read_fixture()
 
 
 @pytest.fixture(autouse=True)
-def in_root(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    style.apply()
+def _from_root(figure_root):
     yield
-    plt.close("all")
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))

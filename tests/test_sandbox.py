@@ -8,33 +8,18 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import require
 
 from ctxpolicy.benchmarks import containers
-from ctxpolicy.sandbox import SandboxEnvironment, SandboxLimits, bwrap_available, limits_from_config, run_sandboxed
+from ctxpolicy.sandbox import SandboxEnvironment, SandboxLimits, limits_from_config, run_sandboxed
 from ctxpolicy.sandbox.bwrap import bwrap_argv, limit_argv
+from sandbox_helpers import processes_with
 
 pytestmark = pytest.mark.sandbox
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    require(bwrap_available(), "bubblewrap (Debian package bubblewrap) able to create a sandbox")
-    ws = tmp_path / "workspace"
-    ws.mkdir()
-    return ws
-
-
-def _processes_with(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
+def workspace(sandbox_workspace: Path) -> Path:
+    return sandbox_workspace
 
 
 def test_argv_cuts_network_unless_asked(tmp_path: Path) -> None:
@@ -132,7 +117,7 @@ def test_timeout_kills_background_children(workspace: Path) -> None:
     assert result.timed_out
     assert result.output == "started\n"
     assert result.duration_s < 10
-    assert _processes_with(f"sleep\0{marker}") == []
+    assert processes_with(f"sleep\0{marker}") == []
 
 
 def test_background_children_die_when_command_ends(workspace: Path) -> None:
@@ -140,7 +125,7 @@ def test_background_children_die_when_command_ends(workspace: Path) -> None:
     result = run_sandboxed(f"sleep {marker} & echo done", workspace, timeout_s=60)
     assert (result.returncode, result.output, result.timed_out) == (0, "done\n", False)
     assert result.duration_s < 30
-    assert _processes_with(f"sleep\0{marker}") == []
+    assert processes_with(f"sleep\0{marker}") == []
 
 
 def test_python_with_pytest_inside(workspace: Path) -> None:

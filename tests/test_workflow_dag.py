@@ -45,6 +45,7 @@ def test_default_target_makes_every_figure_and_table_from_any_working_directory(
     jobs = dry_run(workdir, config)
     assert {rule for rule in jobs if rule.startswith("figure_")} == {f"figure_{name}" for name in TARGETS}
     assert jobs["aggregate"] == 1 and jobs["aggregate_scope"] == 3 and jobs["all"] == 1
+    assert jobs["replay"] == 1 and jobs["aggregate_replay"] == 1  # one FC cell replayed, no model calls
 
 
 def test_one_figure_runs_only_the_cells_it_draws(study):

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("ctxpolicy.provenance.cli_bundle", "export or import a results bundle with checksums"),
     "audit": ("ctxpolicy.analysis.cli_audit", "audit each compression step: anchors and constraints lost, reacquisition after"),
     "proxy": ("ctxpolicy.proxy.cli", "serve a compression policy in front of any agent (OpenAI-compatible)"),
+    "replay": ("ctxpolicy.replay.cli", "replay recorded FC runs through policies with the agent's actions fixed"),
 }
 
 

@@ -8,33 +8,18 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import require
 
-from ctxpolicy.sandbox import SandboxEnvironment, SandboxLimits, bwrap_available, run_sandboxed
+from ctxpolicy.sandbox import SandboxEnvironment, SandboxLimits, run_sandboxed
+from sandbox_helpers import processes_with
 
 pytestmark = pytest.mark.sandbox
 
-SMALL = SandboxLimits(tmp_mb=32, disk_mb=64)
-
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    require(bwrap_available(), "bubblewrap (Debian package bubblewrap) able to create a sandbox")
-    ws = tmp_path / "workspace"
-    ws.mkdir()
-    return ws
+def workspace(sandbox_workspace: Path) -> Path:
+    return sandbox_workspace
 
-
-def _processes_with(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
+SMALL = SandboxLimits(tmp_mb=32, disk_mb=64)
 
 
 def test_root_only_files_stay_unreadable(workspace: Path) -> None:
@@ -52,7 +37,7 @@ def test_fork_bomb_is_capped_and_gone_at_the_timeout(workspace: Path) -> None:
     elapsed = time.monotonic() - start
     assert result.timed_out
     assert elapsed < 6.5, f"the call returned {elapsed:.1f} s after a 5 s limit"
-    assert _processes_with(marker) == [], "processes of the fork bomb outlived the call"
+    assert processes_with(marker) == [], "processes of the fork bomb outlived the call"
     assert "Resource temporarily unavailable" in result.output  # the process cap, not the machine, stopped it
 
 
@@ -63,7 +48,7 @@ def test_without_a_cgroup_the_process_limit_still_caps_the_bomb(workspace: Path,
     marker = f"bomb{uuid.uuid4().hex}"
     result = run_sandboxed(f": {marker}; bomb() {{ bomb | bomb & }}; bomb; sleep 60", workspace, timeout_s=2)
     assert result.timed_out and result.duration_s < 3.5
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []
     assert "Resource temporarily unavailable" in result.output
 
 

@@ -41,6 +41,7 @@ TABLE_SUFFIXES = (".csv", ".md", ".tex")
 
 RUNS = "tables/runs.parquet"
 CALLS = "tables/calls.parquet"
+REPLAY_RUNS = "tables/replay/runs.parquet"  # replay-track runs (workflow/rules/replay.smk)
 EVENTS = "tables/events.parquet"  # ctxpolicy audit (docs/analysis.md)
 
 ABLATION_SLOTS = 7  # Figures 9–15: one per (benchmark, model) of the sweep block, in config order
@@ -86,6 +87,7 @@ def _build_targets() -> dict[str, dict]:
     t["reacquisition"] = _figure("reacquisition", "reacquisition", (RUNS, EVENTS))
     t["retention"] = _figure("retention", "retention", (EVENTS,), scope="sweep")  # depths of the sweep too
     t["cost_models"] = _figure("cost_models", "cost_models", (RUNS,))
+    t["cost_decomposition"] = _figure("cost_decomposition", "cost_decomposition", (RUNS, REPLAY_RUNS))
     t["table1_4"] = _table(("table1", "table4"), "table1_4", ())
     t["table3"] = _table(("table3",), "table3", (RUNS,))  # strata as the runs recorded them
     t["table5"] = _table(("table5",), "table5", (RUNS,), scope="all")  # every run's environment

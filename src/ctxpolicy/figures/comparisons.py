@@ -14,7 +14,7 @@ import pandas as pd
 
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.metrics.compare import compare_to_baseline, solved_threshold
+from ctxpolicy.metrics.compare import compare_to_baseline
 from ctxpolicy.metrics.cost import DEFAULT_METHOD
 
 

@@ -3,7 +3,10 @@
 One row per (benchmark, model, policy, setting, summarizer) with n_tasks, resolve_rate,
 baseline_resolve_rate, resolve_delta {est, lo, hi}, tokens_ratio, latency_ratio, cost_ratio and
 calls_change (each {est, lo, hi, n_tasks}), solved, baseline_solved, gains, losses and
-left_out_tasks. Rates and their difference are fractions in --json/--csv (the plain table prints
+left_out_tasks; with replay runs (in the table or --replay TABLE) also the cost decomposition:
+for cost, tokens and calls the mechanical ratio (replayed policy / replayed FC), the actual ratio
+and the behavioural factor (actual / mechanical), each {est, lo, hi} (docs/analysis.md).
+Replay and proxy runs never count for resolve rates. Rates and their difference are fractions in --json/--csv (the plain table prints
 percentages); ratios are plain ratios; calls_change is the relative change (0.25 = 25 % more
 calls). The numbers are ctxpolicy.metrics.compare.compare_to_baseline's, the same the figures
 draw. Definitions: docs/metrics.md, section 5.
@@ -43,6 +46,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--cost-method", default=DEFAULT_METHOD,
                         help=f"the cost_ratio's method: {' | '.join(METHODS)} (default {DEFAULT_METHOD})")
+    parser.add_argument("--replay", type=Path, default=None,
+                        help="a runs table of replay runs (ctxpolicy replay, then aggregate): adds the cost "
+                             "decomposition columns; replay-track runs in --runs are used without it")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="a JSON list of objects")
     output.add_argument("--csv", action="store_true", help="CSV, interval statistics flattened")
@@ -57,7 +63,7 @@ def compare(args):
     """The comparison table for the arguments (CompareError for bad input)."""
     import pandas as pd
 
-    from ctxpolicy.metrics.compare import compare_to_baseline, planned_attempts
+    from ctxpolicy.metrics.compare import compare_to_baseline, planned_attempts, study_runs
     from ctxpolicy.metrics.cost import METHODS
 
     if args.track not in TRACKS:
@@ -67,7 +73,7 @@ def compare(args):
     if args.attempts is not None and args.attempts < 1 or args.resamples < 1:
         raise CompareError(f"--attempts and --resamples must be >= 1: got {args.attempts}, {args.resamples}")
     runs = _read_runs(args.runs)
-    attempts = args.attempts or planned_attempts(runs)
+    attempts = args.attempts or planned_attempts(study_runs(runs))
     for column, value in (("benchmark", args.benchmark), ("model", args.model)):
         known = sorted(map(str, runs[column].dropna().unique()))
         if value is not None and value not in known:
@@ -90,7 +96,26 @@ def compare(args):
     if table.empty:
         raise CompareError(f"{args.runs}: no {args.track}-track cells to compare"
                            + (f" at setting {args.setting!r}" if args.setting else ""))
-    return table, attempts
+    return _with_decomposition(table, runs, args), attempts
+
+
+def _with_decomposition(table, runs, args):
+    """The decomposition columns (``metrics.decomposition``) joined by cell, where replays exist."""
+    import pandas as pd
+
+    from ctxpolicy.metrics.decomposition import decompose, replay_runs
+
+    replays = replay_runs(_read_runs(args.replay) if getattr(args, "replay", None) else runs)
+    if replays.empty:
+        return table
+    parts = [decompose(runs, replays, model=model, benchmark=benchmark, cost_method=args.cost_method,
+                       track=args.track, n_boot=args.resamples, seed=args.seed)
+             for benchmark, model in _combos(runs, args.benchmark, args.model)]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return table
+    split = pd.concat(parts, ignore_index=True).drop(columns=["policy", "setting"])
+    return table.merge(split, on=["benchmark", "model", "cell"], how="left")
 
 
 def _read_runs(path: Path):
@@ -128,6 +153,9 @@ def plain_table(table, *, attempts: int, baseline: str, cost_method: str) -> str
     header = ["benchmark", "model", "policy", "setting", "summarizer", "n", "resolve", baseline,
               "Δ resolve (pp)", "tokens", "latency", f"cost ({cost_method})", "solved", f"{baseline} solved", "gains",
               "losses", "left out", "calls change"]
+    split = "cost_mechanical_est" in table
+    if split:
+        header += ["cost mechanical", "cost behavioural"]
     lines = [header]
     for row in table.to_dict("records"):
         lines.append([str(row["benchmark"]), str(row["model"]), str(row["policy"]),
@@ -140,7 +168,9 @@ def plain_table(table, *, attempts: int, baseline: str, cost_method: str) -> str
                       str(row["solved"]), str(row["baseline_solved"]), str(row["gains"]), str(row["losses"]),
                       str(row["left_out_tasks"]),
                       interval(row["calls_change_est"], row["calls_change_lo"], row["calls_change_hi"], 100, "%")
-                      + f" n={row['calls_change_n_tasks']}"])
+                      + f" n={row['calls_change_n_tasks']}"]
+                     + ([interval(row[f"cost_{part}_est"], row[f"cost_{part}_lo"], row[f"cost_{part}_hi"])
+                         for part in ("mechanical", "behavioural")] if split else []))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     from ctxpolicy.metrics.compare import solved_threshold
     from ctxpolicy.metrics.cost import METHOD_DESCRIPTIONS
@@ -156,6 +186,7 @@ def main(args) -> int:
     import json
 
     from ctxpolicy.metrics.compare import compare_columns, compare_records
+    from ctxpolicy.metrics.decomposition import decomposition_columns, decomposition_record
 
     try:
         table, attempts = compare(args)
@@ -164,10 +195,15 @@ def main(args) -> int:
         return 2
     table = table.sort_values(["benchmark", "model", "policy", "setting", "summarizer"],
                               key=lambda c: c.astype("object").fillna("").astype(str), kind="stable")
+    split = "cost_mechanical_est" in table
     if args.json:
-        print(json.dumps(compare_records(table), indent=1))
+        records = compare_records(table)
+        if split:
+            for record, row in zip(records, table.to_dict("records")):
+                record["decomposition"] = decomposition_record(row)
+        print(json.dumps(records, indent=1))
     elif args.csv:
-        table[compare_columns()].to_csv(sys.stdout, index=False)
+        table[compare_columns() + (decomposition_columns() if split else [])].to_csv(sys.stdout, index=False)
     else:
         sys.stdout.write(plain_table(table, attempts=attempts, baseline=args.baseline, cost_method=args.cost_method))
     return 0

@@ -38,10 +38,24 @@ RATIOS = {"tokens_ratio": "total_tokens", "latency_ratio": "wall_s",
           "calls_ratio": "agent_calls", "retrieval_ratio": "retrieval_cmds", "execution_ratio": "execution_cmds"}
 
 
+# Tracks whose runs are not attempts at a task: a proxied conversation, a replayed trajectory.
+# They never count for resolve rates, planned attempts or the baseline; ``select`` leaves them out.
+NON_STUDY_TRACKS = ("proxy", "replay")
+
+
 # -- selection ---------------------------------------------------------------------------
+
+def study_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that are attempts at a task (every track but ``NON_STUDY_TRACKS``)."""
+    if "track" not in runs:
+        return runs
+    return runs[~runs["track"].astype("object").isin(NON_STUDY_TRACKS).to_numpy()]
+
 
 def select(runs: pd.DataFrame, *, model: str | None = None, benchmark: str | None = None,
            cohort: str | None = None) -> pd.DataFrame:
+    """The study's runs (``study_runs``) of one model, benchmark and cohort (None: any)."""
+    runs = study_runs(runs)
     mask = np.ones(len(runs), dtype=bool)
     for column, value in (("model", model), ("benchmark", benchmark), ("cohort", cohort)):
         if value is not None:

@@ -1,0 +1,126 @@
+"""Beyond the study: the cost decomposition. For each policy of the full comparison, its ratio to
+FC split into the mechanical part (the FC trajectories replayed through the policy, agent's actions
+held fixed: ``ctxpolicy replay``) and the behavioural factor (actual / mechanical), for billed
+input cost, tokens and calls, with task-bootstrap intervals.
+
+The numbers are ``ctxpolicy.metrics.decomposition.decompose``'s; the replay runs come from their
+own table (``{results_dir}/tables/replay/runs.parquet``, written by workflow/rules/replay.smk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from ctxpolicy.figures import axes as ax_
+from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures.prepared import Prepared
+
+STEM = "cost_decomposition"
+REPLAY_TABLES = "replay"  # the replay runs' table directory, next to the study's scoped tables
+RESOURCES = (("cost", "billed input cost"), ("tokens", "tokens"), ("calls", "calls"))
+PARTS = (("mechanical", "o", "mechanical (replay)"), ("actual", "s", "actual (runs)"))
+
+
+def replay_tables_dir(tables_dir: str | Path) -> Path:
+    """``{tables_dir}/replay``, or the one beside a scope's own directory (``tables/full`` ->
+    ``tables/replay``), whichever holds a runs table (the first when neither does)."""
+    tables_dir = Path(tables_dir)
+    candidates = [tables_dir / REPLAY_TABLES, tables_dir.parent / REPLAY_TABLES]
+    return next((c for c in candidates if (c / "runs.parquet").exists()), candidates[0])
+
+
+def read_replays(tables_dir: str | Path) -> pd.DataFrame:
+    return inputs.read_runs(replay_tables_dir(tables_dir))
+
+
+def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int,
+            seed: int) -> Prepared:
+    from ctxpolicy.metrics.cost import DEFAULT_METHOD
+    from ctxpolicy.metrics.decomposition import decompose, missing_decompositions
+
+    block = inputs.block(config, "full_comparison")
+    setting = block.get("setting", "primary")
+    policies = comparisons.policies_of(config, "full_comparison")
+    cost_method = (config.get("metrics") or {}).get("cost_method", DEFAULT_METHOD)
+    combos = inputs.combos(config, "full_comparison")
+    frames, found = [], []
+    if not combos:
+        found.append("the config has no grid.full_comparison block with models and benchmarks.")
+    if replays.empty:
+        found.append("no replay runs (ctxpolicy replay of the FC cells; workflow/rules/replay.smk): "
+                     "nothing to decompose.")
+        return Prepared(pd.DataFrame(), found, {"combos": combos, "cost_method": cost_method})
+    for benchmark, model in combos:
+        own = comparisons.runs_of(runs, config, benchmark, model)
+        own_replays = inputs.select(replays, benchmark=benchmark, model=model)
+        if own.empty:
+            found.append(notes.why_no_runs(model, benchmark))
+            continue
+        table = decompose(pd.concat([own, own_replays], ignore_index=True), model=model, benchmark=benchmark,
+                          cost_method=cost_method, n_boot=n_boot, seed=seed)
+        found += [f"{note} ({model} on {benchmark})."
+                  for note in missing_decompositions(own, own_replays, model=model, benchmark=benchmark)
+                  if any(p in note for p in policies) or "no replay runs" in note or "no FC replay" in note]
+        table = table[table["policy"].astype(str).isin(policies)
+                      & inputs.setting_matches(table["setting"], setting).to_numpy()]
+        if table.empty:
+            found.append(f"no policy of the full comparison could be decomposed for {model} on {benchmark}.")
+            continue
+        frames.append(table)
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not out.empty and (out["replay_summaries"] == "placeholder").any():
+        found.append("summary policies were replayed with placeholder summaries of the requested length "
+                     "(no summarizer endpoint): their mechanical ratios count sizes, not content.")
+    return Prepared(out, found, {"combos": combos, "cost_method": cost_method})
+
+
+def plot(data: Prepared):
+    title = "Cost decomposition: mechanical saving (replay) vs behavioural factor"
+    combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
+    if not combos:
+        return notes.note_figure(title, data.notes)
+    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    fig, grid = ax_.grid(len(combos), len(RESOURCES), row_height=0.32 * len(specs) + 1.0, sharey=True)
+    y = np.arange(len(specs))[::-1].astype(float)
+    for row_axes, (benchmark, model) in zip(grid, combos):
+        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        for ax, (resource, label) in zip(row_axes, RESOURCES):
+            for k, (part, marker, _) in enumerate(PARTS):
+                column = f"{resource}_{part}"
+                est = ax_.value(rows, column)
+                err = ax_.interval(rows, column)
+                offset = 0.15 if k == 0 else -0.15
+                for i, spec in enumerate(specs):
+                    if np.isnan(est.iloc[i]):
+                        continue
+                    ax.errorbar([est.iloc[i]], [y[i] + offset], xerr=None if err is None else err[:, i:i + 1],
+                                fmt=marker, color=style.policy_color(spec), markersize=4.5,
+                                markerfacecolor="white" if part == "mechanical" else style.policy_color(spec),
+                                elinewidth=0.8, zorder=3)
+            factor = rows[f"{resource}_behavioural_est"].astype(float)
+            for i, value in enumerate(factor):
+                if not np.isnan(value):
+                    ax.annotate(f"×{value:.2f}", (1.0, y[i]), xycoords=("axes fraction", "data"),
+                                xytext=(2, 0), textcoords="offset points", fontsize=6, va="center",
+                                color="#444444", annotation_clip=False)
+            ax.axvline(1.0, color="#666666", linewidth=0.6)
+            ax.set_xlabel(f"{label} / FC")
+            ax.grid(axis="y", visible=False)
+            ax.set_title(f"{ax_.combo_title(benchmark, model)} · {label}", loc="left", fontsize=7)
+            notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
+        row_axes[0].set_yticks(y, [style.policy_label(p) for p in specs])
+    ax_.legend_top(fig, [Line2D([], [], linestyle="none", marker=m, color="#555555",
+                                markerfacecolor="white" if part == "mechanical" else "#555555", label=lab)
+                         for part, m, lab in PARTS]
+                   + [Line2D([], [], linestyle="none", marker="$×$", color="#444444",
+                             label="behavioural factor = actual / mechanical")])
+    cost_method = data.meta.get("cost_method")
+    footer = f"actual cost: {cost_method} method; replay cost: exact prefix simulation in local counts."
+    return notes.finish(fig, [footer, *data.notes])

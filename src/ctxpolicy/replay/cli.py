@@ -1,0 +1,127 @@
+"""Replay recorded full-context runs through compression policies, holding the agent's actions fixed.
+
+Every complete run of the FC cells given (time-limited ones included: they are real traces) is
+replayed step by step through each policy, as the harness would have applied it, and written
+in the run-record format with identity track `replay` and the source run named, under
+OUT/{benchmark}/{model}/{cell}/. No model server: prompt sizes are local token counts. Without
+--summarizer-url a summary is a stand-in of the requested length (run.json:
+replay.replay_summaries = placeholder); with it, summaries are real calls, recorded as such.
+
+examples:
+  ctxpolicy replay --runs results/runs/local/qwen05b/FC --policy FC --policy TR/Th/0.5 \\
+      --setting primary --thresholds results/thresholds/local/qwen05b.json --out results/replay
+  ctxpolicy replay --runs CELL --policy OTRC/St --out /tmp/replay
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SETTINGS = ("tight", "primary", "loose")
+
+
+class ReplayArgumentError(ValueError):
+    pass
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--runs", type=Path, action="append", required=True, metavar="FC_CELL_DIR",
+                        help="an FC cell directory (or one run directory); repeatable")
+    parser.add_argument("--policy", action="append", required=True, metavar="SPEC",
+                        help="a policy spec to replay (e.g. TR/Th/0.5); repeatable")
+    threshold = parser.add_mutually_exclusive_group()
+    threshold.add_argument("--threshold", type=int, help="the threshold in tokens, for every Th policy")
+    threshold.add_argument("--setting", choices=SETTINGS, help="a threshold setting read from --thresholds")
+    parser.add_argument("--thresholds", type=Path, help="the thresholds file (ctxpolicy calibrate's output)")
+    parser.add_argument("--summarizer-url", help="an OpenAI-compatible endpoint for real summaries")
+    parser.add_argument("--summarizer-model", help="the model name the summarizer endpoint serves")
+    parser.add_argument("--out", type=Path, required=True, help="the replay root (e.g. results/replay)")
+
+    def one_line_error(message: str):
+        print(f"replay: {message}", file=sys.stderr)
+        raise SystemExit(2)
+    parser.error = one_line_error
+
+
+def _threshold(args) -> int | None:
+    import json
+
+    if args.threshold is not None:
+        if args.threshold < 1:
+            raise ReplayArgumentError(f"--threshold is {args.threshold}; it must be a token count >= 1")
+        return args.threshold
+    if args.setting is None:
+        return None
+    if args.thresholds is None:
+        raise ReplayArgumentError("--setting needs --thresholds FILE")
+    try:
+        values = json.loads(args.thresholds.read_text())
+    except OSError:
+        raise ReplayArgumentError(f"{args.thresholds}: no such thresholds file") from None
+    except json.JSONDecodeError as exc:
+        raise ReplayArgumentError(f"{args.thresholds}: not valid JSON ({exc.msg})") from None
+    value = values.get(args.setting) if isinstance(values, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ReplayArgumentError(f"{args.thresholds}: field {args.setting} is {value!r}, not a token count")
+    return value
+
+
+def _policies(args):
+    from ctxpolicy.policies import PolicySpecError, parse_spec
+
+    policies = []
+    for text in args.policy:
+        try:
+            policies.append(parse_spec(text))
+        except PolicySpecError as exc:
+            raise ReplayArgumentError(f"--policy {text!r}: {exc}") from None
+    return policies
+
+
+def main(args) -> int:
+    from ctxpolicy.policies import EndpointSummarizer, HistoryDump, PolicyError
+    from ctxpolicy.replay.engine import replay_source
+    from ctxpolicy.replay.output import identity_summarizer, replay_cell, run_dir_for, write_replay
+    from ctxpolicy.replay.placeholder import PlaceholderSummarizer
+    from ctxpolicy.replay.source import SourceError, find_source_runs, read_source_run
+
+    try:
+        policies = _policies(args)
+        threshold = _threshold(args)
+        if bool(args.summarizer_url) != bool(args.summarizer_model):
+            raise ReplayArgumentError("--summarizer-url and --summarizer-model go together")
+        needing = [str(p) for p in policies if p.needs_threshold and threshold is None]
+        if needing:
+            raise ReplayArgumentError(f"policy {needing[0]} needs --threshold N or --setting NAME --thresholds FILE")
+        sources = find_source_runs(args.runs)
+    except (ReplayArgumentError, SourceError) as exc:
+        print(f"replay: {exc}", file=sys.stderr)
+        return 2
+    real = args.summarizer_url is not None
+    summarizer = (EndpointSummarizer(args.summarizer_url, args.summarizer_model) if real
+                  else PlaceholderSummarizer())
+    setting = args.setting or ("fixed" if args.threshold is not None else None)
+    written = 0
+    for run_dir in sources:
+        try:
+            source = read_source_run(run_dir)
+        except SourceError as exc:
+            print(f"replay: {exc}", file=sys.stderr)
+            return 2
+        for policy in policies:
+            dump = None
+            if "DUMP" in policy.stages:
+                cell = replay_cell(source.identity, str(policy), setting if policy.needs_threshold else None,
+                                   identity_summarizer(policy, args.summarizer_model))
+                dump = HistoryDump(run_dir_for(args.out, source.identity, cell) / "dump")
+            try:
+                replayed = replay_source(source, policy, threshold=threshold, summarizer=summarizer, dump=dump)
+            except PolicyError as exc:
+                print(f"replay: {run_dir}: policy {policy}: {exc}", file=sys.stderr)
+                return 2
+            write_replay(replayed, args.out, setting=setting, summarizer=args.summarizer_model,
+                         real_summaries=real)
+            written += 1
+    print(f"replayed {len(sources)} run(s) under {len(policies)} policies: {written} run directories under {args.out}")
+    return 0

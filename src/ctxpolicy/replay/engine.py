@@ -1,0 +1,113 @@
+"""Replay one FC run through one policy: the calls the harness would have logged, in memory.
+
+Each of the source's agent calls is one step: the messages the agent added since the previous
+call are appended to a ``PolicySession``, the policy prepares the context exactly as the
+harness does before a call (``calls`` = the calls made so far), and the result is logged as
+that step's agent call, after the summary calls the policy made. Prompt sizes are local token
+counts (``prompt_tokens`` = ``est_tokens_after``); a completion is the local size of the
+source's answer, which the replay holds fixed; nothing is cached by a server (``cached_tokens``
+null), so the metrics price a replay with the exact prefix simulation in local counts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ctxpolicy.agent.messages import api_message, message_id
+from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer
+from ctxpolicy.replay.source import SourceRun
+from ctxpolicy.tokens import count_message, count_messages
+
+
+@dataclass
+class ReplayedRun:
+    source: SourceRun
+    policy: PolicySpec
+    threshold: int | None
+    calls: list[dict]
+    """calls.jsonl lines, indexed, in the harness's order (a step's summary calls before its agent call)."""
+    messages: list[dict] = field(default_factory=list)
+    """messages.jsonl lines (``id``, ``tokens``, ``message``), each id once, in first-use order."""
+    start: float = 0.0
+    end: float = 0.0
+    summary_latency_s: float = 0.0
+
+    @property
+    def summary_models(self) -> set[str]:
+        return {c["model"] for c in self.calls if c["kind"] == "summary"}
+
+
+class _Store:
+    """Message ids for the contexts of one replay, hashing only objects not seen before.
+
+    The source's messages come with their ids; a policy keeps unchanged messages as the same
+    objects, so only what it wrote (placeholders, summaries, summary requests) is hashed. The
+    store holds every object it names, so an ``id()`` in it is never reused by another object."""
+
+    def __init__(self, source: SourceRun):
+        self._by_object: dict[int, tuple[dict, str]] = {id(m): (m, mid) for mid, m in source.store.items()}
+        self._source_tokens = source.tokens
+        self.lines: list[dict] = []
+        self._written: set[str] = set()
+
+    def ids(self, messages: list[dict]) -> list[str]:
+        out = []
+        for message in messages:
+            known = self._by_object.get(id(message))
+            if known is None:
+                sent = api_message(message)
+                known = (message, message_id(sent))
+                self._by_object[id(message)] = known
+            mid = known[1]
+            if mid not in self._written:
+                self._written.add(mid)
+                tokens = self._source_tokens.get(mid)
+                self.lines.append({"id": mid, "tokens": count_message(api_message(message)) if tokens is None
+                                   else tokens, "message": api_message(message)})
+            out.append(mid)
+        return out
+
+
+def replay_source(source: SourceRun, policy: PolicySpec, *, threshold: int | None = None,
+                  summarizer: Summarizer | None = None, dump: HistoryDump | None = None,
+                  step_seconds: list[float] | None = None) -> ReplayedRun:
+    """The calls ``policy`` would have made on ``source``'s trajectory, in the run-record format.
+    ``step_seconds``, when given, gets each step's duration appended (for benchmarks)."""
+    start = time.time()
+    session = PolicySession(policy, threshold=threshold, summarizer=summarizer, dump=dump)
+    store = _Store(source)
+    calls: list[dict] = []
+    absorbed = 0
+    summary_s = 0.0
+    clock = time.perf_counter
+    for step, (call, reply) in enumerate(zip(source.agent_calls, source.reply_tokens), 1):
+        began = clock()
+        ids = call["message_ids"]
+        session.append(source.store[mid] for mid in ids[absorbed:])
+        absorbed = len(ids)
+        turn = session.prepare(calls=step - 1)
+        for summary in turn.summary_calls:
+            request = store.ids(summary.request_messages)
+            latency = max(0.0, summary.end - summary.start)
+            summary_s += latency
+            estimate = count_messages(summary.request_messages)
+            calls.append({"index": len(calls), "kind": "summary", "step": step, "start": summary.start,
+                          "end": summary.end, "latency_s": latency,
+                          "status": "error" if summary.error else "ok", "error": summary.error,
+                          "prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.completion_tokens,
+                          "cached_tokens": summary.cached_tokens, "est_tokens_before": estimate,
+                          "est_tokens_after": estimate, "message_ids": request, "events": [],
+                          "attempts": None, "finish_reason": None, "model": summary.model})
+        now = time.time()
+        ok = call.get("status", "ok") == "ok"
+        calls.append({"index": len(calls), "kind": "agent", "step": step, "start": now, "end": now,
+                      "latency_s": 0.0, "status": "ok" if ok else "error", "error": None if ok else call.get("error"),
+                      "prompt_tokens": turn.tokens_after, "completion_tokens": reply, "cached_tokens": None,
+                      "est_tokens_before": turn.tokens_before, "est_tokens_after": turn.tokens_after,
+                      "message_ids": store.ids(turn.messages), "events": turn.events,
+                      "attempts": None, "finish_reason": None, "model": None})
+        if step_seconds is not None:
+            step_seconds.append(clock() - began)
+    return ReplayedRun(source, session.policy, threshold, calls, store.lines, start, time.time(), summary_s)
+

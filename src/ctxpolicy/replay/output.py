@@ -1,0 +1,114 @@
+"""A replayed run on disk, in the run-record format (docs/architecture.md, "Run directory").
+
+``{out}/{benchmark}/{model}/{cell_slug}/{task_id}__a{attempt}/`` with messages.jsonl,
+calls.jsonl, trajectory.json and run.json (last, atomically). Identity: the source's benchmark,
+model, cohort, task and attempt; the replayed policy; ``track: replay``. run.json's ``replay``
+block names the source run and says what the summaries were (``replay_summaries``:
+``placeholder``, ``real`` or ``none`` for a policy without a summary stage); placeholder
+summaries also make ``identity.summarizer`` ``placeholder``, so the runs table shows them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from ctxpolicy import atomic
+from ctxpolicy.agent.record import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, atomic_write_json
+from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
+from ctxpolicy.agent.versions import hardware, software_versions
+from ctxpolicy.grid import Cell
+from ctxpolicy.policies import PolicySpec
+from ctxpolicy.replay.engine import ReplayedRun
+from ctxpolicy.replay.placeholder import MODEL as PLACEHOLDER
+
+TRACK = "replay"
+TRAJECTORY_FORMAT = "ctxpolicy-replay-1"
+SUMMARIES = ("placeholder", "real", "none")
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> dict:
+    return hardware()
+
+
+def replay_cell(identity: dict, policy: str, setting: str | None, summarizer: str | None) -> str:
+    return Cell(TRACK, identity["benchmark"], identity["model"], policy, setting, identity.get("cohort") or "main",
+                summarizer).slug
+
+
+def run_dir_for(out: Path, identity: dict, cell: str) -> Path:
+    return Path(out) / identity["benchmark"] / identity["model"] / cell / f"{identity['task_id']}__a{identity['attempt']}"
+
+
+def summaries_kind(policy: PolicySpec, real: bool) -> str:
+    """What a replay's summaries are, by the policy (not by whether one fired on this run, so that
+    every run of a policy lands in the same cell)."""
+    if not policy.needs_summarizer:
+        return "none"
+    return "real" if real else "placeholder"
+
+
+def identity_summarizer(policy: PolicySpec, summarizer: str | None) -> str | None:
+    """``identity.summarizer`` of a replay: the endpoint's model, or ``placeholder`` for stand-ins."""
+    kind = summaries_kind(policy, summarizer is not None)
+    return {"none": None, "placeholder": PLACEHOLDER, "real": summarizer}[kind]
+
+
+def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summarizer: str | None,
+                 real_summaries: bool, durable: bool = True) -> Path:
+    """Write the replay's run directory under ``out``; returns it. ``setting`` is the threshold
+    setting (``fixed`` for a number given directly, None for a policy without a threshold);
+    ``summarizer`` the summarizer model of real summaries (None: the stand-in or none). Without
+    ``durable`` the line files skip their fsync (run.json, the record that counts, never does)."""
+    source = replayed.source.record
+    policy = replayed.policy
+    identity_of_source = source["identity"]
+    setting = setting if policy.needs_threshold else None
+    summaries = summaries_kind(policy, real_summaries)
+    summarizer = identity_summarizer(policy, summarizer if real_summaries else None)
+    cell = replay_cell(identity_of_source, str(policy), setting, summarizer)
+    run_dir = run_dir_for(out, identity_of_source, cell)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / RUN_JSON).unlink(missing_ok=True)  # the record that counts is written last
+    atomic.atomic_write_bytes(run_dir / MESSAGES_JSONL, _jsonl(replayed.messages), durable)
+    atomic.atomic_write_bytes(run_dir / CALLS_JSONL, _jsonl(replayed.calls), durable)
+    identity = RunIdentity(
+        benchmark=identity_of_source["benchmark"], cohort=identity_of_source.get("cohort") or "main",
+        task_id=str(identity_of_source["task_id"]), stratum=identity_of_source.get("stratum") or "",
+        model=identity_of_source["model"], policy=str(policy), primitive=policy.primitive, trigger=policy.trigger,
+        threshold_setting=setting, threshold_tokens=replayed.threshold if policy.needs_threshold else None,
+        depth=policy.depth, summarizer=summarizer, attempt=int(identity_of_source["attempt"]),
+        seed=int(identity_of_source.get("seed") or 0), cell=cell, track=TRACK)
+    source_dir = str(replayed.source.run_dir)
+    atomic_write_json(run_dir / TRAJECTORY_JSON, {"trajectory_format": TRAJECTORY_FORMAT,
+                                                  "source_trajectory": f"{source_dir}/{TRAJECTORY_JSON}",
+                                                  "info": {"ctxpolicy": {"identity": asdict(identity)}}})
+    wall = replayed.end - replayed.start
+    versions = source.get("versions") or {}
+    record = {
+        "schema_version": SCHEMA_VERSION, "complete": True, "identity": asdict(identity),
+        "outcome": source["outcome"], "error": source.get("error"), "submission": source.get("submission") or "",
+        "timing": {"start": replayed.start, "end": replayed.end, "wall_s": wall, "setup_s": 0.0, "agent_s": wall,
+                   "llm_s": replayed.summary_latency_s, "tool_s": 0.0},
+        "totals": totals_of(replayed.calls, replayed.source.steps, (source.get("totals") or {}).get("format_errors", 0)),
+        "settings": dict(source.get("settings") or {}),
+        "versions": {**software_versions(), "model": versions.get("model"),
+                     "server": {"kind": TRACK, "version": None, "url": "none"},
+                     "summarizer": ({"name": summarizer or next(iter(replayed.summary_models), None)}
+                                    if summaries == "real" else None)},
+        "hardware": _host(),
+        "trajectory_file": TRAJECTORY_JSON,
+        "traceback": None,
+        "replay": {"source_run": source_dir, "source_cell": identity_of_source.get("cell"),
+                   "source_track": identity_of_source.get("track"),
+                   "replay_summaries": summaries},
+    }
+    atomic_write_json(run_dir / RUN_JSON, record)
+    return run_dir
+
+
+def _jsonl(lines: list[dict]) -> bytes:
+    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
