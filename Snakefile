@@ -29,6 +29,7 @@ include: "workflow/rules/calibrate.smk"
 include: "workflow/rules/cells.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/audit.smk"
 include: "workflow/rules/replay.smk"
 include: "workflow/rules/figures.smk"
 

@@ -19,7 +19,8 @@ from ctxpolicy.figures import catalog, inputs, notes, output, style, tables  # n
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests/fixtures/figures"
 REQUIRED = ["fig2", "fig3", "fig4", "fig5", "fig6", *[f"fig{n}" for n in range(9, 22)],
-            "reacquisition", "cost_models", "cost_decomposition", "table1_4", "table3", "table5", "table6"]
+            "reacquisition", "retention", "cost_models", "cost_decomposition", "table1_4", "table3", "table5",
+            "table6"]
 
 
 @pytest.fixture

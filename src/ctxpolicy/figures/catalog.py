@@ -42,6 +42,7 @@ TABLE_SUFFIXES = (".csv", ".md", ".tex")
 RUNS = "tables/runs.parquet"
 CALLS = "tables/calls.parquet"
 REPLAY_RUNS = "tables/replay/runs.parquet"  # replay-track runs (workflow/rules/replay.smk)
+EVENTS = "tables/events.parquet"  # ctxpolicy audit (docs/analysis.md)
 
 ABLATION_SLOTS = 7  # Figures 9–15: one per (benchmark, model) of the sweep block, in config order
 GAINS_LOSSES_SETTINGS = ("tight", "primary", "loose")  # Figures 16–18
@@ -83,7 +84,8 @@ def _build_targets() -> dict[str, dict]:
     t["fig19"] = _figure("fig19", "fig19", (RUNS,), scope="summarizer")
     t["fig20"] = _figure("fig20", "fig20", (RUNS,))
     t["fig21"] = _figure("fig21", "fig21", (RUNS,))
-    t["reacquisition"] = _figure("reacquisition", "reacquisition", (RUNS,))
+    t["reacquisition"] = _figure("reacquisition", "reacquisition", (RUNS, EVENTS))
+    t["retention"] = _figure("retention", "retention", (EVENTS,), scope="sweep")  # depths of the sweep too
     t["cost_models"] = _figure("cost_models", "cost_models", (RUNS,))
     t["cost_decomposition"] = _figure("cost_decomposition", "cost_decomposition", (RUNS, REPLAY_RUNS))
     t["table1_4"] = _table(("table1", "table4"), "table1_4", ())

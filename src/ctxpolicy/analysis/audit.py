@@ -1,0 +1,137 @@
+"""One row per compression step of a run: anchors, constraints and reacquisition.
+
+A *compression step* is an agent call whose ``events`` list is not empty; a stacked policy's
+stages (e.g. ``OTRC`` then ``S-p``) fire in one step and are audited together, because the
+records hold the history before the first stage and after the last one only.
+
+At risk: what the messages held that the step changed or removed (a message of the history
+before that is not, byte for byte, in the history after). An at-risk anchor is *kept* when
+its value still occurs in a message after the step that is not a new summary (carried
+messages, cleared placeholders, compacted blocks, the agent's latest turn), *summarised* when
+it occurs only in a summary this step wrote (``[ctxpolicy:summary]``), and *lost* otherwise.
+Constraints are kept, or judged against the step's new summaries (preserved / lost /
+contradicted), or lost when the step wrote no summary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ctxpolicy.analysis import anchors as anchors_
+from ctxpolicy.analysis.constraints import constraints_of, restated
+from ctxpolicy.analysis.judge import LexicalJudge
+from ctxpolicy.analysis.reacquisition import count_after, removed_outputs
+from ctxpolicy.analysis.windows import RecordError, Step, Transcript, read_transcript
+from ctxpolicy.policies.history import SUMMARY_MARKER, marker_of
+
+IDENTITY = ("cell", "track", "benchmark", "model", "policy", "primitive", "trigger", "depth",
+            "threshold_setting", "summarizer", "task_id", "attempt")
+COUNTS = ("anchors_before", "anchors_at_risk", "anchors_kept", "anchors_summarised", "anchors_lost",
+          *(f"lost_{k}" for k in anchors_.KINDS),
+          "constraints_at_risk", "constraints_kept", "constraints_preserved", "constraints_lost",
+          "constraints_contradicted",
+          "removed_outputs", "reacq_commands", "reacq_of_lost", "retrieval_after", "commands_after",
+          "steps_after")
+COLUMNS = ("run_dir", *IDENTITY, "outcome", "event", "call_index", "step", "primitives", "event_depth",
+           "n_stages", "summary_calls", "window_tokens_before", "total_tokens_before", "total_tokens_after",
+           *COUNTS, "steps_to_reacq", "judge_model", "judge_endpoint", "judge_template_sha256", "lost_anchors")
+
+
+def is_complete(run_dir: Path) -> bool:
+    """True when ``run.json`` parses and says ``complete: true`` (only complete runs are audited)."""
+    try:
+        return json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8")).get("complete") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def read_identity(run_dir: Path) -> tuple[dict, str | None]:
+    path = Path(run_dir) / "run.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path}: unreadable ({type(exc).__name__})") from None
+    identity = record.get("identity") if isinstance(record, dict) else None
+    if not isinstance(identity, dict):
+        raise RecordError(f"{path}: field 'identity' is missing or not an object")
+    return identity, record.get("outcome")
+
+
+def audit_run(run_dir: str | Path, judge=None) -> list[dict[str, Any]]:
+    """The audit rows of one run directory (``judge``: a judge of ``ctxpolicy.analysis.judge``)."""
+    run_dir = Path(run_dir)
+    identity, outcome = read_identity(run_dir)
+    transcript = read_transcript(run_dir)
+    judge = judge or LexicalJudge()
+    base = {"run_dir": str(run_dir), **{k: identity.get(k) for k in IDENTITY}, "outcome": outcome}
+    rows = []
+    for number, step in enumerate(transcript.steps):
+        until = transcript.steps[number + 1].step if number + 1 < len(transcript.steps) else None
+        rows.append({**base, "event": number, **audit_step(transcript, step, until, judge)})
+    return rows
+
+
+def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> dict[str, Any]:
+    before, after = transcript.messages(step.before_ids), transcript.messages(step.after_ids)
+    after_ids, before_ids = set(step.after_ids), set(step.before_ids)
+    removed = [m for mid, m in zip(step.before_ids, before) if mid not in after_ids]
+    summary_ids = {mid for mid, m in zip(step.after_ids, after)
+                   if mid not in before_ids and marker_of(m) == SUMMARY_MARKER}
+    kept_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid not in summary_ids)
+    summary_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid in summary_ids)
+
+    at_risk = anchors_.anchors_of(removed)
+    kept = {a for a in at_risk if anchors_.mentions(a, kept_text)}
+    summarised = {a for a in at_risk - kept if anchors_.mentions(a, summary_text)}
+    lost = at_risk - kept - summarised
+
+    verdicts = _constraint_verdicts(constraints_of(removed), kept_text, summary_text, judge)
+    gone = removed_outputs(before, [i for i, mid in enumerate(step.before_ids) if mid in after_ids])
+    reacq = count_after(transcript.replies, step.step, until, gone,
+                        {v for k, v in lost if k == "command"}, {v for k, v in lost if k == "path"})
+    steps_after = sum(1 for s in transcript.agent_steps if s >= step.step and (until is None or s < until))
+    first, last = step.events[0], step.events[-1]
+    return {
+        "call_index": step.call_index, "step": step.step,
+        "primitives": "+".join(str(e.get("primitive")) for e in step.events),
+        "event_depth": next((e["depth"] for e in step.events if e.get("depth") is not None), None),
+        "n_stages": len(step.events), "summary_calls": step.summary_calls,
+        "window_tokens_before": first.get("window_tokens_before"),
+        "total_tokens_before": first.get("total_tokens_before"),
+        "total_tokens_after": last.get("total_tokens_after"),
+        "anchors_before": len(anchors_.anchors_of(before)), "anchors_at_risk": len(at_risk),
+        "anchors_kept": len(kept), "anchors_summarised": len(summarised), "anchors_lost": len(lost),
+        **{f"lost_{k}": n for k, n in anchors_.count_by_kind(lost).items()},
+        "constraints_at_risk": len(verdicts),
+        **{f"constraints_{v}": list(verdicts.values()).count(v)
+           for v in ("kept", "preserved", "lost", "contradicted")},
+        "removed_outputs": len(gone.commands) + len(gone.paths),
+        "reacq_commands": reacq.commands, "reacq_of_lost": reacq.of_lost,
+        "retrieval_after": reacq.retrieval, "commands_after": reacq.total, "steps_after": steps_after,
+        "steps_to_reacq": reacq.first_step,
+        "judge_model": judge.identity.model, "judge_endpoint": judge.identity.endpoint,
+        "judge_template_sha256": judge.identity.template_sha256,
+        "lost_anchors": json.dumps(sorted(lost), ensure_ascii=False),
+    }
+
+
+def _constraint_verdicts(constraints: list[str], kept_text: str, summary_text: str, judge) -> dict[str, str]:
+    verdicts = {}
+    for constraint in constraints:
+        if restated(constraint, kept_text):
+            verdicts[constraint] = "kept"
+        elif summary_text.strip():
+            verdicts[constraint] = judge.judge(constraint, summary_text).verdict
+        else:
+            verdicts[constraint] = "lost"
+    return verdicts
+
+
+def empty_row_types() -> Mapping[str, str]:
+    """pandas dtypes of the columns, so an empty table still has its schema."""
+    ints = set(COUNTS) | {"event", "call_index", "step", "n_stages", "summary_calls", "attempt"}
+    return {c: ("Int64" if c in ints else "Float64" if c in ("depth", "event_depth") else "object")
+            for c in COLUMNS}

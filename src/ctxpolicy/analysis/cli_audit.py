@@ -1,0 +1,84 @@
+"""Audit every compression step of recorded runs: anchors kept, summarised or lost,
+constraints kept / preserved / lost / contradicted, and reacquisition commands afterwards.
+
+    ctxpolicy audit --runs CELL_DIR [--runs ...] --out results/tables/events.parquet
+                    [--judge-url URL --judge-model NAME] [--verdicts FILE]
+
+Only complete runs are read (``run.json`` with ``complete: true``); ``stale/`` and
+``workspace/`` are skipped. Without a judge, a constraint counts as preserved only where the
+step's summary repeats it word for word. With one, verdicts go to ``--verdicts`` (default:
+``OUT`` with ``.verdicts.jsonl``), which also serves as the cache that makes a re-run
+reproduce them. See docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs", action="append", required=True, type=Path, metavar="DIR",
+                   help="a cell directory (or any folder above run directories); repeatable")
+    p.add_argument("--out", required=True, type=Path, help="the events table to write (.parquet)")
+    p.add_argument("--judge-url",
+                   help="OpenAI-compatible base URL of a constraint judge (e.g. http://127.0.0.1:8080/v1)")
+    p.add_argument("--judge-model", help="the judge's model name (required with --judge-url)")
+    p.add_argument("--judge-templates", type=Path, metavar="DIR",
+                   help="folder with judge_constraints.system.txt / .user.txt (default: as the summary templates)")
+    p.add_argument("--verdicts", type=Path, help="the judge's verdict file (default: OUT.verdicts.jsonl)")
+    p.add_argument("--resamples", type=int, default=2000, help="task-bootstrap resamples of the printed rates")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ctxpolicy.analysis.audit import audit_run, is_complete
+    from ctxpolicy.analysis.judge import EndpointJudge, JudgeError, LexicalJudge, VerdictCache
+    from ctxpolicy.analysis.table import frame, write_events
+    from ctxpolicy.analysis.windows import RecordError
+    from ctxpolicy.metrics.records import RecordError as FindError
+    from ctxpolicy.metrics.records import find_run_dirs
+
+    if bool(args.judge_url) != bool(args.judge_model):
+        print("audit: --judge-url and --judge-model go together", file=sys.stderr)
+        return 2
+    if args.out.suffix != ".parquet":
+        print(f"audit: --out {args.out}: must end in .parquet", file=sys.stderr)
+        return 2
+    try:
+        if args.judge_url:
+            verdicts = args.verdicts or args.out.with_suffix(".verdicts.jsonl")
+            judge = EndpointJudge(args.judge_url, args.judge_model, cache=VerdictCache(verdicts),
+                                  template_dir=args.judge_templates)
+        else:
+            judge = LexicalJudge()
+        run_dirs = [d for d in find_run_dirs(args.runs) if is_complete(d)]
+        rows = [row for run_dir in run_dirs for row in audit_run(run_dir, judge)]
+    except (RecordError, JudgeError, FindError) as exc:
+        print(f"audit: {exc}", file=sys.stderr)
+        return 2
+    table = frame(rows)
+    write_events(table, args.out)
+    print(f"audit: {len(rows)} compression steps from {len(run_dirs)} runs -> {args.out}")
+    print(_per_policy(table, args.resamples, args.seed))
+    return 0
+
+
+def _per_policy(table, resamples: int, seed: int) -> str:
+    """One line per policy: steps, anchor and constraint retention [95% CI], reacquisitions per step."""
+    from ctxpolicy.analysis.summary import by_policy
+
+    def rate(row, name: str) -> str:
+        if row[name] != row[name]:  # NaN: nothing at risk
+            return "n/a"
+        return f"{row[name]:.2f} [{row[name + '_lo']:.2f}, {row[name + '_hi']:.2f}]"
+
+    lines = []
+    for row in by_policy(table, n_boot=resamples, seed=seed).to_dict("records"):
+        lines.append(f"  {row['benchmark']}/{row['model']} {row['policy']} ({row['threshold_setting']}): "
+                     f"{row['n_events']} steps, anchors {rate(row, 'anchor_retention')}, "
+                     f"constraints {rate(row, 'constraint_retention')}, "
+                     f"reacquisitions/step {rate(row, 'reacq_per_event')}")
+    return "\n".join(lines) or "  no compression steps"
+

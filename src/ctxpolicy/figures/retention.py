@@ -1,0 +1,110 @@
+"""Beyond the study: information retention per compression step, by policy and depth.
+
+Left: anchors (file paths, symbols, errors, tests, commands, line numbers) at risk in a step
+that are still there afterwards, verbatim (solid) or only in a summary (hatched). Right:
+constraints (rules given to the agent) at risk that were kept or restated. Rates are ratios of
+sums over a policy's steps with task-bootstrap 95% intervals (``ctxpolicy.analysis.summary``),
+drawn from ``events.parquet`` (``ctxpolicy audit``). Steps of the primary threshold setting
+(and of policies without one); the audit's definitions are in docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
+
+from ctxpolicy.figures import axes as ax_
+from ctxpolicy.figures import inputs, notes, style
+from ctxpolicy.figures.prepared import Prepared
+
+SETTING = "primary"
+GROUP = ("benchmark", "model", "policy", "primitive", "depth")
+
+
+def event_combos(events: pd.DataFrame, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(benchmark, model) pairs with audited steps: config order first, then any others."""
+    present = set(zip(events["benchmark"].astype(str), events["model"].astype(str)))
+    ordered = [(b, m) for m in inputs.models(config) for b in (config.get("benchmarks") or {})]
+    return [c for c in ordered if c in present] + sorted(present - set(ordered))
+
+
+def policy_rates(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+                 what: str) -> Prepared:
+    """``by_policy`` over the primary-setting steps, with notes on what is missing."""
+    from ctxpolicy.analysis.summary import by_policy
+
+    if events.empty:
+        return Prepared(pd.DataFrame(), [f"no audited compression steps (events.parquet is missing or "
+                                         f"empty: run `ctxpolicy audit`), so no {what} to show."])
+    chosen = events[inputs.setting_matches(events["threshold_setting"], SETTING)]
+    table = by_policy(chosen, n_boot=n_boot, seed=seed, group=GROUP)
+    data = Prepared(table, meta={"combos": event_combos(chosen, config)})
+    if len(chosen) < len(events):
+        data.notes.append(f"steps of other threshold settings than {SETTING} not shown.")
+    return data
+
+
+def compute(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+    data = policy_rates(events, config, n_boot=n_boot, seed=seed, what="retention")
+    if not data.empty and not (data.table["n_events"] > 0).any():
+        data.notes.append("no compression steps.")
+    if not data.empty and data.table["constraint_retention"].isna().all():
+        data.notes.append(NO_CONSTRAINTS)
+    return data
+
+
+NO_CONSTRAINTS = ("no step had a constraint at risk (rules stated in the task are protected by every "
+                  "policy), so there is no constraint retention to draw.")
+
+
+def _bars(ax, rows: pd.DataFrame, y: np.ndarray, specs: list[str], column: str, hatched: str | None) -> None:
+    colors = [style.policy_color(p) for p in specs]
+    values = rows[column].astype(float).fillna(0.0)
+    if hatched:
+        solid = rows[hatched].astype(float).fillna(0.0)
+        ax.barh(y, solid, height=0.7, color=colors, edgecolor="white", linewidth=0.3)
+        ax.barh(y, values - solid, left=solid, height=0.7, color=colors, alpha=0.45, hatch="//",
+                edgecolor="white", linewidth=0.3)
+    else:
+        ax.barh(y, values, height=0.7, color=colors, edgecolor="white", linewidth=0.3)
+    err = ax_.interval(rows, column)
+    if err is not None:
+        ax.errorbar(values, y, xerr=err, fmt="none", ecolor="#333333", elinewidth=0.7)
+    for yy, (n, v) in zip(y, zip(rows["n_events"], rows[column])):
+        if pd.isna(v):
+            ax.text(0.02, yy, "none at risk" if n else "no steps", va="center", fontsize=6, color="#666666")
+
+
+def plot(data: Prepared):
+    title = "Retention per compression step: anchors and constraints"
+    combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
+    if not combos:
+        return notes.note_figure(title, data.notes)
+    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    fig, grid = ax_.grid(len(combos), 2, row_height=0.28 * len(specs) + 0.9)  # not sharey: a note clears ticks
+    y = np.arange(len(specs))[::-1]
+    for row, (benchmark, model) in enumerate(combos):
+        part = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        rows = part.set_index(part["policy"].astype(str)).reindex(specs)
+        rows["n_events"] = rows["n_events"].fillna(0)
+        panels = (("anchor_retention", "anchor_verbatim", "anchors at risk that survive"),
+                  ("constraint_retention", None, "constraints at risk that survive"))
+        for col, (ax, (column, hatched, label)) in enumerate(zip(grid[row], panels)):
+            ax.set_title(f"{ax_.combo_title(benchmark, model)}", loc="left")
+            if rows[column].isna().all():
+                notes.note_on_axes(ax, NO_CONSTRAINTS if column == "constraint_retention" else
+                                   f"no anchor at risk in any step of {model} on {benchmark}.", width=30)
+                continue
+            _bars(ax, rows, y, specs, column, hatched)
+            ax.set_xlim(0, 1.02)
+            ax.set_ylim(-0.6, len(specs) - 0.4)
+            ax.set_yticks(y, [style.policy_label(p) for p in specs] if col == 0 else [""] * len(specs))
+            ax.grid(axis="y", visible=False)
+            ax.set_xlabel(label)
+    ax_.legend_top(fig, [Patch(facecolor="#808080", label="kept verbatim"),
+                         Patch(facecolor="#808080", alpha=0.45, hatch="//", label="only in a summary")])
+    return notes.finish(fig, data.notes)
