@@ -197,3 +197,10 @@ def test_an_old_template_ends_a_run_in_error_naming_the_file(tmp_path, monkeypat
     monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(tmp_path))
     result = run_su_through_the_harness(tmp_path / "run")
     assert result.outcome == "error" and str(tmp_path / "summarize_free.txt") in result.error
+
+
+def test_every_checkout_template_is_shipped_with_the_package():
+    """An installed package without the checkout finds the same templates (summaries and judge)."""
+    checkout = {p.name: p.read_text() for p in (REPO / "config" / "prompts").glob("*.txt")}
+    shipped = {p.name: p.read_text() for p in (REPO / "src" / "ctxpolicy" / "policies" / "templates").glob("*.txt")}
+    assert checkout and checkout == shipped
