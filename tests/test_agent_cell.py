@@ -127,3 +127,14 @@ def test_run_cell_help_documents_lock_signals_and_stale_runs(capsys):
     text = help_text(capsys, "run-cell")
     for needle in ("--redo-stale", "stale_threshold_runs", ".lock", "SIGTERM", "130/143", "no model server"):
         assert needle in text, needle
+
+
+@pytest.mark.parametrize("option", ["--concurrency", "--attempts"])
+def test_zero_concurrency_or_attempts_is_a_clear_error_not_the_default(study, tmp_path, capsys, option):
+    cell_dir = tmp_path / "cell"
+    argv = ["run-cell", "--config", str(study), "--benchmark", "local", "--model", "qwen05b", "--policy", "FC",
+            option, "0", "--no-progress", "--endpoint", "http://127.0.0.1:9/v1", "--out", str(cell_dir)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{option} 0: must be 1 or more" in err and len(err.splitlines()) == 1
+    assert not cell_dir.exists()

@@ -100,10 +100,11 @@ def plan_cell(args: argparse.Namespace) -> CellPlan:
         if unknown:
             raise PlanError(f"--tasks: {', '.join(unknown)} not in cohort {args.cohort}")
         tasks = [t for t in tasks if t.task_id in wanted]
+    for option, value in (("--concurrency", args.concurrency), ("--attempts", args.attempts)):
+        if value is not None and value < 1:  # 0 must not fall back to the config's value
+            raise PlanError(f"{option} {value}: must be 1 or more")
     attempts = args.attempts or int(config.get("attempts", 1))
     concurrency = args.concurrency or int(config["benchmarks"][args.benchmark].get("concurrency", 1))
-    if concurrency < 1 or attempts < 1:
-        raise PlanError(f"--concurrency {concurrency} and --attempts {attempts} must be 1 or more")
     cell = Cell(args.track, args.benchmark, args.model, args.policy, setting, args.cohort, args.summarizer)
     settings_of = {t.task_id: build_settings(config, args.benchmark, args.model, task_timeout_s=t.timeout_s,
                                              overrides=settings_overrides(args)) for t in tasks}
