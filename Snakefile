@@ -30,6 +30,7 @@ include: "workflow/rules/cells.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/servers.smk"
 
 
 localrules:
