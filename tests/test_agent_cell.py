@@ -138,3 +138,17 @@ def test_zero_concurrency_or_attempts_is_a_clear_error_not_the_default(study, tm
     err = capsys.readouterr().err.strip()
     assert f"{option} 0: must be 1 or more" in err and len(err.splitlines()) == 1
     assert not cell_dir.exists()
+
+
+def test_a_cell_where_most_runs_hit_the_wall_time_limit_carries_a_warning(tmp_path):
+    from ctxpolicy.agent.cell import cell_record
+    from ctxpolicy.agent.runner import RunResult
+
+    def record(*outcomes):
+        results = [RunResult(tmp_path / f"t{i}__a1", o, None) for i, o in enumerate(outcomes)]
+        return cell_record({"slug": "FC"}, results, tmp_path, 0.0, 1.0)["warnings"]
+
+    assert record("time_limit", "time_limit", "step_limit") == [
+        "2 of 3 runs hit the wall-time limit: the cell's resource ratios are undefined; "
+        "raise limits.wall_time_limit_s or run on a less busy machine"]
+    assert record("time_limit", "step_limit") == [] and record() == []

@@ -258,6 +258,10 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
 
 
 def _summary(out: Path, results: list) -> int:
+    from ctxpolicy.agent.cell import limit_warnings
+
+    for warning in limit_warnings(results):
+        print(f"ctxpolicy: WARNING: {out}: {warning}", file=sys.stderr)
     outcomes = Counter(result.outcome for result in results)
     print(json.dumps({"cell_dir": str(out), "runs": len(results), "outcomes": dict(outcomes)}))
     return 0
