@@ -228,6 +228,7 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
                            concurrency=1, progress=False)
         return _summary(out, results)
     cancel = threading.Event()
+    asked = time.monotonic()
     try:
         with contextlib.ExitStack() as servers:
             endpoint = servers.enter_context(cell_endpoint(
@@ -238,7 +239,9 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
                 summary_endpoint = servers.enter_context(cell_endpoint(
                     plan.config, args.config, args.summarizer, url=args.summarizer_endpoint, served_name=None,
                     log_path=out / f"server-{args.summarizer}.log"))
-            cell_info = {**plan.info(), "endpoint": endpoint.server}
+            # seconds until the model server(s) answered: a start-up, or ~0 for a shared or given one
+            cell_info = {**plan.info(), "endpoint": endpoint.server,
+                         "server_wait_s": round(time.monotonic() - asked, 3)}
             if hasattr(plan.adapter, "harness_argv"):
                 results = run_cell_with_harness(runs, argv_for=harness_command(plan, args, endpoint),
                                                 cell_dir=out, cell_info=cell_info, redo_errors=args.redo_errors,
