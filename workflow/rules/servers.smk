@@ -18,6 +18,13 @@ def _shares_servers() -> bool:
     return workflow.local_exec and workflow.exec_mode == ExecMode.DEFAULT
 
 
+def cell_threads(cpus: int) -> int:
+    """A run cell's threads: its model's cpus, or 1 when the cell is a client of a shared server
+    (the server's CPU is outside every job), so that a second cell, a grading or a figure job
+    keeps the server's other slots and the cores busy while a cell waits for its last run."""
+    return 1 if _shares_servers() else cpus
+
+
 def _stop_shared_servers() -> None:
     if os.environ.get(shared_servers.ENV) == SHARED_SESSION.announce():
         shared_servers.stop_all(SHARED_SESSION.directory, SHARED_SESSION.owner_pid)
