@@ -28,7 +28,7 @@ def error_for(config: dict, mutate) -> str:
     return message
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "workstation.yaml", "workstation-swebench.yaml"])
 def test_shipped_configs_validate(name):
     config = load_config(ROOT / "config" / name)
     assert config["grid"]["full_comparison"]["policies"][0] == "FC"
