@@ -1,14 +1,15 @@
 """The local study on a busy machine: does it finish, with every figure, and how long does it take?
 
     python3 benchmarks/bench_study_busy.py [--repo PATH_OR_URL] [--dir DIR] [--burners N]
-                                           [--max-burn-s S] [--python-env VENV]
+                                           [--max-burn-s S] [--python-env VENV] [-- SNAKEMAKE_ARGS]
 
 Clones the repository (default: this one, its committed HEAD) into a fresh DIR (default: a new
 temporary directory), starts N CPU-burning processes (default: one per core) that spin until
 the study ends or S seconds have passed (default 3 hours), runs `bash scripts/study.sh` in the
 clone (install included), and prints the wall time, the load average and the study's own end
 summary. With --python-env VENV the install is skipped: the clone's code runs with VENV's
-interpreter (PYTHONPATH=DIR/src), for machines where the environment already exists.
+interpreter (PYTHONPATH=DIR/src), for machines where the environment already exists. Arguments
+after `--` go to Snakemake (a target, to check the benchmark itself on a small part).
 
 Not part of scripts/test.sh: it takes as long as the study and keeps every core busy on purpose.
 The measured time goes into docs/workflow.md ("On a busy machine").
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -36,15 +38,16 @@ def burn(stop_at: float) -> None:
             x = (x * 1103515245 + 12345) & 0x7FFFFFFF
 
 
-def study_command(clone: Path, python_env: Path | None) -> tuple[list[str], dict[str, str]]:
+def study_command(clone: Path, python_env: Path | None, extra: list[str]) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     env.pop("SNAKEMAKE_PROFILE", None)
     if python_env is None:
-        return ["bash", "scripts/study.sh"], env
+        return ["bash", "scripts/study.sh", *extra], env
     venv = python_env.resolve()  # the real path: the sandbox mounts resolved prefixes only
     env["PYTHONPATH"] = str(clone / "src")
-    script = (f"{venv}/bin/snakemake --cores 2; status=$?; "
-              f"{venv}/bin/python workflow/scripts/study_summary.py --config config/config.yaml; exit $status")
+    script = (f"{shlex.quote(str(venv))}/bin/snakemake --cores 2 {shlex.join(extra)}; status=$?; "
+              f"{shlex.quote(str(venv))}/bin/python workflow/scripts/study_summary.py --config config/config.yaml; "
+              "exit $status")
     return ["bash", "-c", script], env
 
 
@@ -55,6 +58,7 @@ def main() -> int:
     parser.add_argument("--burners", type=int, default=os.cpu_count() or 2, help="CPU-burning processes")
     parser.add_argument("--max-burn-s", type=float, default=3 * 3600, help="burners stop after this at the latest")
     parser.add_argument("--python-env", type=Path, help="an existing virtualenv: skip the install")
+    parser.add_argument("snakemake_args", nargs="*", help="after --: arguments for Snakemake")
     args = parser.parse_args()
 
     clone = args.dir or Path(tempfile.mkdtemp(prefix="ctxpolicy-busy-")) / "ctxpolicy"
@@ -63,7 +67,7 @@ def main() -> int:
     subprocess.run(["git", "clone", "-q", args.repo, str(clone)], check=True)
     commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    command, env = study_command(clone, args.python_env)
+    command, env = study_command(clone, args.python_env, args.snakemake_args)
 
     stop_at = time.time() + args.max_burn_s
     burners = [multiprocessing.Process(target=burn, args=(stop_at,), daemon=True) for _ in range(args.burners)]
