@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_serving import fake_vllm  # noqa: F401  (fixture)
+import test_serving
 
 from ctxpolicy.agent.cli_cell import cell_endpoint
 from ctxpolicy.config import load_config
@@ -19,10 +19,11 @@ from ctxpolicy.serving import health
 from ctxpolicy.serving.shared import ENV, Session, alive, attach, session_from_environment, stop_all
 
 ROOT = Path(__file__).resolve().parents[1]
+fake_vllm = test_serving.fake_vllm  # the stand-in vLLM executable, as a fixture of this module too
 
 
 @pytest.fixture
-def study(tmp_path: Path, fake_vllm) -> Path:  # noqa: F811
+def study(tmp_path: Path, fake_vllm) -> Path:
     config = yaml.safe_load((ROOT / "config" / "test_workflow.yaml").read_text())
     config["models"]["qwen05b"] = {**fake_vllm("ok"), "max_model_len": 4096, "startup_timeout_s": 30}
     config["results_dir"] = str(tmp_path / "results")
@@ -48,7 +49,7 @@ def _gone_within(pids: list[int], seconds: float) -> bool:
     return False
 
 
-def test_cells_share_one_server_that_dies_with_its_owner(study, owner, tmp_path, monkeypatch, fake_vllm):  # noqa: F811
+def test_cells_share_one_server_that_dies_with_its_owner(study, owner, tmp_path, monkeypatch, fake_vllm):
     session = Session(owner.pid, tmp_path / "results" / ".servers")
     monkeypatch.setenv(ENV, session.announce())
     config = load_config(study)
@@ -69,7 +70,7 @@ def test_cells_share_one_server_that_dies_with_its_owner(study, owner, tmp_path,
     assert session_from_environment() is None  # a dead owner's session is not used
 
 
-def test_stop_all_ends_the_session_and_a_new_owner_starts_afresh(study, owner, tmp_path, fake_vllm):  # noqa: F811
+def test_stop_all_ends_the_session_and_a_new_owner_starts_afresh(study, owner, tmp_path, fake_vllm):
     session = Session(owner.pid, tmp_path / ".servers")
     model_cfg = load_config(study)["models"]["qwen05b"]
     first = attach(session, config_path=study, model="qwen05b", model_cfg=model_cfg)
