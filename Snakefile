@@ -32,6 +32,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/replay.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/servers.smk"
 
 
 localrules:

@@ -4,6 +4,11 @@
 
 Prints the job counts of the plan, then wall time and peak resident memory of each dry run.
 Target: under 5 s for the paper config (jobs are per cell, so ~600 jobs instead of ~35,000).
+
+Also times what every `snakemake` start pays before planning: `snakemake --version`, and the
+`scontrol show config` that snakemake-executor-plugin-slurm runs at import. Target: under 1 s
+for the latter whether the local SLURM runs or not (scripts/slurm-local.sh leaves a dormant
+config when stopped; without it this probe took 9 s, and 59 s with no slurm.conf at all).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +48,15 @@ def startup_seconds() -> float:
     return time.perf_counter() - start
 
 
+def slurm_probe_seconds() -> float | None:
+    """The plugin's import-time probe, timed; None where SLURM is not installed."""
+    if shutil.which("scontrol") is None:
+        return None
+    start = time.perf_counter()
+    subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=120)
+    return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="config/paper.yaml")
@@ -59,6 +74,10 @@ def main() -> int:
           f"over {len(times)}; peak RSS {max(r[1] for r in runs):.0f} MB")
     print(f"snakemake --version alone (start-up, for comparison): {startup_seconds():.2f} s; "
           f"load average {os.getloadavg()[0]:.1f}")
+    probe = slurm_probe_seconds()
+    if probe is not None:
+        verdict = "ok" if probe < 1 else "a hidden wait at every snakemake start: see scripts/slurm-local.sh dormant"
+        print(f"scontrol show config (run by the SLURM executor plugin at import): {probe:.2f} s ({verdict})")
     return 0
 
 

@@ -25,6 +25,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+if [ "$want_slurm" = 1 ]; then  # no hidden wait at every snakemake start (scripts/slurm-local.sh)
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO bash scripts/slurm-local.sh dormant
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "==> creating .venv"
   python3 -m venv .venv

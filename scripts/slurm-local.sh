@@ -5,8 +5,17 @@
 # start  brings up munge, MariaDB, slurmdbd (accounting, so the Snakemake plugin's sacct status
 #        polling sees jobs finish), slurmctld and slurmd, by hand (no systemd); idempotent:
 #        daemons already answering are left alone and not adopted.
-# stop   ends exactly the daemons this script started (pids recorded in the state dir).
+# stop   ends exactly the daemons this script started (pids recorded in the state dir) and
+#        leaves the dormant config (below).
+# dormant writes the dormant config unless the controller started here is running (bootstrap.sh
+#        calls it after installing the packages).
 # status prints what runs and whether the node takes jobs (exit 1 when it does not).
+#
+# Why a dormant config: snakemake-executor-plugin-slurm runs `scontrol show config` when it is
+# imported, i.e. at every `snakemake` start, local runs included. With our config and no
+# controller scontrol retries for ~9 s; with no slurm.conf at all it looks for a configless
+# controller for ~59 s. The dormant config names the same cluster with MessageTimeout=1, which
+# makes scontrol fail at once, so a stopped local cluster costs nothing.
 #
 # Needs root and the Debian 12 packages munge slurmctld slurmd slurm-client slurmdbd
 # mariadb-server (scripts/bootstrap.sh installs them). Writes /etc/slurm/slurm.conf and
@@ -20,7 +29,7 @@ ACCOUNT=ctxpolicy
 PARTITION=ctxpolicy
 MARKER="# managed by ctxpolicy scripts/slurm-local.sh"
 DB_PASS=ctxpolicy-local
-SLURM_CONF=/etc/slurm/slurm.conf
+SLURM_CONF=${SLURM_CONF:-/etc/slurm/slurm.conf}  # the variable scontrol reads too
 DBD_CONF=/etc/slurm/slurmdbd.conf
 MYSQL_SOCK=/run/mysqld/mysqld.sock
 
@@ -53,17 +62,24 @@ pid_from_file() {  # pid_from_file FILE SECONDS
   return 1
 }
 
-write_configs() {
-  if [ -f "$SLURM_CONF" ] && ! grep -qF "$MARKER" "$SLURM_CONF"; then
-    die "$SLURM_CONF exists and is not managed by this script; refusing to overwrite it"
-  fi
-  mkdir -p "$STATE"/{log,spool/ctld,spool/d,pids}
-  local node cpus mem
+ours_or_absent() {
+  [ ! -f "$SLURM_CONF" ] || grep -qF "$MARKER" "$SLURM_CONF"
+}
+
+write_slurm_conf() {  # write_slurm_conf active|dormant
+  ours_or_absent || die "$SLURM_CONF exists and is not managed by this script; refusing to overwrite it"
+  mkdir -p "$STATE"/{log,spool/ctld,spool/d,pids} "$(dirname "$SLURM_CONF")"
+  local node cpus mem timeout=""
   node=$(hostname -s)
   cpus=$(nproc)
   mem=$(awk '/MemTotal/ {print int($2 / 1024 * 0.8)}' /proc/meminfo)
+  if [ "$1" = dormant ]; then
+    timeout="# dormant: no controller runs; clients (scontrol at every snakemake start) fail at once
+MessageTimeout=1"
+  fi
   cat >"$SLURM_CONF.tmp" <<EOF
 $MARKER
+$timeout
 ClusterName=$CLUSTER
 SlurmctldHost=$node(127.0.0.1)
 SlurmUser=root
@@ -94,6 +110,10 @@ NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=$PARTITION Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
   mv "$SLURM_CONF.tmp" "$SLURM_CONF"
+}
+
+write_configs() {
+  write_slurm_conf active
   umask 077
   cat >"$DBD_CONF.tmp" <<EOF
 $MARKER
@@ -210,6 +230,12 @@ stop() {
     fi
     rm -f "$STATE/pids/$name"
   done
+  dormant
+}
+
+dormant() {  # a running controller started here keeps its config; a foreign config is left alone
+  if alive slurmctld slurmctld; then return; fi
+  if ours_or_absent; then write_slurm_conf dormant; else log "$SLURM_CONF is not managed here: left as it is"; fi
 }
 
 status() {
@@ -228,6 +254,7 @@ status() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
+  dormant) dormant ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|dormant|status" >&2; exit 2 ;;
 esac

@@ -127,3 +127,28 @@ def test_run_cell_help_documents_lock_signals_and_stale_runs(capsys):
     text = help_text(capsys, "run-cell")
     for needle in ("--redo-stale", "stale_threshold_runs", ".lock", "SIGTERM", "130/143", "no model server"):
         assert needle in text, needle
+
+
+@pytest.mark.parametrize("option", ["--concurrency", "--attempts"])
+def test_zero_concurrency_or_attempts_is_a_clear_error_not_the_default(study, tmp_path, capsys, option):
+    cell_dir = tmp_path / "cell"
+    argv = ["run-cell", "--config", str(study), "--benchmark", "local", "--model", "qwen05b", "--policy", "FC",
+            option, "0", "--no-progress", "--endpoint", "http://127.0.0.1:9/v1", "--out", str(cell_dir)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{option} 0: must be 1 or more" in err and len(err.splitlines()) == 1
+    assert not cell_dir.exists()
+
+
+def test_a_cell_where_most_runs_hit_the_wall_time_limit_carries_a_warning(tmp_path):
+    from ctxpolicy.agent.cell import cell_record
+    from ctxpolicy.agent.runner import RunResult
+
+    def record(*outcomes):
+        results = [RunResult(tmp_path / f"t{i}__a1", o, None) for i, o in enumerate(outcomes)]
+        return cell_record({"slug": "FC"}, results, tmp_path, 0.0, 1.0)["warnings"]
+
+    assert record("time_limit", "time_limit", "step_limit") == [
+        "2 of 3 runs hit the wall-time limit: the cell's resource ratios are undefined; "
+        "raise limits.wall_time_limit_s or run on a less busy machine"]
+    assert record("time_limit", "step_limit") == [] and record() == []

@@ -28,7 +28,7 @@ def error_for(config: dict, mutate) -> str:
     return message
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "workstation.yaml", "workstation-swebench.yaml"])
 def test_shipped_configs_validate(name):
     config = load_config(ROOT / "config" / name)
     assert config["grid"]["full_comparison"]["policies"][0] == "FC"
@@ -62,6 +62,9 @@ def test_snakemake_validate_accepts_the_same_schema(local):
     (lambda c: c["models"]["qwen05b"].update(temprature=0.3),
      "models.qwen05b: unknown key 'temprature'; allowed keys: agent_mode, api_key_env"),
     (lambda c: c["models"]["qwen05b"].pop("gguf"), "models.qwen05b: missing required key 'gguf'"),
+    (lambda c: c["models"]["qwen05b"].update(gguf="qwen-7b-typo"),
+     "config/bad.yaml: models.qwen05b.gguf: 'qwen-7b-typo' is not a known model file; "
+     "allowed: qwen2.5-coder-0.5b-instruct-q4_k_m, qwen2.5-coder-1.5b-instruct-q4_k_m"),
     (lambda c: c.update(attempts="three"), "attempts: 'three' is not allowed; expected integer"),
     (lambda c: c["grid"]["sweeps"].update(settings=["tight", "medium"]),
      "grid.sweeps.settings[1]: 'medium' is not allowed; allowed: tight, primary, loose"),

@@ -53,7 +53,8 @@ def test_calibrate_cli_writes_the_thresholds_file(tmp_path, capsys):
     out = tmp_path / "thresholds" / "local" / "qwen05b.json"
     assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=100)) == 0
     written = json.loads(out.read_text())
-    peaks = aggregate([cell], processes=1).runs["peak_prompt_tokens"].to_numpy()
+    runs = aggregate([cell], processes=1).runs
+    peaks = runs[runs["outcome"] != "time_limit"]["peak_prompt_tokens"].to_numpy()  # the clock's peaks left out
     assert written["peaks"] == sorted(int(p) for p in peaks)
     assert written["tight"] == round_nearest(np.percentile(peaks, 5), 100)
     assert written["loose"] == round_nearest(np.percentile(peaks, 25), 100)
@@ -65,3 +66,35 @@ def test_calibrate_cli_refuses_non_fc_runs(tmp_path, capsys):
     cell = tmp_path / "runs" / "local" / "qwen05b" / "TR_Th_0.5__primary"
     assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=tmp_path / "t.json", round_to=100)) == 2
     assert "identity.policy" in capsys.readouterr().err
+
+
+def _set_outcomes(cell, outcome_of) -> None:
+    for i, run_json in enumerate(sorted(cell.glob("*/run.json"))):
+        record = json.loads(run_json.read_text())
+        record["outcome"] = outcome_of(i)
+        run_json.write_text(json.dumps(record))
+
+
+def test_time_limited_runs_are_left_out_of_calibration(tmp_path, capsys):
+    make_runs(tmp_path / "runs", policies=["FC"], tasks=6, attempts=1, calls_per_run=6, seed=3)
+    cell = tmp_path / "runs" / "local" / "qwen05b" / "FC"
+    _set_outcomes(cell, lambda i: "time_limit" if i < 2 else "step_limit")
+    peaks = aggregate([cell], processes=1).runs.sort_values("run_dir")["peak_prompt_tokens"].tolist()
+    out = tmp_path / "t.json"
+    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=10)) == 0
+    written = json.loads(out.read_text())
+    assert written["peaks"] == sorted(int(p) for p in peaks[2:]) and written["n_runs"] == 4
+    assert written["time_limited_runs"] == 2 and written["warnings"] == []
+    assert "2 time-limited left out" in capsys.readouterr().out
+
+
+def test_all_time_limited_calibrates_from_them_with_a_recorded_warning(tmp_path, capsys):
+    make_runs(tmp_path / "runs", policies=["FC"], tasks=4, attempts=1, calls_per_run=6, seed=3)
+    cell = tmp_path / "runs" / "local" / "qwen05b" / "FC"
+    _set_outcomes(cell, lambda i: "time_limit")
+    out = tmp_path / "t.json"
+    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=10)) == 0
+    written = json.loads(out.read_text())
+    assert written["n_runs"] == 4 and written["calibrated_from"] == "time-limited runs (none finished)"
+    assert "all 4 FC runs hit the wall-time limit" in written["warnings"][0]
+    assert "WARNING" in capsys.readouterr().err

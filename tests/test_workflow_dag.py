@@ -58,6 +58,19 @@ def test_one_figure_runs_only_the_cells_it_draws(study):
     assert jobs["figure_fig2"] == 1 and len(jobs) == 5
 
 
+@pytest.mark.parametrize(("name", "benchmarks"), [("workstation.yaml", {"local"}),
+                                                  ("workstation-swebench.yaml", {"local", "swebench"})])
+def test_single_gpu_configs_plan_every_cell_and_figure(tmp_path, name, benchmarks):
+    from ctxpolicy.config import REPO_ROOT
+
+    config = REPO_ROOT / "config" / name
+    cells = expand_grid(load_config(config))
+    jobs = dry_run(tmp_path, config)
+    assert {c.benchmark for c in cells} == benchmarks and {c.model for c in cells} == {"coder"}
+    assert jobs["run_cell_coder"] == jobs["evaluate"] == len(cells)
+    assert jobs["thresholds"] == len(benchmarks) and jobs["figure_fig2"] == 1
+
+
 def test_bad_config_stops_with_one_line_naming_key_value_and_allowed(study):
     workdir, config = study
     data = yaml.safe_load(config.read_text())

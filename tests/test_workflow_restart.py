@@ -67,6 +67,9 @@ def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
             assert time.monotonic() < deadline, "no run completed within 20 minutes"
             time.sleep(0.2)
         assert not (cell_dir / "cell.json").exists(), "the cell finished before it could be killed"
+        servers = [json.loads(p.read_text()) for p in (tmp_path / "results" / ".servers").glob("*.json")]
+        assert servers, "the local run used no shared model server"
+        pids = [pid for server in servers for pid in (server["serve_pid"], server["pid"])]
         # the harshest kill: Snakemake, the job's shell and run-cell at once, mid-run (the model
         # server follows its parent); a half-written run directory is left behind
         os.killpg(first.pid, signal.SIGKILL)
@@ -76,6 +79,12 @@ def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
                 break
             time.sleep(0.2)
         assert not group_alive(first.pid), "processes of the killed workflow are still running"
+        # the run's shared model server (its own session) follows its owner, Snakemake
+        for _ in range(100):
+            if not any(Path(f"/proc/{pid}").exists() for pid in pids):
+                break
+            time.sleep(0.2)
+        assert not any(Path(f"/proc/{pid}").exists() for pid in pids), "the shared model server outlived Snakemake"
     finally:
         if group_alive(first.pid):
             os.killpg(first.pid, signal.SIGKILL)

@@ -133,6 +133,7 @@ def _check_references(config: dict, source: str) -> None:
         raise ConfigError(f"{source}: {where}: {message}")
 
     _check_cohort_limits(config, fail)
+    _check_model_files(config, fail)
     _check_grid(config, fail)
     _check_thresholds(config, fail)
 
@@ -143,6 +144,15 @@ def _check_cohort_limits(config: dict, fail) -> None:
             if cohort not in bench["cohorts"]:
                 fail(f"benchmarks.{b}.cohort_limit.{cohort}", f"{cohort!r} is not a cohort of benchmark {b!r}; "
                      f"allowed: {', '.join(bench['cohorts'])}")
+
+
+def _check_model_files(config: dict, fail) -> None:
+    from ctxpolicy.serving.models import REGISTRY  # the one list of embedded model files
+
+    for m, spec in config["models"].items():
+        gguf = spec.get("gguf")
+        if gguf is not None and gguf not in REGISTRY:
+            fail(f"models.{m}.gguf", f"{gguf!r} is not a known model file; allowed: {', '.join(sorted(REGISTRY))}")
 
 
 def _check_grid(config: dict, fail) -> None:

@@ -48,7 +48,7 @@ for _model, _spec in CONFIG["models"].items():
         params:
             args=_run_cell_args,
             out=lambda wildcards, output: q(Path(output[0]).parent),
-        threads: _spec["resources"]["cpus"]
+        threads: lambda wildcards, cpus=_spec["resources"]["cpus"]: cell_threads(cpus)
         resources:
             **_res,
         shell:

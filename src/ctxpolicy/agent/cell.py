@@ -236,6 +236,17 @@ def _stale_entry(run: StaleRun, cell_dir: Path) -> dict:
     return {"run_dir": _relative(run.run_dir, cell_dir), "threshold_tokens": run.threshold_tokens}
 
 
+def limit_warnings(results: Sequence[RunResult]) -> list[str]:
+    """A warning when most runs of the cell were stopped by the wall-time limit: their resource
+    figures are undefined (time-limited runs are not eligible) and the limit, or the machine's
+    load, decides the cell's results more than the policy does."""
+    limited = sum(r.outcome == "time_limit" for r in results)
+    if not results or limited * 2 <= len(results):
+        return []
+    return [f"{limited} of {len(results)} runs hit the wall-time limit: the cell's resource ratios are undefined; "
+            "raise limits.wall_time_limit_s or run on a less busy machine"]
+
+
 def cell_record(cell_info: dict, results: Sequence[RunResult], cell_dir: Path, start: float, end: float,
                 stale: Sequence[StaleRun] = (), redone_stale: Sequence[dict] = ()) -> dict:
     return {
@@ -244,6 +255,7 @@ def cell_record(cell_info: dict, results: Sequence[RunResult], cell_dir: Path, s
         **cell_info,
         "timing": {"start": start, "end": end, "wall_s": end - start},
         "outcomes": dict(Counter(r.outcome for r in results)),
+        "warnings": limit_warnings(results),
         "runs": [
             {"run_dir": _relative(r.run_dir, cell_dir), "outcome": r.outcome, "error": r.error, "skipped": r.skipped}
             for r in results

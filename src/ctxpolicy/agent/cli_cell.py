@@ -2,7 +2,9 @@
 
 Runs go a few at a time (--concurrency, default: the benchmark's `concurrency` in the config)
 into CELL_DIR/{task_id}__a{attempt}/; the cell's model server is started and stopped here, its
-log kept in CELL_DIR/server.log, unless --endpoint names a running one. Runs already complete
+log kept in CELL_DIR/server.log, unless --endpoint names a running one, or a local Snakemake run
+shares one server per model between its cells (ctxpolicy.serving.shared: the Snakefile announces
+the session in CTXPOLICY_SHARED_SERVERS). Runs already complete
 (run.json with complete: true) are skipped, so a killed cell started again redoes only the
 missing ones; when none is missing, no server is started and only cell.json is written again.
 CELL_DIR/cell.json, written last, lists every run and its outcome.
@@ -100,10 +102,11 @@ def plan_cell(args: argparse.Namespace) -> CellPlan:
         if unknown:
             raise PlanError(f"--tasks: {', '.join(unknown)} not in cohort {args.cohort}")
         tasks = [t for t in tasks if t.task_id in wanted]
+    for option, value in (("--concurrency", args.concurrency), ("--attempts", args.attempts)):
+        if value is not None and value < 1:  # 0 must not fall back to the config's value
+            raise PlanError(f"{option} {value}: must be 1 or more")
     attempts = args.attempts or int(config.get("attempts", 1))
     concurrency = args.concurrency or int(config["benchmarks"][args.benchmark].get("concurrency", 1))
-    if concurrency < 1 or attempts < 1:
-        raise PlanError(f"--concurrency {concurrency} and --attempts {attempts} must be 1 or more")
     cell = Cell(args.track, args.benchmark, args.model, args.policy, setting, args.cohort, args.summarizer)
     settings_of = {t.task_id: build_settings(config, args.benchmark, args.model, task_timeout_s=t.timeout_s,
                                              overrides=settings_overrides(args)) for t in tasks}
@@ -156,6 +159,27 @@ def previous_endpoint(out: Path, runs: list) -> dict | None:
     return None
 
 
+@contextlib.contextmanager
+def cell_endpoint(config: dict, config_path: Path, model: str, *, url: str | None, served_name: str | None,
+                  log_path: Path):
+    """The endpoint of ``model`` for this cell: the session's shared server when a local Snakemake
+    run announced one (never for --endpoint or `server: endpoint`), else ``model_endpoint``'s."""
+    from ctxpolicy.agent.cli_common import model_endpoint
+    from ctxpolicy.agent.plan import endpoint_for_server
+    from ctxpolicy.serving.shared import attach, session_from_environment
+
+    model_cfg = config["models"][model]
+    session = None if url or model_cfg["server"] == "endpoint" else session_from_environment()
+    if session is None:
+        with model_endpoint(config, model, url=url, served_name=served_name, log_path=log_path) as endpoint:
+            yield endpoint
+        return
+    handle = attach(session, config_path=config_path, model=model, model_cfg=model_cfg)
+    print(f"ctxpolicy: {model}: shared server {handle.base_url} (log {handle.log_path})", file=sys.stderr)
+    api_key = os.environ.get(model_cfg["api_key_env"]) if model_cfg.get("api_key_env") else None
+    yield dataclasses.replace(endpoint_for_server(handle), api_key=api_key)
+
+
 def harness_command(plan: CellPlan, args: argparse.Namespace, endpoint: Any):
     """For benchmarks graded by their own harness (Terminal-Bench): the command running given tasks."""
     from ctxpolicy.agent.terminal_bench import harness_kwargs
@@ -194,7 +218,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(plan: CellPlan, args: argparse.Namespace) -> int:
     from ctxpolicy.agent.cell import HarnessError, run_cell, run_cell_with_harness, survey
-    from ctxpolicy.agent.cli_common import model_endpoint, serving_errors
+    from ctxpolicy.agent.cli_common import serving_errors
 
     out: Path = args.out
     runs = planned_runs(plan, out)
@@ -204,17 +228,20 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
                            concurrency=1, progress=False)
         return _summary(out, results)
     cancel = threading.Event()
+    asked = time.monotonic()
     try:
         with contextlib.ExitStack() as servers:
-            endpoint = servers.enter_context(model_endpoint(
-                plan.config, args.model, url=args.endpoint, served_name=args.served_name,
+            endpoint = servers.enter_context(cell_endpoint(
+                plan.config, args.config, args.model, url=args.endpoint, served_name=args.served_name,
                 log_path=out / "server.log"))
             summary_endpoint = None
             if args.summarizer and args.summarizer != args.model:
-                summary_endpoint = servers.enter_context(model_endpoint(
-                    plan.config, args.summarizer, url=args.summarizer_endpoint, served_name=None,
+                summary_endpoint = servers.enter_context(cell_endpoint(
+                    plan.config, args.config, args.summarizer, url=args.summarizer_endpoint, served_name=None,
                     log_path=out / f"server-{args.summarizer}.log"))
-            cell_info = {**plan.info(), "endpoint": endpoint.server}
+            # seconds until the model server(s) answered: a start-up, or ~0 for a shared or given one
+            cell_info = {**plan.info(), "endpoint": endpoint.server,
+                         "server_wait_s": round(time.monotonic() - asked, 3)}
             if hasattr(plan.adapter, "harness_argv"):
                 results = run_cell_with_harness(runs, argv_for=harness_command(plan, args, endpoint),
                                                 cell_dir=out, cell_info=cell_info, redo_errors=args.redo_errors,
@@ -234,6 +261,10 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
 
 
 def _summary(out: Path, results: list) -> int:
+    from ctxpolicy.agent.cell import limit_warnings
+
+    for warning in limit_warnings(results):
+        print(f"ctxpolicy: WARNING: {out}: {warning}", file=sys.stderr)
     outcomes = Counter(result.outcome for result in results)
     print(json.dumps({"cell_dir": str(out), "runs": len(results), "outcomes": dict(outcomes)}))
     return 0

@@ -4,6 +4,12 @@ Each complete FC run contributes its peak context: the largest server-reported p
 agent calls. The tight, primary and loose thresholds are the 5th, 15th and 25th percentiles of
 those peaks (numpy's default linear interpolation), rounded to the nearest ``round_to`` tokens
 (halves round up). The study used 1,000; small embedded models need a finer unit (e.g. 100).
+
+Runs that hit the wall-time limit are left out: their peak is where the clock stopped them, not
+where the task took them, and they are not eligible for resource ratios either. When *every* FC
+run hit the limit (a slow or busy machine), the thresholds are still derived, from all of them,
+so that the study goes on, and the file says so in ``warnings`` (``ctxpolicy calibrate`` also
+prints it, and the local study's end summary repeats it).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import numpy as np
 
 PERCENTILES = {"tight": 5, "primary": 15, "loose": 25}
 DEFAULT_ROUND = 1000
+TIME_LIMITED = "time_limit"  # the run outcome of a run stopped by the wall-time limit
 
 # The study's own thresholds (tokens), keyed like config/paper.yaml: benchmark -> model.
 PRESET_THRESHOLDS: dict[str, dict[str, dict]] = {
@@ -52,3 +59,20 @@ def thresholds_from_peaks(peaks: list[int] | np.ndarray, round_to: int = DEFAULT
     result["n_runs"] = int(values.size)
     result["peaks"] = sorted(int(v) for v in values)
     return result
+
+
+def select_peaks(runs: list[tuple[str | None, int | None]]) -> tuple[list[int], dict]:
+    """The peaks to calibrate from, given (outcome, peak) per FC run, and what the file records
+    about the choice: ``time_limited_runs`` (left out), ``calibrated_from`` and ``warnings``."""
+    with_peak = [(outcome, peak) for outcome, peak in runs if peak is not None]
+    finished = [peak for outcome, peak in with_peak if outcome != TIME_LIMITED]
+    limited = len(with_peak) - len(finished)
+    if finished or not with_peak:
+        return finished, {"time_limited_runs": limited, "calibrated_from": "runs within the time limit",
+                          "warnings": []}
+    warning = (f"all {limited} FC runs hit the wall-time limit: thresholds calibrated from the peaks of "
+               "time-limited runs (where the clock stopped them), and no FC run is eligible for resource "
+               "ratios; raise limits.wall_time_limit_s or run on a less busy machine")
+    return [peak for _, peak in with_peak], {"time_limited_runs": limited,
+                                             "calibrated_from": "time-limited runs (none finished)",
+                                             "warnings": [warning]}

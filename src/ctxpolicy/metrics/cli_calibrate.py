@@ -3,7 +3,9 @@
 Reads every complete run under the --runs cell directories (runs that cannot be read are
 listed on stderr and left out), takes each run's peak context (largest server-reported
 agent prompt) and writes the 5th/15th/25th percentiles, rounded to the nearest --round tokens,
-with the distribution, to the thresholds file (atomically).
+with the distribution, to the thresholds file (atomically). Time-limited runs are left out; when
+all runs are time-limited, they are used with a warning on stderr and in the file's `warnings`
+(ctxpolicy.metrics.calibrate.select_peaks).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def main(args) -> int:
     import json
 
     from ctxpolicy.atomic import atomic_write_text
-    from ctxpolicy.metrics.calibrate import thresholds_from_peaks
+    from ctxpolicy.metrics.calibrate import select_peaks, thresholds_from_peaks
     from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
 
     try:
@@ -32,7 +34,7 @@ def main(args) -> int:
     except RecordError as exc:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
-    peaks, identities = [], set()
+    runs, identities = [], set()
     for run_dir in run_dirs:
         try:
             row = read_run(run_dir).row
@@ -44,18 +46,23 @@ def main(args) -> int:
                   file=sys.stderr)
             return 2
         if row["peak_prompt_tokens"] is not None:
-            peaks.append(row["peak_prompt_tokens"])
+            runs.append((row["outcome"], row["peak_prompt_tokens"]))
             identities.add((row["benchmark"], row["model"]))
     if len(identities) > 1:
         print(f"calibrate: runs mix (benchmark, model) pairs {sorted(identities)}", file=sys.stderr)
         return 2
+    peaks, choice = select_peaks(runs)
     try:
-        result = thresholds_from_peaks(peaks, args.round_to)
+        result = {**thresholds_from_peaks(peaks, args.round_to), **choice}
     except ValueError as exc:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
     (result["benchmark"], result["model"]), = identities
     atomic_write_text(args.out, json.dumps(result, indent=2))
-    print(f"{len(peaks)} FC runs: tight {result['tight']}, primary {result['primary']}, "
+    for warning in result["warnings"]:
+        print(f"calibrate: WARNING: {args.out}: {warning}", file=sys.stderr)
+    left_out = f" ({choice['time_limited_runs']} time-limited left out)" if choice["time_limited_runs"] and \
+        not result["warnings"] else ""
+    print(f"{len(peaks)} FC runs{left_out}: tight {result['tight']}, primary {result['primary']}, "
           f"loose {result['loose']} -> {args.out}")
     return 0

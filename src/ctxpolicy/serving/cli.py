@@ -4,6 +4,8 @@
       starts the server of models.M (llamacpp: the embedded model; vllm: `vllm serve` on a
       GPU host; endpoint: only checks it), writes --ready-file (JSON: url, served_name, info)
       once it is healthy, and runs until SIGTERM/SIGINT, then stops the server.
+      With --owner-pid P it also stops once process P is gone (the shared server of a local
+      Snakemake run, ctxpolicy.serving.shared).
   ctxpolicy serve --check URL [--wait S]
       exits 0 when URL answers GET /v1/models, 1 when it does not (within S seconds).
 """
@@ -22,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log", type=Path, help="server log file (default: ./server-MODEL.log)")
     parser.add_argument("--ready-file", type=Path, help="written atomically once the server is healthy")
     parser.add_argument("--ready-timeout", type=float, help="seconds to wait for health (default: per server kind)")
+    parser.add_argument("--owner-pid", type=int, help="stop the server once this process is gone")
     parser.add_argument("--check", metavar="URL", help="only health-check this endpoint and exit 0/1")
     parser.add_argument("--wait", type=float, default=0.0, help="with --check: keep trying this many seconds")
 
@@ -61,6 +64,7 @@ def _load_model_cfg(config_path: Path, model: str) -> dict:
 
 def _serve(args: argparse.Namespace) -> int:
     import json
+    import os
     import signal
     import threading
 
@@ -68,6 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ctxpolicy.atomic import atomic_write_json
     from ctxpolicy.serving.models import ModelError
     from ctxpolicy.serving.server import ServerError, log_tail, start_server
+    from ctxpolicy.serving.shared import alive
 
     try:
         model_cfg = _load_model_cfg(args.config, args.model)
@@ -81,12 +86,16 @@ def _serve(args: argparse.Namespace) -> int:
     log_path = args.log or Path(f"server-{args.model}.log")
     try:
         with start_server(model_cfg, log_path=log_path, port=args.port, ready_timeout_s=args.ready_timeout) as server:
-            ready = {"url": server.base_url, "served_name": server.served_name, "pid": server.pid, "info": server.info}
+            ready = {"url": server.base_url, "served_name": server.served_name, "pid": server.pid, "info": server.info,
+                     "serve_pid": os.getpid(), "owner_pid": args.owner_pid}
             if args.ready_file:
                 atomic_write_json(args.ready_file, ready, indent=2)
             print(json.dumps(ready), flush=True)
             try:
                 while not stop.wait(1.0):
+                    if args.owner_pid and not alive(args.owner_pid):
+                        print(f"ctxpolicy serve: owner {args.owner_pid} is gone; stopping", file=sys.stderr)
+                        break
                     if server.process is not None and server.process.poll() is not None:
                         print(f"ctxpolicy serve: server exited with code {server.process.returncode}; "
                               f"log {log_path}:\n{log_tail(log_path)}", file=sys.stderr)

@@ -1,0 +1,153 @@
+"""Where the time of a local study run went, measured from what the run left behind.
+
+    .venv/bin/python benchmarks/bench_study.py [DIR] [--config config/config.yaml] [--log FILE]
+
+DIR is the study's working directory (default: this repository). Reads the newest Snakemake
+log in DIR/.snakemake/log/ (or --log): the wall time of the whole run and the summed wall time
+of the jobs of each rule (cells, grading, thresholds, tables, figures), then the run records:
+server waits (cell.json `server_wait_s`), agent LLM time and summary-call time (calls.jsonl
+`latency_s` by `kind`), tool time (run.json `timing.tool_s`), and the executed notebooks'
+own durations (papermill metadata; the rest of a figure job is its kernel and Python start-up
+and the provenance sidecar). Prints the load average too: a busy machine stretches everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+JOBID = re.compile(r"^\s+jobid: (\d+)$")
+FINISHED = re.compile(r"^Finished job(?:id:)? (\d+)")
+
+
+def parse_snakemake_log(path: Path) -> tuple[float, dict[str, list[float]]]:
+    """(wall seconds from first to last timestamp, rule -> wall seconds of each finished job)."""
+    stamp = first = None
+    started: dict[str, tuple[str, datetime]] = {}
+    pending_rule = None
+    jobs: dict[str, list[float]] = defaultdict(list)
+    for line in path.read_text(errors="replace").splitlines():
+        if m := STAMP.match(line.strip()):
+            stamp = datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y")
+            first = first or stamp
+        elif m := RULE.match(line.strip()):
+            pending_rule = m.group(1)
+        elif (m := JOBID.match(line)) and pending_rule and stamp:
+            started[m.group(1)] = (pending_rule, stamp)
+            pending_rule = None
+        elif (m := FINISHED.match(line.strip())) and m.group(1) in started and stamp:
+            rule, begin = started.pop(m.group(1))
+            jobs[rule].append((stamp - begin).total_seconds())
+    wall = (stamp - first).total_seconds() if first and stamp else 0.0
+    return wall, jobs
+
+
+def rule_family(rule: str) -> str:
+    for prefix, family in (("run_cell_", "cells (run-cell jobs)"), ("figure_", "figures and tables (notebooks)"),
+                           ("evaluate", "grading (evaluate jobs)"), ("aggregate", "tables (aggregate jobs)"),
+                           ("thresholds", "thresholds (calibrate)")):
+        if rule.startswith(prefix):
+            return family
+    return f"other ({rule})"
+
+
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def run_records(results: Path) -> dict[str, float]:
+    """Sums over every cell and run under results/runs/."""
+    totals: dict[str, float] = defaultdict(float)
+    for cell_json in results.glob("runs/*/*/*/cell.json"):
+        cell = _json(cell_json) or {}
+        totals["cells"] += 1
+        totals["server wait (model server start-up)"] += float(cell.get("server_wait_s") or 0)
+        totals["cell wall"] += float((cell.get("timing") or {}).get("wall_s") or 0)
+        for run_json in cell_json.parent.glob("*/run.json"):
+            run = _json(run_json) or {}
+            timing = run.get("timing") or {}
+            totals["runs"] += 1
+            totals["run wall (sum over runs)"] += float(timing.get("wall_s") or 0)
+            totals["tool time (sandboxed commands)"] += float(timing.get("tool_s") or 0)
+            totals["setup time (workspaces)"] += float(timing.get("setup_s") or 0)
+            calls = run_json.with_name("calls.jsonl")
+            for line in calls.read_text().splitlines() if calls.exists() else ():
+                try:
+                    call = json.loads(line)
+                except ValueError:
+                    continue
+                kind = "summary" if call.get("kind") == "summary" else "agent"
+                totals[f"LLM time, {kind} calls"] += float(call.get("latency_s") or 0)
+                totals[f"{kind} calls"] += 1
+    return totals
+
+
+def notebook_seconds(results: Path) -> tuple[int, float]:
+    count, seconds = 0, 0.0
+    for notebook in results.glob("notebooks/*.ipynb"):
+        meta = ((_json(notebook) or {}).get("metadata") or {}).get("papermill") or {}
+        if meta.get("duration") is not None:
+            count += 1
+            seconds += float(meta["duration"])
+    return count, seconds
+
+
+def newest_log(directory: Path) -> Path | None:
+    logs = sorted((directory / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
+    return logs[-1] if logs else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("directory", nargs="?", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--config", default="config/config.yaml", help="relative to DIR unless absolute")
+    parser.add_argument("--log", type=Path, help="the Snakemake log (default: the newest in DIR/.snakemake/log/)")
+    args = parser.parse_args()
+
+    import yaml
+
+    config_path = args.config if Path(args.config).is_absolute() else args.directory / args.config
+    results = args.directory / (yaml.safe_load(Path(config_path).read_text()).get("results_dir") or "results")
+    log = args.log or newest_log(args.directory)
+    print(f"study: {args.directory}   log: {log}   load average (1/5/15 min): "
+          + " ".join(f"{x:.1f}" for x in os.getloadavg()) + f"   cpus: {os.cpu_count()}")
+    if log is None:
+        sys.exit("bench_study: no Snakemake log found")
+    wall, jobs = parse_snakemake_log(log)
+    print(f"\nSnakemake wall time: {wall / 60:.1f} min ({wall:.0f} s)")
+    families: dict[str, list[float]] = defaultdict(list)
+    for rule, seconds in jobs.items():
+        families[rule_family(rule)] += seconds
+    print(f"  {'jobs by rule family':<36} {'jobs':>5} {'sum s':>8} {'mean s':>8}")
+    for family, seconds in sorted(families.items(), key=lambda kv: -sum(kv[1])):
+        print(f"  {family:<36} {len(seconds):>5} {sum(seconds):>8.0f} {sum(seconds) / len(seconds):>8.1f}")
+
+    totals = run_records(results)
+    print(f"\ninside the cells ({totals['cells']:.0f} cells, {totals['runs']:.0f} runs; sums over runs, which "
+          "overlap when a cell runs several at once)")
+    for key in ("server wait (model server start-up)", "cell wall", "run wall (sum over runs)",
+                "LLM time, agent calls", "LLM time, summary calls", "tool time (sandboxed commands)",
+                "setup time (workspaces)"):
+        print(f"  {key:<38} {totals[key]:>8.0f} s")
+    print(f"  {'calls: agent / summary':<38} {totals['agent calls']:>8.0f} / {totals['summary calls']:.0f}")
+    count, seconds = notebook_seconds(results)
+    figure_jobs = families.get("figures and tables (notebooks)", [])
+    if count:
+        print(f"\nnotebooks: {count} executed, {seconds:.0f} s inside the kernels; the figure jobs took "
+              f"{sum(figure_jobs):.0f} s, so start-up and sidecars cost {sum(figure_jobs) - seconds:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""The end summary of scripts/study.sh (workflow/scripts/study_summary.py) on a results tree
+made by hand: cells done, runs by outcome, figures written, missing-data notes, warnings."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import yaml
+
+from ctxpolicy.config import REPO_ROOT, load_config
+from ctxpolicy.grid import expand_grid
+
+spec = importlib.util.spec_from_file_location("study_summary", REPO_ROOT / "workflow/scripts/study_summary.py")
+study_summary = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(study_summary)
+
+
+def test_summary_counts_cells_outcomes_figures_notes_and_warnings(tmp_path):
+    data = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    data["results_dir"], data["figures_dir"] = str(tmp_path / "results"), str(tmp_path / "figures")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = load_config(path)
+    cells = expand_grid(config)
+    for cell, outcomes in zip(cells[:2], ({"time_limit": 3}, {"step_limit": 2, "submitted": 1})):
+        cell_dir = cell.run_root(config["results_dir"])
+        cell_dir.mkdir(parents=True)
+        warnings = ["3 of 3 runs hit the wall-time limit"] if "time_limit" in outcomes else []
+        (cell_dir / "cell.json").write_text(json.dumps({"outcomes": outcomes, "warnings": warnings}))
+    thresholds = tmp_path / "results" / "thresholds" / "local" / "qwen05b.json"
+    thresholds.parent.mkdir(parents=True)
+    thresholds.write_text(json.dumps({"primary": 500, "warnings": ["all 3 FC runs hit the wall-time limit"]}))
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    for name in ("fig2.pdf", "fig2.png", "fig3.pdf"):
+        (figures / name).write_bytes(b"x")
+    (figures / "fig2.notes.json").write_text(json.dumps(["no FC run finished within the time limit"]))
+    (figures / "fig3.pdf.prov.json").write_text(json.dumps({"notes": ["no compression events"]}))
+
+    lines = study_summary.summarize(config)
+    assert lines[0] == f"cells done: 2 of {len(cells)}"
+    assert lines[1] == "runs: 6 (time_limit 3, step_limit 2, submitted 1)"
+    assert lines[2].startswith("figures and tables written: 3 of ") and "missing: " in lines[2]
+    assert lines[3] == "drawn with a missing-data note: 2"
+    assert f"  {figures}/fig2: no FC run finished within the time limit" in lines
+    assert f"  {figures}/fig3: no compression events" in lines
+    assert lines[lines.index("warnings: 2") + 1].endswith("FC: 3 of 3 runs hit the wall-time limit")
+    assert lines[-1] == f"  {thresholds}: all 3 FC runs hit the wall-time limit"
