@@ -4,7 +4,7 @@
 
 from ctxpolicy.figures.catalog import papermill_args, targets_for
 
-REPORT_CATEGORY = {".png": "Figures", ".csv": "Tables"}
+REPORT_CATEGORY = {".png": "Figures", ".csv": "Tables"}  # a figure's numbers (.data.csv) stay out
 
 
 def _in_figures_dir(path: str) -> str:
@@ -35,7 +35,7 @@ def _scoped(path: str, scope: str) -> str:
 def _outputs(spec: dict) -> list:
     outputs = []
     for path in spec["outputs"]:
-        category = REPORT_CATEGORY.get(Path(path).suffix)
+        category = None if path.endswith(".data.csv") else REPORT_CATEGORY.get(Path(path).suffix)
         outputs.append(report(path, category=category, caption="../report/target.rst") if category else path)
     return outputs + [f"{p}.prov.json" for p in spec["outputs"]] + [spec["executed"]]
 
@@ -44,7 +44,8 @@ def _figure_command(name: str, spec: dict, inputs: list[str], tables_dir: str) -
     render = papermill_args(name, config_path=CONFIG_FILE, tables_dir=tables_dir, out_dir=FIGURES,
                             executed=spec["executed"])
     render[0] = spec["notebook"]  # the catalog's path, made to work from any working directory
-    record = [*spec["outputs"], "--config", CONFIG_FILE, "--notebook", spec["executed"]]
+    record = [*spec["outputs"], "--config", CONFIG_FILE, "--notebook", spec["executed"],
+              "--extra", f"cost_method={CONFIG['metrics']['cost_method']}"]
     if inputs:
         record += ["--inputs", *inputs]
     return (f"{ANALYSIS_PY} -m papermill --no-progress-bar {q(render)} && "
