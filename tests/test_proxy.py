@@ -207,6 +207,12 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
     assert not runs["has_verdict"].any()  # never graded: no resolve rate counts them
     ok = runs[runs["outcome"].astype(str) == "submitted"].iloc[0]
     assert ok["billed_exact"] > 0 and ok["compression_events"] >= 1  # the cost columns, as for harness runs
+    priced = subprocess.run([sys.executable, "-m", "ctxpolicy", "cost", "-i", ok["run_dir"]],
+                            capture_output=True, text=True, timeout=60)
+    assert priced.returncode == 0, priced.stderr
+    cost = json.loads(priced.stdout)  # `ctxpolicy cost` prices the recorded run as aggregate does
+    assert cost["exact"]["billed_input"] == pytest.approx(ok["billed_exact"])
+    assert cost["estimated"]["billed_input"] == pytest.approx(ok["billed_est"])
 
 
 def test_summarizing_policy_records_its_summary_calls(upstream, tmp_path):

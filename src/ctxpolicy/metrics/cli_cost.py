@@ -3,8 +3,9 @@
 Input (-i FILE or stdin): JSON lines in call order, each
   {"kind": "agent"|"summary", "prompt_tokens": int,
    "message_ids": [str, ...], "message_tokens": [int, ...], "events": [...], "cached_tokens": int}
-(all but kind and prompt_tokens optional; the lines of a run's calls.jsonl work as they are once
-message_tokens is added). prompt_tokens are the server's counts; message_tokens local counts
+(all but kind and prompt_tokens optional). A run directory, or a run's own calls.jsonl, works as it
+is: the message tokens come from the run's messages.jsonl beside it (harness, proxy and replay
+runs alike). prompt_tokens are the server's counts; message_tokens local counts
 (cl100k_base in run records), used by the exact method only for the shared prefix's share of the
 call. events are the call's compression events (the estimate places OTRC events by position).
 Output: one JSON object {"estimated": {fresh, cached, summary, billed_input}, "exact": {...} or
@@ -23,14 +24,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--block", type=int, default=16, help="cache block size in tokens (default 16)")
     parser.add_argument("--discount", type=float, default=0.1,
                         help="price of a cached token relative to a fresh one (default 0.1)")
-    parser.add_argument("-i", "--input", type=Path, default=None, help="calls JSONL (default: stdin)")
+    parser.add_argument("-i", "--input", type=Path, default=None,
+                        help="calls JSONL, or a run directory (default: stdin)")
 
 
 class CallsError(ValueError):
     pass
 
 
-def read_calls(lines, source: str) -> list[dict]:
+def read_calls(lines, source: str, need_tokens: bool = True) -> list[dict]:
     import json
 
     calls = []
@@ -47,7 +49,9 @@ def read_calls(lines, source: str) -> list[dict]:
         if not isinstance(call.get("prompt_tokens"), int) or call["prompt_tokens"] < 0:
             raise CallsError(f"{where}: field prompt_tokens is {call.get('prompt_tokens')!r}, not an int >= 0")
         ids, tokens = call.get("message_ids"), call.get("message_tokens")
-        if (ids is None) != (tokens is None) or (ids is not None and len(ids) != len(tokens)):
+        if not need_tokens and tokens is None:
+            pass
+        elif (ids is None) != (tokens is None) or (ids is not None and len(ids) != len(tokens)):
             raise CallsError(f"{where}: fields message_ids and message_tokens must come together, same length")
         if call.get("events") is not None and not isinstance(call["events"], list):
             raise CallsError(f"{where}: field events is {call['events']!r}, not a list")
@@ -55,6 +59,31 @@ def read_calls(lines, source: str) -> list[dict]:
         if cached is not None and (not isinstance(cached, int) or cached < 0):
             raise CallsError(f"{where}: field cached_tokens is {cached!r}, not an int >= 0")
         calls.append(call)
+    return calls
+
+
+def with_message_tokens(calls: list[dict], store: Path) -> list[dict]:
+    """Fill each call's missing ``message_tokens`` from a run's message store (``messages.jsonl``:
+    one ``{"id", "tokens", "message"}`` line per distinct message)."""
+    import json
+
+    tokens: dict[str, int] = {}
+    with open(store, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                tokens[entry["id"]] = int(entry["tokens"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise CallsError(f"{store}: line {number}: not a message entry with id and tokens") from None
+    for call in calls:
+        ids = call.get("message_ids")
+        if ids is not None and call.get("message_tokens") is None:
+            missing = [i for i in ids if i not in tokens]
+            if missing:
+                raise CallsError(f"{store}: message {missing[0]!r} of call {call.get('index')} is not in the store")
+            call["message_tokens"] = [tokens[i] for i in ids]
     return calls
 
 
@@ -96,8 +125,14 @@ def main(args) -> int:
         if args.input is None:
             calls = read_calls(sys.stdin, "<stdin>")
         else:
-            with open(args.input) as handle:
-                calls = read_calls(handle, str(args.input))
+            source = args.input / "calls.jsonl" if args.input.is_dir() else args.input
+            with open(source) as handle:
+                lines = handle.readlines()
+            store = source.parent / "messages.jsonl"
+            if store.is_file():
+                calls = with_message_tokens(read_calls(lines, str(source), need_tokens=False), store)
+            else:
+                calls = read_calls(lines, str(source))
     except (CallsError, OSError) as exc:
         print(f"cost: {exc}", file=sys.stderr)
         return 2
