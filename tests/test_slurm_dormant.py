@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -26,6 +27,12 @@ def test_dormant_config_makes_scontrol_fail_at_once(tmp_path):
     assert _script(tmp_path, "dormant").returncode == 0
     conf = (tmp_path / "slurm.conf").read_text()
     assert conf.startswith("# managed by ctxpolicy scripts/slurm-local.sh") and "\nMessageTimeout=1\n" in conf
+    # the test suite's own local cluster may be up on the default port: point the scratch config at
+    # a port nobody listens on, which is what a stopped controller looks like
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        free_port = probe_socket.getsockname()[1]
+    (tmp_path / "slurm.conf").write_text(conf + f"SlurmctldPort={free_port}\n")
     start = time.monotonic()
     probe = subprocess.run(["scontrol", "show", "config"], env={**os.environ, "SLURM_CONF": str(tmp_path / "slurm.conf")},
                            capture_output=True, timeout=120)
