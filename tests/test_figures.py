@@ -285,3 +285,15 @@ def test_papermill_args_pass_the_target_parameters():
     pairs = dict(zip(args[3::3], args[4::3]))
     assert pairs == {"tables_dir": "results/tables", "config_path": "config/config.yaml",
                      "out_dir": "figures", "setting": "primary", "name": "fig17"}
+
+
+def test_numbers_flatten_lists_in_plain_and_categorical_columns():
+    """The local study's tables hold categorical columns (fig6's phases); lists become ';'-text."""
+    from ctxpolicy.figures.prepared import Prepared
+
+    table = pd.DataFrame({"policy": pd.Categorical(["FC", "TR/Th/0.5"]), "tasks": [["a", "b"], []],
+                          "n": [1, 2]})
+    numbers = Prepared(table).numbers()
+    assert numbers["tasks"].tolist() == ["a;b", ""]
+    assert numbers["policy"].astype(str).tolist() == ["FC", "TR/Th/0.5"] and numbers["n"].tolist() == [1, 2]
+    assert Prepared(table[["policy", "n"]]).numbers().equals(table[["policy", "n"]])

@@ -41,7 +41,7 @@ def _flat(table: pd.DataFrame) -> pd.DataFrame:
         return table
     out = table.copy()
     for column in out.columns:
-        if out[column].map(lambda v: isinstance(v, (list, tuple, set))).any():
-            out[column] = out[column].map(lambda v: ";".join(map(str, v))
-                                          if isinstance(v, (list, tuple, set)) else v)
+        values = out[column].astype(object)  # a categorical column maps its categories, not its values
+        if any(isinstance(v, (list, tuple, set)) for v in values):
+            out[column] = values.map(lambda v: ";".join(map(str, v)) if isinstance(v, (list, tuple, set)) else v)
     return out
