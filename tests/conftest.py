@@ -7,6 +7,7 @@ CTXPOLICY_REQUIRE_ALL=1 (set by scripts/test.sh and CI), where a missing compone
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -43,3 +44,23 @@ def figure_root(monkeypatch):
     style.apply()
     yield
     plt.close("all")
+
+
+@contextlib.contextmanager
+def embedded_llm_server(log_path: Path, ready_timeout_s: float = 180):
+    """The embedded model (config/config.yaml's qwen05b) served by llama.cpp for the block
+    (required: the server code and the assembled model)."""
+    import yaml
+
+    model_cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
+    model_cfg = model_cfg["models"]["qwen05b"]
+    try:
+        from ctxpolicy.serving.models import cached_model
+        from ctxpolicy.serving.server import start_server
+    except ImportError:
+        cached_model = start_server = None
+    require(start_server is not None, "ctxpolicy.serving.start_server")
+    require(cached_model(model_cfg["gguf"]) is not None,
+            f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})")
+    with start_server(model_cfg, log_path=log_path, ready_timeout_s=ready_timeout_s) as server:
+        yield server

@@ -3,11 +3,9 @@ the embedded llama.cpp model."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
-from conftest import require
+from conftest import embedded_llm_server
 from fake_llm_server import FakeLLMServer, closed_port_url
 from transcripts import summarised_run
 
@@ -15,7 +13,6 @@ from ctxpolicy.analysis.audit import audit_run
 from ctxpolicy.analysis.judge import (EndpointJudge, JudgeError, VerdictCache, load_template, parse_verdict,
                                       render, sha256)
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 class ScriptedJudge(FakeLLMServer):
@@ -69,16 +66,7 @@ def test_verdicts_are_recorded_cached_and_reproducible(tmp_path):
 
 @pytest.mark.llm
 def test_embedded_model_judges_a_restated_rule(tmp_path):
-    model_cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"]["qwen05b"]
-    try:
-        from ctxpolicy.serving.models import cached_model
-        from ctxpolicy.serving.server import start_server
-    except ImportError:
-        cached_model = start_server = None
-    require(start_server is not None, "ctxpolicy.serving.start_server")
-    require(cached_model(model_cfg["gguf"]) is not None,
-            f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})")
-    with start_server(model_cfg, log_path=tmp_path / "server.log", ready_timeout_s=180) as server:
+    with embedded_llm_server(tmp_path / "server.log") as server:
         judge = EndpointJudge(server.base_url, server.served_name, cache=VerdictCache(tmp_path / "v.jsonl"))
         verdict = judge.judge("Never run git push.", "Progress: tests fixed. The agent must never run git push.")
     assert verdict.verdict in ("preserved", "lost", "contradicted")

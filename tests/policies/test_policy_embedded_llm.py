@@ -5,33 +5,20 @@ Histories and summaries are kept small: on two shared CPU cores one call takes a
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
-from conftest import require
+from conftest import embedded_llm_server
 from policy_histories import text_history, tool_history
 
 from ctxpolicy.policies import SUMMARY_MARKER, EndpointSummarizer, apply_policy
 
 pytestmark = pytest.mark.llm
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def summarizer(tmp_path_factory):
-    model_cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"]["qwen05b"]
-    try:
-        from ctxpolicy.serving.models import cached_model
-        from ctxpolicy.serving.server import start_server
-    except ImportError:
-        cached_model = start_server = None
-    require(start_server is not None, "ctxpolicy.serving.start_server")
-    require(cached_model(model_cfg["gguf"]) is not None,
-            f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})")
-    log = tmp_path_factory.mktemp("llm") / "server.log"
-    with start_server(model_cfg, log_path=log, ready_timeout_s=180) as server:
+    with embedded_llm_server(tmp_path_factory.mktemp("llm") / "server.log") as server:
         yield EndpointSummarizer(server.base_url, server.served_name, max_tokens=48, timeout_s=600)
 
 

@@ -130,7 +130,7 @@ def ensure_model(
     target = directory / model.filename
     if _verified(target, model):
         return target
-    with _exclusive(directory / f".{model.filename}.lock"):
+    with exclusive(directory / f".{model.filename}.lock"):
         if _verified(target, model):  # another process finished while we waited
             return target
         if target.exists():
@@ -271,7 +271,8 @@ def _hash_file(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
+def exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``lock_path`` (created if absent) for the block."""
     with open(lock_path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

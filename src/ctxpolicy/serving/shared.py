@@ -17,7 +17,6 @@ the model server dies with ``serve`` (parent-death signal). No server outlives t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -25,12 +24,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ctxpolicy.serving import health
+from ctxpolicy.serving.models import exclusive
 from ctxpolicy.serving.server import DEFAULT_READY_TIMEOUT_S, ServerError, ServerHandle, log_tail
 
 ENV = "CTXPOLICY_SHARED_SERVERS"
@@ -73,7 +73,7 @@ def attach(session: Session, *, config_path: Path, model: str, model_cfg: Mappin
     """The session's server of ``model``, started now when there is none; the caller never stops it."""
     ready = ready_file(session, model, model_cfg)
     session.directory.mkdir(parents=True, exist_ok=True)
-    with _exclusive(ready.with_suffix(".lock")):  # one cell starts it, the others wait and reuse it
+    with exclusive(ready.with_suffix(".lock")):  # one cell starts it, the others wait and reuse it
         handle = _reuse(ready, session)
         if handle is None:
             handle = _start(ready, session, config_path, model, model_cfg)
@@ -132,13 +132,3 @@ def stop_all(directory: Path, owner_pid: int, wait_s: float = STOP_WAIT_S) -> li
     while any(alive(pid) for pid in stopped) and time.monotonic() < deadline:
         time.sleep(0.2)
     return stopped
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
