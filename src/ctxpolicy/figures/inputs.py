@@ -65,6 +65,40 @@ def models(config: Mapping[str, Any]) -> list[str]:
     return list((config.get("models") or {}).keys())
 
 
+def parse_pairs(text: str | None) -> list[tuple[str, str]] | None:
+    """The ``pairs`` notebook parameter: ``"qwen/swebench,qwen/terminalbench"`` → [(model,
+    benchmark), ...]; an empty string means every pair (None); ``"none"`` means no pair at all
+    (a numbered figure the grid has no data for: it draws a one-line note)."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if text == "none":
+        return []
+    pairs = []
+    for item in text.split(","):
+        model, sep, benchmark = item.strip().partition("/")
+        if not sep or not model or not benchmark or "/" in benchmark:
+            raise ValueError(f"pairs: {item.strip()!r} is not MODEL/BENCHMARK (in {text!r})")
+        pairs.append((model, benchmark))
+    return pairs
+
+
+def select_pairs(table: pd.DataFrame, pairs: list[tuple[str, str]] | None) -> pd.DataFrame:
+    """The rows of the given (model, benchmark) pairs; all rows when ``pairs`` is None."""
+    if pairs is None or table.empty:
+        return table if pairs is None else table.iloc[0:0]
+    wanted = set(pairs)
+    keys = zip(table["model"].astype("object"), table["benchmark"].astype("object"))
+    return table[[k in wanted for k in keys]]
+
+
+def is_synthetic(config: Mapping[str, Any]) -> bool:
+    """Whether the config describes synthetic data (``synthetic: true``, or a study named
+    ``synthetic…`` or ``fixture``): such figures carry a visible mark."""
+    study = str(config.get("study") or "")
+    return bool(config.get("synthetic")) or study.startswith("synthetic") or study == "fixture"
+
+
 def select(runs: pd.DataFrame, **where: Any) -> pd.DataFrame:
     """Rows where every given column equals the value (``None`` values are ignored)."""
     mask = pd.Series(True, index=runs.index)

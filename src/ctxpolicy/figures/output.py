@@ -34,12 +34,17 @@ def figure_bytes(fig, fmt: str) -> bytes:
 
 
 def save_figure(fig, out_dir: str | os.PathLike, stem: str, numbers: pd.DataFrame | None = None,
-                formats: tuple[str, ...] = ("pdf", "png")) -> list[Path]:
+                formats: tuple[str, ...] = ("pdf", "png"), *, synthetic: bool = False) -> list[Path]:
     """Write ``{out_dir}/{stem}.pdf`` and ``.png``, the numbers the figure draws as
     ``{stem}.data.csv`` and the notes it carries (``ctxpolicy.figures.notes``) as
-    ``{stem}.notes.json`` (a JSON list of strings, empty when none); return the paths."""
+    ``{stem}.notes.json`` (a JSON list of strings, empty when none); return the paths.
+    ``synthetic``: the data are synthetic (``inputs.is_synthetic(config)``), and the picture
+    says so with a visible mark."""
     from ctxpolicy.figures.notes import recorded
+    from ctxpolicy.figures.style import mark_synthetic
 
+    if synthetic:
+        mark_synthetic(fig)
     out = Path(out_dir)
     paths = [atomic_write_bytes(out / f"{stem}.{fmt}", figure_bytes(fig, fmt)) for fmt in formats]
     said = recorded(fig)

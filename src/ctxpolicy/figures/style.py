@@ -1,48 +1,75 @@
-"""One look for every figure: policy order, colours, markers, labels and matplotlib style.
+"""One look for every figure: policy order, encodings, labels and the seaborn/matplotlib theme.
 
-Colours are fixed per primitive (Okabe–Ito, extended with Paul Tol's muted set), so a
-policy has the same colour in every figure whatever else a figure shows. Labels use the
-P/T/D notation of the policies room (``TR/Th/0.5``: primitive / trigger / depth).
+Every primitive has one colour + marker pair, defined once in ``ENCODINGS`` and used by every
+figure whatever else it shows: the study's 13 configurations are pairwise distinct in both
+colour and marker (Okabe–Ito, extended with Paul Tol's muted set). Depth never takes a colour:
+it is drawn by line style (``depth_linestyle``) or marker fill (``depth_fillstyle``).
+
+Specs are parsed by the policies room (``ctxpolicy.policies.parse_spec``), the one owner of the
+P/T/D notation; whether a policy is depth-invariant comes from there too, never from whether a
+label contains a depth. A string that is not a valid spec (damaged data) is drawn as an opaque
+label with the spare encoding, never silently re-read.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import matplotlib as mpl
 
 from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES
+from ctxpolicy.policies.spec import STUDY_PRIMITIVES, PolicySpec, PolicySpecError
+from ctxpolicy.policies.spec import parse_spec as _parse_spec
 
 FC = "FC"
 
-PRIMITIVE_ORDER = ("FC", "TR", "TRC", "OTRC", "SU", "S", "S-p",
-                   "OTRC+TR", "TRC+SU", "TRC+S", "OTRC+S-p", "OTRC+SU")
 
-PRIMITIVE_COLORS = {
-    "FC": "#4D4D4D",
-    "TR": "#0072B2",
-    "TRC": "#009E73",
-    "OTRC": "#E69F00",
-    "SU": "#D55E00",
-    "S": "#D55E00",
-    "S-p": "#CC79A7",
-    "OTRC+TR": "#56B4E9",
-    "TRC+SU": "#882255",
-    "TRC+S": "#882255",
-    "OTRC+S-p": "#999933",
-    "OTRC+SU": "#332288",
+class Encoding(NamedTuple):
+    color: str
+    marker: str
+
+
+# The study's configurations first (rule-based: blues and greens; summaries: warm; stacks:
+# dark or olive), then the primitives beyond the study.
+ENCODINGS: dict[str, Encoding] = {
+    "FC": Encoding("#4D4D4D", "*"),
+    "TR": Encoding("#0072B2", "o"),
+    "TRC": Encoding("#009E73", "s"),
+    "OTRC": Encoding("#117733", "D"),
+    "SU": Encoding("#D55E00", "^"),
+    "S": Encoding("#E69F00", "v"),
+    "SU-p": Encoding("#CC6677", "<"),
+    "S-p": Encoding("#CC79A7", ">"),
+    "TRC+SU": Encoding("#882255", "X"),
+    "TRC+S": Encoding("#AA4499", "P"),
+    "OTRC+TR": Encoding("#56B4E9", "p"),
+    "OTRC+SU-p": Encoding("#332288", "h"),
+    "OTRC+S-p": Encoding("#999933", "H"),
+    # beyond the study
+    "CC": Encoding("#44AA99", "d"),
+    "DIGEST": Encoding("#DDCC77", "8"),
+    "OTRC+SU": Encoding("#661100", "1"),
+    "OTRC+S": Encoding("#6699CC", "2"),
 }
-# For primitives not listed above: chosen by a stable hash, never by what else is plotted.
-SPARE_COLORS = ("#44AA99", "#117733", "#AA4499", "#661100", "#6699CC", "#888888")
+# Any other primitive (and any string that is not a spec): chosen by a stable hash of its name,
+# never by what else a figure shows.
+SPARE_ENCODINGS = (Encoding("#888888", "3"), Encoding("#BBBBBB", "4"), Encoding("#000000", "+"),
+                   Encoding("#117799", "x"))
 
-PRIMITIVE_MARKERS = {"FC": "*", "TR": "o", "TRC": "s", "OTRC": "D", "SU": "^", "S": "^",
-                     "S-p": "v", "OTRC+TR": "P", "TRC+SU": "X", "TRC+S": "X",
-                     "OTRC+S-p": "h", "OTRC+SU": "p"}
+PRIMITIVE_ORDER = tuple(ENCODINGS)
+# Kept for figures that colour by primitive name.
+PRIMITIVE_COLORS = {name: enc.color for name, enc in ENCODINGS.items()}
+PRIMITIVE_MARKERS = {name: enc.marker for name, enc in ENCODINGS.items()}
 
 SETTING_ORDER = ("tight", "primary", "loose")
-DEPTH_COLORS = ("#332288", "#117733", "#DDCC77", "#CC6677", "#AA4499", "#88CCEE")
-DEPTH_MARKERS = ("o", "s", "^", "D", "v", "P")
+SETTING_LABELS = {"tight": "Tight", "primary": "Primary", "loose": "Loose"}
+# Depth by line style and by marker fill: shallow dotted and hollow, canonical solid and full.
+DEPTH_LINESTYLES = {0.3: ":", 0.5: "-", 0.7: "--"}
+DEPTH_FILLSTYLES = {0.3: "none", 0.5: "full", 0.7: "bottom"}
+SPARE_LINESTYLES = ("-.", (0, (1, 1)), (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
 
 OUTCOME_ORDER = OUTCOME_CLASSES  # the metrics room owns the classes and their order
 OUTCOME_LABELS = {"success": "success", "time_limited": "time-limited",
@@ -55,36 +82,68 @@ OUTCOME_COLORS = {"success": "#009E73", "time_limited": "#E69F00", "step_limited
 REGION_SHADE = "#E5E5E5"  # where a policy's bill exceeds FC's
 FULL_WIDTH = 6.75          # inches: a two-column paper's text width
 COLUMN_WIDTH = 3.25
+SYNTHETIC_MARK = "synthetic data"
+SYNTHETIC_COLOR = "#B2182B"
 
 
-def parse_spec(spec: str) -> tuple[str, str | None, float | None]:
-    """``"OTRC+TR/St+Th/0.5"`` → ``("OTRC+TR", "St+Th", 0.5)``; ``"FC"`` → ``("FC", None, None)``."""
-    parts = str(spec).split("/")
-    primitive = parts[0]
-    trigger = parts[1] if len(parts) > 1 and parts[1] else None
-    depth = None
-    if len(parts) > 2 and parts[2]:
-        try:
-            depth = float(parts[2])
-        except ValueError:
-            depth = None
-    return primitive, trigger, depth
+@functools.lru_cache(maxsize=4096)
+def spec_of(spec: str) -> PolicySpec | None:
+    """The parsed spec, or None for a string that is not one (drawn as an opaque label)."""
+    try:
+        return _parse_spec(str(spec))
+    except PolicySpecError:
+        return None
 
 
 def primitive_of(spec: str) -> str:
-    return parse_spec(spec)[0]
+    parsed = spec_of(spec)
+    return parsed.primitive if parsed else str(spec)
+
+
+def depth_of(spec: str) -> float | None:
+    """The depth a depth-tunable policy was run at; None for every other policy."""
+    parsed = spec_of(spec)
+    return parsed.depth if parsed and parsed.depth_tunable else None
+
+
+def trigger_of(spec: str) -> str | None:
+    parsed = spec_of(spec)
+    return parsed.trigger if parsed else None
+
+
+def is_depth_invariant(spec: str) -> bool:
+    """True for a compressing policy whose depth is fixed by its operation (TRC, OTRC stacks);
+    such a policy is drawn as a reference per threshold, never as a point at some depth."""
+    parsed = spec_of(spec)
+    return bool(parsed) and not parsed.is_fc and not parsed.depth_tunable
+
+
+def is_reference(spec: str) -> bool:
+    """FC, and the policies that run without a threshold (OTRC/St): one value per model."""
+    parsed = spec_of(spec)
+    return bool(parsed) and (parsed.is_fc or not parsed.needs_threshold)
+
+
+def encoding(spec: str) -> Encoding:
+    primitive = primitive_of(spec)
+    if primitive in ENCODINGS:
+        return ENCODINGS[primitive]
+    digest = int(hashlib.sha256(primitive.encode()).hexdigest(), 16)
+    return SPARE_ENCODINGS[digest % len(SPARE_ENCODINGS)]
 
 
 def policy_color(spec: str) -> str:
-    primitive = primitive_of(spec)
-    if primitive in PRIMITIVE_COLORS:
-        return PRIMITIVE_COLORS[primitive]
-    digest = int(hashlib.sha256(primitive.encode()).hexdigest(), 16)
-    return SPARE_COLORS[digest % len(SPARE_COLORS)]
+    return encoding(spec).color
 
 
 def policy_marker(spec: str) -> str:
-    return PRIMITIVE_MARKERS.get(primitive_of(spec), "o")
+    return encoding(spec).marker
+
+
+def short_label(spec: str) -> str:
+    """The primitive alone (``TR``, ``OTRC+S-p``): for multi-panel figures, whose title or
+    caption gives the trigger, depth and threshold."""
+    return primitive_of(spec)
 
 
 def policy_label(spec: str, setting: str | None = None) -> str:
@@ -95,16 +154,32 @@ def policy_label(spec: str, setting: str | None = None) -> str:
     return label
 
 
+def threshold_label(setting: str | None, tokens: float | None = None) -> str:
+    """``Tight (10K)``: a threshold setting with its value in thousands of tokens when known."""
+    name = SETTING_LABELS.get(str(setting), str(setting)) if setting else "No threshold"
+    if tokens is None or tokens != tokens:
+        return name
+    value = float(tokens) / 1000
+    return f"{name} ({value:g}K)"
+
+
 def figure_name(stem: str) -> str:
-    """``fig12`` → ``Figure 12``; other stems stay as they are."""
-    number = stem[3:] if stem.startswith("fig") else ""
-    return f"Figure {number}" if number.isdigit() else stem
+    """``fig12`` → ``Figure 12``; ``fig2-devstral-swebench`` → ``Figure 2 (devstral, swebench)``;
+    other stems stay as they are."""
+    base, _, variant = stem.partition("-")
+    number = base[3:] if base.startswith("fig") else ""
+    if not number.isdigit():
+        return stem
+    return f"Figure {number}" + (f" ({variant.replace('-', ', ', 1)})" if variant else "")
 
 
 def policy_sort_key(spec: str) -> tuple:
-    primitive, trigger, depth = parse_spec(spec)
+    parsed = spec_of(spec)
+    primitive = parsed.primitive if parsed else str(spec)
     rank = PRIMITIVE_ORDER.index(primitive) if primitive in PRIMITIVE_ORDER else len(PRIMITIVE_ORDER)
-    return (rank, primitive, trigger or "", depth if depth is not None else -1.0, str(spec))
+    trigger = (parsed.trigger if parsed else None) or ""
+    depth = parsed.depth if parsed and parsed.depth is not None else -1.0
+    return (rank, primitive, trigger, depth, str(spec))
 
 
 def order_policies(specs: Iterable[str]) -> list[str]:
@@ -117,11 +192,31 @@ def setting_sort_key(setting: str) -> tuple:
     return (SETTING_ORDER.index(s) if s in SETTING_ORDER else len(SETTING_ORDER), s)
 
 
-def depth_style(depth: float, depths: Iterable[float]) -> tuple[str, str]:
-    """(colour, marker) of one depth among the sorted distinct depths of a figure."""
-    ordered = sorted({float(d) for d in depths})
-    i = ordered.index(float(depth)) if float(depth) in ordered else 0
-    return DEPTH_COLORS[i % len(DEPTH_COLORS)], DEPTH_MARKERS[i % len(DEPTH_MARKERS)]
+def _by_depth(table: dict, spare: tuple, depth: float, depths: Iterable[float]):
+    if float(depth) in table:
+        return table[float(depth)]
+    others = sorted({float(d) for d in depths} - set(table))
+    i = others.index(float(depth)) if float(depth) in others else 0
+    return spare[i % len(spare)]
+
+
+def depth_linestyle(depth: float, depths: Iterable[float] = ()) -> str | tuple:
+    """The line style of one depth (the study's three have fixed styles)."""
+    return _by_depth(DEPTH_LINESTYLES, SPARE_LINESTYLES, depth, depths)
+
+
+def depth_fillstyle(depth: float, depths: Iterable[float] = ()) -> str:
+    """The marker fill of one depth: hollow 0.3, full 0.5, half 0.7."""
+    return _by_depth(DEPTH_FILLSTYLES, ("left", "right", "top"), depth, depths)
+
+
+def depth_label(depth: float) -> str:
+    return f"D = {float(depth):g}"
+
+
+def study_configurations() -> tuple[str, ...]:
+    """The study's primitives, each of which must keep a distinct colour and marker."""
+    return STUDY_PRIMITIVES
 
 
 RC_PARAMS = {
@@ -132,6 +227,7 @@ RC_PARAMS = {
     "xtick.labelsize": 7,
     "ytick.labelsize": 7,
     "legend.fontsize": 7,
+    "legend.title_fontsize": 7,
     "legend.frameon": False,
     "figure.titlesize": 9,
     "axes.spines.top": False,
@@ -156,5 +252,17 @@ RC_PARAMS = {
 
 
 def apply() -> None:
-    """Set the shared matplotlib style (idempotent)."""
+    """Set the shared theme (idempotent): seaborn's paper context and white grid, then the
+    house settings seaborn has no word for (fonts embedded as TrueType, fixed SVG salt)."""
+    import seaborn as sns
+
+    sns.set_theme(context="paper", style="whitegrid", font="DejaVu Sans", rc=RC_PARAMS)
     mpl.rcParams.update(RC_PARAMS)
+
+
+def mark_synthetic(fig) -> None:
+    """A visible mark on a figure drawn from synthetic data (top right, above everything)."""
+    if any(t.get_gid() == "ctxpolicy-synthetic-mark" for t in fig.texts):
+        return
+    fig.text(0.995, 0.999, SYNTHETIC_MARK, ha="right", va="bottom", fontsize=7, color=SYNTHETIC_COLOR,
+             fontweight="bold", gid="ctxpolicy-synthetic-mark")

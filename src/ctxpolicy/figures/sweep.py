@@ -28,9 +28,9 @@ def sweep_policies(config: Mapping[str, Any]) -> list[str]:
     and trigger (the grid gives those cells to the full comparison, whose main cohort covers
     the sweep subset)."""
     swept = comparisons.policies_of(config, "sweeps")
-    kinds = {style.parse_spec(p)[:2] for p in swept}
+    kinds = {(style.primitive_of(p), style.trigger_of(p)) for p in swept}
     extra = [p for p in comparisons.policies_of(config, "full_comparison")
-             if style.parse_spec(p)[:2] in kinds]
+             if (style.primitive_of(p), style.trigger_of(p)) in kinds]
     return style.order_policies(swept + extra)
 
 
@@ -67,7 +67,7 @@ def _with_depth(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return table
     return table.assign(policy=table["policy"].astype(str), setting=table["setting"].astype(str),
-                        depth=[style.parse_spec(p)[2] for p in table["policy"].astype(str)])
+                        depth=[style.depth_of(p) for p in table["policy"].astype(str)])
 
 
 def _threshold_labels(runs_like: pd.DataFrame, settings: list[str]) -> list[str]:
@@ -84,11 +84,11 @@ def _line(ax, table: pd.DataFrame, policy: str, settings: list[str], key: str, d
     values = ax_.value(rows, key)
     if values.isna().all():
         return
-    depth = style.parse_spec(policy)[2]
-    color, marker = (style.depth_style(depth, depths) if depth is not None
-                     else (style.policy_color(policy), style.policy_marker(policy)))
-    ax.errorbar(np.arange(len(settings)), values, yerr=ax_.interval(rows, key), color=color,
-                marker=marker, linestyle="-" if depth is not None else "--", elinewidth=0.7,
+    depth = style.depth_of(policy)
+    ax.errorbar(np.arange(len(settings)), values, yerr=ax_.interval(rows, key), color=style.policy_color(policy),
+                marker=style.policy_marker(policy),
+                fillstyle=style.depth_fillstyle(depth, depths) if depth is not None else "full",
+                linestyle=style.depth_linestyle(depth, depths) if depth is not None else "--", elinewidth=0.7,
                 label=style.policy_label(policy))
 
 
@@ -176,7 +176,7 @@ def plot_ablation(data: Prepared, name: str):
                 rows = part[part["policy"] == policy].iloc[:1]
                 if rows.empty or ax_.value(rows, key).isna().all():
                     continue
-                depth = style.parse_spec(policy)[2]
+                depth = style.depth_of(policy)
                 if depth is None:  # depth-invariant: a dashed level across the depth axis
                     ax.plot([min(depths, default=0.0), max(depths, default=1.0)],
                             [float(ax_.value(rows, key, scale).iloc[0])] * 2,
@@ -185,7 +185,7 @@ def plot_ablation(data: Prepared, name: str):
                 ax_.policy_point(ax, depth, float(ax_.value(rows, key, scale).iloc[0]), policy,
                                  yerr=ax_.interval(rows, key, scale))
             for primitive in sorted({style.primitive_of(p) for p in policies
-                                     if style.parse_spec(p)[2] is not None}):
+                                     if style.depth_of(p) is not None}):
                 line = part[part["policy"].map(style.primitive_of) == primitive].sort_values("depth")
                 if len(line) > 1:
                     ax.plot(line["depth"], ax_.value(line, key, scale),
@@ -207,12 +207,12 @@ def plot_ablation(data: Prepared, name: str):
 
 
 def _ablation_handles(policies: list[str]) -> list[Line2D]:
-    by_depth = sorted({style.primitive_of(p) for p in policies if style.parse_spec(p)[2] is not None},
+    by_depth = sorted({style.primitive_of(p) for p in policies if style.depth_of(p) is not None},
                       key=style.policy_sort_key)
     handles = [Line2D([], [], color=style.policy_color(p), marker=style.policy_marker(p),
                       label=f"{p}/Th/depth") for p in by_depth]
     handles += [Line2D([], [], color=style.policy_color(p), linestyle="--", label=style.policy_label(p))
-                for p in policies if style.parse_spec(p)[2] is None]
+                for p in policies if style.depth_of(p) is None]
     return handles
 
 

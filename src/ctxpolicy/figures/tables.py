@@ -39,7 +39,8 @@ def table1(cells: list) -> pd.DataFrame:
     rows = []
     for spec in style.order_policies(c.policy for c in cells):
         mine = [c for c in cells if c.policy == spec]
-        _, trigger, depth = style.parse_spec(spec)
+        parsed = style.spec_of(spec)
+        trigger, depth = (parsed.trigger, parsed.depth) if parsed else (None, None)
         row = {"policy": style.policy_label(spec), "trigger": trigger or "–",
                "depth": "–" if depth is None else f"{depth:g}"}
         for s in settings:
