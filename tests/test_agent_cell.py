@@ -152,3 +152,60 @@ def test_a_cell_where_most_runs_hit_the_wall_time_limit_carries_a_warning(tmp_pa
         "2 of 3 runs hit the wall-time limit: the cell's resource ratios are undefined; "
         "raise limits.wall_time_limit_s or run on a less busy machine"]
     assert record("time_limit", "step_limit") == [] and record() == []
+
+
+def _study_with(study: Path, **changes) -> Path:
+    """The offline study with top-level or benchmark changes (``cohort_limit``, ``thresholds``)."""
+    import yaml
+
+    config = yaml.safe_load(study.read_text())
+    if "cohort_limit" in changes:
+        config["benchmarks"]["local"]["cohort_limit"] = changes.pop("cohort_limit")
+    config.update(changes)
+    study.write_text(yaml.safe_dump(config))
+    return study
+
+
+def test_run_cell_by_id_runs_the_grid_cell_with_its_cohort_limit_and_thresholds_file(study, tmp_path):
+    preset = {"source": "preset", "tight": 1000, "primary": 1500, "loose": 2500}
+    _study_with(study, cohort_limit={"main": 1}, thresholds={"local": {"qwen05b": preset}})
+    written = tmp_path / "results" / "thresholds" / "local" / "qwen05b.json"
+    assert cli.main(["calibrate", "--preset", "--config", str(study), "--benchmark", "local", "--model", "qwen05b",
+                     "--out", str(written)]) == 0
+    _thresholds(written, 1800)  # another value than the config's preset: the file decides
+    cell_dir = tmp_path / "results" / "runs" / "local" / "qwen05b" / "TR_Th_0.5__primary"
+    with FakeLLMServer() as server:
+        assert cli.main(["run-cell", "--config", str(study), "--cell", "local/qwen05b/TR_Th_0.5__primary",
+                         "--endpoint", server.url, "--no-progress", "--out", str(cell_dir)]) == 0
+    cell = read_json(cell_dir / "cell.json")
+    assert (cell["track"], cell["policy"], cell["threshold_setting"], cell["cohort"]) == \
+        ("full", "TR/Th/0.5", "primary", "main")
+    assert cell["threshold_tokens"] == 1800
+    assert [r["run_dir"] for r in cell["runs"]] == [f"{TASKS[0]}__a1"]  # cohort_limit main: 1
+    identity = read_json(cell_dir / f"{TASKS[0]}__a1" / "run.json")["identity"]
+    assert (identity["cell"], identity["threshold_tokens"]) == ("TR_Th_0.5__primary", 1800)
+
+
+def test_run_cell_by_id_names_a_missing_thresholds_file(study, tmp_path, capsys):
+    code = cli.main(["run-cell", "--config", str(study), "--cell", "local/qwen05b/TR_Th_0.5__primary",
+                     "--no-progress", "--out", str(tmp_path / "cell")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(tmp_path / "results" / "thresholds" / "local" / "qwen05b.json") in err
+    assert "cannot read the thresholds file" in err
+
+
+def test_run_cell_by_an_unknown_id_lists_close_ones(study, tmp_path, capsys):
+    code = cli.main(["run-cell", "--config", str(study), "--cell", "local/qwen05b/TR_Th_0.5_primary",
+                     "--out", str(tmp_path / "cell")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cell 'local/qwen05b/TR_Th_0.5_primary' is not in the grid" in err
+    assert "closest: local/qwen05b/TR_Th_0.5__primary" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_run_cell_by_id_refuses_flags_that_name_the_cell_again(study, tmp_path, capsys):
+    code = cli.main(["run-cell", "--config", str(study), "--cell", "local/qwen05b/FC", "--policy", "FC",
+                     "--out", str(tmp_path / "cell")])
+    assert code == 2 and "leave out --policy" in capsys.readouterr().err
+    code = cli.main(["run-cell", "--config", str(study), "--benchmark", "local", "--out", str(tmp_path / "cell")])
+    assert code == 2 and "missing: --model, --policy" in capsys.readouterr().err

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from ctxpolicy.agent.client import cached_tokens_of, is_context_overflow
 from ctxpolicy.agent.model import parse_text_action
 from ctxpolicy.agent.runner import outcome_of, run_seed, totals_of
-from ctxpolicy.agent.settings import SettingsError, build_settings
+from ctxpolicy.agent.settings import RunSettings, SettingsError, build_settings, load_agent_file
+
+REPO = Path(__file__).resolve().parents[1]
 
 CONFIG = {
     "models": {"m": {"server": "llamacpp", "served_name": "m", "temperature": 0.2, "max_tokens": 512}},
@@ -84,3 +89,55 @@ def test_totals_sum_calls_and_keep_unreported_cache_as_null():
     assert totals["prompt_tokens"] == 150 and totals["completion_tokens"] == 30
     assert totals["cached_tokens"] is None and totals["compression_events"] == 1
     assert totals["peak_prompt_tokens"] == 100 and totals["failed_calls"] == 1
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("templates: {text: t.yaml}\nrequest_timout_s: 30\n",
+     "agent.yaml: request_timout_s: unknown key (value 30); allowed keys: templates, mode, request_timeout_s"),
+    ("templates: {text: t.yaml}\nretry: {max_attempts: 3, backoff_s: 2}\n",
+     "agent.yaml: retry.backoff_s: unknown key (value 2); allowed keys: max_attempts, backoff_initial_s"),
+    ("templates: {text: t.yaml}\nrequest_timeout_s: soon\n",
+     "agent.yaml: request_timeout_s: 'soon': expected a number"),
+    ("templates: {text: t.yaml}\nretry: {max_attempts: '3'}\n", "agent.yaml: retry.max_attempts: '3': input should be"),
+    ("templates: {text: t.yaml}\nmode: chat\n", "agent.yaml: mode: 'chat': input should be 'text' or 'tool'"),
+    ("mode: text\n", "agent.yaml: templates: missing"),
+])
+def test_the_agent_file_is_validated_naming_file_key_and_value(tmp_path, text, expected):
+    (tmp_path / "agent.yaml").write_text(text)
+    with pytest.raises(SettingsError) as info:
+        load_agent_file(tmp_path)
+    assert str(info.value).startswith(str(tmp_path)) and expected in str(info.value)
+
+
+def test_run_settings_have_one_set_of_defaults_and_record_the_same_keys(tmp_path):
+    (tmp_path / "agent.yaml").write_text("templates: {text: t.yaml}\n")
+    bare = {"models": {"m": {"server": "llamacpp", "served_name": "m"}}, "benchmarks": {"b": {}}}
+    settings = build_settings(bare, "b", "m", agent_dir=tmp_path)
+    assert settings == RunSettings()
+    assert list(settings.record()) == ["temperature", "max_tokens", "step_limit", "wall_time_limit_s",
+                                       "command_timeout_s", "format_error_limit", "cache_block_tokens", "mode",
+                                       "request_timeout_s", "connect_timeout_s", "retry"]
+    assert settings.record()["request_timeout_s"] == 600 and isinstance(settings.record()["request_timeout_s"], int)
+    # the shipped agent file sets no run setting: every value is RunSettings' own
+    assert load_agent_file().settings() == {}
+    # the config schema carries no second copy of these defaults
+    schema = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())["$defs"]
+    for key in ("temperature", "max_tokens", "cache_block_tokens"):
+        assert "default" not in schema["model"]["properties"][key], key
+    for key in ("step_limit", "wall_time_limit_s", "command_timeout_s", "format_error_limit"):
+        assert "default" not in schema["benchmark"]["properties"]["limits"]["properties"][key], key
+
+
+def test_the_documented_defaults_are_the_models(tmp_path):
+    """config/README.md documents the defaults of RunSettings and RetryPolicy: they must be its values."""
+    import re
+
+    from ctxpolicy.agent.settings import RetryPolicy
+
+    documented = re.findall(r"^\| `(?:limits\.|retry\.)?([a-z_]+)` \| [^|]*?`([^`]+)` \((RunSettings|RetryPolicy)\)",
+                            (REPO / "config" / "README.md").read_text(), flags=re.M)
+    assert len(documented) >= 12
+    for key, value, model in documented:
+        default = (RunSettings if model == "RunSettings" else RetryPolicy).model_fields[key].default
+        assert yaml.safe_load(value) == default, key
+        assert RunSettings.model_fields.get(key, RetryPolicy.model_fields.get(key)).description, key

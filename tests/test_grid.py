@@ -1,5 +1,5 @@
 """Grid expansion: the paper config expands to the study's structure, cells are deduplicated
-across tracks, slugs are stable, thresholds resolve from the preset or the calibration file."""
+across tracks, slugs are stable, cells are found by id, thresholds resolve from the thresholds file."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ctxpolicy.config import ConfigError, validate_config
-from ctxpolicy.grid import (Cell, expand_grid, limited_tasks, parse_policy, resolve_threshold, run_count,
-                            summarize)
+from ctxpolicy.config import ConfigError
+from ctxpolicy.grid import (Cell, cell_tasks, expand_grid, find_cell, limited_tasks, resolve_threshold, run_count,
+                            summarize, validate_study)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_COHORTS = {("swebench", "main"): 100, ("swebench", "sweep"): 25,
@@ -25,7 +25,7 @@ def with_cohorts(config: dict, tmp_path: Path, sizes: dict) -> dict:
         path = tmp_path / f"{benchmark}_{cohort}.txt"
         path.write_text("# synthetic\n" + "".join(f"{benchmark}-{i:03d}\n" for i in range(n)))
         config["benchmarks"][benchmark]["cohorts"][cohort] = str(path)
-    return validate_config(config)
+    return validate_study(config)
 
 
 @pytest.fixture
@@ -69,9 +69,11 @@ def test_sweeps_skip_cells_of_the_full_comparison(paper):
 
 
 def test_slugs_and_run_roots():
-    assert parse_policy("OTRC+S-p/St+Th/0.5").slug == "OTRCplusS-p_StplusTh_0.5"
+    otrc = Cell("full", "swebench", "qwen", "OTRC+S-p/St+Th/0.5", "primary", "main", None)
+    assert otrc.spec.slug == "OTRCplusS-p_StplusTh_0.5" and otrc.spec.needs_threshold
     cell = Cell("summarizer", "swebench", "qwen", "SU/Th/0.5", "primary", "sweep", "gemma")
     assert cell.slug == "SU_Th_0.5__primary__sum-gemma"
+    assert cell.id == "swebench/qwen/SU_Th_0.5__primary__sum-gemma"
     assert cell.run_root("results") == Path("results/runs/swebench/qwen/SU_Th_0.5__primary__sum-gemma")
     assert Cell("full", "local", "m", "FC", None, "main", None).slug == "FC"
     assert Cell("full", "local", "m", "OTRC/St", None, "main", None).slug == "OTRC_St"
@@ -93,24 +95,47 @@ def test_run_count_reads_the_cohort_file(paper):
     assert run_count(cell, paper) == 15 * 3
 
 
-def test_thresholds_from_preset_and_calibration_file(paper, tmp_path):
-    assert resolve_threshold(paper, "swebench", "devstral", "loose") == 24000
-    assert resolve_threshold(paper, "terminalbench", "glm", "primary") == 3000
-    assert resolve_threshold(paper, "swebench", "qwen", None) is None
-    with pytest.raises(ConfigError, match="thresholds.terminalbench.glm.tight: missing from the preset"):
-        resolve_threshold(paper, "terminalbench", "glm", "tight")
+def _cell(cells: list[Cell], benchmark: str, model: str, setting: str | None) -> Cell:
+    return next(c for c in cells if (c.benchmark, c.model, c.setting) == (benchmark, model, setting))
 
-    paper["thresholds"]["swebench"]["qwen"] = {"source": "calibrate"}
+
+def test_thresholds_come_from_the_thresholds_file_whatever_the_source(paper, tmp_path):
     paper["results_dir"] = str(tmp_path / "results")
-    with pytest.raises(ConfigError, match="no thresholds file; run calibration first"):
-        resolve_threshold(paper, "swebench", "qwen", "primary")
-    path = tmp_path / "results/thresholds/swebench/qwen.json"
+    cells = expand_grid(paper)
+    loose = _cell(cells, "swebench", "devstral", "loose")  # a preset of 24000 in the config
+    assert resolve_threshold(paper, _cell(cells, "swebench", "qwen", None)) is None
+    with pytest.raises(ConfigError) as info:
+        resolve_threshold(paper, loose)
+    path = tmp_path / "results/thresholds/swebench/devstral.json"
+    assert str(path) in str(info.value) and "ctxpolicy calibrate --preset" in str(info.value)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"source": "calibrated", "tight": 9000, "primary": 14000, "loose": 19000}))
-    assert resolve_threshold(paper, "swebench", "qwen", "primary") == 14000
+    path.write_text(json.dumps({"source": "preset", "tight": 17000, "primary": 21000, "loose": 23000}))
+    assert resolve_threshold(paper, loose) == 23000  # the file, not the config's preset, decides
     other = tmp_path / "elsewhere.json"
     other.write_text(json.dumps({"source": "calibrated", "tight": 1, "primary": 2, "loose": 3}))
-    assert resolve_threshold(paper, "swebench", "qwen", "loose", thresholds_file=other) == 3
+    assert resolve_threshold(paper, loose, thresholds_file=other) == 3
+
+    glm = _cell(cells, "terminalbench", "glm", "primary")
+    calibrated = dict(paper, thresholds={**paper["thresholds"], "terminalbench": {"glm": {"source": "calibrate"}}})
+    with pytest.raises(ConfigError, match=r"glm\.json: cannot read the thresholds file .* run calibration first"):
+        resolve_threshold(calibrated, glm)
+    for text, problem in (('{"primary": null}', "primary: None is not a token count"),
+                          ("{not json", "not valid JSON"), ('{"primary": "3000"}', "'3000' is not a token count")):
+        other.write_text(text)
+        with pytest.raises(ConfigError, match=f"{other}: .*{problem}"):
+            resolve_threshold(paper, glm, thresholds_file=other)
+
+
+def test_cells_are_found_by_their_id(paper):
+    cells = expand_grid(paper)
+    cell = find_cell(cells, "swebench/qwen/TRCplusSU_Th__loose")
+    assert (cell.track, cell.policy, cell.setting, cell.cohort) == ("sweep", "TRC+SU/Th", "loose", "sweep")
+    assert find_cell(cells, "swebench/qwen/FC/") == find_cell(cells, "swebench/qwen/FC")
+    with pytest.raises(ConfigError) as info:
+        find_cell(cells, "swebench/qwen/TRCplusSU_Th_loose", source="paper.yaml")
+    message = str(info.value)
+    assert message.startswith("paper.yaml: cell 'swebench/qwen/TRCplusSU_Th_loose' is not in the grid")
+    assert "closest: swebench/qwen/TRCplusSU_Th__loose" in message
 
 
 def test_grid_cli_prints_counts_and_json(paper, tmp_path, capsys):
@@ -143,8 +168,10 @@ def test_cohort_limit_takes_the_first_tasks(tmp_path):
     cells = expand_grid(config)
     main_cell = next(c for c in cells if c.cohort == "main")
     sweep_cell = next(c for c in cells if c.cohort == "sweep")
+    assert cell_tasks(config, main_cell) == ["local-000", "local-001"]
     assert limited_tasks(config, main_cell) == ["local-000", "local-001"]
     assert run_count(main_cell, config) == 2
+    assert cell_tasks(config, sweep_cell) == [f"local-{i:03d}" for i in range(4)]
     assert limited_tasks(config, sweep_cell) is None
     assert run_count(sweep_cell, config) == 4
 

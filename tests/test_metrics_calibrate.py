@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,6 +13,8 @@ from ctxpolicy.metrics import cli_calibrate
 from ctxpolicy.metrics.aggregate import aggregate
 from ctxpolicy.metrics.calibrate import PRESET_THRESHOLDS, round_nearest, thresholds_from_peaks
 from ctxpolicy.metrics.synthetic import make_runs
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_percentiles_of_peaks_rounded_to_the_nearest_thousand():
@@ -98,3 +101,26 @@ def test_all_time_limited_calibrates_from_them_with_a_recorded_warning(tmp_path,
     assert written["n_runs"] == 4 and written["calibrated_from"] == "time-limited runs (none finished)"
     assert "all 4 FC runs hit the wall-time limit" in written["warnings"][0]
     assert "WARNING" in capsys.readouterr().err
+
+
+def test_calibrate_preset_writes_the_thresholds_file_of_the_config_preset(tmp_path, capsys):
+    from ctxpolicy.cli import main
+
+    out = tmp_path / "thresholds" / "terminalbench" / "glm.json"
+    paper = str(ROOT / "config" / "paper.yaml")
+    assert main(["calibrate", "--preset", "--config", paper, "--benchmark", "terminalbench", "--model", "glm",
+                 "--out", str(out)]) == 0
+    assert json.loads(out.read_text()) == {"source": "preset", "tight": None, "primary": 3000, "loose": None,
+                                           "percentiles": {}, "peaks": []}
+    assert main(["calibrate", "--preset", "--config", paper, "--benchmark", "swebench", "--model", "devstral",
+                 "--out", str(out)]) == 0
+    assert [json.loads(out.read_text())[k] for k in ("tight", "primary", "loose")] == [17000, 21000, 24000]
+    capsys.readouterr()
+
+    local = str(ROOT / "config" / "config.yaml")
+    assert main(["calibrate", "--preset", "--config", local, "--benchmark", "local", "--model", "qwen05b",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{local}: thresholds.local.qwen05b:" in err and "is not a preset" in err
+    assert main(["calibrate", "--preset", "--config", local, "--out", str(out)]) == 2
+    assert "missing: --benchmark, --model" in capsys.readouterr().err

@@ -2,9 +2,11 @@
 
 Validation has the semantics of ``snakemake.utils.validate(config, schema, set_default=True)``
 (JSON Schema draft 2020-12, schema defaults filled in), followed by the cross-reference
-checks a schema cannot express (a grid naming an unknown model, a Th cell without a
-threshold source, ...). Every failure is one ``ConfigError`` line naming the file, the key
-path, the value and what is allowed.
+checks a schema cannot express (a grid naming an unknown model, a cohort limit of an unknown
+cohort, ...). Every failure is one ``ConfigError`` line naming the file, the key path, the
+value and what is allowed. The checks that need the expanded grid (policy specs parse, every
+Th cell has a threshold source) are ``ctxpolicy.grid.check_study``; ``grid.load_study`` runs
+both. This module never imports the grid.
 """
 
 from __future__ import annotations
@@ -135,7 +137,6 @@ def _check_references(config: dict, source: str) -> None:
     _check_cohort_limits(config, fail)
     _check_model_files(config, fail)
     _check_grid(config, fail)
-    _check_thresholds(config, fail)
 
 
 def _check_cohort_limits(config: dict, fail) -> None:
@@ -170,46 +171,3 @@ def _check_grid(config: dict, fail) -> None:
             if cohort not in benchmarks[b]["cohorts"]:
                 fail(f"grid.{track}.cohort", f"{cohort!r} is not a cohort of benchmark {b!r}; "
                      f"allowed: {', '.join(benchmarks[b]['cohorts'])}")
-        for key in ("policies", "invariant"):
-            for i, spec in enumerate(section.get(key, [])):
-                _check_spec(spec, lambda msg, i=i, key=key: fail(f"grid.{track}.{key}[{i}]", msg))
-        for i, primitive in enumerate(section.get("tunable", [])):
-            for depth in section.get("depths", []):
-                _check_spec(f"{primitive}/Th/{depth:g}",
-                            lambda msg, i=i: fail(f"grid.{track}.tunable[{i}]", msg))
-
-
-def _check_thresholds(config: dict, fail) -> None:
-    from ctxpolicy.grid import expand_grid  # same room; grid needs this module first
-
-    models, benchmarks = config["models"], config["benchmarks"]
-    cells = expand_grid(config)
-    calibrated = {(c.benchmark, c.model) for c in cells if c.track == "calibration"}
-    for b, per_model in config["thresholds"].items():
-        if b not in benchmarks:
-            fail(f"thresholds.{b}", f"{b!r} is not a benchmark of this config; allowed: {', '.join(benchmarks)}")
-        for m, source_of in per_model.items():
-            if m not in models:
-                fail(f"thresholds.{b}.{m}", f"{m!r} is not a model of this config; allowed: {', '.join(models)}")
-            if source_of["source"] == "calibrate" and (b, m) not in calibrated:
-                fail(f"thresholds.{b}.{m}", f"source 'calibrate' needs {m!r} and {b!r} in "
-                     "grid.calibration (its FC runs give the thresholds)")
-    for cell in cells:
-        if cell.setting is None:
-            continue
-        source_of = config["thresholds"].get(cell.benchmark, {}).get(cell.model)
-        where = f"thresholds.{cell.benchmark}.{cell.model}"
-        if source_of is None:
-            fail(where, f"missing, but cell {cell.slug} needs a {cell.setting!r} threshold; "
-                 "allowed: {source: calibrate} or {source: preset, tight: N, primary: N, loose: N}")
-        if source_of["source"] == "preset" and cell.setting not in source_of:
-            fail(where, f"preset has no {cell.setting!r} threshold, but cell {cell.slug} needs it")
-
-
-def _check_spec(spec: str, fail) -> None:
-    from ctxpolicy.grid import parse_policy
-
-    try:
-        parse_policy(spec)
-    except ValueError as exc:
-        fail(f"{spec!r} is not a valid policy spec ({exc})")

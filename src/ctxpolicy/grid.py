@@ -10,34 +10,20 @@ the full comparison, whose main cohort contains the sweep subset.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from ctxpolicy.config import REPO_ROOT, ConfigError
+from ctxpolicy.config import REPO_ROOT, TRACKS, ConfigError, load_config, validate_config
+from ctxpolicy.policies.spec import PolicySpec, parse_spec
 
-TRACK_NAMES = {"calibration": "calibration", "full_comparison": "full",
-               "sweeps": "sweep", "summarizer": "summarizer"}
-
-
-@dataclass(frozen=True)
-class PolicySpec:
-    """What the grid needs of a policy spec: its canonical text, its slug, whether it has a threshold."""
-
-    spec: str
-    slug: str
-    has_threshold: bool
-
-
-@functools.lru_cache(maxsize=None)
-def parse_policy(spec: str) -> PolicySpec:
-    """Parse ``spec`` (raises ctxpolicy.policies.PolicySpecError, a ValueError, listing the valid forms)."""
-    from ctxpolicy.policies.spec import parse_spec
-
-    parsed = parse_spec(spec)
-    return PolicySpec(spec=str(parsed), slug=parsed.slug, has_threshold=parsed.needs_threshold)
+# the config's grid sections -> the track a cell records
+TRACK_NAMES = dict(zip(TRACKS, ("calibration", "full", "sweep", "summarizer"), strict=True))
 
 
 @dataclass(frozen=True)
@@ -50,17 +36,28 @@ class Cell:
     cohort: str
     summarizer: str | None  # another model summarizes; None: the agent's own model
 
+    @functools.cached_property
+    def spec(self) -> PolicySpec:
+        """The parsed policy (parsed once per cell; raises PolicySpecError for a bad spec)."""
+        return parse_spec(self.policy)
+
     @property
     def slug(self) -> str:
-        parts = [parse_policy(self.policy).slug]
+        parts = [self.spec.slug]
         if self.setting:
             parts.append(self.setting)
         if self.summarizer:
             parts.append(f"sum-{self.summarizer}")
         return "__".join(parts)
 
+    @property
+    def id(self) -> str:
+        """``BENCHMARK/MODEL/SLUG``: the cell's path under ``{results_dir}/runs/`` and its name on
+        the command line (``ctxpolicy run-cell --cell ID``)."""
+        return "/".join(self.key)
+
     def run_root(self, results_dir: str | Path) -> Path:
-        return Path(results_dir) / "runs" / self.benchmark / self.model / self.slug
+        return Path(results_dir) / "runs" / self.id
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -79,9 +76,9 @@ def expand_grid(config: dict) -> list[Cell]:
                     summarizer_name = None  # the agent summarizing itself is the ordinary cell
                 else:
                     summarizer_name = summarizer
-                parsed = parse_policy(policy)
-                threshold = setting if parsed.has_threshold else None
-                cell = Cell(TRACK_NAMES[track], benchmark, model, parsed.spec, threshold,
+                parsed = parse_spec(policy)
+                threshold = setting if parsed.needs_threshold else None
+                cell = Cell(TRACK_NAMES[track], benchmark, model, str(parsed), threshold,
                             section["cohort"], summarizer_name)
                 cells.setdefault(cell.key, cell)
 
@@ -119,7 +116,7 @@ def cohort_path(config: dict, benchmark: str, cohort: str) -> Path:
 
 def cohort_tasks(config: dict, benchmark: str, cohort: str) -> list[str]:
     """Task ids a cohort runs: its file's ids (one per line, `#` starts a comment, as in
-    ctxpolicy.benchmarks.cohorts), only the first N where ``cohort_limit`` says so."""
+    ctxpolicy.benchmarks.cohorts), only the first N where the benchmark's ``cohort_limit`` says so."""
     path = cohort_path(config, benchmark, cohort)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -131,15 +128,38 @@ def cohort_tasks(config: dict, benchmark: str, cohort: str) -> list[str]:
     return tasks[:limit] if limit else tasks
 
 
-def limited_tasks(config: dict, cell: Cell) -> list[str] | None:
-    """The task ids to pass to run-cell when the cohort is cut short; None when it runs whole."""
-    if cell.cohort not in config["benchmarks"][cell.benchmark].get("cohort_limit", {}):
-        return None
+def cell_tasks(config: dict, cell: Cell) -> list[str]:
+    """The task ids a cell runs: its cohort, cut short by ``cohort_limit``. ``ctxpolicy run-cell``
+    runs exactly these; the workflow counts them."""
     return cohort_tasks(config, cell.benchmark, cell.cohort)
 
 
+def limited_tasks(config: dict, cell: Cell) -> list[str] | None:
+    """Deprecated: run-cell applies ``cohort_limit`` itself (``cell_tasks``); kept until the
+    workflow stops passing ``--tasks``."""
+    if cell.cohort not in config["benchmarks"][cell.benchmark].get("cohort_limit", {}):
+        return None
+    return cell_tasks(config, cell)
+
+
 def run_count(cell: Cell, config: dict) -> int:
-    return len(cohort_tasks(config, cell.benchmark, cell.cohort)) * config["attempts"]
+    return len(cell_tasks(config, cell)) * config["attempts"]
+
+
+# ---------------------------------------------------------------- cells by id
+
+
+def find_cell(cells: list[Cell], cell_id: str, source: str = "<config>") -> Cell:
+    """The cell whose id (``BENCHMARK/MODEL/SLUG``) is ``cell_id``; a ConfigError naming the
+    closest ids when there is none."""
+    by_id = {cell.id: cell for cell in cells}
+    wanted = cell_id.strip().strip("/")
+    if wanted in by_id:
+        return by_id[wanted]
+    close = difflib.get_close_matches(wanted, list(by_id), n=5, cutoff=0.6)
+    hint = f"closest: {', '.join(close)}" if close else f"{len(by_id)} cells; list them with `ctxpolicy grid --json`"
+    raise ConfigError(f"{source}: cell {cell_id!r} is not in the grid (ids are BENCHMARK/MODEL/SLUG, "
+                      f"as under results_dir/runs/); {hint}")
 
 
 # ---------------------------------------------------------------- thresholds
@@ -149,32 +169,96 @@ def thresholds_path(config: dict, benchmark: str, model: str) -> Path:
     return Path(config["results_dir"]) / "thresholds" / benchmark / f"{model}.json"
 
 
-def resolve_threshold(config: dict, benchmark: str, model: str, setting: str | None,
-                      thresholds_file: str | Path | None = None) -> int | None:
-    """Tokens of a threshold setting: the config's preset, or the calibrated thresholds file."""
-    if setting is None:
+def resolve_threshold(config: dict, cell: Cell, thresholds_file: str | Path | None = None) -> int | None:
+    """Tokens of the cell's threshold setting, read from its thresholds file (calibrated or written
+    from the preset by ``ctxpolicy calibrate --preset``); default file ``thresholds_path``.
+    None for a cell without a threshold."""
+    if cell.setting is None:
         return None
-    where = f"thresholds.{benchmark}.{model}"
-    source = config.get("thresholds", {}).get(benchmark, {}).get(model)
-    if source is None:
-        raise ConfigError(f"{where}: missing; a {setting!r} threshold needs "
-                          "{source: calibrate} or {source: preset, ...}")
-    if source["source"] == "preset":
-        if setting not in source:
-            raise ConfigError(f"{where}.{setting}: missing from the preset; present: "
-                              f"{', '.join(s for s in ('tight', 'primary', 'loose') if s in source)}")
-        return int(source[setting])
-    path = Path(thresholds_file) if thresholds_file else thresholds_path(config, benchmark, model)
+    path = Path(thresholds_file) if thresholds_file else thresholds_path(config, cell.benchmark, cell.model)
     try:
         values = json.loads(path.read_text())
-    except OSError:
-        raise ConfigError(f"{path}: no thresholds file; run calibration first "
-                          f"(snakemake {thresholds_path(config, benchmark, model)})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the thresholds file of {cell.benchmark}/{cell.model} "
+                          f"({exc.strerror or exc}); {_how_to_write(config, cell, path)}") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg})") from None
-    if not isinstance(values.get(setting), int):
-        raise ConfigError(f"{path}: {setting}: {values.get(setting)!r} is not a token count")
-    return values[setting]
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    value = values.get(cell.setting) if isinstance(values, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{path}: {cell.setting}: {value!r} is not a token count (cell {cell.id})")
+    return value
+
+
+def _how_to_write(config: dict, cell: Cell, path: Path) -> str:
+    source = config.get("thresholds", {}).get(cell.benchmark, {}).get(cell.model, {}).get("source")
+    target = thresholds_path(config, cell.benchmark, cell.model)
+    if source == "preset":
+        return (f"write it from the preset: ctxpolicy calibrate --preset --config CONFIG "
+                f"--benchmark {cell.benchmark} --model {cell.model} --out {path} (or snakemake {target})")
+    return f"run calibration first (snakemake {target})"
+
+
+# ---------------------------------------------------------------- the study: config checked against its grid
+
+
+def load_study(path: str | Path) -> dict:
+    """``config.load_config`` and the checks that need the grid (``check_study``)."""
+    return check_study(load_config(path), source=str(path))
+
+
+def validate_study(data: Mapping[str, Any], source: str = "<config>") -> dict:
+    """``config.validate_config`` and the checks that need the grid (``check_study``)."""
+    return check_study(validate_config(data, source=source), source=source)
+
+
+def check_study(config: dict, source: str = "<config>") -> dict:
+    """The cross references a config alone cannot check: every policy spec parses and every cell
+    with a threshold setting has a threshold source that gives it. Returns ``config``."""
+    def fail(where: str, message: str) -> None:
+        raise ConfigError(f"{source}: {where}: {message}")
+
+    _check_policies(config, fail)
+    _check_thresholds(config, fail)
+    return config
+
+
+def _check_policies(config: dict, fail) -> None:
+    for track in TRACK_NAMES:
+        section = config["grid"].get(track, {})
+        specs = [(f"grid.{track}.{key}[{i}]", spec) for key in ("policies", "invariant")
+                 for i, spec in enumerate(section.get(key, []))]
+        specs += [(f"grid.{track}.tunable[{i}]", f"{primitive}/Th/{depth:g}")
+                  for i, primitive in enumerate(section.get("tunable", [])) for depth in section.get("depths", [])]
+        for where, spec in specs:
+            try:
+                parse_spec(spec)
+            except ValueError as exc:
+                fail(where, f"{spec!r} is not a valid policy spec ({exc})")
+
+
+def _check_thresholds(config: dict, fail) -> None:
+    models, benchmarks = config["models"], config["benchmarks"]
+    cells = expand_grid(config)
+    calibrated = {(c.benchmark, c.model) for c in cells if c.track == "calibration"}
+    for b, per_model in config["thresholds"].items():
+        if b not in benchmarks:
+            fail(f"thresholds.{b}", f"{b!r} is not a benchmark of this config; allowed: {', '.join(benchmarks)}")
+        for m, source_of in per_model.items():
+            if m not in models:
+                fail(f"thresholds.{b}.{m}", f"{m!r} is not a model of this config; allowed: {', '.join(models)}")
+            if source_of["source"] == "calibrate" and (b, m) not in calibrated:
+                fail(f"thresholds.{b}.{m}", f"source 'calibrate' needs {m!r} and {b!r} in "
+                     "grid.calibration (its FC runs give the thresholds)")
+    for cell in cells:
+        if cell.setting is None:
+            continue
+        source_of = config["thresholds"].get(cell.benchmark, {}).get(cell.model)
+        where = f"thresholds.{cell.benchmark}.{cell.model}"
+        if source_of is None:
+            fail(where, f"missing, but cell {cell.slug} needs a {cell.setting!r} threshold; "
+                 "allowed: {source: calibrate} or {source: preset, tight: N, primary: N, loose: N}")
+        if source_of["source"] == "preset" and cell.setting not in source_of:
+            fail(where, f"preset has no {cell.setting!r} threshold, but cell {cell.slug} needs it")
 
 
 # ---------------------------------------------------------------- summaries
@@ -193,7 +277,7 @@ def summarize(cells: list[Cell], config: dict) -> list[dict]:
 
 
 def cell_record(cell: Cell, config: dict) -> dict:
-    return {**asdict(cell), "slug": cell.slug, "run_root": str(cell.run_root(config["results_dir"])),
+    return {**asdict(cell), "id": cell.id, "slug": cell.slug, "run_root": str(cell.run_root(config["results_dir"])),
             "runs": run_count(cell, config)}
 
 

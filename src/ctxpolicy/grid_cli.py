@@ -1,7 +1,8 @@
 """Print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
 
 With --json, print {"summary": [...], "cells": [...]} instead, one record per cell with its
-slug, run directory root and run count.
+id (BENCHMARK/MODEL/SLUG, what `ctxpolicy run-cell --cell` takes), slug, run directory root and
+run count.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.config import ConfigError, load_config
-    from ctxpolicy.grid import cell_record, expand_grid, summarize
+    from ctxpolicy.config import ConfigError
+    from ctxpolicy.grid import cell_record, expand_grid, load_study, summarize
 
     try:
-        config = load_config(args.config)
+        config = load_study(args.config)
         cells = expand_grid(config)
         summary = summarize(cells, config)
         records = [cell_record(c, config) for c in cells] if args.json else []

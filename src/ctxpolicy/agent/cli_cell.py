@@ -1,5 +1,10 @@
 """Execute all runs of one cell (every task of the cohort × attempts 1..A) against one model server.
 
+The cell is named by its id, --cell BENCHMARK/MODEL/SLUG (its path under results_dir/runs/, looked
+up in the config's grid), or, for a cell outside the grid, by --benchmark, --model and --policy.
+Its tasks are the cohort cut to the benchmark's cohort_limit (ctxpolicy.grid.cell_tasks); a Th
+policy's threshold is read from the thresholds file (ctxpolicy.grid.resolve_threshold).
+
 Runs go a few at a time (--concurrency, default: the benchmark's `concurrency` in the config)
 into CELL_DIR/{task_id}__a{attempt}/; the cell's model server is started and stopped here, its
 log kept in CELL_DIR/server.log, unless --endpoint names a running one, or a local Snakemake run
@@ -49,12 +54,15 @@ the cell directory:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = f"{ENDPOINT_HELP}\n\n{CELL_HELP}"
-    add_common_arguments(parser)
-    parser.add_argument("--cohort", default="main", help="cohort of tasks (default: %(default)s)")
+    parser.epilog = f"{CELL_FORMS_HELP}\n\n{ENDPOINT_HELP}\n\n{CELL_HELP}"
+    parser.add_argument("--cell", metavar="BENCHMARK/MODEL/SLUG",
+                        help="a cell of the config's grid, by its path under results_dir/runs/ "
+                             "(instead of --benchmark, --model, --policy, --setting, --summarizer, --cohort, --track)")
+    add_common_arguments(parser, cell_flags_required=False)
+    parser.add_argument("--cohort", help="cohort of tasks (default: main)")
     parser.add_argument("--concurrency", type=int, help="runs at once (default: the benchmark's concurrency)")
     parser.add_argument("--attempts", type=int, help="attempts per task (default: the config's attempts)")
-    parser.add_argument("--tasks", help="comma-separated task ids: run only these of the cohort")
+    parser.add_argument("--tasks", help="comma-separated task ids: run only these of the cell's tasks")
     parser.add_argument("--redo-errors", action="store_true", help="run again the runs whose outcome was error")
     parser.add_argument("--redo-stale", action="store_true",
                         help="move complete runs whose threshold_tokens differ from the cell's now (e.g. after "
@@ -64,6 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="the cell directory")
 
 
+CELL_FORMS_HELP = """\
+the cell:
+  --cell BENCHMARK/MODEL/SLUG: a cell of the config's grid (ids: `ctxpolicy grid --json`);
+  or --benchmark B --model M --policy P [--setting S] [--summarizer M2] [--cohort C]: any cell.
+  Either way the cohort is cut to the benchmark's cohort_limit, and a Th policy's threshold is
+  read from the thresholds file ({results_dir}/thresholds/B/M.json, or --thresholds FILE),
+  whether calibrated (ctxpolicy calibrate) or written from a preset (ctxpolicy calibrate --preset)."""
+
+
 @dataclass(frozen=True)
 class CellPlan:
     config: dict
@@ -71,46 +88,67 @@ class CellPlan:
     tasks: list
     attempts: int
     concurrency: int
-    cell: Any  # ctxpolicy.grid.Cell
-    policy: Any  # ctxpolicy.policies.PolicySpec
-    setting: str | None
+    cell: Any  # ctxpolicy.grid.Cell, its policy parsed once (cell.spec)
     threshold: int | None
+    thresholds_file: Path | None  # where ``threshold`` was read; None without a threshold
     settings_of: dict  # task id -> RunSettings
 
     def info(self) -> dict:
         """The cell's description at the top of cell.json."""
         cell = self.cell
         return {"slug": cell.slug, "track": cell.track, "benchmark": cell.benchmark, "model": cell.model,
-                "policy": str(self.policy), "threshold_setting": self.setting, "threshold_tokens": self.threshold,
+                "policy": str(cell.spec), "threshold_setting": cell.setting, "threshold_tokens": self.threshold,
                 "cohort": cell.cohort, "summarizer": cell.summarizer, "attempts": self.attempts,
                 "concurrency": self.concurrency}
 
 
+def select_cell(args: argparse.Namespace, config: dict) -> Any:
+    """The cell to run: ``--cell ID`` looked up in the grid, or the one the flags describe."""
+    from ctxpolicy.agent.cli_common import CELL_FLAGS, cell_from_flags
+    from ctxpolicy.agent.plan import PlanError
+    from ctxpolicy.grid import expand_grid, find_cell
+
+    if args.cell:
+        given = [f"--{name}" for name in (*CELL_FLAGS, "cohort") if getattr(args, name) is not None]
+        if given:
+            raise PlanError(f"--cell {args.cell} names the whole cell; leave out {', '.join(given)}")
+        return find_cell(expand_grid(config), args.cell, source=str(args.config))
+    missing = [f"--{name}" for name in ("benchmark", "model", "policy") if getattr(args, name) is None]
+    if missing:
+        raise PlanError(f"name the cell: --cell BENCHMARK/MODEL/SLUG, or --benchmark, --model and --policy "
+                        f"(missing: {', '.join(missing)})")
+    return cell_from_flags(args, cohort=args.cohort or "main")
+
+
 def plan_cell(args: argparse.Namespace) -> CellPlan:
-    from ctxpolicy.agent.cli_common import load_study, make_adapter, resolve_policy_threshold, settings_overrides
+    from ctxpolicy.agent.cli_common import load_study, make_adapter, settings_overrides
     from ctxpolicy.agent.plan import PlanError
     from ctxpolicy.agent.settings import build_settings
-    from ctxpolicy.grid import Cell
+    from ctxpolicy.grid import cell_tasks, resolve_threshold, thresholds_path
 
     config = load_study(args)
-    policy, setting, threshold = resolve_policy_threshold(args, config)
-    adapter = make_adapter(config, args.benchmark)
-    tasks = adapter.tasks(args.cohort)
-    if args.tasks:
-        wanted = args.tasks.split(",")
-        unknown = sorted(set(wanted) - {t.task_id for t in tasks})
-        if unknown:
-            raise PlanError(f"--tasks: {', '.join(unknown)} not in cohort {args.cohort}")
-        tasks = [t for t in tasks if t.task_id in wanted]
+    cell = select_cell(args, config)
+    threshold = resolve_threshold(config, cell, args.thresholds)
+    thresholds_file = None if cell.setting is None else \
+        (args.thresholds or thresholds_path(config, cell.benchmark, cell.model))
     for option, value in (("--concurrency", args.concurrency), ("--attempts", args.attempts)):
         if value is not None and value < 1:  # 0 must not fall back to the config's value
             raise PlanError(f"{option} {value}: must be 1 or more")
+    adapter = make_adapter(config, cell.benchmark)
+    wanted = cell_tasks(config, cell)
+    if args.tasks:
+        asked = args.tasks.split(",")
+        unknown = sorted(set(asked) - set(wanted))
+        if unknown:
+            raise PlanError(f"--tasks: {', '.join(unknown)} not among the cell's tasks (cohort {cell.cohort}, "
+                            "cut to the benchmark's cohort_limit)")
+        wanted = asked
+    tasks = [t for t in adapter.tasks(cell.cohort) if t.task_id in set(wanted)]
     attempts = args.attempts or int(config.get("attempts", 1))
-    concurrency = args.concurrency or int(config["benchmarks"][args.benchmark].get("concurrency", 1))
-    cell = Cell(args.track, args.benchmark, args.model, args.policy, setting, args.cohort, args.summarizer)
-    settings_of = {t.task_id: build_settings(config, args.benchmark, args.model, task_timeout_s=t.timeout_s,
+    concurrency = args.concurrency or int(config["benchmarks"][cell.benchmark].get("concurrency", 1))
+    settings_of = {t.task_id: build_settings(config, cell.benchmark, cell.model, task_timeout_s=t.timeout_s,
                                              overrides=settings_overrides(args)) for t in tasks}
-    return CellPlan(config, adapter, tasks, attempts, concurrency, cell, policy, setting, threshold, settings_of)
+    return CellPlan(config, adapter, tasks, attempts, concurrency, cell, threshold, thresholds_file, settings_of)
 
 
 def planned_runs(plan: CellPlan, out: Path) -> list:
@@ -124,18 +162,14 @@ def planned_runs(plan: CellPlan, out: Path) -> list:
 
 def bind_runs(plan: CellPlan, runs: list, endpoint: Any, summary_endpoint: Any, cancel: threading.Event) -> list:
     """The runs with ``execute`` set: ``execute_run`` against the endpoints, cancellable."""
-    from ctxpolicy.agent.plan import make_identity
+    from ctxpolicy.agent.plan import cell_identity
     from ctxpolicy.agent.runner import execute_run
 
-    cell = plan.cell
     tasks = {task.task_id: task for task in plan.tasks}
     bound = []
     for run in runs:
         task = tasks[run.task_id]
-        identity = make_identity(config=plan.config, benchmark=cell.benchmark, cohort=cell.cohort,
-                                 model=cell.model, policy=plan.policy, task=task, attempt=run.attempt,
-                                 threshold_setting=plan.setting, threshold_tokens=plan.threshold,
-                                 summarizer=cell.summarizer, cell=cell.slug, track=cell.track)
+        identity = cell_identity(plan.config, plan.cell, task=task, attempt=run.attempt, threshold=plan.threshold)
         bound.append(dataclasses.replace(run, execute=functools.partial(
             execute_run, identity=identity, task=task, adapter=plan.adapter,
             settings=plan.settings_of[task.task_id], endpoint=endpoint,
@@ -184,7 +218,8 @@ def harness_command(plan: CellPlan, args: argparse.Namespace, endpoint: Any):
     """For benchmarks graded by their own harness (Terminal-Bench): the command running given tasks."""
     from ctxpolicy.agent.terminal_bench import harness_kwargs
 
-    kwargs = harness_kwargs(args, cell_dir=args.out, endpoint=endpoint, track=plan.cell.track)
+    kwargs = harness_kwargs(args, cell=plan.cell, thresholds=plan.thresholds_file, cell_dir=args.out,
+                            endpoint=endpoint)
     run_id = f"{plan.cell.slug}-{time.strftime('%Y%m%dT%H%M%S')}"
     return lambda task_ids: plan.adapter.harness_argv(
         task_ids, model=endpoint.served_name, run_id=run_id, cell_dir=args.out, n_concurrent=plan.concurrency,
@@ -231,14 +266,15 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
     asked = time.monotonic()
     try:
         with contextlib.ExitStack() as servers:
+            cell = plan.cell
             endpoint = servers.enter_context(cell_endpoint(
-                plan.config, args.config, args.model, url=args.endpoint, served_name=args.served_name,
+                plan.config, args.config, cell.model, url=args.endpoint, served_name=args.served_name,
                 log_path=out / "server.log"))
             summary_endpoint = None
-            if args.summarizer and args.summarizer != args.model:
+            if cell.summarizer and cell.summarizer != cell.model:
                 summary_endpoint = servers.enter_context(cell_endpoint(
-                    plan.config, args.config, args.summarizer, url=args.summarizer_endpoint, served_name=None,
-                    log_path=out / f"server-{args.summarizer}.log"))
+                    plan.config, args.config, cell.summarizer, url=args.summarizer_endpoint, served_name=None,
+                    log_path=out / f"server-{cell.summarizer}.log"))
             # seconds until the model server(s) answered: a start-up, or ~0 for a shared or given one
             cell_info = {**plan.info(), "endpoint": endpoint.server,
                          "server_wait_s": round(time.monotonic() - asked, 3)}

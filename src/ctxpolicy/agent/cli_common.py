@@ -21,14 +21,22 @@ where the model answers:
       and `endpoint: URL` (API key from the env var named by `api_key_env`) in the config."""
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+CELL_FLAGS = ("benchmark", "model", "policy", "setting", "summarizer", "track")
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, cell_flags_required: bool = True) -> None:
+    """The arguments of ``run`` and ``run-cell``; ``CELL_FLAGS`` name the cell (for ``run-cell``
+    optional: ``--cell ID`` names a cell of the grid instead)."""
     parser.add_argument("--config", default="config/config.yaml", help="study config (default: %(default)s)")
-    parser.add_argument("--benchmark", required=True, help="benchmark name from the config")
-    parser.add_argument("--model", required=True, help="model name from the config")
-    parser.add_argument("--policy", required=True, help="policy spec P/T/D, e.g. FC, TR/Th/0.5, OTRC+S-p/St+Th/0.5")
+    parser.add_argument("--benchmark", required=cell_flags_required, help="benchmark name from the config")
+    parser.add_argument("--model", required=cell_flags_required, help="model name from the config")
+    parser.add_argument("--policy", required=cell_flags_required,
+                        help="policy spec P/T/D, e.g. FC, TR/Th/0.5, OTRC+S-p/St+Th/0.5")
     parser.add_argument("--setting", choices=("tight", "primary", "loose"),
                         help="threshold setting for Th policies (default: primary)")
-    parser.add_argument("--thresholds", type=Path, help="calibrated thresholds file (default: from results_dir)")
+    parser.add_argument("--thresholds", type=Path,
+                        help="thresholds file to read the setting's tokens from "
+                             "(default: {results_dir}/thresholds/{benchmark}/{model}.json)")
     parser.add_argument("--summarizer", help="model (from the config) that writes summaries; default: the agent's")
     parser.add_argument("--endpoint",
                         help="OpenAI-compatible base URL (…/v1) of a running server; no server is started")
@@ -38,7 +46,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         help="text: fenced bash blocks; tool: the OpenAI bash tool (default: config/agent/agent.yaml)")
     parser.add_argument("--step-limit", type=int, help="override the benchmark's step limit")
     parser.add_argument("--max-tokens", type=int, help="override the model's max output tokens")
-    parser.add_argument("--track", default="full", help="grid track recorded in the identity (default: %(default)s)")
+    parser.add_argument("--track", help="grid track recorded in the identity (default: full)")
 
 
 def fail(message: str) -> int:
@@ -47,16 +55,29 @@ def fail(message: str) -> int:
 
 
 def load_study(args: argparse.Namespace) -> dict:
-    from ctxpolicy.config import ConfigError, load_config
+    """The config (checked against its grid, ``grid.load_study``); the names the flags give exist."""
+    from ctxpolicy.config import ConfigError
+    from ctxpolicy.grid import load_study as load
 
-    config = load_config(args.config)
+    config = load(args.config)
     for kind, name in (("benchmarks", args.benchmark), ("models", args.model)):
-        if name not in config[kind]:
+        if name is not None and name not in config[kind]:
             raise ConfigError(f"{args.config}: {kind}.{name}: not defined; defined: {', '.join(config[kind])}")
     if args.summarizer and args.summarizer not in config["models"]:
         raise ConfigError(f"{args.config}: models.{args.summarizer}: not defined (--summarizer)")
     check_endpoint_urls(args)
     return config
+
+
+def cell_from_flags(args: argparse.Namespace, cohort: str) -> Any:
+    """The ``ctxpolicy.grid.Cell`` the flags describe (an ad-hoc cell, in a grid or not); the
+    policy is parsed here, once."""
+    from ctxpolicy.grid import Cell
+    from ctxpolicy.policies import parse_spec
+
+    spec = parse_spec(args.policy)
+    setting = (args.setting or "primary") if spec.needs_threshold else None
+    return Cell(args.track or "full", args.benchmark, args.model, str(spec), setting, cohort, args.summarizer)
 
 
 def check_endpoint_urls(args: argparse.Namespace) -> None:
@@ -77,21 +98,6 @@ def check_endpoint_urls(args: argparse.Namespace) -> None:
             raise PlanError(f"{flag}: {url!r} is not a URL ({exc})") from None
         if parts.scheme not in ("http", "https") or not host:
             raise PlanError(f"{flag}: {url!r} is not an http(s) URL with a host, such as http://127.0.0.1:8000/v1")
-
-
-def resolve_policy_threshold(args: argparse.Namespace, config: dict) -> tuple[Any, str | None, int | None]:
-    """The parsed policy, its threshold setting and tokens (None, None for policies without one)."""
-    from ctxpolicy.grid import resolve_threshold
-    from ctxpolicy.policies import parse_spec
-
-    policy = parse_spec(args.policy)
-    if not policy.needs_threshold:
-        return policy, None, None
-    fixed = getattr(args, "threshold", None)
-    if fixed is not None:
-        return policy, "fixed", int(fixed)
-    setting = args.setting or "primary"
-    return policy, setting, resolve_threshold(config, args.benchmark, args.model, setting, args.thresholds)
 
 
 def settings_overrides(args: argparse.Namespace) -> dict:

@@ -44,16 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.agent.cli_common import (
-        input_errors,
-        load_study,
-        make_adapter,
-        resolve_policy_threshold,
-        settings_overrides,
-    )
-    from ctxpolicy.agent.plan import find_task, make_identity
+    import dataclasses
+
+    from ctxpolicy.agent.cli_common import cell_from_flags, input_errors, load_study, make_adapter, settings_overrides
+    from ctxpolicy.agent.plan import cell_identity, find_task
     from ctxpolicy.agent.settings import build_settings
-    from ctxpolicy.grid import Cell
+    from ctxpolicy.grid import resolve_threshold
 
     if args.attempt < 1:
         return fail(f"--attempt: {args.attempt} must be 1 or more")
@@ -63,16 +59,20 @@ def main(args: argparse.Namespace) -> int:
         return fail("--threshold and --setting exclude each other")
     try:
         config = load_study(args)
-        policy, setting, threshold = resolve_policy_threshold(args, config)
-        adapter = make_adapter(config, args.benchmark)
-        task, cohort = find_task(adapter, config, args.benchmark, args.task, args.cohort)
-        settings = build_settings(config, args.benchmark, args.model, task_timeout_s=task.timeout_s,
+        cell = cell_from_flags(args, cohort=args.cohort or "main")
+        fixed = args.threshold is not None and cell.spec.needs_threshold
+        if fixed:  # tokens given directly: no setting, nothing read
+            cell = dataclasses.replace(cell, setting=None)
+        threshold = args.threshold if fixed else resolve_threshold(config, cell, args.thresholds)
+        adapter = make_adapter(config, cell.benchmark)
+        task, cohort = find_task(adapter, config, cell.benchmark, args.task, args.cohort)
+        cell = dataclasses.replace(cell, cohort=cohort)
+        settings = build_settings(config, cell.benchmark, cell.model, task_timeout_s=task.timeout_s,
                                   overrides=settings_overrides(args))
-        cell = args.cell or Cell(args.track, args.benchmark, args.model, args.policy,
-                                 setting if setting != "fixed" else None, cohort, args.summarizer).slug
-        identity = make_identity(config=config, benchmark=args.benchmark, cohort=cohort, model=args.model,
-                                 policy=policy, task=task, attempt=args.attempt, threshold_setting=setting,
-                                 threshold_tokens=threshold, summarizer=args.summarizer, cell=cell, track=args.track)
+        identity = cell_identity(config, cell, task=task, attempt=args.attempt, threshold=threshold,
+                                 threshold_setting="fixed" if fixed else None)
+        if args.cell:
+            identity = dataclasses.replace(identity, cell=args.cell)
     except input_errors() as exc:
         return fail(str(exc))
 

@@ -20,6 +20,7 @@ import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from ctxpolicy import deadline_http
+from ctxpolicy.agent.settings import RetryPolicy
 from ctxpolicy.chat_completion import MalformedCompletion, parse_completion, parse_token_report
 
 # Texts by which vLLM, llama.cpp, OpenAI and TGI reject a prompt that does not fit the context.
@@ -73,13 +74,6 @@ class ChatResponse:
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
         return message
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 4
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 20.0
 
 
 def cached_tokens_of(payload: dict) -> int | None:

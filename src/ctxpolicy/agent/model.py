@@ -20,7 +20,7 @@ from minisweagent.models.utils.actions_toolcall import (
     format_toolcall_observation_messages,
     parse_toolcall_actions,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from ctxpolicy.agent.client import ChatClient, ChatResponse
 from ctxpolicy.agent.messages import api_message
@@ -33,16 +33,29 @@ SHELL_TAGS = ("bash", "sh", "shell", "console", "")  # what small models write i
 
 
 class EndpointModelConfig(BaseModel):
+    """How the agent's model is called; the run's values come from ``RunSettings`` (its defaults
+    are the only ones) and the mode's prompt templates, so no field here has a default of its own."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
     model_name: str
     """The served model name sent as ``model``."""
     base_url: str
-    mode: Literal["text", "tool"] = "text"
-    temperature: float = 0.2
-    max_tokens: int = 4096
+    """The endpoint's OpenAI-compatible base URL (…/v1); recorded, the HTTP call is ``ChatClient``'s."""
+    mode: Literal["text", "tool"]
+    """``RunSettings.mode``: fenced bash blocks, or the OpenAI ``bash`` tool."""
+    temperature: float
+    """``RunSettings.temperature``."""
+    max_tokens: int
+    """``RunSettings.max_tokens``."""
     seed: int | None = None
+    """Sampling seed sent with every call; None: none sent."""
     extra_body: dict[str, Any] = {}
-    format_error_template: str = "{{ error }}"
-    observation_template: str = "<returncode>{{output.returncode}}</returncode>\n<output>\n{{output.output}}</output>"
+    """Further request-body fields, sent as they are."""
+    format_error_template: str
+    """Jinja template of the message that answers a reply without a command (the mode's templates file)."""
+    observation_template: str
+    """Jinja template of a command's output as the next message (the mode's templates file)."""
 
 
 def parse_text_action(content: str) -> str | None:

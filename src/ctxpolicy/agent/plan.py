@@ -53,6 +53,16 @@ def make_identity(
     )
 
 
+def cell_identity(config: dict, cell: Any, *, task: Any, attempt: int, threshold: int | None,
+                  threshold_setting: str | None = None) -> RunIdentity:
+    """The identity of one run of ``cell`` (a ``ctxpolicy.grid.Cell``); ``threshold_setting``
+    replaces the cell's setting where a run was given tokens directly (``fixed``)."""
+    return make_identity(config=config, benchmark=cell.benchmark, cohort=cell.cohort, model=cell.model,
+                         policy=cell.spec, task=task, attempt=attempt,
+                         threshold_setting=threshold_setting or cell.setting, threshold_tokens=threshold,
+                         summarizer=cell.summarizer, cell=cell.slug, track=cell.track)
+
+
 def find_task(adapter: Any, config: dict, benchmark: str, task_id: str, cohort: str | None) -> tuple[Any, str]:
     """The task and the cohort it was found in (the named one first, then the others)."""
     cohorts = list(config["benchmarks"][benchmark].get("cohorts", {}))

@@ -12,14 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.agent.plan import endpoint_for_url, find_task, make_identity, repo_root
+from ctxpolicy.agent.plan import cell_identity, endpoint_for_url, find_task, repo_root
 from ctxpolicy.agent.record import RUN_JSON, read_json
 from ctxpolicy.agent.runner import execute_run
 from ctxpolicy.agent.settings import build_settings
 
-# run-cell arguments passed on to run_task as agent kwargs (None values are left out)
-HARNESS_KWARGS = ("config", "benchmark", "model", "policy", "setting", "thresholds", "summarizer", "cohort",
-                  "track", "mode", "step_limit", "max_tokens", "summarizer_endpoint")
+# run-cell options passed on to run_task as agent kwargs (None values are left out)
+HARNESS_OPTIONS = ("mode", "step_limit", "max_tokens", "summarizer_endpoint")
 
 
 class HarnessEnvironment:
@@ -42,11 +41,13 @@ class HarnessEnvironment:
         return submission_text  # the container's state is what the harness grades
 
 
-def harness_kwargs(args: Any, *, cell_dir: Path, endpoint: Any, track: str) -> dict[str, str]:
-    """The agent kwargs for the harness: where to write, which endpoint, and the run settings."""
-    values = {name: getattr(args, name, None) for name in HARNESS_KWARGS}
-    values.update(config=str(Path(args.config).resolve()), track=track,
-                  thresholds=str(Path(args.thresholds).resolve()) if args.thresholds else None)
+def harness_kwargs(args: Any, *, cell: Any, thresholds: Path | None, cell_dir: Path, endpoint: Any) -> dict[str, str]:
+    """The agent kwargs for the harness: the cell (a ``ctxpolicy.grid.Cell``) and its thresholds
+    file, where to write, which endpoint, and the run-setting overrides."""
+    values = {name: getattr(args, name, None) for name in HARNESS_OPTIONS}
+    values.update(config=str(Path(args.config).resolve()), benchmark=cell.benchmark, model=cell.model,
+                  policy=cell.policy, setting=cell.setting, summarizer=cell.summarizer, cohort=cell.cohort,
+                  track=cell.track, thresholds=str(Path(thresholds).resolve()) if thresholds else None)
     kwargs = {"cell_dir": str(Path(cell_dir).resolve()), "endpoint": endpoint.base_url,
               "served_name": endpoint.served_name}
     kwargs.update({name: str(value) for name, value in values.items() if value is not None})
@@ -62,14 +63,14 @@ def run_task(*, instruction: str, environment: Any, task_id: str, attempt: int, 
     """One trial as one run; returns the run record (run.json's content)."""
     from ctxpolicy.benchmarks import get_adapter
     from ctxpolicy.benchmarks.base import TERMINAL_SUBMISSION, Task
-    from ctxpolicy.config import load_config
-    from ctxpolicy.grid import Cell, resolve_threshold
+    from ctxpolicy.grid import Cell, load_study, resolve_threshold
     from ctxpolicy.policies import parse_spec
 
-    study = load_config(config)
+    study = load_study(config)
     spec = parse_spec(policy)
     setting = (setting or "primary") if spec.needs_threshold else None
-    threshold = resolve_threshold(study, benchmark, model, setting, thresholds) if setting else None
+    cell = Cell(track, benchmark, model, str(spec), setting, cohort, summarizer)
+    threshold = resolve_threshold(study, cell, thresholds)
     task = Task(task_id=task_id, stratum="terminal-bench", kind="terminal", instruction=instruction)
     try:  # the dataset's own record of the task, for its stratum and timeout, where it is at hand
         known, _ = find_task(get_adapter(benchmark, study["benchmarks"][benchmark], repo_root()), study, benchmark,
@@ -79,10 +80,7 @@ def run_task(*, instruction: str, environment: Any, task_id: str, attempt: int, 
         pass
     overrides = {"mode": mode, "step_limit": _int(step_limit), "max_tokens": _int(max_tokens)}
     settings = build_settings(study, benchmark, model, task_timeout_s=task.timeout_s, overrides=overrides)
-    slug = Cell(track, benchmark, model, policy, setting, cohort, summarizer).slug
-    identity = make_identity(config=study, benchmark=benchmark, cohort=cohort, model=model, policy=spec, task=task,
-                             attempt=int(attempt), threshold_setting=setting, threshold_tokens=threshold,
-                             summarizer=summarizer, cell=slug, track=track)
+    identity = cell_identity(study, cell, task=task, attempt=int(attempt), threshold=threshold)
     model_cfg = study["models"][model]
     summary = None
     if summarizer and summarizer != model and summarizer_endpoint:

@@ -61,6 +61,17 @@ def thresholds_from_peaks(peaks: list[int] | np.ndarray, round_to: int = DEFAULT
     return result
 
 
+def preset_thresholds(config: dict, benchmark: str, model: str) -> dict:
+    """The thresholds-file content for a config's preset (``thresholds.B.M: {source: preset, ...}``):
+    the same layout as a calibrated file, so that cells read one kind of file whatever the source;
+    settings the preset leaves out are null. Raises ValueError naming the key when it is no preset."""
+    source = config.get("thresholds", {}).get(benchmark, {}).get(model)
+    if not source or source.get("source") != "preset":
+        raise ValueError(f"thresholds.{benchmark}.{model}: {source!r} is not a preset "
+                         "({source: preset, tight: N, primary: N, loose: N})")
+    return {"source": "preset", **{name: source.get(name) for name in PERCENTILES}, "percentiles": {}, "peaks": []}
+
+
 def select_peaks(runs: list[tuple[str | None, int | None]]) -> tuple[list[int], dict]:
     """The peaks to calibrate from, given (outcome, peak) per FC run, and what the file records
     about the choice: ``time_limited_runs`` (left out), ``calibrated_from`` and ``warnings``."""

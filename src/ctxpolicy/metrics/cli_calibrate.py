@@ -6,6 +6,14 @@ agent prompt) and writes the 5th/15th/25th percentiles, rounded to the nearest -
 with the distribution, to the thresholds file (atomically). Time-limited runs are left out; when
 all runs are time-limited, they are used with a warning on stderr and in the file's `warnings`
 (ctxpolicy.metrics.calibrate.select_peaks).
+
+With --preset, writes the thresholds file of a `source: preset` entry of the config instead
+(--config, --benchmark, --model; ctxpolicy.metrics.calibrate.preset_thresholds): the same layout,
+so that Th cells read one kind of file whatever the source.
+
+  ctxpolicy calibrate --runs results/runs/local/qwen05b/FC --round 100 --out results/thresholds/local/qwen05b.json
+  ctxpolicy calibrate --preset --config config/paper.yaml --benchmark swebench --model qwen \
+      --out results/thresholds/swebench/qwen.json
 """
 
 from __future__ import annotations
@@ -15,14 +23,56 @@ from pathlib import Path
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--runs", action="append", required=True, type=Path, metavar="CELL_DIR",
+    import argparse
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--runs", action="append", type=Path, metavar="CELL_DIR",
                         help="an FC cell directory (repeatable)")
     parser.add_argument("--out", required=True, type=Path, help="thresholds JSON file to write")
     parser.add_argument("--round", dest="round_to", type=int, default=1000,
                         help="rounding unit in tokens (default 1000; e.g. 100 for small local models)")
+    preset = parser.add_argument_group("the config's preset instead of runs")
+    preset.add_argument("--preset", action="store_true",
+                        help="write the preset thresholds of --benchmark and --model from --config")
+    preset.add_argument("--config", type=Path, help="study config")
+    preset.add_argument("--benchmark", help="benchmark name from the config")
+    preset.add_argument("--model", help="model name from the config")
 
 
 def main(args) -> int:
+    if getattr(args, "preset", False):
+        return write_preset(args)
+    if not args.runs:
+        print("calibrate: give --runs CELL_DIR (FC runs to calibrate from), or --preset", file=sys.stderr)
+        return 2
+    return calibrate(args)
+
+
+def write_preset(args) -> int:
+    from ctxpolicy.atomic import atomic_write_json
+    from ctxpolicy.config import ConfigError, load_config
+    from ctxpolicy.metrics.calibrate import preset_thresholds
+
+    missing = [f"--{name}" for name in ("config", "benchmark", "model") if getattr(args, name, None) is None]
+    if missing or args.runs:
+        print(f"calibrate: --preset takes --config, --benchmark and --model, not --runs "
+              f"(missing: {', '.join(missing) or 'none'})", file=sys.stderr)
+        return 2
+    try:
+        data = preset_thresholds(load_config(args.config), args.benchmark, args.model)
+    except ConfigError as exc:
+        print(f"calibrate: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"calibrate: {args.config}: {exc}", file=sys.stderr)
+        return 2
+    atomic_write_json(args.out, data, indent=1)
+    settings = ", ".join(f"{name} {data[name]}" for name in ("tight", "primary", "loose"))
+    print(f"preset {args.benchmark}/{args.model}: {settings} -> {args.out}")
+    return 0
+
+
+def calibrate(args) -> int:
     import json
 
     from ctxpolicy.atomic import atomic_write_text
