@@ -21,8 +21,10 @@ report: "workflow/report/workflow.rst"
 
 rule all:
     input:
-        lambda wildcards: [*FIGURE_OUTPUTS, *(f"{p}.prov.json" for p in FIGURE_OUTPUTS),
-                           f"{TABLES}/runs.parquet", f"{TABLES}/runs.parquet.prov.json"],
+        FIGURE_OUTPUTS,
+        [f"{p}.prov.json" for p in FIGURE_OUTPUTS],
+        f"{TABLES}/runs.parquet",
+        f"{TABLES}/runs.parquet.prov.json",
 
 
 include: "workflow/rules/calibrate.smk"

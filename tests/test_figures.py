@@ -257,16 +257,18 @@ def test_every_target_declares_a_scope_the_workflow_knows():
 
 def test_targets_for_resolves_inputs_from_the_config(config):
     resolved = catalog.targets_for(config)
+    results = "tests/fixtures/figures/results"
     assert resolved["table3"]["inputs"] == [
-        "tests/fixtures/figures/results/tables/runs.parquet",
+        f"{results}/tables/full/runs.parquet",
         "tests/fixtures/figures/cohorts/local_main.txt", "tests/fixtures/figures/cohorts/local_sweep.txt",
         "tests/fixtures/figures/cohorts/term_main.txt", "tests/fixtures/figures/cohorts/term_sweep.txt"]
-    assert "tests/fixtures/figures/results/thresholds/term/tiny.json" in resolved["table6"]["inputs"]
-    assert resolved["fig6"]["inputs"] == ["tests/fixtures/figures/results/tables/runs.parquet",
-                                          "tests/fixtures/figures/results/tables/calls.parquet"]
-    assert resolved["fig2"]["executed"] == "tests/fixtures/figures/results/notebooks/fig2.ipynb"
-    assert resolved["fig2"]["outputs"] == catalog.TARGETS["fig2"]["outputs"]
-    assert catalog.TARGETS["table3"]["inputs"] == ["results/tables/runs.parquet"]  # static one unchanged
+    assert f"{results}/thresholds/term/tiny.json" in resolved["table6"]["inputs"]
+    assert resolved["fig6"]["inputs"] == [f"{results}/tables/full/runs.parquet", f"{results}/tables/full/calls.parquet"]
+    assert resolved["fig3"]["tables_dir"] == f"{results}/tables/sweep"  # the scope's own tables
+    assert resolved["table5"]["inputs"] == [f"{results}/tables/runs.parquet"]  # scope all: every cell
+    assert resolved["fig2"]["executed"] == f"{results}/notebooks/fig2.ipynb"
+    assert resolved["fig2"]["outputs"] == catalog.TARGETS["fig2"]["outputs"]  # figures_dir: figures
+    assert catalog.TARGETS["table3"]["inputs"] == ["results/tables/full/runs.parquet"]  # static one unchanged
 
 
 def test_papermill_args_pass_the_target_parameters():

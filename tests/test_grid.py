@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ctxpolicy.config import ConfigError
-from ctxpolicy.grid import (Cell, cell_tasks, expand_grid, find_cell, limited_tasks, resolve_threshold, run_count,
+from ctxpolicy.grid import (Cell, cell_tasks, expand_grid, find_cell, resolve_threshold, run_count,
                             summarize, validate_study)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,10 +169,8 @@ def test_cohort_limit_takes_the_first_tasks(tmp_path):
     main_cell = next(c for c in cells if c.cohort == "main")
     sweep_cell = next(c for c in cells if c.cohort == "sweep")
     assert cell_tasks(config, main_cell) == ["local-000", "local-001"]
-    assert limited_tasks(config, main_cell) == ["local-000", "local-001"]
     assert run_count(main_cell, config) == 2
     assert cell_tasks(config, sweep_cell) == [f"local-{i:03d}" for i in range(4)]
-    assert limited_tasks(config, sweep_cell) is None
     assert run_count(sweep_cell, config) == 4
 
 

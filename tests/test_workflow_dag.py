@@ -4,6 +4,7 @@ stops with one clear line, and an imported results bundle leaves no run to do.""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -38,12 +39,16 @@ def test_all_tables_plan_one_job_per_cell(study):
     assert jobs["thresholds"] == 1 and jobs["aggregate"] == 1
 
 
+def figure_rule(target: str) -> str:
+    return "figure_" + re.sub(r"\W", "_", target)
+
+
 def test_default_target_makes_every_figure_and_table_from_any_working_directory(study):
     from ctxpolicy.figures.catalog import TARGETS
 
     workdir, config = study
     jobs = dry_run(workdir, config)
-    assert {rule for rule in jobs if rule.startswith("figure_")} == {f"figure_{name}" for name in TARGETS}
+    assert {rule for rule in jobs if rule.startswith("figure_")} == {figure_rule(name) for name in TARGETS}
     assert jobs["aggregate"] == 1 and jobs["aggregate_scope"] == 3 and jobs["all"] == 1
     assert jobs["replay"] == 1 and jobs["aggregate_replay"] == 1  # one FC cell replayed, no model calls
 
@@ -148,15 +153,72 @@ def test_cell_jobs_ask_for_the_config_resources(tmp_path, request_gpus):
     assert "gpu" not in analysis and analysis["mem_mb"] == "8000"
 
 
-def test_preset_thresholds_file(tmp_path):
-    from workflow_helpers import ROOT
+def test_paper_default_target_renders_every_appendix_variant(tmp_path):
+    from ctxpolicy.config import REPO_ROOT
+    from ctxpolicy.figures.catalog import targets_for
 
-    script = [sys.executable, str(ROOT / "workflow/scripts/preset_thresholds.py"), "--config", str(ROOT / "config/paper.yaml")]
-    out = tmp_path / "glm.json"
-    subprocess.run([*script, "--benchmark", "terminalbench", "--model", "glm", "--out", str(out)], check=True)
-    assert json.loads(out.read_text()) == {"source": "preset", "tight": None, "primary": 3000, "loose": None,
-                                           "percentiles": {}, "peaks": []}
-    local = [sys.executable, str(ROOT / "workflow/scripts/preset_thresholds.py"), "--config",
-             str(ROOT / "config/config.yaml"), "--benchmark", "local", "--model", "qwen05b", "--out", str(out)]
-    done = subprocess.run(local, capture_output=True, text=True)
-    assert done.returncode == 2 and "thresholds.local.qwen05b" in done.stderr and "is not a preset" in done.stderr
+    config = REPO_ROOT / "config/paper.yaml"
+    targets = targets_for(load_config(config))
+    jobs = dry_run(tmp_path, config)
+    assert {rule for rule in jobs if rule.startswith("figure_")} == {figure_rule(name) for name in targets}
+    assert jobs["figure_fig2_devstral_swebench"] == 1 and jobs["figure_fig17_qwen_terminalbench"] == 1
+    assert "figure_fig9_devstral_swebench" not in jobs  # Figure 15 shows it
+
+
+def planned_commands(workdir, config, target) -> str:
+    done = snakemake(workdir, config, target, "--dry-run", "--printshellcmds")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return " ".join((done.stdout + done.stderr).split())
+
+
+def test_preset_thresholds_come_from_calibrate_preset_with_a_sidecar(tmp_path):
+    from ctxpolicy.config import REPO_ROOT
+
+    commands = planned_commands(tmp_path, REPO_ROOT / "config/paper.yaml", "results/thresholds/terminalbench/glm.json")
+    assert ("calibrate --preset --config" in commands and "--benchmark terminalbench --model glm "
+            "--out results/thresholds/terminalbench/glm.json && " in commands)
+    assert "provenance record results/thresholds/terminalbench/glm.json --config" in commands
+
+
+def test_run_cell_is_given_the_cell_id_and_nothing_else_about_the_cell(study):
+    workdir, config = study
+    commands = planned_commands(workdir, config, "results/runs/local/qwen05b/TRC_Th__tight/cell.json")
+    assert ("run-cell --config config.yaml --cell local/qwen05b/TRC_Th__tight "
+            "--out results/runs/local/qwen05b/TRC_Th__tight > " in commands)
+    assert "--policy" not in commands.split("run-cell", 1)[1]
+
+
+def test_bad_figures_block_stops_the_workflow_naming_file_key_and_value(study):
+    workdir, config = study
+    data = yaml.safe_load(config.read_text())
+    data["figures"] = {"fig2": ["qwen05b/swebench"]}
+    config.write_text(yaml.safe_dump(data))
+    done = snakemake(workdir, config, "--dry-run")
+    assert done.returncode != 0
+    assert ("config.yaml: figures.fig2[0]: 'qwen05b/swebench': unknown benchmark 'swebench'; allowed: local"
+            in done.stdout + done.stderr)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+def test_snakemake_lint_finds_nothing(name):
+    from workflow_helpers import ROOT, SNAKEMAKE, workflow_env
+
+    done = subprocess.run([SNAKEMAKE, "--lint", "-n", "--configfile", str(ROOT / "config" / name)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=workflow_env())
+    assert done.returncode == 0 and "Congratulations, your workflow is in a good condition" in done.stdout, (
+        (done.stdout + done.stderr)[-3000:])
+
+
+def test_preset_thresholds_file_and_its_sidecar(study):
+    """Runs `ctxpolicy calibrate --preset` for real (needs the run-cell/calibrate branch)."""
+    workdir, config = study
+    data = yaml.safe_load(config.read_text())
+    data["thresholds"]["local"]["qwen05b"] = {"source": "preset", "tight": 900, "primary": 1200, "loose": 1500}
+    config.write_text(yaml.safe_dump(data))
+    target = "results/thresholds/local/qwen05b.json"
+    done = snakemake(workdir, config, target, "--cores", "1")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    written = json.loads((workdir / target).read_text())
+    assert (written["source"], written["tight"], written["primary"], written["loose"]) == ("preset", 900, 1200, 1500)
+    sidecar = json.loads((workdir / f"{target}.prov.json").read_text())
+    assert "config.yaml" in json.dumps(sidecar.get("config"))

@@ -134,14 +134,6 @@ def cell_tasks(config: dict, cell: Cell) -> list[str]:
     return cohort_tasks(config, cell.benchmark, cell.cohort)
 
 
-def limited_tasks(config: dict, cell: Cell) -> list[str] | None:
-    """Deprecated: run-cell applies ``cohort_limit`` itself (``cell_tasks``); kept until the
-    workflow stops passing ``--tasks``."""
-    if cell.cohort not in config["benchmarks"][cell.benchmark].get("cohort_limit", {}):
-        return None
-    return cell_tasks(config, cell)
-
-
 def run_count(cell: Cell, config: dict) -> int:
     return len(cell_tasks(config, cell)) * config["attempts"]
 
@@ -291,18 +283,6 @@ SCOPES: dict[str, tuple[str, ...]] = {
     "summarizer": ("calibration", "full", "summarizer"),
     "all": ("calibration", "full", "sweep", "summarizer"),
 }
-_TARGET_SCOPES = {"fig3": "sweep", "fig19": "summarizer",
-                  **{f"fig{n}": "sweep" for n in range(9, 19)}}
-
-
-def target_scope(name: str, declared: str | None = None) -> str:
-    """The scope of the tables a figure or table target reads (a catalog's own ``scope`` wins)."""
-    scope = declared or _TARGET_SCOPES.get(name, "full")
-    if scope not in SCOPES:
-        raise ConfigError(f"figure target {name}: scope {scope!r} unknown; allowed: {', '.join(SCOPES)}")
-    return scope
-
-
 def cells_in_scope(cells: list[Cell], scope: str) -> list[Cell]:
     return [c for c in cells if c.track in SCOPES[scope]]
 

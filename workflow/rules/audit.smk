@@ -5,47 +5,47 @@
 # Deterministic: no judge here (`ctxpolicy audit --judge-url ...` adds one by hand).
 
 
-def _audit_command(cells, out_dir) -> str:
-    runs = " ".join(f"--runs {q(cell_dir(c))}" for c in cells)
-    events = q(f"{out_dir}/events.parquet")
-    return (f"{ANALYSIS_CTXPOLICY} audit {runs} --out {events} && "
-            f"{ANALYSIS_CTXPOLICY} provenance record {events} --config {CFG} {runs}")
-
-
 rule audit:
     input:
         [eval_json(c) for c in CELLS],
     output:
-        f"{TABLES}/events.parquet",
-        f"{TABLES}/events.parquet.prov.json",
+        events=f"{TABLES}/events.parquet",
+        sidecar=f"{TABLES}/events.parquet.prov.json",
     log:
         f"{RESULTS}/logs/audit/all.log",
     params:
-        command=_audit_command(CELLS, TABLES),
+        ctxpolicy=CTXPOLICY,
+        config=CONFIG_FILE,
+        cells=lambda wildcards, input: parent_dirs(input),
     threads: 1
     resources:
         **ANALYSIS,
     conda:
-        ANALYSIS_ENV
+        SOFTWARE_ENV
     shell:
-        "({params.command}) > {log} 2>&1"
+        "({params.ctxpolicy} audit --runs {params.cells:q} --out {output.events:q}"
+        " && {params.ctxpolicy} provenance record {output.events:q}"
+        " --config {params.config:q} --runs {params.cells:q}) > {log} 2>&1"
 
 
 rule audit_scope:
     input:
-        lambda wildcards: [eval_json(c) for c in cells_in_scope(CELLS, wildcards.scope)],
+        evals_in_scope,
     output:
-        f"{TABLES}/{{scope}}/events.parquet",
-        f"{TABLES}/{{scope}}/events.parquet.prov.json",
+        events=f"{TABLES}/{{scope}}/events.parquet",
+        sidecar=f"{TABLES}/{{scope}}/events.parquet.prov.json",
     log:
         f"{RESULTS}/logs/audit/{{scope}}.log",
     params:
-        command=lambda wildcards: _audit_command(cells_in_scope(CELLS, wildcards.scope),
-                                                 f"{TABLES}/{wildcards.scope}"),
+        ctxpolicy=CTXPOLICY,
+        config=CONFIG_FILE,
+        cells=lambda wildcards, input: parent_dirs(input),
     threads: 1
     resources:
         **ANALYSIS,
     conda:
-        ANALYSIS_ENV
+        SOFTWARE_ENV
     shell:
-        "({params.command}) > {log} 2>&1"
+        "({params.ctxpolicy} audit --runs {params.cells:q} --out {output.events:q}"
+        " && {params.ctxpolicy} provenance record {output.events:q}"
+        " --config {params.config:q} --runs {params.cells:q}) > {log} 2>&1"

@@ -1,7 +1,8 @@
-# Shared state of the DAG: the one config file, its cells, and the helpers the rules use.
+# Shared state of the DAG and every helper the rules use (the rule files hold rules only).
 # The config is a single file (default config/config.yaml, or --configfile FILE); it is
 # validated by ctxpolicy.config at start-up and passed by path to every ctxpolicy command.
 
+import json
 import os
 import re
 import shlex
@@ -9,10 +10,19 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.types import ExecMode
 
-from ctxpolicy.config import ConfigError, load_config
-from ctxpolicy.grid import (SCOPES, calibration_cell, cells_in_scope, expand_grid, limited_tasks,
-                            target_scope, thresholds_path)
+from ctxpolicy.config import ConfigError
+from ctxpolicy.figures.catalog import targets_for
+from ctxpolicy.grid import (
+    SCOPES,
+    calibration_cell,
+    cells_in_scope,
+    expand_grid,
+    load_study,
+    thresholds_path,
+)
+from ctxpolicy.serving import shared as shared_servers
 
 
 REPO = Path(workflow.basedir)
@@ -27,20 +37,29 @@ def repo_file(path: str) -> str:
 
 def _config_file() -> str:
     if workflow.config_settings.config:
-        raise WorkflowError("--config KEY=VALUE is not supported: the study is one file; "
-                            "edit a copy of it and pass --configfile FILE")
+        raise WorkflowError(
+            "--config KEY=VALUE is not supported: the study is one file; "
+            "edit a copy of it and pass --configfile FILE"
+        )
     given = [Path(p) for p in (workflow.overwrite_configfiles or [])]
     if len(given) > 1:
-        raise WorkflowError(f"give one --configfile, not {len(given)}: {' '.join(map(str, given))}")
+        raise WorkflowError(
+            f"give one --configfile, not {len(given)}: {' '.join(map(str, given))}"
+        )
     if not given:
         return repo_file("config/config.yaml")
     path = given[0]
-    return os.path.relpath(path) if path.is_absolute() and path.is_relative_to(Path.cwd()) else str(path)
+    return (
+        os.path.relpath(path)
+        if path.is_absolute() and path.is_relative_to(Path.cwd())
+        else str(path)
+    )
 
 
 CONFIG_FILE = _config_file()
 try:
-    CONFIG = load_config(CONFIG_FILE)
+    CONFIG = load_study(CONFIG_FILE)
+    FIGURE_TARGETS = targets_for(CONFIG, source=CONFIG_FILE)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
@@ -48,6 +67,7 @@ RESULTS = CONFIG["results_dir"].rstrip("/")
 FIGURES = CONFIG["figures_dir"].rstrip("/")
 RUNS = f"{RESULTS}/runs"
 TABLES = f"{RESULTS}/tables"
+REPLAY = f"{RESULTS}/replay"
 CELLS = expand_grid(CONFIG)
 CELL_BY_KEY = {c.key: c for c in CELLS}
 SLURM = CONFIG["slurm"]
@@ -58,30 +78,19 @@ def _uses_conda() -> bool:
     return any("conda" in str(m).lower() for m in methods)
 
 
-# Commands run with this interpreter, so an un-activated .venv/bin/snakemake works; analysis
-# rules run in envs/analysis.yaml's own python when Snakemake deploys conda environments.
-PY = shlex.quote(sys.executable)
-CTXPOLICY = f"{PY} -m ctxpolicy"
-ANALYSIS_PY = "python" if _uses_conda() else PY
-ANALYSIS_CTXPOLICY = f"{ANALYSIS_PY} -m ctxpolicy"
-CFG = shlex.quote(CONFIG_FILE)
+# Commands run with this interpreter, so an un-activated .venv/bin/snakemake works; with
+# --sw-deployment-method conda every rule runs in envs/analysis.yaml's own python (it installs
+# this checkout's ctxpolicy; model servers run from their own environments).
+PYTHON = "python" if _uses_conda() else shlex.quote(sys.executable)
+CTXPOLICY = f"{PYTHON} -m ctxpolicy"
+SOFTWARE_ENV = "../../envs/analysis.yaml"  # relative to this directory
 
 
-def q(paths) -> str:
-    """Shell-quoted, space-separated."""
-    return " ".join(shlex.quote(str(p)) for p in ([paths] if isinstance(paths, (str, Path)) else paths))
+# ---------------------------------------------------------------- cells
 
 
 def cell_dir(cell) -> str:
     return str(cell.run_root(RESULTS))
-
-
-def cell_of(wildcards):
-    key = (wildcards.benchmark, wildcards.model, wildcards.slug)
-    if key not in CELL_BY_KEY:
-        raise WorkflowError(f"{RUNS}/{'/'.join(key)} is not a cell of {CONFIG_FILE} "
-                            "(`ctxpolicy grid --config FILE --json` lists the cells)")
-    return CELL_BY_KEY[key]
 
 
 def cell_json(cell) -> str:
@@ -92,11 +101,171 @@ def eval_json(cell) -> str:
     return f"{cell_dir(cell)}/eval.json"
 
 
-def job_resources(spec: dict, gpus: int = 0) -> dict:
+def cell_of(wildcards):
+    key = (wildcards.benchmark, wildcards.model, wildcards.slug)
+    if key not in CELL_BY_KEY:
+        raise WorkflowError(
+            f"{RUNS}/{'/'.join(key)} is not a cell of {CONFIG_FILE} "
+            "(`ctxpolicy grid --config FILE --json` lists the cells)"
+        )
+    return CELL_BY_KEY[key]
+
+
+def cell_thresholds(wildcards) -> list:
+    """The thresholds file a threshold-triggered cell's run-cell reads (none for the others)."""
+    cell = cell_of(wildcards)
+    return (
+        [str(thresholds_path(CONFIG, cell.benchmark, cell.model))]
+        if cell.setting
+        else []
+    )
+
+
+def evals_in_scope(wildcards) -> list:
+    return [eval_json(c) for c in cells_in_scope(CELLS, wildcards.scope)]
+
+
+def parent_dir(path) -> str:
+    return os.path.dirname(str(path))
+
+
+def parent_dirs(paths) -> list:
+    return [parent_dir(p) for p in paths]
+
+
+# ---------------------------------------------------------------- thresholds
+
+
+def threshold_source(wildcards) -> dict:
+    return CONFIG["thresholds"][wildcards.benchmark][wildcards.model]
+
+
+def calibration_input(wildcards) -> list:
+    """The FC calibration cell's cell.json for source `calibrate`; nothing for a preset."""
+    if threshold_source(wildcards)["source"] != "calibrate":
+        return []
+    return [cell_json(calibration_cell(CELLS, wildcards.benchmark, wildcards.model))]
+
+
+# ---------------------------------------------------------------- replay
+
+
+def _full_cells(benchmark: str, model: str) -> list:
+    return [
+        c
+        for c in cells_in_scope(CELLS, "full")
+        if c.benchmark == benchmark and c.model == model and c.summarizer is None
+    ]
+
+
+def replay_fc_cell(wildcards) -> str:
+    fc = next(
+        (
+            c
+            for c in _full_cells(wildcards.benchmark, wildcards.model)
+            if c.policy == "FC"
+        ),
+        None,
+    )
+    if fc is None:
+        raise WorkflowError(
+            f"{REPLAY}/{wildcards.benchmark}/{wildcards.model}: the full comparison has no FC cell "
+            "for this benchmark and model"
+        )
+    return cell_json(fc)
+
+
+def _compared(wildcards) -> list:
+    return [
+        c
+        for c in _full_cells(wildcards.benchmark, wildcards.model)
+        if c.track == "full" and c.policy != "FC"
+    ]
+
+
+def replay_untriggered(wildcards) -> list:
+    """FC and the full comparison's policies without a threshold (replayed without one)."""
+    return ["FC", *(c.policy for c in _compared(wildcards) if not c.setting)]
+
+
+def replay_triggered(wildcards) -> list:
+    """The full comparison's policies at its threshold setting."""
+    return [c.policy for c in _compared(wildcards) if c.setting]
+
+
+def replay_setting(wildcards) -> str:
+    return next((c.setting for c in _compared(wildcards) if c.setting), "")
+
+
+def replay_thresholds(wildcards) -> list:
+    return (
+        [str(thresholds_path(CONFIG, wildcards.benchmark, wildcards.model))]
+        if replay_triggered(wildcards)
+        else []
+    )
+
+
+def replay_dirs() -> list:
+    pairs = sorted(
+        {
+            (c.benchmark, c.model)
+            for c in cells_in_scope(CELLS, "full")
+            if c.track == "full" and c.policy != "FC"
+        }
+    )
+    return [f"{REPLAY}/{benchmark}/{model}" for benchmark, model in pairs]
+
+
+# ---------------------------------------------------------------- figures and tables
+# One rule per target of ctxpolicy.figures.catalog.targets_for (workflow/figures.yaml), appendix
+# variants included; paths come resolved for this config's results_dir and figures_dir.
+
+REPORT_CATEGORY = {".png": "Figures", ".csv": "Tables"}
+REPORT_CAPTION = "../report/target.rst"  # relative to this directory
+
+
+def rule_suffix(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def figure_inputs(spec: dict) -> list:
+    """The target's data files; config-named files (cohorts) are relative to the repository."""
+    return [p if p.startswith(f"{RESULTS}/") else repo_file(p) for p in spec["inputs"]]
+
+
+def figure_files(spec: dict) -> list:
+    """The target's outputs; PNGs and CSV tables go into the HTML report (not .data.csv)."""
+    files = []
+    for path in spec["outputs"]:
+        category = REPORT_CATEGORY.get(Path(path).suffix)
+        if category and not path.endswith(".data.csv"):
+            path = report(path, category=category, caption=REPORT_CAPTION)
+        files.append(path)
+    return files
+
+
+def figure_sidecars(spec: dict) -> list:
+    return [f"{p}.prov.json" for p in spec["outputs"]]
+
+
+def notebook_params(spec: dict) -> str:
+    """The target's own papermill parameters (name, pairs, ...) as papermill's -y YAML."""
+    return json.dumps(spec["params"], sort_keys=True)
+
+
+FIGURE_OUTPUTS = [p for spec in FIGURE_TARGETS.values() for p in spec["outputs"]]
+
+
+# ---------------------------------------------------------------- resources
+
+
+def job_resources(spec: dict) -> dict:
     """Snakemake resources (read by snakemake-executor-plugin-slurm) from a config resources block."""
-    res = {"mem_mb": spec["mem_mb"], "runtime": spec["runtime"], "cpus_per_task": spec["cpus"]}
-    if gpus and SLURM["request_gpus"]:
-        res["gpu"] = gpus
+    res = {
+        "mem_mb": spec["mem_mb"],
+        "runtime": spec["runtime"],
+        "cpus_per_task": spec["cpus"],
+    }
     partition = spec.get("partition") or SLURM["partition"]
     if partition:
         res["slurm_partition"] = partition
@@ -108,8 +277,51 @@ def job_resources(spec: dict, gpus: int = 0) -> dict:
     return res
 
 
+def cell_gpus(wildcards) -> int:
+    """The agent model's GPUs plus the summarizer's (0 asks for none)."""
+    cell = cell_of(wildcards)
+    gpus = CONFIG["models"][cell.model]["resources"]["gpus"]
+    if cell.summarizer:
+        gpus += CONFIG["models"][cell.summarizer]["resources"]["gpus"]
+    return gpus
+
+
+def cell_resources(model: str) -> dict:
+    res = job_resources(CONFIG["models"][model]["resources"])
+    if SLURM["request_gpus"]:
+        res["gpu"] = cell_gpus
+    return res
+
+
 ANALYSIS = job_resources(SLURM["analysis"])
-ANALYSIS_ENV = "../../envs/analysis.yaml"  # relative to this directory; used with --sw-deployment-method conda
+
+
+# ---------------------------------------------------------------- shared model servers
+# Local runs share one model server per model between all their cells (ctxpolicy.serving.shared,
+# workflow/rules/servers.smk).
+
+SHARED_SESSION = shared_servers.Session(
+    os.getpid(), Path(RESULTS).resolve() / ".servers"
+)
+
+
+def shares_servers() -> bool:
+    if os.environ.get(shared_servers.ENV) == "off":
+        return False
+    return workflow.local_exec and workflow.exec_mode == ExecMode.DEFAULT
+
+
+def cell_threads(cpus: int) -> int:
+    """A run cell's threads: its model's cpus, or 1 when the cell is a client of a shared server
+    (the server's CPU is outside every job), so that a second cell, a grading or a figure job
+    keeps the server's other slots and the cores busy while a cell waits for its last run.
+    """
+    return 1 if shares_servers() else cpus
+
+
+def stop_shared_servers() -> None:
+    if os.environ.get(shared_servers.ENV) == SHARED_SESSION.announce():
+        shared_servers.stop_all(SHARED_SESSION.directory, SHARED_SESSION.owner_pid)
 
 
 wildcard_constraints:

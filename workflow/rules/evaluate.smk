@@ -10,11 +10,14 @@ rule evaluate:
     log:
         f"{RESULTS}/logs/evaluate/{{benchmark}}/{{model}}/{{slug}}.log",
     params:
-        cell=lambda wildcards, input: q(Path(input[0]).parent),
+        ctxpolicy=CTXPOLICY,
+        config=CONFIG_FILE,
+        cell_dir=lambda wildcards, input: parent_dir(input[0]),
     threads: SLURM["analysis"]["cpus"]
     resources:
         **ANALYSIS,
     conda:
-        ANALYSIS_ENV
+        SOFTWARE_ENV
     shell:
-        "{ANALYSIS_CTXPOLICY} evaluate --config {CFG} --benchmark {wildcards.benchmark} {params.cell} > {log} 2>&1"
+        "{params.ctxpolicy} evaluate --config {params.config:q} --benchmark {wildcards.benchmark}"
+        " {params.cell_dir:q} > {log} 2>&1"

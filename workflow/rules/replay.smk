@@ -1,91 +1,61 @@
 # Replay (docs/analysis.md): each full-comparison FC cell's runs replayed through the full
 # comparison's policies with the agent's actions held fixed (`ctxpolicy replay`, no model calls,
-# placeholder summaries), into {results_dir}/replay/{benchmark}/{model}/, then one table of all
-# replays, {results_dir}/tables/replay/, that the cost_decomposition figure reads.
-
-REPLAY = f"{RESULTS}/replay"
-REPLAY_TABLES = f"{TABLES}/replay"
-
-
-def _full_cells(benchmark: str, model: str) -> list:
-    return [c for c in cells_in_scope(CELLS, "full") if c.benchmark == benchmark and c.model == model
-            and c.summarizer is None]
-
-
-def _replay_fc_cell(wildcards):
-    fc = next((c for c in _full_cells(wildcards.benchmark, wildcards.model) if c.policy == "FC"), None)
-    if fc is None:
-        raise WorkflowError(f"{REPLAY}/{wildcards.benchmark}/{wildcards.model}: the full comparison has no FC cell "
-                            "for this benchmark and model")
-    return fc
-
-
-def _replay_settings(wildcards) -> dict:
-    """Threshold setting (None: policies without one) -> the full comparison's policies at it."""
-    by_setting = {}
-    for cell in _full_cells(wildcards.benchmark, wildcards.model):
-        if cell.track == "full" and cell.policy != "FC":
-            by_setting.setdefault(cell.setting, []).append(cell.policy)
-    return by_setting
-
-
-def _replay_inputs(wildcards) -> list:
-    inputs = [cell_json(_replay_fc_cell(wildcards))]
-    if any(setting for setting in _replay_settings(wildcards)):
-        inputs.append(str(thresholds_path(CONFIG, wildcards.benchmark, wildcards.model)))
-    return inputs
-
-
-def _replay_command(wildcards, input, output) -> str:
-    fc = q(cell_dir(_replay_fc_cell(wildcards)))
-    commands = [f"mkdir -p {q(output[0])}", f"{ANALYSIS_CTXPOLICY} replay --runs {fc} --policy FC --out {q(REPLAY)}"]
-    for setting, policies in _replay_settings(wildcards).items():
-        threshold = f" --setting {q(setting)} --thresholds {q(input[1])}" if setting else ""
-        specs = " ".join(f"--policy {q(p)}" for p in policies)
-        commands.append(f"{ANALYSIS_CTXPOLICY} replay --runs {fc} {specs}{threshold} --out {q(REPLAY)}")
-    return " && ".join(commands)
-
-
-def _replay_dirs() -> list:
-    combos = sorted({(c.benchmark, c.model) for c in cells_in_scope(CELLS, "full")
-                     if c.track == "full" and c.policy != "FC"})
-    return [f"{REPLAY}/{benchmark}/{model}" for benchmark, model in combos]
+# placeholder summaries), into {results_dir}/replay/{benchmark}/{model}/: FC and the policies
+# without a threshold first, then the threshold-triggered ones at the full comparison's setting.
+# Then one table of all replays, {results_dir}/tables/replay/, that the cost_decomposition
+# figure reads.
 
 
 rule replay:
     input:
-        _replay_inputs,
+        fc_cell=replay_fc_cell,
+        thresholds=replay_thresholds,
     output:
         directory(f"{REPLAY}/{{benchmark}}/{{model}}"),
     log:
         f"{RESULTS}/logs/replay/{{benchmark}}/{{model}}.log",
     params:
-        command=_replay_command,
+        ctxpolicy=CTXPOLICY,
+        fc_cell=lambda wildcards, input: parent_dir(input.fc_cell),
+        replay_root=lambda wildcards, output: parent_dir(parent_dir(output[0])),
+        untriggered=replay_untriggered,
+        triggered=replay_triggered,
+        setting=replay_setting,
     resources:
         **ANALYSIS,
     conda:
-        ANALYSIS_ENV
+        SOFTWARE_ENV
     shell:
-        "({params.command}) > {log} 2>&1"
+        "(mkdir -p {output:q}"
+        " && {params.ctxpolicy} replay --runs {params.fc_cell:q} --policy {params.untriggered:q}"
+        " --out {params.replay_root:q}"
+        " && if [ -n {input.thresholds:q} ]; then"
+        " {params.ctxpolicy} replay --runs {params.fc_cell:q} --policy {params.triggered:q}"
+        " --setting {params.setting} --thresholds {input.thresholds:q} --out {params.replay_root:q};"
+        " fi) > {log} 2>&1"
 
 
 rule aggregate_replay:
     input:
-        _replay_dirs(),
+        replay_dirs(),
     output:
-        multiext(f"{REPLAY_TABLES}/", "runs.parquet", "calls.parquet", "runs.parquet.prov.json",
-                 "calls.parquet.prov.json"),
+        runs=f"{TABLES}/replay/runs.parquet",
+        calls=f"{TABLES}/replay/calls.parquet",
+        sidecars=multiext(
+            f"{TABLES}/replay/", "runs.parquet.prov.json", "calls.parquet.prov.json"
+        ),
     log:
         f"{RESULTS}/logs/aggregate/replay.log",
     params:
-        command=lambda wildcards, input: (
-            f"{ANALYSIS_CTXPOLICY} aggregate {' '.join(f'--runs {q(d)}' for d in input)} --out {q(REPLAY_TABLES)} && "
-            f"{ANALYSIS_CTXPOLICY} provenance record {q([f'{REPLAY_TABLES}/runs.parquet', f'{REPLAY_TABLES}/calls.parquet'])} "
-            f"--config {CFG} {' '.join(f'--runs {q(d)}' for d in input)}"),
+        ctxpolicy=CTXPOLICY,
+        config=CONFIG_FILE,
+        tables=lambda wildcards, output: parent_dir(output.runs),
     threads: SLURM["analysis"]["cpus"]
     resources:
         **ANALYSIS,
     conda:
-        ANALYSIS_ENV
+        SOFTWARE_ENV
     shell:
-        "({params.command}) > {log} 2>&1"
+        "({params.ctxpolicy} aggregate --runs {input:q} --out {params.tables:q}"
+        " && {params.ctxpolicy} provenance record {output.runs:q} {output.calls:q}"
+        " --config {params.config:q} --runs {input:q}) > {log} 2>&1"

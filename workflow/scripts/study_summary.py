@@ -17,9 +17,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from ctxpolicy.config import ConfigError, load_config
+from ctxpolicy.config import ConfigError
 from ctxpolicy.figures.catalog import targets_for
-from ctxpolicy.grid import expand_grid, thresholds_path
+from ctxpolicy.grid import expand_grid, load_study, thresholds_path
 
 
 def _json(path: Path):
@@ -44,7 +44,6 @@ def figure_notes(output: Path) -> list[str]:
 
 def summarize(config: dict) -> list[str]:
     results = Path(config["results_dir"])
-    figures_dir = str(config["figures_dir"]).rstrip("/")
     cells = expand_grid(config)
     outcomes: Counter = Counter()
     warnings: list[str] = []
@@ -64,8 +63,7 @@ def summarize(config: dict) -> list[str]:
     runs = ", ".join(f"{k} {v}" for k, v in outcomes.most_common()) or "none"
     lines = [f"cells done: {done} of {len(cells)}",
              f"runs: {sum(outcomes.values())} ({runs})"]
-    outputs = [Path(figures_dir + p[len("figures"):]) if p.startswith("figures/") else Path(p)
-               for spec in targets_for(config).values() for p in spec["outputs"]]
+    outputs = [Path(p) for spec in targets_for(config).values() for p in spec["outputs"]]
     written = [p for p in outputs if p.exists()]
     missing = [str(p) for p in outputs if not p.exists()]
     lines.append(f"figures and tables written: {len(written)} of {len(outputs)}"
@@ -88,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="config/config.yaml")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config)
+        config = load_study(args.config)
     except ConfigError as exc:
         print(f"study summary: {exc}")
         return 0

@@ -1,101 +1,130 @@
-"""Which notebook makes which figure or table, from which inputs.
+"""Which notebook makes which figure or table, from which inputs, showing which pairs.
 
-``TARGETS`` maps a target name (``fig2``, ``fig9``, ``table3``, …) to a dict::
+The catalog is the repository file ``workflow/figures.yaml`` (its header documents each field);
+this module reads it and resolves it for a config. ``TARGETS`` maps a target name (``fig2``,
+``fig9``, ``table3``, …) to its layout for ``results_dir: results`` and ``figures_dir: figures``::
 
-    {"notebook": "notebooks/fig2.ipynb",             # the source notebook
+    {"notebook": "notebooks/fig2.ipynb",             # the source notebook (repository-relative)
      "executed": "results/notebooks/fig2.ipynb",     # where the DAG keeps the executed copy
      "outputs": ["figures/fig2.pdf", "figures/fig2.png",
                  "figures/fig2.data.csv", "figures/fig2.notes.json"],
-     "inputs": ["results/tables/runs.parquet"],      # data files (the config file is not listed)
-     "params": {"slot": 0},                          # extra papermill parameters
-     "scope": "full"}                                # which tracks' runs it reads (ctxpolicy.grid.SCOPES)
+     "inputs": ["results/tables/full/runs.parquet"], # data files (the config file is not listed)
+     "tables_dir": "results/tables/full",            # the tables of its scope
+     "params": {},                                   # the catalog's further papermill parameters
+     "scope": "full",                                # ctxpolicy.grid.SCOPES
+     "number": 2,                                    # the study's figure/table number, or None
+     "pairs": {"from": "full_comparison", "default": "first-model"}}   # None for tables
 
-``TARGETS`` is the layout for ``results_dir: results`` and lists only inputs that do not
-depend on the config. The workflow should call ``targets_for(config)`` instead: it takes the
-loaded config mapping and returns the same shape with every input resolved (the tables under
-``{results_dir}/tables``, the cohort files named by ``benchmarks.*.cohorts``, the threshold
-files ``{results_dir}/thresholds/{benchmark}/{model}.json`` named by ``thresholds``).
-``scope`` names the tracks whose runs a target reads (``ctxpolicy.grid.SCOPES``: the
-workflow hands it ``{results_dir}/tables/{scope}/`` instead of all tables, so a sweep figure
-does not wait for the summarizer cells). Target names and outputs never depend on the config: a figure whose data a config cannot
-provide is still produced, with a note saying what is missing.
+``targets_for(config)`` resolves it for one config: paths under the config's ``results_dir``
+and ``figures_dir``, the config's cohort and thresholds files, and for every figure the
+MODEL/BENCHMARK pairs it shows (the config's ``figures:`` block, else the catalog's default)
+as ``params["pairs"]``, plus one appendix *variant* target ``{stem}-{model}-{benchmark}`` per
+pair that its track computes and no figure of its family shows (``variant_of`` names the main
+target). A family is the figures drawn by one notebook with the same catalog params (Figures
+9–15 are one family: a pair one of them shows is no variant of another).
 
-Every notebook has a ``parameters`` cell with at least ``tables_dir``, ``config_path``,
-``out_dir``, ``n_boot`` and ``seed``; the workflow runs::
+The pairs parameter is a string: ``"qwen/swebench,qwen/terminalbench"``; ``""`` = every pair;
+``"none"`` = no pair (the figure is a one-line note). Every figure also gets ``name``, the stem
+its files are written under. The workflow runs::
 
-    papermill NOTEBOOK EXECUTED -p tables_dir {results_dir}/tables -p config_path CONFIG \\
-        -p out_dir figures [-p KEY VALUE for each of params]
+    papermill NOTEBOOK EXECUTED -p tables_dir TABLES_DIR -p config_path CONFIG -p out_dir FIGURES_DIR \\
+        -y '{"name": STEM, "pairs": PAIRS, ...params}'
 
-``papermill_args(name, ...)`` builds that argument list.
+``papermill_args(name, ...)`` builds that argument list for a main target without a config.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from ctxpolicy.config import REPO_ROOT, ConfigError
+from ctxpolicy.grid import SCOPES
+
+CATALOG_FILE = REPO_ROOT / "workflow" / "figures.yaml"
 
 # a figure's picture, the numbers it draws and its missing-data notes (a JSON list of strings)
 FIGURE_SUFFIXES = (".pdf", ".png", ".data.csv", ".notes.json")
 TABLE_SUFFIXES = (".csv", ".md", ".tex")
 
-RUNS = "tables/runs.parquet"
-CALLS = "tables/calls.parquet"
-REPLAY_RUNS = "tables/replay/runs.parquet"  # replay-track runs (workflow/rules/replay.smk)
-EVENTS = "tables/events.parquet"  # ctxpolicy audit (docs/analysis.md)
-
-ABLATION_SLOTS = 7  # Figures 9–15: one per (benchmark, model) of the sweep block, in config order
-GAINS_LOSSES_SETTINGS = ("tight", "primary", "loose")  # Figures 16–18
-
-
-def _figure(stem: str, notebook: str, data: tuple[str, ...], params: dict | None = None,
-            scope: str = "full") -> dict:
-    return {"notebook": f"notebooks/{notebook}.ipynb",
-            "executed": f"results/notebooks/{stem}.ipynb",
-            "outputs": [f"figures/{stem}{s}" for s in FIGURE_SUFFIXES],
-            "inputs": [f"results/{d}" for d in data],
-            "params": dict(params or {}),
-            "scope": scope}
+SCOPED_TABLES = {"runs": "runs.parquet", "calls": "calls.parquet", "events": "events.parquet"}
+REPLAY_RUNS = "replay/runs.parquet"  # replay-track runs (workflow/rules/replay.smk), any scope
+DATA = (*SCOPED_TABLES, "replay_runs", "cohorts", "thresholds")
+PAIR_TRACKS = ("full_comparison", "sweeps", "summarizer")
+DEFAULTS = ("all", "first", "first-model", "first-benchmark")
+ALL_PAIRS, NO_PAIR = "", "none"
+FIELDS = {"number", "notebook", "data", "scope", "pairs", "params", "tables"}
 
 
-def _table(stems: tuple[str, ...], notebook: str, data: tuple[str, ...], scope: str = "full") -> dict:
-    return {"notebook": f"notebooks/{notebook}.ipynb",
-            "executed": f"results/notebooks/{notebook}.ipynb",
-            "outputs": [f"figures/{stem}{s}" for stem in stems for s in TABLE_SUFFIXES],
-            "inputs": [f"results/{d}" for d in data],
-            "params": {},
-            "scope": scope}
+# ---------------------------------------------------------------- the catalog file
 
 
-def _build_targets() -> dict[str, dict]:
-    t: dict[str, dict] = {
-        "fig2": _figure("fig2", "fig2", (RUNS,)),
-        "fig3": _figure("fig3", "fig3", (RUNS, CALLS), scope="sweep"),  # calls: firings per attempt
-        "fig4": _figure("fig4", "fig4", (RUNS,)),
-        "fig5": _figure("fig5", "fig5", (RUNS,)),
-        "fig6": _figure("fig6", "fig6", (RUNS, CALLS)),
-    }
-    for slot in range(ABLATION_SLOTS):
-        stem = f"fig{9 + slot}"
-        t[stem] = _figure(stem, "fig9_15", (RUNS,), {"slot": slot, "name": stem}, scope="sweep")
-    for i, setting in enumerate(GAINS_LOSSES_SETTINGS):
-        stem = f"fig{16 + i}"
-        t[stem] = _figure(stem, "fig16_18", (RUNS,), {"setting": setting, "name": stem}, scope="sweep")
-    t["fig19"] = _figure("fig19", "fig19", (RUNS,), scope="summarizer")
-    t["fig20"] = _figure("fig20", "fig20", (RUNS,))
-    t["fig21"] = _figure("fig21", "fig21", (RUNS,))
-    t["reacquisition"] = _figure("reacquisition", "reacquisition", (RUNS, EVENTS))
-    t["retention"] = _figure("retention", "retention", (EVENTS,), scope="sweep")  # depths of the sweep too
-    t["cost_models"] = _figure("cost_models", "cost_models", (RUNS,))
-    t["cost_decomposition"] = _figure("cost_decomposition", "cost_decomposition", (RUNS, REPLAY_RUNS))
-    t["table1_4"] = _table(("table1", "table4"), "table1_4", ())
-    t["table3"] = _table(("table3",), "table3", (RUNS,))  # strata as the runs recorded them
-    t["table5"] = _table(("table5",), "table5", (RUNS,), scope="all")  # every run's environment
-    t["table6"] = _table(("table6",), "table6", ())
-    return t
+def _check_entry(name: str, entry: Any) -> None:
+    def fail(message: str):
+        raise ConfigError(f"{CATALOG_FILE}: {name}: {message}")
+
+    if not isinstance(entry, dict):
+        fail(f"{entry!r} is not a mapping")
+    if unknown := sorted(set(entry) - FIELDS):
+        fail(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(FIELDS))}")
+    if not entry.get("notebook"):
+        fail("no notebook")
+    if entry.get("scope") not in SCOPES:
+        fail(f"scope {entry.get('scope')!r} unknown; allowed: {', '.join(SCOPES)}")
+    if bad := [d for d in entry.get("data") or [] if d not in DATA]:
+        fail(f"data {bad[0]!r} unknown; allowed: {', '.join(DATA)}")
+    if ("pairs" in entry) == ("tables" in entry):
+        fail("a target is a figure (pairs) or a table (tables), not both or neither")
+    pairs = entry.get("pairs")
+    if pairs is not None:
+        if not isinstance(pairs, dict) or pairs.get("from") not in PAIR_TRACKS:
+            fail(f"pairs.from must be one of {', '.join(PAIR_TRACKS)}, got {pairs!r}")
+        default = pairs.get("default")
+        nth = default.get("nth") if isinstance(default, dict) else None
+        if default not in DEFAULTS and not (isinstance(nth, int) and nth >= 0):
+            fail(f"pairs.default {default!r} unknown; allowed: {', '.join(DEFAULTS)} or {{nth: N}}")
 
 
-TARGETS: dict[str, dict] = _build_targets()
+@functools.lru_cache(maxsize=1)
+def _catalog() -> dict[str, dict]:
+    try:
+        entries = yaml.safe_load(CATALOG_FILE.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{CATALOG_FILE}: cannot read the figure catalog ({exc.strerror or exc})") from None
+    for name, entry in entries.items():
+        _check_entry(name, entry)
+    return entries
+
+
+def _layout(name: str, entry: dict, results_dir: str, figures_dir: str) -> dict:
+    tables_dir = f"{results_dir}/tables" if entry["scope"] == "all" else f"{results_dir}/tables/{entry['scope']}"
+    inputs = [f"{tables_dir}/{SCOPED_TABLES[d]}" for d in entry["data"] if d in SCOPED_TABLES]
+    if "replay_runs" in entry["data"]:
+        inputs.append(f"{results_dir}/tables/{REPLAY_RUNS}")
+    if "tables" in entry:
+        outputs = [f"{figures_dir}/{stem}{s}" for stem in entry["tables"] for s in TABLE_SUFFIXES]
+    else:
+        outputs = [f"{figures_dir}/{name}{s}" for s in FIGURE_SUFFIXES]
+    return {"notebook": f"notebooks/{entry['notebook']}.ipynb",
+            "executed": f"{results_dir}/notebooks/{name}.ipynb",
+            "outputs": outputs,
+            "inputs": inputs,
+            "tables_dir": tables_dir,
+            "params": dict(entry.get("params") or {}),
+            "scope": entry["scope"],
+            "number": entry.get("number"),
+            "pairs": copy.deepcopy(entry.get("pairs"))}
+
+
+TARGETS: dict[str, dict] = {name: _layout(name, entry, "results", "figures") for name, entry in _catalog().items()}
+
+
+# ---------------------------------------------------------------- the config's pairs
 
 
 def cohort_files(config: Mapping[str, Any]) -> list[str]:
@@ -110,33 +139,125 @@ def cohort_files(config: Mapping[str, Any]) -> list[str]:
 
 def threshold_files(config: Mapping[str, Any]) -> list[str]:
     """``{results_dir}/thresholds/{benchmark}/{model}.json`` for every entry of ``thresholds``."""
-    results_dir = str(config.get("results_dir") or "results")
+    results_dir = str(config.get("results_dir") or "results").rstrip("/")
     return [f"{results_dir}/thresholds/{benchmark}/{model}.json"
             for benchmark, models in (config.get("thresholds") or {}).items()
             for model in (models or {})]
 
 
-def targets_for(config: Mapping[str, Any]) -> dict[str, dict]:
-    """``TARGETS`` with every input resolved for this config (see the module docstring)."""
+def track_pairs(config: Mapping[str, Any], track: str) -> list[tuple[str, str]]:
+    """(model, benchmark) pairs of a grid track, model-major in config order."""
+    block = (config.get("grid") or {}).get(track) or {}
+    return [(m, b) for m in block.get("models") or [] for b in block.get("benchmarks") or []]
+
+
+def pair_name(pair: tuple[str, str]) -> str:
+    return f"{pair[0]}/{pair[1]}"
+
+
+def pairs_param(pairs: list[tuple[str, str]] | None) -> str:
+    """The notebook's ``pairs`` parameter: None (every pair) -> "", [] -> "none"."""
+    if pairs is None:
+        return ALL_PAIRS
+    return ",".join(map(pair_name, pairs)) or NO_PAIR
+
+
+def figure_pairs_block(config: Mapping[str, Any], source: str = "<config>") -> dict[str, list[tuple[str, str]]]:
+    """The config's ``figures:`` block, checked against the catalog and the config's names."""
+    figures = [name for name, spec in TARGETS.items() if spec["pairs"]]
+    block = config.get("figures") or {}
+    checked = {}
+    for stem, items in block.items():
+        if stem not in figures:
+            raise ConfigError(f"{source}: figures.{stem}: {stem!r} is not a figure that shows pairs; "
+                              f"allowed: {', '.join(figures)}")
+        pairs = []
+        for i, item in enumerate(items or []):
+            model, _, benchmark = str(item).partition("/")
+            if model not in (config.get("models") or {}):
+                raise ConfigError(f"{source}: figures.{stem}[{i}]: {item!r}: unknown model {model!r}; "
+                                  f"allowed: {', '.join(config.get('models') or {})}")
+            if benchmark not in (config.get("benchmarks") or {}):
+                raise ConfigError(f"{source}: figures.{stem}[{i}]: {item!r}: unknown benchmark {benchmark!r}; "
+                                  f"allowed: {', '.join(config.get('benchmarks') or {})}")
+            pairs.append((model, benchmark))
+        checked[stem] = pairs
+    return checked
+
+
+def default_pairs(spec: Mapping[str, Any], computed: list[tuple[str, str]]) -> list[tuple[str, str]] | None:
+    """The pairs a figure shows when the config does not say (None: every pair)."""
+    default = spec["default"]
+    if default == "all":
+        return None
+    if default == "first":
+        return computed[:1]
+    if default == "first-model":
+        return [p for p in computed if computed and p[0] == computed[0][0]]
+    if default == "first-benchmark":
+        return [p for p in computed if computed and p[1] == computed[0][1]]
+    nth = default["nth"]
+    return computed[nth:nth + 1]
+
+
+def _family(spec: Mapping[str, Any]) -> tuple:
+    return spec["notebook"], tuple(sorted(spec["params"].items()))
+
+
+def targets_for(config: Mapping[str, Any], source: str = "<config>") -> dict[str, dict]:
+    """Every target for this config, appendix variants included (see the module docstring)."""
     results_dir = str(config.get("results_dir") or "results").rstrip("/")
-    resolved = copy.deepcopy(TARGETS)
-    for spec in resolved.values():
-        spec["inputs"] = [results_dir + p[len("results"):] if p.startswith("results/") else p
-                          for p in spec["inputs"]]
-        spec["executed"] = results_dir + spec["executed"][len("results"):]
-    resolved["table3"]["inputs"] += cohort_files(config)
-    resolved["table6"]["inputs"] = threshold_files(config)
+    figures_dir = str(config.get("figures_dir") or "figures").rstrip("/")
+    chosen = figure_pairs_block(config, source)
+    resolved: dict[str, dict] = {}
+    shown_by_family: dict[tuple, set | None] = {}
+    first_of_family: dict[tuple, str] = {}
+    for name, entry in _catalog().items():
+        spec = _layout(name, entry, results_dir, figures_dir)
+        spec["variant_of"] = None
+        if "cohorts" in entry["data"]:
+            spec["inputs"] += cohort_files(config)
+        if "thresholds" in entry["data"]:
+            spec["inputs"] += threshold_files(config)
+        if spec["pairs"]:
+            computed = track_pairs(config, spec["pairs"]["from"])
+            shows = chosen[name] if name in chosen else default_pairs(spec["pairs"], computed)
+            spec["params"].update(name=name, pairs=pairs_param(shows))
+            family = _family(TARGETS[name])
+            first_of_family.setdefault(family, name)
+            seen = shown_by_family.get(family, set())
+            shown_by_family[family] = None if shows is None or seen is None else seen | set(shows)
+        resolved[name] = spec
+    for family, shown in shown_by_family.items():
+        main = first_of_family[family]
+        if shown is None:
+            continue
+        for model, benchmark in track_pairs(config, resolved[main]["pairs"]["from"]):
+            if (model, benchmark) not in shown:
+                resolved[f"{main}-{model}-{benchmark}"] = _variant(resolved[main], model, benchmark,
+                                                                   results_dir, figures_dir)
     return resolved
+
+
+def _variant(main: dict, model: str, benchmark: str, results_dir: str, figures_dir: str) -> dict:
+    stem = f"{main['params']['name']}-{model}-{benchmark}"
+    spec = copy.deepcopy(main)
+    spec.update(executed=f"{results_dir}/notebooks/{stem}.ipynb",
+                outputs=[f"{figures_dir}/{stem}{s}" for s in FIGURE_SUFFIXES],
+                variant_of=main["params"]["name"])
+    spec["params"].update(name=stem, pairs=pair_name((model, benchmark)))
+    return spec
 
 
 def papermill_args(name: str, *, config_path: str, tables_dir: str = "results/tables",
                    out_dir: str = "figures", executed: str | None = None,
                    extra: Mapping[str, Any] | None = None) -> list[str]:
-    """The papermill command line (without the program name) for one target."""
+    """The papermill command line (without the program name) for one main target, every pair shown."""
     spec = TARGETS[name]
+    params = {**spec["params"], **({"name": name} if spec["pairs"] else {}), **(extra or {})}
     args = [spec["notebook"], executed or spec["executed"],
             "-p", "tables_dir", tables_dir, "-p", "config_path", config_path,
             "-p", "out_dir", out_dir]
-    for key, value in {**spec["params"], **(extra or {})}.items():
+    for key, value in params.items():
         args += ["-p", key, str(value)]
     return args

@@ -15,8 +15,8 @@ from pathlib import Path
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--runs", action="append", required=True, type=Path, metavar="DIR",
-                        help="a directory of run directories (repeatable), e.g. results/runs")
+    parser.add_argument("--runs", nargs="+", action="extend", required=True, type=Path, metavar="DIR",
+                        help="directories of run directories (repeatable), e.g. results/runs")
     parser.add_argument("--out", type=Path, default=Path("results/tables"), help="output directory")
     parser.add_argument("--block", type=int, default=16, help="cache block size in tokens (default 16)")
     parser.add_argument("--discount", type=float, default=0.1,

@@ -26,10 +26,10 @@ class ReplayArgumentError(ValueError):
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--runs", type=Path, action="append", required=True, metavar="FC_CELL_DIR",
-                        help="an FC cell directory (or one run directory); repeatable")
-    parser.add_argument("--policy", action="append", required=True, metavar="SPEC",
-                        help="a policy spec to replay (e.g. TR/Th/0.5); repeatable")
+    parser.add_argument("--runs", type=Path, nargs="+", action="extend", required=True, metavar="FC_CELL_DIR",
+                        help="FC cell directories (or run directories); repeatable")
+    parser.add_argument("--policy", nargs="+", action="extend", required=True, metavar="SPEC",
+                        help="policy specs to replay (e.g. TR/Th/0.5); repeatable")
     threshold = parser.add_mutually_exclusive_group()
     threshold.add_argument("--threshold", type=int, help="the threshold in tokens, for every Th policy")
     threshold.add_argument("--setting", choices=SETTINGS, help="a threshold setting read from --thresholds")
