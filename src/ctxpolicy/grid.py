@@ -16,7 +16,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ctxpolicy.config import REPO_ROOT, ConfigError
+from ctxpolicy.cohort_file import CohortError, read_cohort
+from ctxpolicy.config import ConfigError
+from ctxpolicy.paths import in_repo
 
 TRACK_NAMES = {"calibration": "calibration", "full_comparison": "full",
                "sweeps": "sweep", "summarizer": "summarizer"}
@@ -114,19 +116,16 @@ def expand_grid(config: dict) -> list[Cell]:
 
 def cohort_path(config: dict, benchmark: str, cohort: str) -> Path:
     """A cohort file; relative paths are relative to the repository root, as the adapters read them."""
-    return REPO_ROOT / config["benchmarks"][benchmark]["cohorts"][cohort]
+    return in_repo(config["benchmarks"][benchmark]["cohorts"][cohort])
 
 
 def cohort_tasks(config: dict, benchmark: str, cohort: str) -> list[str]:
     """Task ids a cohort runs: its file's ids (one per line, `#` starts a comment, as in
     ctxpolicy.benchmarks.cohorts), only the first N where ``cohort_limit`` says so."""
-    path = cohort_path(config, benchmark, cohort)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read cohort {cohort!r} of benchmark {benchmark!r} "
-                          f"({exc.strerror or exc})") from None
-    tasks = [task for task in (line.split("#", 1)[0].strip() for line in lines) if task]
+        tasks = read_cohort(cohort_path(config, benchmark, cohort))
+    except CohortError as exc:
+        raise ConfigError(f"cohort {cohort!r} of benchmark {benchmark!r}: {exc}") from None
     limit = config["benchmarks"][benchmark].get("cohort_limit", {}).get(cohort)
     return tasks[:limit] if limit else tasks
 

@@ -178,12 +178,6 @@ def is_complete_run(run: str | Path) -> bool:
         return False
 
 
-def read_submission(run: str | Path, record: dict) -> str:
-    """A run's submission: ``patch.diff`` when the run wrote one, else ``run.json``'s ``submission``."""
-    patch = Path(run) / PATCH_DIFF
-    return patch.read_text(encoding="utf-8") if patch.is_file() else (record.get("submission") or "")
-
-
 # ---------------------------------------------------------------- writing (atomic)
 
 
