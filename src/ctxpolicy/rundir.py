@@ -212,6 +212,10 @@ def write_eval_json(cell: str | Path, summary: dict) -> Path:
 # ---------------------------------------------------------------- calls.jsonl
 
 
+CALL_KINDS = ("agent", "summary")
+CALL_STATUSES = ("ok", "error")
+
+
 @dataclass(kw_only=True)
 class CallRecord:
     """One line of ``calls.jsonl``: one LLM call of a run (agent harness, proxy or replay alike).
