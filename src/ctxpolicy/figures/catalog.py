@@ -35,6 +35,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from ctxpolicy.threshold_settings import SETTINGS
+
 # a figure's picture, the numbers it draws and its missing-data notes (a JSON list of strings)
 FIGURE_SUFFIXES = (".pdf", ".png", ".data.csv", ".notes.json")
 TABLE_SUFFIXES = (".csv", ".md", ".tex")
@@ -45,7 +47,7 @@ REPLAY_RUNS = "tables/replay/runs.parquet"  # replay-track runs (workflow/rules/
 EVENTS = "tables/events.parquet"  # ctxpolicy audit (docs/analysis.md)
 
 ABLATION_SLOTS = 7  # Figures 9–15: one per (benchmark, model) of the sweep block, in config order
-GAINS_LOSSES_SETTINGS = ("tight", "primary", "loose")  # Figures 16–18
+GAINS_LOSSES_SETTINGS = SETTINGS  # Figures 16–18: one per threshold setting
 
 
 def _figure(stem: str, notebook: str, data: tuple[str, ...], params: dict | None = None,
