@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ctxpolicy.paths import REPO_ROOT
-from ctxpolicy.threshold_settings import SETTINGS
+from ctxpolicy.threshold_settings import SETTINGS  # noqa: F401  (workflow/scripts/preset_thresholds.py)
 
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
 DEFAULT_CONFIG = REPO_ROOT / "config" / "config.yaml"

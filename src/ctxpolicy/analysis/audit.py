@@ -15,6 +15,7 @@ contradicted), or lost when the step wrote no summary.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any

@@ -11,15 +11,15 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ctxpolicy import cohort_file
+from ctxpolicy import cohort_file as cohort_files  # the reader; ``cohort_file`` below names one file
 from ctxpolicy.benchmarks.base import BenchmarkError
 
 
 def parse_cohort(text: str, source: str = "<cohort>") -> list[str]:
     """``ctxpolicy.cohort_file.parse_cohort``, its errors as ``BenchmarkError``."""
     try:
-        return cohort_file.parse_cohort(text, source)
-    except cohort_file.CohortError as exc:
+        return cohort_files.parse_cohort(text, source)
+    except cohort_files.CohortError as exc:
         raise BenchmarkError(str(exc)) from None
 
 
@@ -38,8 +38,8 @@ def read_cohort(path: Path) -> list[str]:
     """``ctxpolicy.cohort_file.read_cohort`` (relative paths: under the repository root), its errors
     as ``BenchmarkError``."""
     try:
-        return cohort_file.read_cohort(path)
-    except cohort_file.CohortError as exc:
+        return cohort_files.read_cohort(path)
+    except cohort_files.CohortError as exc:
         raise BenchmarkError(str(exc)) from None
 
 
