@@ -23,6 +23,7 @@ from ctxpolicy.agent.record import (
     rebuild_prompts,
     reset_run_dir,
 )
+from ctxpolicy.rundir import CallRecord
 
 TESTS = Path(__file__).resolve().parent
 
@@ -59,8 +60,8 @@ def test_store_keeps_each_distinct_message_once_and_prompts_rebuild(tmp_path):
     with RunRecorder(tmp_path, count_tokens=lambda m: len(m["content"])) as recorder:
         first = recorder.store([system, user])
         second = recorder.store([system, user, reply])
-        recorder.record_call({"kind": "agent", "message_ids": first})
-        recorder.record_call({"kind": "agent", "message_ids": second})
+        recorder.record_call(_call(first))
+        recorder.record_call(_call(second))
     lines = list(read_jsonl(tmp_path / "messages.jsonl"))
     assert [line["id"] for line in lines] == second
     assert all(line["id"] == message_id(line["message"]) for line in lines)
@@ -68,6 +69,12 @@ def test_store_keeps_each_distinct_message_once_and_prompts_rebuild(tmp_path):
     assert rebuild_prompts(tmp_path) == [[system, {"role": "user", "content": "hi"}],
                                          [system, {"role": "user", "content": "hi"}, reply]]
     assert [c["index"] for c in read_jsonl(tmp_path / "calls.jsonl")] == [0, 1]
+
+
+def _call(message_ids: list[str]) -> CallRecord:
+    return CallRecord(kind="agent", step=1, start=0.0, end=1.0, latency_s=1.0, status="ok", error=None,
+                      prompt_tokens=3, completion_tokens=1, cached_tokens=None, est_tokens_before=3,
+                      est_tokens_after=3, message_ids=message_ids, events=[])
 
 
 def test_message_id_ignores_extra_and_key_order():

@@ -167,10 +167,10 @@ def test_synthetic_transcripts_are_valid_fc_runs_that_replay_with_events(tmp_pat
     again = write_fc_run(tmp_path / "again" / "t__a1", seed=3, task_id="t", steps=12)
     assert (again / "messages.jsonl").read_bytes() == (run_dir / "messages.jsonl").read_bytes()
     fc = replay_source(source, parse_spec("FC"))
-    assert [c["message_ids"] for c in fc.calls] == [c["message_ids"] for c in source.agent_calls]
+    assert [c.message_ids for c in fc.calls] == [c["message_ids"] for c in source.agent_calls]
     final = source.agent_calls[-1]["est_tokens_after"]
     tr = replay_source(source, parse_spec("TR/Th/0.5"), threshold=final // 2)
-    assert any(c["events"] for c in tr.calls) and max(c["prompt_tokens"] for c in tr.calls) < final
+    assert any(c.events for c in tr.calls) and max(c.prompt_tokens for c in tr.calls) < final
 
 
 def test_summaries_from_an_endpoint_are_real_calls_recorded_as_such(recorded, tmp_path):

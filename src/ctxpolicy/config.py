@@ -19,10 +19,10 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from ctxpolicy.paths import REPO_ROOT
+
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
 DEFAULT_CONFIG = REPO_ROOT / "config" / "config.yaml"
-SETTINGS = ("tight", "primary", "loose")
 TRACKS = ("calibration", "full_comparison", "sweeps", "summarizer")
 
 

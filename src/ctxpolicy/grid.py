@@ -19,8 +19,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxpolicy.config import REPO_ROOT, TRACKS, ConfigError, load_config, validate_config
+from ctxpolicy.cohort_file import CohortError, read_cohort
+from ctxpolicy.config import TRACKS, ConfigError, load_config, validate_config
+from ctxpolicy.paths import in_repo
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
+from ctxpolicy.threshold_settings import PRIMARY
 
 # the config's grid sections -> the track a cell records
 TRACK_NAMES = dict(zip(TRACKS, ("calibration", "full", "sweep", "summarizer"), strict=True))
@@ -88,7 +91,7 @@ def expand_grid(config: dict) -> list[Cell]:
 
     full = grid.get("full_comparison", {})
     for policy in full.get("policies", []):
-        add("full_comparison", {"cohort": "main", **full}, policy, full.get("setting", "primary"))
+        add("full_comparison", {"cohort": "main", **full}, policy, full.get("setting", PRIMARY))
 
     sweeps = {"cohort": "sweep", **grid.get("sweeps", {})}
     for setting in sweeps.get("settings", []):
@@ -101,7 +104,7 @@ def expand_grid(config: dict) -> list[Cell]:
     summ = {"cohort": "sweep", **grid.get("summarizer", {})}
     for policy in summ.get("policies", []):
         for summarizer in summ.get("summarizers", []):
-            add("summarizer", summ, policy, summ.get("setting", "primary"), summarizer)
+            add("summarizer", summ, policy, summ.get("setting", PRIMARY), summarizer)
 
     return list(cells.values())
 
@@ -111,19 +114,16 @@ def expand_grid(config: dict) -> list[Cell]:
 
 def cohort_path(config: dict, benchmark: str, cohort: str) -> Path:
     """A cohort file; relative paths are relative to the repository root, as the adapters read them."""
-    return REPO_ROOT / config["benchmarks"][benchmark]["cohorts"][cohort]
+    return in_repo(config["benchmarks"][benchmark]["cohorts"][cohort])
 
 
 def cohort_tasks(config: dict, benchmark: str, cohort: str) -> list[str]:
     """Task ids a cohort runs: its file's ids (one per line, `#` starts a comment, as in
     ctxpolicy.benchmarks.cohorts), only the first N where the benchmark's ``cohort_limit`` says so."""
-    path = cohort_path(config, benchmark, cohort)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read cohort {cohort!r} of benchmark {benchmark!r} "
-                          f"({exc.strerror or exc})") from None
-    tasks = [task for task in (line.split("#", 1)[0].strip() for line in lines) if task]
+        tasks = read_cohort(cohort_path(config, benchmark, cohort))
+    except CohortError as exc:
+        raise ConfigError(f"cohort {cohort!r} of benchmark {benchmark!r}: {exc}") from None
     limit = config["benchmarks"][benchmark].get("cohort_limit", {}).get(cohort)
     return tasks[:limit] if limit else tasks
 

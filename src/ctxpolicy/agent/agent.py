@@ -19,6 +19,7 @@ from ctxpolicy.agent.client import ChatResponse, ContextOverflowError, DeadlineE
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.agent.model import EndpointModel
 from ctxpolicy.agent.record import RunRecorder
+from ctxpolicy.rundir import CallRecord
 from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, SummaryCall
 from ctxpolicy.tokens import count_messages
 
@@ -147,36 +148,35 @@ class PolicyAgent(DefaultAgent):
         message_ids = self.recorder.store(call.request_messages)
         estimate = count_messages(call.request_messages)
         self.llm_s += latency_s
-        self.recorder.record_call({
-            "kind": "summary", "step": self._step, "start": call.start, "end": call.end, "latency_s": latency_s,
-            "status": "error" if call.error else "ok", "error": call.error,
-            "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
-            "cached_tokens": call.cached_tokens, "est_tokens_before": estimate, "est_tokens_after": estimate,
-            "message_ids": message_ids, "events": [], "attempts": attempts, "finish_reason": None,
-            "model": call.model,
-        })
+        self.recorder.record_call(CallRecord(
+            kind="summary", step=self._step, start=call.start, end=call.end, latency_s=latency_s,
+            status="error" if call.error else "ok", error=call.error,
+            prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
+            cached_tokens=call.cached_tokens, est_tokens_before=estimate, est_tokens_after=estimate,
+            message_ids=message_ids, events=[], attempts=attempts, finish_reason=None, model=call.model,
+        ))
 
 
-def ok_call(call: dict, response: ChatResponse) -> dict:
-    return {
-        "kind": call["kind"], "step": call["step"], "start": response.start, "end": response.end,
-        "latency_s": response.latency_s, "status": "ok", "error": None,
-        "prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens,
-        "cached_tokens": response.cached_tokens, "est_tokens_before": call["est_tokens_before"],
-        "est_tokens_after": call["est_tokens_after"], "message_ids": call["message_ids"], "events": call["events"],
-        "attempts": response.attempts, "finish_reason": response.finish_reason, "model": response.model,
-    }
+def ok_call(call: dict, response: ChatResponse) -> CallRecord:
+    return CallRecord(
+        kind=call["kind"], step=call["step"], start=response.start, end=response.end,
+        latency_s=response.latency_s, status="ok", error=None,
+        prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
+        cached_tokens=response.cached_tokens, est_tokens_before=call["est_tokens_before"],
+        est_tokens_after=call["est_tokens_after"], message_ids=call["message_ids"], events=call["events"],
+        attempts=response.attempts, finish_reason=response.finish_reason, model=response.model,
+    )
 
 
-def failed_call(call: dict, exc: EndpointError, start: float, end: float, latency_s: float) -> dict:
-    return {
-        "kind": call["kind"], "step": call["step"], "start": start, "end": end, "latency_s": latency_s,
-        "status": "error", "error": f"{type(exc).__name__}: {exc}",
-        "prompt_tokens": None, "completion_tokens": None, "cached_tokens": None,
-        "est_tokens_before": call["est_tokens_before"], "est_tokens_after": call["est_tokens_after"],
-        "message_ids": call["message_ids"], "events": call["events"], "attempts": exc.attempts,
-        "finish_reason": None, "model": None,
-    }
+def failed_call(call: dict, exc: EndpointError, start: float, end: float, latency_s: float) -> CallRecord:
+    return CallRecord(
+        kind=call["kind"], step=call["step"], start=start, end=end, latency_s=latency_s,
+        status="error", error=f"{type(exc).__name__}: {exc}",
+        prompt_tokens=None, completion_tokens=None, cached_tokens=None,
+        est_tokens_before=call["est_tokens_before"], est_tokens_after=call["est_tokens_after"],
+        message_ids=call["message_ids"], events=call["events"], attempts=exc.attempts,
+        finish_reason=None, model=None,
+    )
 
 
 def _interrupt_for(exc: EndpointError) -> InterruptAgentFlow:

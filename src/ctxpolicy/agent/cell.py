@@ -8,7 +8,6 @@ now declares (e.g. before a recalibration) are kept and listed as stale, or, wit
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import threading
@@ -21,12 +20,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ctxpolicy.agent.record import RUN_JSON, atomic_write_json, is_complete, read_json
 from ctxpolicy.agent.runner import RunResult
+from ctxpolicy.rundir import CELL_JSON, RUN_JSON, read_run_json, set_aside, write_cell_json
+from ctxpolicy.rundir import is_complete_run as is_complete
 
-CELL_JSON = "cell.json"
 HARNESS_LOG = "harness.log"
-STALE_DIR = "stale"
 ANY_THRESHOLD = object()  # the cell declares no threshold: none of its runs is stale
 
 
@@ -73,7 +71,7 @@ def survey(runs: Sequence[PlannedRun], *, threshold: object = ANY_THRESHOLD, red
         if not is_complete(run.run_dir):
             state.pending.append(run)
             continue
-        record = read_json(run.run_dir / RUN_JSON)
+        record = read_run_json(run.run_dir)
         if redo_errors and record.get("outcome") == "error":
             state.pending.append(run)
             continue
@@ -91,19 +89,6 @@ def survey(runs: Sequence[PlannedRun], *, threshold: object = ANY_THRESHOLD, red
 def previous_result(run: PlannedRun, redo_errors: bool) -> RunResult | None:
     """The recorded result when this run need not run again, else None."""
     return survey([run], redo_errors=redo_errors).done.get(run.run_dir)
-
-
-def set_aside(run_dir: Path, cell_dir: Path) -> Path:
-    """Move a run directory to ``CELL_DIR/stale/`` (never over an earlier one) and return where."""
-    folder = Path(cell_dir) / STALE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / run_dir.name
-    n = 1
-    while target.exists():
-        n += 1
-        target = folder / f"{run_dir.name}.{n}"
-    shutil.move(run_dir, target)
-    return target
 
 
 def report_stale(state: Survey) -> None:
@@ -176,8 +161,8 @@ def run_cell(
     if unrecorded:  # a cell counts only runs with a record; starting it again redoes these
         raise RunsUnrecorded(f"{cell_dir}: {len(unrecorded)} run(s) ended without a complete {RUN_JSON}: "
                              f"{', '.join(unrecorded[:10])}; no {CELL_JSON} written")
-    atomic_write_json(cell_dir / CELL_JSON,
-                      cell_record(cell_info, ordered, cell_dir, start, time.time(), state.kept_stale, moved))
+    write_cell_json(cell_dir,
+                    cell_record(cell_info, ordered, cell_dir, start, time.time(), state.kept_stale, moved))
     return ordered
 
 
@@ -217,14 +202,14 @@ def run_cell_with_harness(
         if run.run_dir in state.done and run.task_id not in pending:
             results.append(state.done[run.run_dir])
         elif is_complete(run.run_dir):
-            record = read_json(run.run_dir / RUN_JSON)
+            record = read_run_json(run.run_dir)
             results.append(RunResult(run.run_dir, record.get("outcome", "error"), record.get("error")))
     missing = [run.run_dir.name for run in runs if not is_complete(run.run_dir)]
     if missing:
         raise HarnessError(f"{cell_dir / HARNESS_LOG}: the harness left {len(missing)} run(s) without a complete "
                            f"run.json: {', '.join(missing[:10])}")
     kept = survey(runs, threshold=expected_threshold(cell_info)).stale  # the harness may have redone some
-    atomic_write_json(cell_dir / CELL_JSON, cell_record(cell_info, results, cell_dir, start, time.time(), kept, moved))
+    write_cell_json(cell_dir, cell_record(cell_info, results, cell_dir, start, time.time(), kept, moved))
     return results
 
 

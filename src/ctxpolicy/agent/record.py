@@ -1,63 +1,36 @@
-"""The run directory on disk: message store, call log, atomic records, and reading them back.
+"""The agent's recorder: the message store and the call log as a run grows, and prompts rebuilt from them.
 
-Layout and line formats are the contract in docs/architecture.md ("Run directory").
+File names, completeness, record I/O and the call line are the run directory's contract,
+``ctxpolicy.rundir`` (docs/architecture.md, "Run directory"); they are re-exported here.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
-from ctxpolicy import atomic
 from ctxpolicy.agent.messages import api_message, message_id
+from ctxpolicy.rundir import (
+    CALLS_JSONL,
+    MESSAGES_JSONL,
+    PATCH_DIFF,
+    RUN_JSON,
+    TRAJECTORY_JSON,
+    WORKSPACE,
+    CallRecord,
+    read_json,
+    read_jsonl,
+    reset_run_dir,
+)
+from ctxpolicy.rundir import is_complete_run as is_complete
+from ctxpolicy.rundir import write_record as atomic_write_json
 
-RUN_JSON = "run.json"
-CALLS_JSONL = "calls.jsonl"
-MESSAGES_JSONL = "messages.jsonl"
-TRAJECTORY_JSON = "trajectory.json"
-PATCH_DIFF = "patch.diff"
-WORKSPACE = "workspace"
-
-# What a rerun of a run directory removes before starting again (verdicts belong to a past run too).
-_RUN_OUTPUTS = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON, PATCH_DIFF, "verdict.json")
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    """The run directory's JSON layout: indented, UTF-8 as is, anything else as ``str``."""
-    atomic.atomic_write_json(path, data, indent=2, ensure_ascii=False, default=str)
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def read_jsonl(path: Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
-
-
-def is_complete(run_dir: Path) -> bool:
-    """True when ``run_dir/run.json`` exists, parses and says ``complete: true``."""
-    try:
-        return read_json(Path(run_dir) / RUN_JSON).get("complete") is True
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def reset_run_dir(run_dir: Path) -> None:
-    """Remove what a previous, unfinished attempt at this run left behind."""
-    run_dir = Path(run_dir)
-    for name in _RUN_OUTPUTS:
-        (run_dir / name).unlink(missing_ok=True)
-    for stale in run_dir.glob(f".{RUN_JSON}.*.tmp"):
-        stale.unlink(missing_ok=True)
-    shutil.rmtree(run_dir / WORKSPACE, ignore_errors=True)
+# The run directory's contract (ctxpolicy.rundir), re-exported for the agent room, and the recorder.
+__all__ = ["CALLS_JSONL", "MESSAGES_JSONL", "PATCH_DIFF", "RUN_JSON", "TRAJECTORY_JSON", "WORKSPACE", "CallRecord",
+           "RunRecorder", "atomic_write_json", "is_complete", "read_json", "read_jsonl", "rebuild_prompts",
+           "reset_run_dir"]
 
 
 def rebuild_prompts(run_dir: Path) -> list[list[dict]]:
@@ -105,12 +78,13 @@ class RunRecorder:
             self._messages.flush()
         return ids
 
-    def record_call(self, call: dict) -> dict:
-        """Give the call the next index, append it to ``calls.jsonl`` and return it."""
+    def record_call(self, call: CallRecord) -> dict:
+        """Give the call the next index, append it to ``calls.jsonl`` and return its line."""
         with self._lock:
-            line = {"index": len(self.calls), **call}
-            self._calls.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+            numbered = call.numbered(len(self.calls))
+            self._calls.write(numbered.line())
             self._calls.flush()
+            line = numbered.to_json()
             self.calls.append(line)
         return line
 

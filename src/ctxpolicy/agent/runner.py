@@ -17,18 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ctxpolicy.agent.client import ChatClient
-from ctxpolicy.agent.record import (
-    PATCH_DIFF,
-    RUN_JSON,
-    TRAJECTORY_JSON,
-    WORKSPACE,
-    RunRecorder,
-    atomic_write_json,
-    reset_run_dir,
-)
+from ctxpolicy.agent.record import RunRecorder
 from ctxpolicy.agent.settings import AGENT_DIR, RunSettings, load_templates
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.atomic import atomic_write_text
+from ctxpolicy.rundir import PATCH_DIFF, TRAJECTORY_JSON, WORKSPACE, reset_run_dir, write_record, write_run_json
 
 SCHEMA_VERSION = 1
 
@@ -125,7 +118,7 @@ def execute_run(
     if cancel is not None and cancel.is_set():
         raise RunCancelled(f"{run_dir}: interrupted; no run.json written")
     record = _complete_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
-    atomic_write_json(run_dir / RUN_JSON, record)
+    write_run_json(run_dir, record)
     return RunResult(run_dir, state.outcome, state.error)
 
 
@@ -183,7 +176,7 @@ def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_en
             exit_extra = agent.run(task.instruction, submission_instructions=adapter.submission_instructions(task))
         finally:
             state.agent_s = time.perf_counter() - t1
-            atomic_write_json(run_dir / TRAJECTORY_JSON, agent.serialize(_trajectory_extra(identity)))
+            write_record(run_dir / TRAJECTORY_JSON, agent.serialize(_trajectory_extra(identity)))
         state.outcome = outcome_of(exit_extra.get("exit_status", ""))
         if state.outcome == "error":
             state.error = exit_extra.get("reason") or exit_extra.get("exit_status") or "unknown exit"

@@ -9,8 +9,7 @@ import subprocess
 from pathlib import Path
 
 from ctxpolicy.gitstate import code_state
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from ctxpolicy.paths import REPO_ROOT  # noqa: F401  (agent.settings and agent.plan import it from here)
 
 
 def _version(distribution: str) -> str | None:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy import rundir
 from ctxpolicy.analysis import anchors as anchors_
 from ctxpolicy.analysis.constraints import constraints_of, restated
 from ctxpolicy.analysis.judge import LexicalJudge
@@ -40,23 +41,14 @@ COLUMNS = ("run_dir", *IDENTITY, "outcome", "event", "call_index", "step", "prim
            *COUNTS, "steps_to_reacq", "judge_model", "judge_endpoint", "judge_template_sha256", "lost_anchors")
 
 
-def is_complete(run_dir: Path) -> bool:
-    """True when ``run.json`` parses and says ``complete: true`` (only complete runs are audited)."""
-    try:
-        return json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8")).get("complete") is True
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def read_identity(run_dir: Path) -> tuple[dict, str | None]:
-    path = Path(run_dir) / "run.json"
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RecordError(f"{path}: unreadable ({type(exc).__name__})") from None
-    identity = record.get("identity") if isinstance(record, dict) else None
+        record = rundir.read_run_json(run_dir)
+    except rundir.RunRecordError as exc:
+        raise RecordError(str(exc)) from None
+    identity = record.get("identity")
     if not isinstance(identity, dict):
-        raise RecordError(f"{path}: field 'identity' is missing or not an object")
+        raise RecordError(f"{Path(run_dir) / rundir.RUN_JSON}: field 'identity' is missing or not an object")
     return identity, record.get("outcome")
 
 

@@ -33,12 +33,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.analysis.audit import audit_run, is_complete
+    from ctxpolicy.analysis.audit import audit_run
     from ctxpolicy.analysis.judge import EndpointJudge, JudgeError, LexicalJudge, VerdictCache
     from ctxpolicy.analysis.table import frame, write_events
     from ctxpolicy.analysis.windows import RecordError
     from ctxpolicy.metrics.records import RecordError as FindError
     from ctxpolicy.metrics.records import find_run_dirs
+    from ctxpolicy.rundir import is_complete_run
 
     if bool(args.judge_url) != bool(args.judge_model):
         print("audit: --judge-url and --judge-model go together", file=sys.stderr)
@@ -53,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
                                   template_dir=args.judge_templates)
         else:
             judge = LexicalJudge()
-        run_dirs = [d for d in find_run_dirs(args.runs) if is_complete(d)]
+        run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
         rows = [row for run_dir in run_dirs for row in audit_run(run_dir, judge)]
     except (RecordError, JudgeError, FindError) as exc:
         print(f"audit: {exc}", file=sys.stderr)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxpolicy.policies.history import marker_of
+from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON
 
 
 class RecordError(ValueError):
@@ -91,7 +92,7 @@ def _calls(path: Path, store: dict[str, dict]) -> list[dict]:
             raise RecordError(f"{where}: field 'message_ids' names unknown message id {unknown[0]!r}")
         if not isinstance(call.get("events") or [], list):
             raise RecordError(f"{where}: field 'events' is {call.get('events')!r}, not a list")
-        if call.get("kind") not in ("agent", "summary"):
+        if call.get("kind") not in CALL_KINDS:
             raise RecordError(f"{where}: field 'kind' is {call.get('kind')!r}, not 'agent' or 'summary'")
         if not isinstance(call.get("step"), int):
             raise RecordError(f"{where}: field 'step' is {call.get('step')!r}, not an integer")
@@ -114,13 +115,13 @@ def _appended(previous: list[str], prompt: list[str], store: dict[str, dict]) ->
 
 def read_transcript(run_dir: str | Path) -> Transcript:
     run_dir = Path(run_dir)
-    store = _store(run_dir / "messages.jsonl")
+    store = _store(run_dir / MESSAGES_JSONL)
     transcript = Transcript(store=store)
     previous: list[str] = []
     previous_step: int | None = None
     summaries_of_step: dict[int, int] = {}
     ok_steps: list[int] = []
-    for call in _calls(run_dir / "calls.jsonl", store):
+    for call in _calls(run_dir / CALLS_JSONL, store):
         if call["kind"] == "summary":
             summaries_of_step[call["step"]] = summaries_of_step.get(call["step"], 0) + 1
             continue
@@ -135,7 +136,7 @@ def read_transcript(run_dir: str | Path) -> Transcript:
         transcript.agent_steps.append(call["step"])
         if call.get("status", "ok") == "ok":
             ok_steps.append(call["step"])
-    replies = _trajectory_replies(run_dir / "trajectory.json")
+    replies = _trajectory_replies(run_dir / TRAJECTORY_JSON)
     if replies is not None and len(replies) == len(ok_steps):
         transcript.replies = list(zip(ok_steps, replies))
     return transcript

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ctxpolicy import atomic
+from ctxpolicy import rundir
 
 TASK_KINDS = ("repo", "terminal")
 ENVIRONMENT_KINDS = ("bwrap", "docker", "apptainer")
@@ -73,18 +72,13 @@ def submission_instructions_for(task: Task) -> str:
     return REPO_SUBMISSION if task.kind == "repo" else TERMINAL_SUBMISSION
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """The benchmarks' JSON layout (verdicts, evaluation summaries): indented, sorted keys, UTF-8 as is."""
-    atomic.atomic_write_json(path, data, indent=2, sort_keys=True, ensure_ascii=False)
-
-
 def write_verdict(run_dir: Path, verdict: Verdict) -> None:
-    atomic_write_json(Path(run_dir) / "verdict.json", verdict.to_json())
+    rundir.write_verdict(run_dir, verdict.to_json())
 
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What grading needs from a run directory (docs/architecture.md, run.json)."""
+    """What grading needs from a run directory (read through ``ctxpolicy.rundir``)."""
 
     run_dir: Path
     task_id: str
@@ -100,18 +94,15 @@ class RunRecord:
 
 def read_run(run_dir: Path) -> RunRecord:
     run_dir = Path(run_dir)
-    path = run_dir / "run.json"
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BenchmarkError(f"{path}: no run record") from None
-    except json.JSONDecodeError as exc:
-        raise BenchmarkError(f"{path}: not valid JSON ({exc})") from None
+        record = rundir.read_run_json(run_dir)
+    except rundir.RunRecordError as exc:
+        raise BenchmarkError(str(exc)) from None
     identity = record.get("identity") or {}
     task_id = identity.get("task_id")
     if not task_id:
-        raise BenchmarkError(f"{path}: field identity.task_id is missing")
-    patch_file = run_dir / "patch.diff"
+        raise BenchmarkError(f"{run_dir / rundir.RUN_JSON}: field identity.task_id is missing")
+    patch_file = run_dir / rundir.PATCH_DIFF
     return RunRecord(
         run_dir=run_dir,
         task_id=task_id,
@@ -119,10 +110,3 @@ def read_run(run_dir: Path) -> RunRecord:
         submission=record.get("submission"),
         patch=patch_file.read_text(encoding="utf-8") if patch_file.is_file() else None,
     )
-
-
-def is_complete_run(run_dir: Path) -> bool:
-    try:
-        return json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8")).get("complete") is True
-    except (OSError, json.JSONDecodeError):
-        return False

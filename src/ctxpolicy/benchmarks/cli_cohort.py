@@ -65,7 +65,8 @@ def _benchmarks(args: argparse.Namespace) -> dict:
 
 def inspect(args: argparse.Namespace) -> int:
     from ctxpolicy.benchmarks.catalog import catalog_for
-    from ctxpolicy.benchmarks.cohorts import cohort_problems, parse_cohort, stratum_counts
+    from ctxpolicy.benchmarks.base import BenchmarkError
+    from ctxpolicy.benchmarks.cohorts import cohort_problems, read_cohort, stratum_counts
 
     failures = 0
     for name, bench in _benchmarks(args).items():
@@ -73,15 +74,10 @@ def inspect(args: argparse.Namespace) -> int:
         stratum_of = catalog.stratum_of
         cohort_ids: dict[str, list[str]] = {}
         for cohort, rel in bench["cohorts"].items():
-            path = Path(rel)
-            label = f"{name}/{cohort} ({path})"
+            label = f"{name}/{cohort} ({rel})"
             try:
-                ids = parse_cohort(path.read_text(encoding="utf-8"), str(path))
-            except FileNotFoundError:
-                print(f"{label}: FAIL: file not found")
-                failures += 1
-                continue
-            except Exception as exc:  # BenchmarkError: duplicates, empty file
+                ids = read_cohort(rel)  # relative: under the repository root
+            except BenchmarkError as exc:  # missing, unreadable, duplicates, empty file
                 print(f"{label}: FAIL: {exc}")
                 failures += 1
                 continue

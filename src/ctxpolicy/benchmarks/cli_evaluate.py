@@ -9,7 +9,6 @@ Grades every complete run directory of CELL_DIR that has no verdict.json yet (al
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ctxpolicy.benchmarks import BenchmarkError, get_adapter
     from ctxpolicy.config import ConfigError, load_config
+    from ctxpolicy.paths import REPO_ROOT
 
     try:
         config = load_config(args.config)
@@ -33,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
             )
         if not args.cell_dir.is_dir():
             raise BenchmarkError(f"cell directory not found: {args.cell_dir}")
-        adapter = get_adapter(args.benchmark, config["benchmarks"][args.benchmark], Path.cwd())
+        adapter = get_adapter(args.benchmark, config["benchmarks"][args.benchmark], REPO_ROOT)
         summary = evaluate_cell(adapter, args.benchmark, args.cell_dir, force=args.force)
     except (BenchmarkError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -46,28 +46,31 @@ def main(args: argparse.Namespace) -> int:
 
 
 def evaluate_cell(adapter, benchmark: str, cell_dir: Path, *, force: bool = False) -> dict:
-    from ctxpolicy.benchmarks.base import atomic_write_json, is_complete_run
+    from ctxpolicy import rundir
 
-    run_dirs = sorted(d for d in cell_dir.iterdir() if d.is_dir() and (d / "run.json").is_file())
-    complete = [d for d in run_dirs if is_complete_run(d)]
-    pending = [d for d in complete if force or not (d / "verdict.json").is_file()]
+    run_dirs = rundir.runs_of_cell(cell_dir)
+    complete = [d for d in run_dirs if rundir.is_complete_run(d)]
+    pending = [d for d in complete if force or not (d / rundir.VERDICT_JSON).is_file()]
     if pending:
         if getattr(adapter, "grades_in_environment", True):
             adapter.check_environment()
         adapter.evaluate(pending, cell_dir / "eval_logs")
     summary = summarize(benchmark, cell_dir, complete, incomplete=len(run_dirs) - len(complete))
-    atomic_write_json(cell_dir / "eval.json", summary)
+    rundir.write_eval_json(cell_dir, summary)
     return summary
 
 
 def summarize(benchmark: str, cell_dir: Path, run_dirs: list[Path], incomplete: int) -> dict:
-    from ctxpolicy.benchmarks.base import read_run
+    from ctxpolicy import rundir
+    from ctxpolicy.benchmarks.base import BenchmarkError, read_run
 
     runs = {}
     for run_dir in run_dirs:
         record = read_run(run_dir)
-        verdict_file = run_dir / "verdict.json"
-        verdict = json.loads(verdict_file.read_text(encoding="utf-8")) if verdict_file.is_file() else None
+        try:
+            verdict = rundir.read_verdict(run_dir)
+        except rundir.RunRecordError as exc:
+            raise BenchmarkError(str(exc)) from None
         runs[run_dir.name] = {
             "task_id": record.task_id,
             "attempt": record.attempt,

@@ -1,4 +1,4 @@
-"""Cohort files: one task id per line, `#` starts a comment; and their seeded, stratified drawing.
+"""Cohort files (read by ``ctxpolicy.cohort_file``) and their seeded, stratified drawing.
 
 Drawing is a pure function of (items, quotas, seed): the same inputs give the same cohort on
 every machine and Python version (random.Random with a string seed is stable across both).
@@ -11,25 +11,16 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ctxpolicy import cohort_file as cohort_files  # the reader; ``cohort_file`` below names one file
 from ctxpolicy.benchmarks.base import BenchmarkError
 
 
 def parse_cohort(text: str, source: str = "<cohort>") -> list[str]:
-    ids: list[str] = []
-    first_line: dict[str, int] = {}
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        task_id = raw.split("#", 1)[0].strip()
-        if not task_id:
-            continue
-        if task_id in first_line:
-            raise BenchmarkError(
-                f"{source}:{lineno}: duplicate task id {task_id!r} (first on line {first_line[task_id]})"
-            )
-        first_line[task_id] = lineno
-        ids.append(task_id)
-    if not ids:
-        raise BenchmarkError(f"{source}: cohort file lists no task ids")
-    return ids
+    """``ctxpolicy.cohort_file.parse_cohort``, its errors as ``BenchmarkError``."""
+    try:
+        return cohort_files.parse_cohort(text, source)
+    except cohort_files.CohortError as exc:
+        raise BenchmarkError(str(exc)) from None
 
 
 def cohort_file(benchmark: str, bench_cfg: Mapping, repo_root: Path, cohort: str) -> Path:
@@ -44,12 +35,12 @@ def cohort_file(benchmark: str, bench_cfg: Mapping, repo_root: Path, cohort: str
 
 
 def read_cohort(path: Path) -> list[str]:
-    path = Path(path)
+    """``ctxpolicy.cohort_file.read_cohort`` (relative paths: under the repository root), its errors
+    as ``BenchmarkError``."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BenchmarkError(f"cohort file not found: {path}") from None
-    return parse_cohort(text, str(path))
+        return cohort_files.read_cohort(path)
+    except cohort_files.CohortError as exc:
+        raise BenchmarkError(str(exc)) from None
 
 
 def unknown_ids(ids: Iterable[str], known: Iterable[str]) -> list[str]:

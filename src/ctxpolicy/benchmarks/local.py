@@ -33,6 +33,7 @@ from ctxpolicy.benchmarks.base import (
 )
 from ctxpolicy.benchmarks.cohorts import cohort_file, read_cohort, require_known
 from ctxpolicy.benchmarks.local_suite import repo_instances, snapshot_dir, terminal_tasks
+from ctxpolicy.rundir import WORKSPACE
 
 HARNESS = "ctxpolicy-local/swebench-grading"
 TERMINAL_STRATUM = "terminal"
@@ -160,7 +161,7 @@ class LocalAdapter:
         if self.task(run.task_id).kind == "repo":
             verdict = self.grade_patch(run.task_id, run.model_patch, log_dir)
         else:
-            verdict = self.grade_state(run.task_id, run.run_dir / "workspace", log_dir)
+            verdict = self.grade_state(run.task_id, run.run_dir / WORKSPACE, log_dir)
         write_verdict(run.run_dir, verdict)
         return verdict
 

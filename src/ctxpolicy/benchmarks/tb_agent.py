@@ -24,6 +24,7 @@ from terminal_bench.terminal.tmux_session import TmuxSession
 
 from ctxpolicy.benchmarks.container_exec import ContainerExecEnvironment
 from ctxpolicy.benchmarks.terminal_bench import trial_identity
+from ctxpolicy.rundir import run_dir_name
 
 DEFAULT_RUNNER = "ctxpolicy.agent.terminal_bench:run_task"
 COMMAND_TIMEOUT_S = 180
@@ -54,7 +55,7 @@ class CtxpolicyAgent(BaseAgent):
         environment = ContainerExecEnvironment(session.container, cwd="/app", timeout=self.command_timeout_s)
         record = self.runner(
             instruction=self._render_instruction(instruction), environment=environment, task_id=task_id,
-            attempt=attempt, run_dir=self.cell_dir / f"{task_id}__a{attempt}", **self.settings,
+            attempt=attempt, run_dir=self.cell_dir / run_dir_name(task_id, attempt), **self.settings,
         )
         totals = record.get("totals") or {}
         failure = FailureMode.NONE

@@ -38,13 +38,13 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ctxpolicy.config import REPO_ROOT, ConfigError
+from ctxpolicy.config import ConfigError
 from ctxpolicy.grid import SCOPES
+from ctxpolicy.paths import REPO_ROOT
 
 CATALOG_FILE = REPO_ROOT / "workflow" / "figures.yaml"
 

@@ -16,6 +16,7 @@ from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import compare_to_baseline
 from ctxpolicy.metrics.cost import DEFAULT_METHOD
+from ctxpolicy.threshold_settings import PRIMARY
 
 
 IDENTITY = ("benchmark", "model", "policy", "setting", "summarizer", "cell", "primitive", "trigger", "depth")
@@ -69,16 +70,14 @@ def policies_of(config: Mapping[str, Any], block_name: str) -> list[str]:
 
 def cohort_tasks(config: Mapping[str, Any], benchmark: str, cohort: str | None) -> set[str] | None:
     """Task ids the study plans for a cohort (``ctxpolicy.grid.cohort_tasks``: the file, cut by
-    ``cohort_limit``), or None when the config names none or it cannot be read."""
-    from ctxpolicy.config import ConfigError
+    ``cohort_limit``), or None when the config names no such cohort. A cohort file that is named
+    but missing or unreadable is an error (``ConfigError`` naming it), never "every task"."""
     from ctxpolicy.grid import cohort_tasks as planned
 
-    if not cohort:
+    cohorts = ((config.get("benchmarks") or {}).get(benchmark) or {}).get("cohorts") or {}
+    if not cohort or cohort not in cohorts:
         return None
-    try:
-        return set(planned(dict(config), benchmark, cohort))
-    except (KeyError, OSError, TypeError, ConfigError):
-        return None
+    return set(planned(dict(config), benchmark, cohort))
 
 
 def restrict_tasks(runs: pd.DataFrame, tasks: set[str] | None) -> pd.DataFrame:
@@ -87,8 +86,8 @@ def restrict_tasks(runs: pd.DataFrame, tasks: set[str] | None) -> pd.DataFrame:
 
 def runs_of(runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model: str,
             cohort: str | None = None) -> pd.DataFrame:
-    """One (benchmark, model)'s runs, restricted to a cohort's tasks when its file is readable
-    (sweep figures use the sweep subset, which the main cohort's runs also cover)."""
+    """One (benchmark, model)'s runs, restricted to a cohort's tasks when the config names the
+    cohort (sweep figures use the sweep subset, which the main cohort's runs also cover)."""
     own = inputs.select(runs, benchmark=benchmark, model=model)
     return restrict_tasks(own, cohort_tasks(config, benchmark, cohort))
 
@@ -98,7 +97,7 @@ def compare_full_comparison(runs: pd.DataFrame, config: Mapping[str, Any], *, n_
     """``compare_block`` over the full comparison, at its threshold setting, for its policies."""
     block = inputs.block(config, "full_comparison")
     return compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
-                         setting=block.get("setting", "primary"),
+                         setting=block.get("setting", PRIMARY),
                          policies=policies_of(config, "full_comparison"), metric=metric)
 
 

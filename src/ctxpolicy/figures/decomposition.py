@@ -20,6 +20,7 @@ from matplotlib.lines import Line2D
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.threshold_settings import PRIMARY
 
 STEM = "cost_decomposition"
 REPLAY_TABLES = "replay"  # the replay runs' table directory, next to the study's scoped tables
@@ -45,7 +46,7 @@ def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any]
     from ctxpolicy.metrics.decomposition import decompose, missing_decompositions
 
     block = inputs.block(config, "full_comparison")
-    setting = block.get("setting", "primary")
+    setting = block.get("setting", PRIMARY)
     policies = comparisons.policies_of(config, "full_comparison")
     cost_method = (config.get("metrics") or {}).get("cost_method", DEFAULT_METHOD)
     combos = inputs.combos(config, "full_comparison")

@@ -11,19 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-RUN_COLUMNS = (
-    "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger",
-    "depth", "setting", "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed",
-    "outcome", "resolved", "has_verdict", "outcome_class", "wall_s", "steps", "agent_calls",
-    "summary_calls", "prompt_tokens", "completion_tokens", "total_tokens", "peak_prompt_tokens",
-    "n_prompt_counts", "compression_events", "compression_freq", "format_errors",
-    "billed_exact", "fresh_exact", "cached_exact", "billed_est", "fresh_est", "cached_est",
-    "billed_measured", "cached_measured", "summary_input", "retrieval_cmds", "execution_cmds")
-CALL_COLUMNS = (
-    "run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt", "index",
-    "kind", "step", "start", "end", "latency_s", "prompt_tokens", "completion_tokens",
-    "cached_tokens", "est_tokens_before", "est_tokens_after", "n_events", "cached_exact",
-    "cached_est")
+from ctxpolicy.metrics import aggregate, records
+
+# The tables' columns as ``ctxpolicy aggregate`` writes them; a column an older table lacks is added empty.
+RUN_COLUMNS = records.RUN_COLUMNS
+CALL_COLUMNS = (*aggregate.CALL_RUN_COLUMNS, *aggregate.CALL_COLUMNS)
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

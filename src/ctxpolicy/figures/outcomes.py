@@ -21,6 +21,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.outcomes import planned_outcome_counts
+from ctxpolicy.threshold_settings import PRIMARY
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:
     block = inputs.block(config, "full_comparison")
@@ -31,12 +32,12 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, s
     rows, said = [], []
     for benchmark, model in combos:
         own = comparisons.runs_of(runs, config, benchmark, model, cohort)
-        own = own[inputs.setting_matches(own["setting"], block.get("setting", "primary"))
+        own = own[inputs.setting_matches(own["setting"], block.get("setting", PRIMARY))
                   & own["summarizer"].isna()]
         tasks = comparisons.cohort_tasks(config, benchmark, cohort)
         if tasks is None:
             tasks = set(own["task_id"].astype(str))
-            said.append(f"the {cohort} cohort file of {benchmark} is unreadable: the planned tasks are "
+            said.append(f"the config names no {cohort} cohort for {benchmark}: the planned tasks are "
                         f"those with runs ({len(tasks)}).")
         if own.empty:
             said.append(f"no runs for {model} on {benchmark}: every planned attempt is missing.")

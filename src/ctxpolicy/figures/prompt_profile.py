@@ -16,6 +16,7 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.threshold_settings import PRIMARY
 
 SUMMARY_COLOR = "#AA3377"
 
@@ -36,7 +37,7 @@ def compute(runs: pd.DataFrame, calls: pd.DataFrame, config: Mapping[str, Any], 
             return Prepared(pd.DataFrame(), ["the config has no full comparison."])
         benchmark, model = benchmark or combos[0][0], model or combos[0][1]
     own = inputs.select(runs, benchmark=benchmark, model=model)
-    setting = inputs.block(config, "full_comparison").get("setting", "primary")
+    setting = inputs.block(config, "full_comparison").get("setting", PRIMARY)
     policy = pick_policy(config, own)
     meta = {"benchmark": benchmark, "model": model, "policy": policy}
     if policy is None:

@@ -16,6 +16,7 @@ from matplotlib.patches import Rectangle
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.threshold_settings import PRIMARY
 
 # (A, B) by primitive, drawn as A − B: the study's four pairs (S is the structured summary).
 PAIRS = (("S-p", "S"), ("TRC+S", "S"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"))
@@ -27,7 +28,7 @@ RANK_CMAP = "viridis_r"
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
     block = inputs.block(config, "full_comparison")
-    setting = block.get("setting", "primary")
+    setting = block.get("setting", PRIMARY)
     compared = comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
                                          setting=setting,
                                          policies=comparisons.policies_of(config, "full_comparison"))

@@ -20,8 +20,9 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.threshold_settings import PRIMARY
 
-SETTING = "primary"
+SETTING = PRIMARY
 GROUP = ("benchmark", "model", "policy", "primitive", "depth")
 
 

@@ -23,6 +23,7 @@ import matplotlib as mpl
 from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES
 from ctxpolicy.policies.spec import STUDY_PRIMITIVES, PolicySpec, PolicySpecError
 from ctxpolicy.policies.spec import parse_spec as _parse_spec
+from ctxpolicy.threshold_settings import PRIMARY, SETTINGS
 
 FC = "FC"
 
@@ -64,7 +65,7 @@ PRIMITIVE_ORDER = tuple(ENCODINGS)
 PRIMITIVE_COLORS = {name: enc.color for name, enc in ENCODINGS.items()}
 PRIMITIVE_MARKERS = {name: enc.marker for name, enc in ENCODINGS.items()}
 
-SETTING_ORDER = ("tight", "primary", "loose")
+SETTING_ORDER = SETTINGS  # the threshold settings, in their order
 SETTING_LABELS = {"tight": "Tight", "primary": "Primary", "loose": "Loose"}
 # Depth by line style and by marker fill: shallow dotted and hollow, canonical solid and full.
 DEPTH_LINESTYLES = {0.3: ":", 0.5: "-", 0.7: "--"}
@@ -149,7 +150,7 @@ def short_label(spec: str) -> str:
 def policy_label(spec: str, setting: str | None = None) -> str:
     """The P/T/D label, with the threshold setting when it is not the primary one."""
     label = str(spec)
-    if setting and setting not in ("primary", "none") and primitive_of(spec) != FC:
+    if setting and setting not in (PRIMARY, "none") and primitive_of(spec) != FC:
         label += f" ({setting})"
     return label
 

@@ -19,6 +19,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import resolve_rate_interval
+from ctxpolicy.threshold_settings import PRIMARY
 
 SELF = "self"
 RATIO_PANELS = (("tokens_ratio", "tokens / self"), ("latency_ratio", "latency / self"),
@@ -57,7 +58,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
         said.append("the config lists no other summarizers: only the agent summarizing itself is shown.")
     method = comparisons.cost_method(config)
     attempts = comparisons.planned_attempts(config)
-    setting = block.get("setting", "primary")
+    setting = block.get("setting", PRIMARY)
     rows = []
     for benchmark, model in combos:
         own = comparisons.runs_of(runs, config, benchmark, model, block.get("cohort"))

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ctxpolicy import rundir
 from ctxpolicy.figures import style
 
 FILLED, OPEN = "●", "○"
@@ -81,16 +82,6 @@ def table4(cells: list, config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | 
 # ---------------------------------------------------------------- Table 3: tasks per evaluation
 
 
-def read_cohort(path: str | Path) -> list[str]:
-    """Task ids of a cohort file: one per line, ``#`` starts a comment."""
-    ids = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        task_id = line.split("#", 1)[0].strip()
-        if task_id:
-            ids.append(task_id)
-    return ids
-
-
 def default_stratum(task_id: str) -> str:
     """For tasks no run has recorded yet: ``tinyweb-001`` → ``tinyweb``,
     ``astropy__astropy-12907`` → ``astropy/astropy``; ids without a number → ``other``."""
@@ -101,6 +92,7 @@ def default_stratum(task_id: str) -> str:
 def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str | None]:
     """Tasks the study runs per benchmark, cohort and stratum (``cohort_limit`` applied, as
     ``ctxpolicy.grid.cohort_tasks`` applies it); strata as the runs recorded them."""
+    from ctxpolicy.cohort_file import CohortError, read_cohort
     from ctxpolicy.config import ConfigError
     from ctxpolicy.grid import cohort_path, cohort_tasks
 
@@ -114,7 +106,7 @@ def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None) -> tuple
             try:
                 tasks = cohort_tasks(config, benchmark, cohort)
                 listed = len(read_cohort(cohort_path(config, benchmark, cohort)))
-            except (ConfigError, OSError):
+            except (ConfigError, CohortError):
                 missing.append(str(path))
                 continue
             if len(tasks) < listed:
@@ -156,9 +148,9 @@ def cell_records(runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
     for cell, group in runs.groupby(["benchmark", "model", "cell"], observed=True, sort=True):
         for run_dir in sorted(group["run_dir"].dropna().astype(str)):
             try:
-                records.append(json.loads((Path(run_dir) / "run.json").read_text()))
+                records.append(rundir.read_run_json(run_dir))
                 break
-            except (OSError, ValueError):
+            except rundir.RunRecordError:
                 continue
         else:
             unreadable.append("/".join(map(str, cell)))

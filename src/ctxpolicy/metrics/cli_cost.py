@@ -35,6 +35,8 @@ class CallsError(ValueError):
 def read_calls(lines, source: str, need_tokens: bool = True) -> list[dict]:
     import json
 
+    from ctxpolicy.rundir import CALL_KINDS
+
     calls = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -44,7 +46,7 @@ def read_calls(lines, source: str, need_tokens: bool = True) -> list[dict]:
             call = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CallsError(f"{where}: not JSON ({exc.msg})") from None
-        if call.get("kind") not in ("agent", "summary"):
+        if call.get("kind") not in CALL_KINDS:
             raise CallsError(f"{where}: field kind is {call.get('kind')!r}, not 'agent' or 'summary'")
         if not isinstance(call.get("prompt_tokens"), int) or call["prompt_tokens"] < 0:
             raise CallsError(f"{where}: field prompt_tokens is {call.get('prompt_tokens')!r}, not an int >= 0")
@@ -117,6 +119,8 @@ def price(calls: list[dict], block: int, discount: float) -> dict:
 def main(args) -> int:
     import json
 
+    from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL
+
     if args.block < 1 or not 0 <= args.discount <= 1:
         print(f"cost: --block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}",
               file=sys.stderr)
@@ -125,10 +129,10 @@ def main(args) -> int:
         if args.input is None:
             calls = read_calls(sys.stdin, "<stdin>")
         else:
-            source = args.input / "calls.jsonl" if args.input.is_dir() else args.input
+            source = args.input / CALLS_JSONL if args.input.is_dir() else args.input
             with open(source) as handle:
                 lines = handle.readlines()
-            store = source.parent / "messages.jsonl"
+            store = source.parent / MESSAGES_JSONL
             if store.is_file():
                 calls = with_message_tokens(read_calls(lines, str(source), need_tokens=False), store)
             else:

@@ -11,7 +11,6 @@ path, the field and the value, so that the aggregate can report it and leave the
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +22,10 @@ from ctxpolicy.metrics.commands import count_commands
 from ctxpolicy.metrics.cost import (DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, estimated_cached, exact_cached_flat,
                                    has_otrc, unchanged_prefix)
 from ctxpolicy.metrics.outcomes import harness_timed_out, outcome_class
+from ctxpolicy import rundir
+from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, VERDICT_JSON
 from ctxpolicy.schemas import describe, field_rule, reading_view, schema
 
-RUN_FILES = ("run.json", "calls.jsonl", "messages.jsonl")
 # What the tables take from run.json and verdict.json; the NEEDED ones must be there, the others
 # may be absent or null (an empty cell). Types, enums and bounds come from the schemas.
 RUN_NEEDED = ("complete", "identity.benchmark", "identity.model", "identity.policy", "identity.task_id",
@@ -37,7 +37,6 @@ RUN_READ = (*RUN_NEEDED, "identity.cell", "identity.track", "identity.cohort", "
 VERDICT_NEEDED = ("resolved",)
 VERDICT_READ = ("resolved", "harness", "report", "log")
 CALL_FIELDS = ("index", "kind")
-CALL_KINDS = ("agent", "summary")
 # calls.jsonl fields checked column by column against the call schema (one jsonschema validation
 # per line would cost more than the rest of the parsing together).
 CALL_TYPED_FIELDS = ("index", "step", "start", "end", "latency_s", "prompt_tokens", "completion_tokens",
@@ -59,30 +58,20 @@ class RecordError(Exception):
 
 
 @dataclass
-class RunRecord:
+class RunRows:
+    """One run as the tables hold it: its runs-table row and its calls-table columns."""
+
     row: dict
     calls: dict[str, np.ndarray]
 
 
-SKIPPED_DIRS = frozenset({"workspace", "stale"})  # docs/architecture.md: not run directories
-
-
 def find_run_dirs(roots: list[Path]) -> list[Path]:
-    """Every directory under the roots that holds any run file (complete or not).
-
-    A run directory's subdirectories (its workspace) are not searched, nor are the ``stale/``
-    folders where ``run-cell --redo-stale`` keeps runs made under an outdated threshold."""
-    found: list[Path] = []
+    """Every run directory under the roots, complete or not (``ctxpolicy.rundir.find_run_dirs``:
+    never inside a run directory, nor in ``workspace/`` or ``stale/``)."""
     for root in map(Path, roots):
         if not root.is_dir():
             raise RecordError(root, "no such directory")
-        for directory, subdirs, files in os.walk(root):
-            if any(name in files for name in RUN_FILES):
-                found.append(Path(directory))
-                subdirs.clear()
-            else:
-                subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS]
-    return sorted(set(found))
+    return rundir.find_run_dirs(roots)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -126,7 +115,7 @@ def _field(record: dict, key: str, path: Path, where: str):
     return record[key]
 
 
-def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAULT_DISCOUNT) -> RunRecord:
+def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAULT_DISCOUNT) -> RunRows:
     """One run's row and call columns. Raises ``RecordError`` for every way the run can be
     unreadable, an unexpected one included: one bad record never stops a whole aggregate."""
     try:
@@ -137,8 +126,8 @@ def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAUL
         raise RecordError(Path(run_dir), f"unreadable ({type(exc).__name__}: {exc})") from exc
 
 
-def _read_run(run_dir: Path, block: int, discount: float) -> RunRecord:
-    run_path = run_dir / "run.json"
+def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
+    run_path = run_dir / RUN_JSON
     run = _load_json(run_path)
     if not isinstance(run, dict) or run.get("complete") is not True:
         value = run.get("complete") if isinstance(run, dict) else run
@@ -146,17 +135,17 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRecord:
     _check_record("run", run, run_path)
     identity = run["identity"]
 
-    verdict_path = run_dir / "verdict.json"
+    verdict_path = run_dir / VERDICT_JSON
     verdict = _load_json(verdict_path) if verdict_path.exists() else None
     if verdict is not None:
         _check_record("verdict", verdict, verdict_path)
 
-    store, assistant = _read_store(run_dir / "messages.jsonl")
-    calls, values, id_segments = _read_calls(run_dir / "calls.jsonl")
-    columns = _call_columns(calls, values, id_segments, store, run_dir / "calls.jsonl", block)
+    store, assistant = _read_store(run_dir / MESSAGES_JSONL)
+    calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
+    columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
     row["retrieval_cmds"], row["execution_cmds"] = count_commands(assistant)
-    return RunRecord(row, columns)
+    return RunRows(row, columns)
 
 
 def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:

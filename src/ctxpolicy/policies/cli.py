@@ -26,7 +26,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-SETTINGS = ("tight", "primary", "loose")
+from ctxpolicy.threshold_settings import SETTINGS
+
 ROLES = ("system", "developer", "user", "assistant", "tool")  # the OpenAI chat roles
 
 

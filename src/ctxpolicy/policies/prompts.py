@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpolicy.paths import CONFIG_DIR
 from ctxpolicy.policies.history import (
     Message,
     commands_of,
@@ -38,7 +39,7 @@ MIN_ALLOWANCE_TOKENS = 50
 
 _PLACEHOLDER_RE = re.compile(re.escape(TARGET_WORDS) + "|" + re.escape(HISTORY_TEXT))
 _PACKAGE_DIR = Path(__file__).with_name("templates")
-_CHECKOUT_DIR = Path(__file__).resolve().parents[3] / "config" / "prompts"
+_CHECKOUT_DIR = CONFIG_DIR / "prompts"
 
 
 class PromptError(ValueError):

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from tqdm import tqdm
 
 from ctxpolicy.atomic import atomic_output
+from ctxpolicy.rundir import WORKSPACE
 
 from .environment import code_state, package_versions, python_version
 from .hashing import sha256_file
@@ -50,7 +51,7 @@ class ImportSummary:
 
 def _is_workspace(rel: PurePosixPath) -> bool:
     # results/runs/{benchmark}/{model}/{cell}/{run}/workspace
-    return rel.parts[0] == "runs" and len(rel.parts) == 6 and rel.name == "workspace"
+    return rel.parts[0] == "runs" and len(rel.parts) == 6 and rel.name == WORKSPACE
 
 
 def bundle_files(results: Path, workspaces: bool = False) -> tuple[list[PurePosixPath], list[PurePosixPath]]:

@@ -1,46 +1,37 @@
 """Run records as provenance sees them: which files make a run, and what a run.json says about itself.
 
-Provenance reads run directories as plain files (docs/architecture.md), so this module parses
-the few run.json fields it shows rather than importing the agent room.
+Provenance reads run directories as plain files (docs/architecture.md), through the run
+directory's contract (``ctxpolicy.rundir``), not the agent room.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
-RUN_JSON = "run.json"
-RUN_RECORD_FILES = ("run.json", "calls.jsonl", "verdict.json")
+from ctxpolicy import rundir
+from ctxpolicy.rundir import RUN_JSON  # noqa: F401  (provenance's modules import it from here)
 
-
-STALE_DIR = "stale"  # docs/architecture.md: runs moved aside, not part of the cell
+RUN_RECORD_FILES = rundir.RECORD_FILES
 
 
 def run_record_files(root: str | Path) -> list[Path]:
     """run.json, calls.jsonl and verdict.json of every run directory under ``root``, sorted.
 
-    A run directory is one holding a run.json; the walk never descends into one, so large
-    task workspaces are not visited, nor into the ``stale/`` folders where
-    ``run-cell --redo-stale`` keeps runs made under an outdated threshold.
+    A run directory is one holding a run.json (``ctxpolicy.rundir.find_run_dirs``: the walk never
+    descends into one, so large task workspaces are not visited, nor into ``stale/``).
     """
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        if RUN_JSON in filenames:
-            found.extend(Path(dirpath, name) for name in RUN_RECORD_FILES if name in filenames)
-            dirnames.clear()
-        else:
-            dirnames[:] = sorted(d for d in dirnames if d != STALE_DIR)
-    return sorted(found)
+    if not Path(root).is_dir():
+        return []
+    return sorted(run_dir / name for run_dir in rundir.find_run_dirs(root, markers=(RUN_JSON,))
+                  for name in RUN_RECORD_FILES if (run_dir / name).is_file())
 
 
 def load_run_json(path: Path) -> dict | None:
     """The parsed run.json, or None where it is missing or not a JSON object."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return rundir.read_record(path)
+    except rundir.RunRecordError:
         return None
-    return record if isinstance(record, dict) else None
 
 
 def run_model(record: dict) -> dict | None:

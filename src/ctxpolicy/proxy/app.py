@@ -31,6 +31,7 @@ from ctxpolicy.proxy import anthropic
 from ctxpolicy.proxy.conversations import Conversation, ConversationStore, message_hash
 from ctxpolicy.proxy.recording import ConversationRecord, ProxySettings, free_conversation_id, run_dir_for
 from ctxpolicy.proxy.usage import StreamTally, Usage, read_anthropic, read_openai
+from ctxpolicy.rundir import CallRecord
 
 log = logging.getLogger("ctxpolicy.proxy")
 
@@ -200,7 +201,7 @@ class Proxy:
                 injected = True
         content = orjson.dumps(body)
         record = conversation.data.get("record")
-        call = _call_line(conversation, turn, sent)
+        call = _pending_call(turn, sent)
         start, t0 = time.time(), time.perf_counter()
         self.in_flight += 1
         try:
@@ -263,57 +264,69 @@ class Proxy:
 
     def _record_summaries(self, record: ConversationRecord, turn: Turn, step: int) -> None:
         for summary in turn.summary_calls:
-            record.record_call({
-                "kind": "summary", "step": step, "start": summary.start, "end": summary.end,
-                "latency_s": max(0.0, summary.end - summary.start), "status": "error" if summary.error else "ok",
-                "error": summary.error, "prompt_tokens": summary.prompt_tokens,
-                "completion_tokens": summary.completion_tokens, "cached_tokens": summary.cached_tokens,
-                "est_tokens_before": turn.tokens_before, "est_tokens_after": turn.tokens_before,
-                "messages": summary.request_messages, "events": [], "attempts": 1, "finish_reason": None,
-                "model": summary.model,
-            })
+            record.record_call(CallRecord(
+                kind="summary", step=step, start=summary.start, end=summary.end,
+                latency_s=max(0.0, summary.end - summary.start), status="error" if summary.error else "ok",
+                error=summary.error, prompt_tokens=summary.prompt_tokens,
+                completion_tokens=summary.completion_tokens, cached_tokens=summary.cached_tokens,
+                est_tokens_before=turn.tokens_before, est_tokens_after=turn.tokens_before,
+                message_ids=record.store(summary.request_messages), events=[], attempts=1, finish_reason=None,
+                model=summary.model,
+            ))
 
-    def _record_ok(self, record, turn: Turn, call: dict, start: float, latency_s: float, usage: Usage) -> None:
+    def _record_ok(self, record, turn: Turn, call: _Request, start: float, latency_s: float, usage: Usage) -> None:
         try:
             self._write_ok(record, turn, call, start, latency_s, usage)
         finally:
             self.in_flight -= 1  # a request counts as in flight until its call is recorded
 
-    def _write_ok(self, record, turn: Turn, call: dict, start: float, latency_s: float, usage: Usage) -> None:
+    def _write_ok(self, record, turn: Turn, call: _Request, start: float, latency_s: float, usage: Usage) -> None:
         if record is None:
             return
-        self._record_summaries(record, turn, call["step"])
+        self._record_summaries(record, turn, call.step)
         local = not usage.reported
-        record.record_call({
-            **call, "start": start, "end": start + latency_s, "latency_s": latency_s, "status": "ok", "error": None,
-            "prompt_tokens": turn.tokens_after if local else usage.prompt_tokens,
-            "completion_tokens": 0 if local else usage.completion_tokens,
-            "cached_tokens": usage.cached_tokens, "attempts": 1, "finish_reason": usage.finish_reason,
-            "model": usage.model, **({"usage_source": "local"} if local else {}),
-        })
+        record.record_call(CallRecord(
+            kind="agent", step=call.step, start=start, end=start + latency_s, latency_s=latency_s, status="ok",
+            error=None, prompt_tokens=turn.tokens_after if local else usage.prompt_tokens,
+            completion_tokens=0 if local else usage.completion_tokens, cached_tokens=usage.cached_tokens,
+            est_tokens_before=call.tokens_before, est_tokens_after=call.tokens_after,
+            message_ids=record.store(call.sent), events=call.events, attempts=1, finish_reason=usage.finish_reason,
+            model=usage.model, usage_source="local" if local else None,
+        ))
 
-    def _record_failure(self, record, turn: Turn, call: dict, start: float, t0: float, error: str) -> None:
+    def _record_failure(self, record, turn: Turn, call: _Request, start: float, t0: float, error: str) -> None:
         try:
             self._write_failure(record, turn, call, start, t0, error)
         finally:
             self.in_flight -= 1
 
-    def _write_failure(self, record, turn: Turn, call: dict, start: float, t0: float, error: str) -> None:
+    def _write_failure(self, record, turn: Turn, call: _Request, start: float, t0: float, error: str) -> None:
         log.warning("upstream call failed: %s", error)
         if record is None:
             return
-        self._record_summaries(record, turn, call["step"])
+        self._record_summaries(record, turn, call.step)
         latency = time.perf_counter() - t0
-        record.record_call({
-            **call, "start": start, "end": start + latency, "latency_s": latency, "status": "error", "error": error,
-            "prompt_tokens": None, "completion_tokens": None, "cached_tokens": None, "attempts": 1,
-            "finish_reason": None, "model": None,
-        })
+        record.record_call(CallRecord(
+            kind="agent", step=call.step, start=start, end=start + latency, latency_s=latency, status="error",
+            error=error, prompt_tokens=None, completion_tokens=None, cached_tokens=None,
+            est_tokens_before=call.tokens_before, est_tokens_after=call.tokens_after,
+            message_ids=record.store(call.sent), events=call.events, attempts=1, finish_reason=None, model=None,
+        ))
 
 
-def _call_line(conversation: Conversation, turn: Turn, sent: list[dict]) -> dict:
-    return {"kind": "agent", "step": turn.calls + 1, "est_tokens_before": turn.tokens_before,
-            "est_tokens_after": turn.tokens_after, "messages": sent, "events": turn.events}
+@dataclass(frozen=True)
+class _Request:
+    """What an agent call's line takes from the request before the upstream answers."""
+
+    step: int
+    tokens_before: int
+    tokens_after: int
+    events: list[dict]
+    sent: list[dict]
+
+
+def _pending_call(turn: Turn, sent: list[dict]) -> _Request:
+    return _Request(turn.calls + 1, turn.tokens_before, turn.tokens_after, turn.events, sent)
 
 
 def _upstream_error(status: int, data: bytes) -> Response:

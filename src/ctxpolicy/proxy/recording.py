@@ -15,11 +15,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ctxpolicy.agent.messages import api_message
-from ctxpolicy.agent.record import RUN_JSON, TRAJECTORY_JSON, RunRecorder, atomic_write_json
+from ctxpolicy.agent.record import RunRecorder
 from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.grid import Cell
 from ctxpolicy.policies import PolicySpec
+from ctxpolicy.rundir import RUN_JSON, TRAJECTORY_JSON, CallRecord, run_dir_name, write_record, write_run_json
+from ctxpolicy.threshold_settings import FIXED
 from ctxpolicy.tokens import count_message
 
 TRACK = "proxy"
@@ -43,11 +45,11 @@ class ProxySettings:
     @property
     def cell(self) -> str:
         return Cell(TRACK, BENCHMARK, self.upstream_model or "upstream", str(self.policy),
-                    "fixed" if self.policy.needs_threshold else None, TRACK, self.summarizer_model).slug
+                    FIXED if self.policy.needs_threshold else None, TRACK, self.summarizer_model).slug
 
 
 def run_dir_for(root: Path, settings: ProxySettings, conversation_id: str) -> Path:
-    return Path(root) / settings.cell / f"{conversation_id}__a1"
+    return Path(root) / settings.cell / run_dir_name(conversation_id, 1)
 
 
 def free_conversation_id(root: Path, settings: ProxySettings, taken: set[str]):
@@ -80,19 +82,21 @@ class ConversationRecord:
         self.finished = False
         self._ids: dict[int, tuple[dict, str]] = {}
 
-    def record_call(self, call: dict) -> None:
-        """One ``calls.jsonl`` line; ``call`` has every field but ``index`` and ``message_ids``,
-        plus ``messages`` (what was sent)."""
-        sent = call.pop("messages")
+    def store(self, sent: list[dict]) -> list[str]:
+        """The ids of the messages of one request (each stored once); a tool message or tool call
+        makes the conversation's mode ``tool``."""
         if self.mode == "text" and any(m.get("role") == "tool" or m.get("tool_calls") for m in sent):
             self.mode = "tool"
-        call["message_ids"] = self._store(sent)
-        if call["kind"] == "agent":
-            self.steps = max(self.steps, call["step"])
-            self.last_status, self.last_error = call["status"], call["error"]
-            if call.get("model") and not self.settings.upstream_model:
-                self.model = call["model"]
-        self.llm_s += call["latency_s"]
+        return self._store(sent)
+
+    def record_call(self, call: CallRecord) -> None:
+        """One ``calls.jsonl`` line (``index`` is given here)."""
+        if call.kind == "agent":
+            self.steps = max(self.steps, call.step)
+            self.last_status, self.last_error = call.status, call.error
+            if call.model and not self.settings.upstream_model:
+                self.model = call.model
+        self.llm_s += call.latency_s
         self.recorder.record_call(call)
 
     def _store(self, sent: list[dict]) -> list[str]:
@@ -118,7 +122,7 @@ class ConversationRecord:
         self.recorder.close()
         end = time.time()
         identity = self.identity()
-        atomic_write_json(self.run_dir / TRAJECTORY_JSON, {
+        write_record(self.run_dir / TRAJECTORY_JSON, {
             "trajectory_format": TRAJECTORY_FORMAT,
             "messages": [api_message(m) for m in history],
             "info": {"ctxpolicy": {"identity": asdict(identity)}},
@@ -146,15 +150,14 @@ class ConversationRecord:
             "traceback": None,
             "proxy": {"requests": requests, "history_rewrites": rewrites, "ended": ended},
         }
-        atomic_write_json(self.run_dir / RUN_JSON, record)
-        return self.run_dir / RUN_JSON
+        return write_run_json(self.run_dir, record)
 
     def identity(self) -> RunIdentity:
         policy = self.settings.policy
         return RunIdentity(
             benchmark=BENCHMARK, cohort=TRACK, task_id=self.conversation_id, stratum=TRACK,
             model=self.model or "unknown", policy=str(policy), primitive=policy.primitive, trigger=policy.trigger,
-            threshold_setting="fixed" if policy.needs_threshold else None,
+            threshold_setting=FIXED if policy.needs_threshold else None,
             threshold_tokens=self.settings.threshold if policy.needs_threshold else None,
             depth=policy.depth, summarizer=self.settings.summarizer_model, attempt=1, seed=0,
             cell=self.settings.cell, track=TRACK,

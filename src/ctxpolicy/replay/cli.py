@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-SETTINGS = ("tight", "primary", "loose")
+from ctxpolicy.threshold_settings import FIXED, SETTINGS
 
 
 class ReplayArgumentError(ValueError):
@@ -101,7 +101,7 @@ def main(args) -> int:
     real = args.summarizer_url is not None
     summarizer = (EndpointSummarizer(args.summarizer_url, args.summarizer_model) if real
                   else PlaceholderSummarizer())
-    setting = args.setting or ("fixed" if args.threshold is not None else None)
+    setting = args.setting or (FIXED if args.threshold is not None else None)
     written = 0
     for run_dir in sources:
         try:

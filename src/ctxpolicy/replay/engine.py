@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ctxpolicy.agent.messages import api_message, message_id
 from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer
 from ctxpolicy.replay.source import SourceRun
+from ctxpolicy.rundir import CallRecord
 from ctxpolicy.tokens import count_message, count_messages
 
 
@@ -25,7 +26,7 @@ class ReplayedRun:
     source: SourceRun
     policy: PolicySpec
     threshold: int | None
-    calls: list[dict]
+    calls: list[CallRecord]
     """calls.jsonl lines, indexed, in the harness's order (a step's summary calls before its agent call)."""
     messages: list[dict] = field(default_factory=list)
     """messages.jsonl lines (``id``, ``tokens``, ``message``), each id once, in first-use order."""
@@ -35,7 +36,7 @@ class ReplayedRun:
 
     @property
     def summary_models(self) -> set[str]:
-        return {c["model"] for c in self.calls if c["kind"] == "summary"}
+        return {c.model for c in self.calls if c.kind == "summary"}
 
 
 class _Store:
@@ -77,7 +78,7 @@ def replay_source(source: SourceRun, policy: PolicySpec, *, threshold: int | Non
     start = time.time()
     session = PolicySession(policy, threshold=threshold, summarizer=summarizer, dump=dump)
     store = _Store(source)
-    calls: list[dict] = []
+    calls: list[CallRecord] = []
     absorbed = 0
     summary_s = 0.0
     clock = time.perf_counter
@@ -92,21 +93,21 @@ def replay_source(source: SourceRun, policy: PolicySpec, *, threshold: int | Non
             latency = max(0.0, summary.end - summary.start)
             summary_s += latency
             estimate = count_messages(summary.request_messages)
-            calls.append({"index": len(calls), "kind": "summary", "step": step, "start": summary.start,
-                          "end": summary.end, "latency_s": latency,
-                          "status": "error" if summary.error else "ok", "error": summary.error,
-                          "prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.completion_tokens,
-                          "cached_tokens": summary.cached_tokens, "est_tokens_before": estimate,
-                          "est_tokens_after": estimate, "message_ids": request, "events": [],
-                          "attempts": None, "finish_reason": None, "model": summary.model})
+            calls.append(CallRecord(index=len(calls), kind="summary", step=step, start=summary.start,
+                                    end=summary.end, latency_s=latency,
+                                    status="error" if summary.error else "ok", error=summary.error,
+                                    prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens,
+                                    cached_tokens=summary.cached_tokens, est_tokens_before=estimate,
+                                    est_tokens_after=estimate, message_ids=request, events=[],
+                                    attempts=None, finish_reason=None, model=summary.model))
         now = time.time()
         ok = call.get("status", "ok") == "ok"
-        calls.append({"index": len(calls), "kind": "agent", "step": step, "start": now, "end": now,
-                      "latency_s": 0.0, "status": "ok" if ok else "error", "error": None if ok else call.get("error"),
-                      "prompt_tokens": turn.tokens_after, "completion_tokens": reply, "cached_tokens": None,
-                      "est_tokens_before": turn.tokens_before, "est_tokens_after": turn.tokens_after,
-                      "message_ids": store.ids(turn.messages), "events": turn.events,
-                      "attempts": None, "finish_reason": None, "model": None})
+        calls.append(CallRecord(index=len(calls), kind="agent", step=step, start=now, end=now,
+                                latency_s=0.0, status="ok" if ok else "error", error=None if ok else call.get("error"),
+                                prompt_tokens=turn.tokens_after, completion_tokens=reply, cached_tokens=None,
+                                est_tokens_before=turn.tokens_before, est_tokens_after=turn.tokens_after,
+                                message_ids=store.ids(turn.messages), events=turn.events,
+                                attempts=None, finish_reason=None, model=None))
         if step_seconds is not None:
             step_seconds.append(clock() - began)
     return ReplayedRun(source, session.policy, threshold, calls, store.lines, start, time.time(), summary_s)

@@ -16,13 +16,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ctxpolicy import atomic
-from ctxpolicy.agent.record import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, atomic_write_json
 from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.grid import Cell
 from ctxpolicy.policies import PolicySpec
 from ctxpolicy.replay.engine import ReplayedRun
 from ctxpolicy.replay.placeholder import MODEL as PLACEHOLDER
+from ctxpolicy.rundir import (CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, write_record,
+                              write_run_json)
+from ctxpolicy.rundir import run_dir as run_dir_in
 
 TRACK = "replay"
 TRAJECTORY_FORMAT = "ctxpolicy-replay-1"
@@ -40,7 +42,7 @@ def replay_cell(identity: dict, policy: str, setting: str | None, summarizer: st
 
 
 def run_dir_for(out: Path, identity: dict, cell: str) -> Path:
-    return Path(out) / identity["benchmark"] / identity["model"] / cell / f"{identity['task_id']}__a{identity['attempt']}"
+    return run_dir_in(out, identity["benchmark"], identity["model"], cell, identity["task_id"], identity["attempt"])
 
 
 def summaries_kind(policy: PolicySpec, real: bool) -> str:
@@ -74,7 +76,8 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / RUN_JSON).unlink(missing_ok=True)  # the record that counts is written last
     atomic.atomic_write_bytes(run_dir / MESSAGES_JSONL, _jsonl(replayed.messages), durable)
-    atomic.atomic_write_bytes(run_dir / CALLS_JSONL, _jsonl(replayed.calls), durable)
+    atomic.atomic_write_bytes(run_dir / CALLS_JSONL, "".join(c.line() for c in replayed.calls).encode("utf-8"),
+                              durable)
     identity = RunIdentity(
         benchmark=identity_of_source["benchmark"], cohort=identity_of_source.get("cohort") or "main",
         task_id=str(identity_of_source["task_id"]), stratum=identity_of_source.get("stratum") or "",
@@ -83,9 +86,9 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
         depth=policy.depth, summarizer=summarizer, attempt=int(identity_of_source["attempt"]),
         seed=int(identity_of_source.get("seed") or 0), cell=cell, track=TRACK)
     source_dir = str(replayed.source.run_dir)
-    atomic_write_json(run_dir / TRAJECTORY_JSON, {"trajectory_format": TRAJECTORY_FORMAT,
-                                                  "source_trajectory": f"{source_dir}/{TRAJECTORY_JSON}",
-                                                  "info": {"ctxpolicy": {"identity": asdict(identity)}}})
+    write_record(run_dir / TRAJECTORY_JSON, {"trajectory_format": TRAJECTORY_FORMAT,
+                                             "source_trajectory": f"{source_dir}/{TRAJECTORY_JSON}",
+                                             "info": {"ctxpolicy": {"identity": asdict(identity)}}})
     wall = replayed.end - replayed.start
     versions = source.get("versions") or {}
     record = {
@@ -93,7 +96,7 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
         "outcome": source["outcome"], "error": source.get("error"), "submission": source.get("submission") or "",
         "timing": {"start": replayed.start, "end": replayed.end, "wall_s": wall, "setup_s": 0.0, "agent_s": wall,
                    "llm_s": replayed.summary_latency_s, "tool_s": 0.0},
-        "totals": totals_of(replayed.calls, replayed.source.steps, (source.get("totals") or {}).get("format_errors", 0)),
+        "totals": totals_of([c.to_json() for c in replayed.calls], replayed.source.steps, (source.get("totals") or {}).get("format_errors", 0)),
         "settings": dict(source.get("settings") or {}),
         "versions": {**software_versions(), "model": versions.get("model"),
                      "server": {"kind": TRACK, "version": None, "url": "none"},
@@ -106,7 +109,7 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
                    "source_track": identity_of_source.get("track"),
                    "replay_summaries": summaries},
     }
-    atomic_write_json(run_dir / RUN_JSON, record)
+    write_run_json(run_dir, record)
     return run_dir
 
 

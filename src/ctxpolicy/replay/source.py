@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxpolicy.agent.messages import api_message
-from ctxpolicy.agent.record import (CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, is_complete,
-                                    read_json, read_jsonl)
+from ctxpolicy.rundir import (CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, is_complete_run, read_json,
+                              read_jsonl, runs_of_cell)
 from ctxpolicy.tokens import count_message
 
 FC = "FC"
-SKIPPED_DIRS = frozenset({"workspace", "stale"})
 
 
 class SourceError(ValueError):
@@ -55,8 +54,7 @@ def find_source_runs(cell_dirs: list[Path]) -> list[Path]:
         if (cell_dir / RUN_JSON).exists():  # a run directory named directly
             found.append(cell_dir)
             continue
-        found += [d for d in sorted(cell_dir.iterdir())
-                  if d.is_dir() and d.name not in SKIPPED_DIRS and is_complete(d)]
+        found += [d for d in runs_of_cell(cell_dir) if is_complete_run(d)]
     return found
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxpolicy.agent.messages import api_message, message_id
-from ctxpolicy.agent.record import (CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, atomic_write_json)
+from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON, CallRecord, write_record, write_run_json
 from ctxpolicy.tokens import count_message
 
 BENCHMARK, MODEL = "synthetic", "synthetic-model"
@@ -68,16 +68,16 @@ def write_fc_run(run_dir: Path, *, seed: int, task_id: str, steps: int = 40) -> 
     for step in range(1, steps + 1):
         sent = 2 * step  # system, task, and the rounds before this call
         prompt = sum(tokens[:sent])
-        calls.append({"index": step - 1, "kind": "agent", "step": step, "start": start + step,
-                      "end": start + step + 1.0, "latency_s": 1.0, "status": "ok", "error": None,
-                      "prompt_tokens": prompt, "completion_tokens": tokens[sent], "cached_tokens": None,
-                      "est_tokens_before": prompt, "est_tokens_after": prompt, "message_ids": ids[:sent],
-                      "events": [], "attempts": 1, "finish_reason": "stop", "model": MODEL})
+        calls.append(CallRecord(index=step - 1, kind="agent", step=step, start=start + step,
+                                end=start + step + 1.0, latency_s=1.0, status="ok", error=None,
+                                prompt_tokens=prompt, completion_tokens=tokens[sent], cached_tokens=None,
+                                est_tokens_before=prompt, est_tokens_after=prompt, message_ids=ids[:sent],
+                                events=[], attempts=1, finish_reason="stop", model=MODEL))
     (run_dir / MESSAGES_JSONL).write_text(store, encoding="utf-8")
-    (run_dir / CALLS_JSONL).write_text("".join(json.dumps(c) + "\n" for c in calls), encoding="utf-8")
-    atomic_write_json(run_dir / TRAJECTORY_JSON, {"trajectory_format": "mini-swe-agent-1.1",
-                                                  "messages": history + [{"role": "exit", "content": "done"}]})
-    atomic_write_json(run_dir / RUN_JSON, _record(task_id, seed, calls))
+    (run_dir / CALLS_JSONL).write_text("".join(c.line() for c in calls), encoding="utf-8")
+    write_record(run_dir / TRAJECTORY_JSON, {"trajectory_format": "mini-swe-agent-1.1",
+                                             "messages": history + [{"role": "exit", "content": "done"}]})
+    write_run_json(run_dir, _record(task_id, seed, [c.to_json() for c in calls]))
     return run_dir
 
 

@@ -1,0 +1,145 @@
+"""The run directory's contract (ctxpolicy.rundir): names, completeness, finding runs, stale/, atomic
+records, and the one calls.jsonl line type."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from ctxpolicy import rundir
+from ctxpolicy.rundir import CallRecord
+from ctxpolicy.schemas import schema
+from ctxpolicy.threshold_settings import FIXED, SETTINGS
+
+
+def _run(path: Path, complete: bool | None = True) -> Path:
+    """A run directory: calls.jsonl always, run.json unless ``complete`` is None."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / rundir.CALLS_JSONL).write_text("")
+    if complete is not None:
+        rundir.write_run_json(path, {"complete": complete})
+    return path
+
+
+def test_layout_names_a_run_directory_by_cell_task_and_attempt(tmp_path):
+    assert rundir.run_dir(tmp_path, "local", "qwen", "FC", "tinyweb-001", 2) == \
+        tmp_path / "local" / "qwen" / "FC" / "tinyweb-001__a2"
+
+
+@pytest.mark.parametrize("content, complete", [
+    (None, False), ('{"complete": tr', False), ('{"complete": false}', False), ('{"complete": "true"}', False),
+    ('[true]', False), ('{"complete": true}', True)])
+def test_only_a_parsable_run_json_saying_complete_true_counts(tmp_path, content, complete):
+    if content is not None:
+        (tmp_path / "run.json").write_text(content)
+    assert rundir.is_complete_run(tmp_path) is complete
+
+
+def test_reading_a_record_names_the_file_and_what_is_wrong(tmp_path):
+    with pytest.raises(rundir.RunRecordError, match=r"run\.json: missing"):
+        rundir.read_run_json(tmp_path)
+    (tmp_path / "run.json").write_text("[1]")
+    with pytest.raises(rundir.RunRecordError, match=r"run\.json: not a JSON object"):
+        rundir.read_run_json(tmp_path)
+    (tmp_path / "run.json").write_text("{")
+    with pytest.raises(rundir.RunRecordError, match=r"run\.json: not valid JSON"):
+        rundir.read_run_json(tmp_path)
+    assert rundir.read_verdict(tmp_path) is None
+
+
+def test_finding_runs_skips_stale_and_workspace_and_never_enters_a_run(tmp_path):
+    cell = tmp_path / "local" / "qwen" / "FC"
+    done = _run(cell / "a__a1")
+    unfinished = _run(cell / "b__a1", complete=None)
+    _run(done / "workspace" / "nested__a1")  # inside a run: not a run of the cell
+    _run(cell / "stale" / "a__a1")
+    _run(tmp_path / "workspace" / "x__a1")
+    assert rundir.find_run_dirs(tmp_path) == [done, unfinished]
+    assert rundir.find_run_dirs([tmp_path], markers=(rundir.RUN_JSON,)) == [done]
+    assert rundir.find_run_dirs(done) == [done]  # a run directory named directly
+    assert rundir.runs_of_cell(cell) == [done]
+    with pytest.raises(NotADirectoryError, match="nowhere: no such directory"):
+        rundir.find_run_dirs(tmp_path / "nowhere")
+
+
+def test_set_aside_moves_a_run_to_stale_where_no_reader_counts_it(tmp_path):
+    cell = tmp_path / "FC"
+    first = rundir.set_aside(_run(cell / "a__a1"), cell)
+    second = rundir.set_aside(_run(cell / "a__a1"), cell)
+    assert (first, second) == (cell / "stale" / "a__a1", cell / "stale" / "a__a1.2")
+    assert rundir.find_run_dirs(tmp_path) == [] and rundir.runs_of_cell(cell) == []
+
+
+def test_record_writes_are_atomic_and_keep_the_layouts(tmp_path, monkeypatch):
+    path = rundir.write_run_json(tmp_path, {"complete": True, "task": "é", "where": Path("/x")})
+    assert path.read_bytes() == b'{\n  "complete": true,\n  "task": "\xc3\xa9",\n  "where": "/x"\n}\n'
+    verdict = rundir.write_verdict(tmp_path, {"resolved": True, "harness": "h", "log": "l", "report": {}})
+    assert list(json.loads(verdict.read_text())) == ["harness", "log", "report", "resolved"]
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        rundir.write_run_json(tmp_path, {"complete": False})
+    assert rundir.is_complete_run(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "verdict.json"]
+
+
+def test_reset_removes_a_previous_attempt_but_nothing_else(tmp_path):
+    for name in (*rundir.RUN_OUTPUTS, ".run.json.abc.tmp", "notes.txt"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "workspace" / "src").mkdir(parents=True)
+    rundir.reset_run_dir(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def _agent_call(**changes) -> dict:
+    """A call line exactly as the agent harness wrote it before CallRecord (agent.ok_call)."""
+    line = {"index": 3, "kind": "agent", "step": 2, "start": 1764430000.12, "end": 1764430004.5,
+            "latency_s": 4.38, "status": "ok", "error": None, "prompt_tokens": 812, "completion_tokens": 95,
+            "cached_tokens": 640, "est_tokens_before": 830, "est_tokens_after": 790,
+            "message_ids": ["3fa2b4c6d8e0f1a2", "00112233445566ff"],
+            "events": [{"primitive": "TR", "trigger": "Th", "depth": 0.5, "note": "ü"}],
+            "attempts": 1, "finish_reason": "stop", "model": "qwen"}
+    return {**line, **changes}
+
+
+def test_a_call_line_is_byte_for_byte_the_format_before_call_record():
+    old = _agent_call()
+    assert CallRecord(**old).line() == json.dumps(old, ensure_ascii=False, default=str) + "\n"
+    replayed = _agent_call(latency_s=0.0, cached_tokens=None, attempts=None, finish_reason=None, model=None)
+    assert CallRecord(**replayed).line() == json.dumps(replayed, ensure_ascii=False) + "\n"
+
+
+def test_usage_source_is_written_last_and_only_when_set():
+    local = CallRecord(**_agent_call(), usage_source="local").to_json()
+    assert list(local)[-1] == "usage_source" and local["usage_source"] == "local"
+    assert "usage_source" not in CallRecord(**_agent_call()).to_json()
+
+
+def test_call_record_fields_are_the_call_schema_properties_and_its_lines_validate():
+    call_schema = schema("call")
+    assert set(rundir.CALL_FIELDS) == set(call_schema["properties"])
+    assert list(rundir.CALL_FIELDS[:len(call_schema["required"])]) == call_schema["required"]
+    validator = Draft202012Validator(call_schema)
+    for changes in ({}, {"kind": "summary", "events": []}, {"usage_source": "local"},
+                    {"status": "error", "error": "EndpointError: HTTP 500", "prompt_tokens": None,
+                     "completion_tokens": None}):
+        line = json.loads(CallRecord(**{**_agent_call(), "events": [], **changes}).line())
+        assert list(validator.iter_errors(line)) == [], changes
+    assert rundir.CALL_KINDS == tuple(call_schema["properties"]["kind"]["enum"])
+
+
+def test_numbering_gives_a_copy_its_index():
+    call = CallRecord(**_agent_call())
+    assert call.numbered(7).index == 7 and call.index == 3
+
+
+def test_threshold_setting_names_are_the_run_schema_enum():
+    enum = schema("run")["properties"]["identity"]["properties"]["threshold_setting"]["enum"]
+    assert enum == [*SETTINGS, FIXED, None]
