@@ -65,8 +65,11 @@ def installed_versions() -> dict[str, str]:
 
 def lock_differences(pins: dict[str, str], installed: dict[str, str]) -> dict[str, dict]:
     """The locked packages installed at another version or not at all: ``{name: {locked, installed}}``."""
-    return {name: {"locked": version, "installed": installed.get(name)}
-            for name, version in sorted(pins.items()) if installed.get(name) != version}
+    return {
+        name: {"locked": version, "installed": installed.get(name)}
+        for name, version in sorted(pins.items())
+        if installed.get(name) != version
+    }
 
 
 def lock_record(path: str | Path = LOCK_FILE) -> dict | None:
@@ -75,5 +78,8 @@ def lock_record(path: str | Path = LOCK_FILE) -> dict | None:
     path = Path(path)
     if not path.is_file():
         return None
-    return {"path": path.name, "sha256": sha256_file(path),
-            "differs": lock_differences(read_pins(path), installed_versions())}
+    return {
+        "path": path.name,
+        "sha256": sha256_file(path),
+        "differs": lock_differences(read_pins(path), installed_versions()),
+    }
