@@ -5,15 +5,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=.venv/bin
 failed=()
-check() {
-  echo "==> $*"
-  "$@" || failed+=("$1")
+check() {  # check NAME COMMAND...
+  local name=$1; shift
+  echo "==> $name: $*"
+  "$@" || failed+=("$name")
 }
-check "$bin/ruff" check .
-check "$bin/ruff" format --check .
-check "$bin/snakefmt" --check Snakefile workflow/
-check "$bin/snakemake" --lint
+check "ruff check" "$bin/ruff" check .
+check "ruff format" "$bin/ruff" format --check .
+check "snakefmt" "$bin/snakefmt" --check Snakefile workflow/
+check "snakemake --lint" "$bin/snakemake" --lint
 if [ ${#failed[@]} -gt 0 ]; then
-  echo "lint.sh: failed: ${failed[*]}" >&2
+  printf -v list '%s, ' "${failed[@]}"
+  echo "lint.sh: failed: ${list%, }" >&2
   exit 1
 fi
