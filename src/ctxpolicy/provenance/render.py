@@ -26,6 +26,12 @@ def _code(code: dict | None) -> str:
     return f"{_short(code['commit'])}{dirty}"
 
 
+def _lock(lock: dict) -> str:
+    differs = lock.get("differs") or {}
+    state = f"{_count(len(differs), 'package')} not as locked" if differs else "installed as locked"
+    return f"{lock['path']}  sha256 {_short(lock['sha256'])}  ({state})"
+
+
 def _model(model: dict) -> str:
     name = model.get("name") or "-"
     file = (model.get("file") or "").rsplit("/", 1)[-1] or model.get("hub_id") or "-"
@@ -88,6 +94,8 @@ def render_tree(node: dict, each_run: bool = False, indent: str = "") -> list[st
         return lines
     lines.append(f"{inner}sidecar   {node['sidecar']} (recorded {node.get('recorded_at') or '-'})")
     lines.append(f"{inner}code      {_code(node.get('code'))}")
+    if node.get("lock"):
+        lines.append(f"{inner}lock      {_lock(node['lock'])}")
     for field in ("config", "notebook"):
         if node.get(field):
             lines.append(f"{inner}{field:<9} {node[field]['path']}  sha256 {_short(node[field]['sha256'])}")

@@ -2,9 +2,10 @@
 
 A sidecar records what made its target: the code commit and whether the tree was dirty, the
 config and its hash, every input with its hash (and a pointer to the input's own sidecar, so a
-chain can be followed back to the run records), package versions, model files and hashes, the
-executed notebook and the target's own hash. Paths are stored relative to the sidecar's
-directory so that a results tree stays auditable after it is moved or unpacked from a bundle.
+chain can be followed back to the run records), package versions and the environment's lock
+file, model files and hashes, the executed notebook and the target's own hash. Paths are stored
+relative to the sidecar's directory so that a results tree stays auditable after it is moved or
+unpacked from a bundle.
 
 The pointer to an input's sidecar carries that sidecar's hash too (``sidecar_sha256``), so the
 chain is a hash chain: rewriting a run record together with the hash a table's sidecar recorded
@@ -26,6 +27,7 @@ from ctxpolicy.atomic import atomic_write_json
 
 from .environment import code_state, package_versions, python_version
 from .hashing import sha256_file
+from .lockfile import lock_record
 from .runs import RUN_JSON, load_run_json, run_model
 
 SIDECAR_SUFFIX = ".prov.json"
@@ -112,6 +114,7 @@ def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | N
         "code": code_state(repo_root),
         "models": _distinct([*(models or []), *_models_of_inputs(input_paths)]),
         "packages": package_versions(),
+        "lock": lock_record(),
         "python": python_version(),
         "extra": extra or {},
     }
@@ -176,6 +179,7 @@ def read_sidecar(path: str | Path) -> dict:
     _require_file_record(path, data, "target", optional=False)
     _require_file_record(path, data, "config", optional=True)
     _require_file_record(path, data, "notebook", optional=True)
+    _require_file_record(path, data, "lock", optional=True)
     inputs = data.get("inputs")
     if not isinstance(inputs, list):
         raise SidecarError(f"{path}: field 'inputs': expected a list, got {inputs!r:.80}")
