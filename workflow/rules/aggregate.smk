@@ -10,21 +10,19 @@ rule aggregate:
     output:
         runs=f"{TABLES}/runs.parquet",
         calls=f"{TABLES}/calls.parquet",
-        sidecars=multiext(
-            f"{TABLES}/", "runs.parquet.prov.json", "calls.parquet.prov.json"
-        ),
+        sidecars=multiext(f"{TABLES}/", "runs.parquet.prov.json", "calls.parquet.prov.json"),
     log:
         f"{RESULTS}/logs/aggregate/all.log",
+    conda:
+        SOFTWARE_ENV
+    threads: SLURM["analysis"]["cpus"]
+    resources:
+        **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
         config=CONFIG_FILE,
         cells=lambda wildcards, input: parent_dirs(input),
         tables=lambda wildcards, output: parent_dir(output.runs),
-    threads: SLURM["analysis"]["cpus"]
-    resources:
-        **ANALYSIS,
-    conda:
-        SOFTWARE_ENV
     shell:
         "({params.ctxpolicy} aggregate --runs {params.cells:q} --out {params.tables:q}"
         " && {params.ctxpolicy} provenance record {output.runs:q} {output.calls:q}"
@@ -37,21 +35,19 @@ rule aggregate_scope:
     output:
         runs=f"{TABLES}/{{scope}}/runs.parquet",
         calls=f"{TABLES}/{{scope}}/calls.parquet",
-        sidecars=multiext(
-            f"{TABLES}/{{scope}}/", "runs.parquet.prov.json", "calls.parquet.prov.json"
-        ),
+        sidecars=multiext(f"{TABLES}/{{scope}}/", "runs.parquet.prov.json", "calls.parquet.prov.json"),
     log:
         f"{RESULTS}/logs/aggregate/{{scope}}.log",
+    conda:
+        SOFTWARE_ENV
+    threads: SLURM["analysis"]["cpus"]
+    resources:
+        **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
         config=CONFIG_FILE,
         cells=lambda wildcards, input: parent_dirs(input),
         tables=lambda wildcards, output: parent_dir(output.runs),
-    threads: SLURM["analysis"]["cpus"]
-    resources:
-        **ANALYSIS,
-    conda:
-        SOFTWARE_ENV
     shell:
         "({params.ctxpolicy} aggregate --runs {params.cells:q} --out {params.tables:q}"
         " && {params.ctxpolicy} provenance record {output.runs:q} {output.calls:q}"

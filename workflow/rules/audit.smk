@@ -13,15 +13,15 @@ rule audit:
         sidecar=f"{TABLES}/events.parquet.prov.json",
     log:
         f"{RESULTS}/logs/audit/all.log",
+    conda:
+        SOFTWARE_ENV
+    threads: 1
+    resources:
+        **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
         config=CONFIG_FILE,
         cells=lambda wildcards, input: parent_dirs(input),
-    threads: 1
-    resources:
-        **ANALYSIS,
-    conda:
-        SOFTWARE_ENV
     shell:
         "({params.ctxpolicy} audit --runs {params.cells:q} --out {output.events:q}"
         " && {params.ctxpolicy} provenance record {output.events:q}"
@@ -36,15 +36,15 @@ rule audit_scope:
         sidecar=f"{TABLES}/{{scope}}/events.parquet.prov.json",
     log:
         f"{RESULTS}/logs/audit/{{scope}}.log",
+    conda:
+        SOFTWARE_ENV
+    threads: 1
+    resources:
+        **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
         config=CONFIG_FILE,
         cells=lambda wildcards, input: parent_dirs(input),
-    threads: 1
-    resources:
-        **ANALYSIS,
-    conda:
-        SOFTWARE_ENV
     shell:
         "({params.ctxpolicy} audit --runs {params.cells:q} --out {output.events:q}"
         " && {params.ctxpolicy} provenance record {output.events:q}"

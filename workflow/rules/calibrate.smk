@@ -10,16 +10,16 @@ rule thresholds:
         f"{RESULTS}/thresholds/{{benchmark}}/{{model}}.json",
     log:
         f"{RESULTS}/logs/thresholds/{{benchmark}}/{{model}}.log",
+    conda:
+        SOFTWARE_ENV
+    resources:
+        **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
         config=CONFIG_FILE,
         source=lambda wildcards: threshold_source(wildcards)["source"],
         rounding=lambda wildcards: threshold_source(wildcards).get("round", 1000),
         fc_cell=lambda wildcards, input: parent_dirs(input.fc_cell),
-    resources:
-        **ANALYSIS,
-    conda:
-        SOFTWARE_ENV
     shell:
         "(if [ {params.source} = calibrate ]; then"
         " {params.ctxpolicy} calibrate --runs {params.fc_cell:q} --round {params.rounding} --out {output:q}"

@@ -17,15 +17,15 @@ for _model, _spec in CONFIG["models"].items():
             f"{RUNS}/{{benchmark}}/{{model,{re.escape(_model)}}}/{{slug}}/cell.json",
         log:
             f"{RESULTS}/logs/run_cell/{{benchmark}}/{{model}}/{{slug}}.log",
+        conda:
+            SOFTWARE_ENV
+        threads: lambda wildcards, cpus=_spec["resources"]["cpus"]: cell_threads(cpus)
+        resources:
+            **cell_resources(_model),
         params:
             ctxpolicy=CTXPOLICY,
             config=CONFIG_FILE,
             cell_dir=lambda wildcards, output: parent_dir(output[0]),
-        threads: lambda wildcards, cpus=_spec["resources"]["cpus"]: cell_threads(cpus)
-        resources:
-            **cell_resources(_model),
-        conda:
-            SOFTWARE_ENV
         shell:
             "{params.ctxpolicy} run-cell --config {params.config:q}"
             " --cell {wildcards.benchmark}/{wildcards.model}/{wildcards.slug}"

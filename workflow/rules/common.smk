@@ -24,7 +24,6 @@ from ctxpolicy.grid import (
 )
 from ctxpolicy.serving import shared as shared_servers
 
-
 REPO = Path(workflow.basedir)
 
 
@@ -43,17 +42,11 @@ def _config_file() -> str:
         )
     given = [Path(p) for p in (workflow.overwrite_configfiles or [])]
     if len(given) > 1:
-        raise WorkflowError(
-            f"give one --configfile, not {len(given)}: {' '.join(map(str, given))}"
-        )
+        raise WorkflowError(f"give one --configfile, not {len(given)}: {' '.join(map(str, given))}")
     if not given:
         return repo_file("config/config.yaml")
     path = given[0]
-    return (
-        os.path.relpath(path)
-        if path.is_absolute() and path.is_relative_to(Path.cwd())
-        else str(path)
-    )
+    return os.path.relpath(path) if path.is_absolute() and path.is_relative_to(Path.cwd()) else str(path)
 
 
 CONFIG_FILE = _config_file()
@@ -114,11 +107,7 @@ def cell_of(wildcards):
 def cell_thresholds(wildcards) -> list:
     """The thresholds file a threshold-triggered cell's run-cell reads (none for the others)."""
     cell = cell_of(wildcards)
-    return (
-        [str(thresholds_path(CONFIG, cell.benchmark, cell.model))]
-        if cell.setting
-        else []
-    )
+    return [str(thresholds_path(CONFIG, cell.benchmark, cell.model))] if cell.setting else []
 
 
 def evals_in_scope(wildcards) -> list:
@@ -160,11 +149,7 @@ def _full_cells(benchmark: str, model: str) -> list:
 
 def replay_fc_cell(wildcards) -> str:
     fc = next(
-        (
-            c
-            for c in _full_cells(wildcards.benchmark, wildcards.model)
-            if c.policy == "FC"
-        ),
+        (c for c in _full_cells(wildcards.benchmark, wildcards.model) if c.policy == "FC"),
         None,
     )
     if fc is None:
@@ -176,11 +161,7 @@ def replay_fc_cell(wildcards) -> str:
 
 
 def _compared(wildcards) -> list:
-    return [
-        c
-        for c in _full_cells(wildcards.benchmark, wildcards.model)
-        if c.track == "full" and c.policy != "FC"
-    ]
+    return [c for c in _full_cells(wildcards.benchmark, wildcards.model) if c.track == "full" and c.policy != "FC"]
 
 
 def replay_untriggered(wildcards) -> list:
@@ -198,20 +179,12 @@ def replay_setting(wildcards) -> str:
 
 
 def replay_thresholds(wildcards) -> list:
-    return (
-        [str(thresholds_path(CONFIG, wildcards.benchmark, wildcards.model))]
-        if replay_triggered(wildcards)
-        else []
-    )
+    return [str(thresholds_path(CONFIG, wildcards.benchmark, wildcards.model))] if replay_triggered(wildcards) else []
 
 
 def replay_dirs() -> list:
     pairs = sorted(
-        {
-            (c.benchmark, c.model)
-            for c in cells_in_scope(CELLS, "full")
-            if c.track == "full" and c.policy != "FC"
-        }
+        {(c.benchmark, c.model) for c in cells_in_scope(CELLS, "full") if c.track == "full" and c.policy != "FC"}
     )
     return [f"{REPLAY}/{benchmark}/{model}" for benchmark, model in pairs]
 
@@ -300,9 +273,7 @@ ANALYSIS = job_resources(SLURM["analysis"])
 # Local runs share one model server per model between all their cells (ctxpolicy.serving.shared,
 # workflow/rules/servers.smk).
 
-SHARED_SESSION = shared_servers.Session(
-    os.getpid(), Path(RESULTS).resolve() / ".servers"
-)
+SHARED_SESSION = shared_servers.Session(os.getpid(), Path(RESULTS).resolve() / ".servers")
 
 
 def shares_servers() -> bool:

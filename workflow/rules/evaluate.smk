@@ -9,15 +9,15 @@ rule evaluate:
         f"{RUNS}/{{benchmark}}/{{model}}/{{slug}}/eval.json",
     log:
         f"{RESULTS}/logs/evaluate/{{benchmark}}/{{model}}/{{slug}}.log",
+    conda:
+        SOFTWARE_ENV
+    threads: SLURM["analysis"]["cpus"]
+    resources:
+        **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
         config=CONFIG_FILE,
         cell_dir=lambda wildcards, input: parent_dir(input[0]),
-    threads: SLURM["analysis"]["cpus"]
-    resources:
-        **ANALYSIS,
-    conda:
-        SOFTWARE_ENV
     shell:
         "{params.ctxpolicy} evaluate --config {params.config:q} --benchmark {wildcards.benchmark}"
         " {params.cell_dir:q} > {log} 2>&1"

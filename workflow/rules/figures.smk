@@ -19,6 +19,11 @@ for _target, _spec in FIGURE_TARGETS.items():
             executed=_spec["executed"],
         log:
             f"{RESULTS}/logs/figures/{_target}.log",
+        conda:
+            SOFTWARE_ENV
+        threads: 1
+        resources:
+            **ANALYSIS,
         params:
             python=PYTHON,
             ctxpolicy=CTXPOLICY,
@@ -27,11 +32,6 @@ for _target, _spec in FIGURE_TARGETS.items():
             figures_dir=lambda wildcards: FIGURES,
             notebook_params=notebook_params(_spec),
             cost_method=CONFIG["metrics"]["cost_method"],
-        threads: 1
-        resources:
-            **ANALYSIS,
-        conda:
-            SOFTWARE_ENV
         shell:
             "({params.python} -m papermill --no-progress-bar {input.notebook:q} {output.executed:q}"
             " -p tables_dir {params.tables_dir:q} -p config_path {params.config:q}"

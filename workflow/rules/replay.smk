@@ -14,6 +14,10 @@ rule replay:
         directory(f"{REPLAY}/{{benchmark}}/{{model}}"),
     log:
         f"{RESULTS}/logs/replay/{{benchmark}}/{{model}}.log",
+    conda:
+        SOFTWARE_ENV
+    resources:
+        **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
         fc_cell=lambda wildcards, input: parent_dir(input.fc_cell),
@@ -21,10 +25,6 @@ rule replay:
         untriggered=replay_untriggered,
         triggered=replay_triggered,
         setting=replay_setting,
-    resources:
-        **ANALYSIS,
-    conda:
-        SOFTWARE_ENV
     shell:
         "(mkdir -p {output:q}"
         " && {params.ctxpolicy} replay --runs {params.fc_cell:q} --policy {params.untriggered:q}"
@@ -41,20 +41,18 @@ rule aggregate_replay:
     output:
         runs=f"{TABLES}/replay/runs.parquet",
         calls=f"{TABLES}/replay/calls.parquet",
-        sidecars=multiext(
-            f"{TABLES}/replay/", "runs.parquet.prov.json", "calls.parquet.prov.json"
-        ),
+        sidecars=multiext(f"{TABLES}/replay/", "runs.parquet.prov.json", "calls.parquet.prov.json"),
     log:
         f"{RESULTS}/logs/aggregate/replay.log",
+    conda:
+        SOFTWARE_ENV
+    threads: SLURM["analysis"]["cpus"]
+    resources:
+        **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
         config=CONFIG_FILE,
         tables=lambda wildcards, output: parent_dir(output.runs),
-    threads: SLURM["analysis"]["cpus"]
-    resources:
-        **ANALYSIS,
-    conda:
-        SOFTWARE_ENV
     shell:
         "({params.ctxpolicy} aggregate --runs {input:q} --out {params.tables:q}"
         " && {params.ctxpolicy} provenance record {output.runs:q} {output.calls:q}"
