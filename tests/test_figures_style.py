@@ -66,6 +66,7 @@ def test_labels():
     assert style.threshold_label("primary", 2500) == "Primary (2.5K)"
     assert style.figure_name("fig2-devstral-swebench") == "Figure 2 (devstral, swebench)"
     assert style.figure_name("fig12") == "Figure 12"
+    assert style.figure_name("fig2-synth-b-terminalbench") == "Figure 2 (synth-b, terminalbench)"
 
 
 def test_pairs_parameter():

@@ -171,7 +171,8 @@ def figure_name(stem: str) -> str:
     number = base[3:] if base.startswith("fig") else ""
     if not number.isdigit():
         return stem
-    return f"Figure {number}" + (f" ({variant.replace('-', ', ', 1)})" if variant else "")
+    model, _, benchmark = variant.rpartition("-")  # a model key may hold hyphens, a benchmark none
+    return f"Figure {number}" + (f" ({model}, {benchmark})" if model else f" ({variant})" if variant else "")
 
 
 def policy_sort_key(spec: str) -> tuple:
