@@ -119,8 +119,9 @@ def facet_legend(grid, handles: list, *, title: str | None = None) -> None:
     "tight"``) takes it in, so the panels keep their size."""
     fig = getattr(grid, "figure", grid)
     if handles:
-        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, title=title,
-                   handletextpad=0.3, borderaxespad=0.2)
+        fits = max(4, int(fig.get_figheight() * 72 / 12) - 3)  # entries a column holds beside the panels
+        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.45), frameon=False, title=title,
+                   handletextpad=0.3, borderaxespad=0.2, ncol=-(-len(handles) // fits))
 
 
 def no_pair_figure(title: str, name: str):
@@ -128,7 +129,7 @@ def no_pair_figure(title: str, name: str):
     from ctxpolicy.figures import notes, style
 
     return notes.note_figure(title, f"{style.figure_name(name)} has no model/benchmark pair in this "
-                                    "study's grid: nothing to draw.", height=0.9)
+                                    "study's grid: no runs to draw.", height=0.9)
 
 
 def threshold_table(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:

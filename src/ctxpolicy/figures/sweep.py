@@ -302,14 +302,15 @@ def plot_ablation(data: Prepared, name: str):
         key, label, ref, _ = ABLATION_ROWS[r]
         ax.axhline(ref, color="#666666", linewidth=0.6, zorder=1)
         if r == 0:
-            ax.set_title(f"({'abcdefghij'[c]}) {grid.col_names[c]} threshold", loc="left")
+            ax.set_title(f"({'abcdefghij'[c]}) {grid.col_names[c]}", loc="left")
         ax.set_ylabel((f"{label}\n({data.meta.get('cost_method')})" if key == "cost_ratio" else label) if c == 0 else "")
         ax.set_xlabel("depth D" if r == len(ABLATION_ROWS) - 1 else "")
         if depths:
             ax.set_xticks(depths, [f"{d:g}" for d in depths])
     benchmark, model = data.meta["combo"]
     fig = grid.figure
-    fig.suptitle(f"{title}: {model} · {benchmark} · sweep subset", x=0.01, ha="left")
+    fig.suptitle(f"{title}: {model} · {benchmark} · sweep subset\n(one column per trigger threshold, "
+                 "in tokens; x: depth D)", x=0.01, ha="left")
     grid.tight_layout()
     ax_.facet_legend(grid, sweep_handles(policies, depth_by="position", fc_reference=False)
                      + [Line2D([], [], color="#666666", linewidth=0.6, label="no change vs FC")])

@@ -91,7 +91,7 @@ def plot(data: Prepared, name: str = "fig2"):
     # intervals from ctxpolicy.metrics, never seaborn's own estimates)
     grid = sns.FacetGrid(long, row="pair", col="panel", row_order=list(dict.fromkeys(long["pair"])),
                          col_order=[_panel_title(k, data) for k, *_ in PANELS], sharex=True, sharey="col",
-                         height=1.3, aspect=1.3, despine=False)
+                         height=1.3 if len(combos) > 1 else 2.0, aspect=1.3, despine=False)
     grid.map_dataframe(_points)
     grid.set_titles(template="")
     grid.set_axis_labels("tokens / FC", "")
@@ -110,7 +110,7 @@ def plot(data: Prepared, name: str = "fig2"):
         benchmark, model = combos[r]
         notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
     fig = grid.figure
-    fig.suptitle(f"{style.figure_name(name)}: success and resources against FC "
+    fig.suptitle(f"{style.figure_name(name)}: success and resources against FC\n"
                  f"({style.threshold_label(data.meta.get('setting'))} threshold; depth-tunable policies at D = 0.5)",
                  x=0.01, ha="left")
     grid.tight_layout()
