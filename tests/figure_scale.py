@@ -68,7 +68,7 @@ def _config(root: Path) -> dict:
 def _write_runs(runs_root: Path) -> None:
     from ctxpolicy.metrics.synthetic import make_runs
 
-    common = dict(benchmarks=list(BENCHMARKS), attempts=ATTEMPTS, calls_per_run=CALLS, seed=3)
+    common = {"benchmarks": list(BENCHMARKS), "attempts": ATTEMPTS, "calls_per_run": CALLS, "seed": 3}
     threshold_policies = [p for p in FULL if p not in ("FC", "OTRC/St")]
     make_runs(runs_root, models=list(MODELS), policies=["FC", *threshold_policies], settings=["primary"],
               tasks=TASKS, **common)

@@ -9,12 +9,22 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+import figure_scale
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.lines import Line2D
 
-import figure_scale  # noqa: E402
-from ctxpolicy.figures import coverage, inputs, layout, notes, prompt_profile, ranks, style, sweep, tradeoffs  # noqa: E402
+from ctxpolicy.figures import (
+    coverage,
+    inputs,
+    layout,
+    notes,
+    prompt_profile,
+    ranks,
+    style,
+    sweep,
+    tradeoffs,
+)
 
 BOOT = 30
 MAIN = "synth-a/swebench,synth-a/terminalbench"  # like config/paper.yaml's Figure 2: one model, both benchmarks
@@ -100,7 +110,7 @@ def test_ablation_number_without_a_pair_is_a_one_line_note(rendered, number):
 
 
 def test_ablation_figures_draw_their_own_pair(scale_data):
-    runs, config, calls = scale_data
+    runs, config, _calls = scale_data
     for number in (9, 12, 13, 15):
         model, benchmark = _pairs(figure_scale.ABLATION_PAIRS[number])[0]
         data = sweep.compute_ablation(runs, config, n_boot=BOOT, seed=0,
@@ -121,7 +131,7 @@ def test_depth_invariant_policies_are_never_drawn_at_a_depth(rendered):
 
 
 def test_pairs_restrict_the_runs_a_figure_reads(scale_data):
-    runs, config, calls = scale_data
+    runs, config, _calls = scale_data
     data = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0, pairs=_pairs(MAIN))
     assert set(zip(data.table["model"], data.table["benchmark"])) == {("synth-a", "swebench"),
                                                                       ("synth-a", "terminalbench")}

@@ -17,7 +17,6 @@ from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import compare_to_baseline
 from ctxpolicy.metrics.cost import DEFAULT_METHOD
 
-
 IDENTITY = ("benchmark", "model", "policy", "setting", "summarizer", "cell", "primitive", "trigger", "depth")
 
 

@@ -60,7 +60,13 @@ def with_task_states(table: pd.DataFrame, runs: pd.DataFrame, *, model: str, ben
     both) and ``missed_tasks`` (by neither), over the same counted tasks and the same ≥⌈2A/3⌉ rule
     (``ctxpolicy.metrics.compare.solved_tasks``); with ``gain_tasks`` and ``loss_tasks`` they place
     every counted task of the task grid."""
-    from ctxpolicy.metrics.compare import comparison_tasks, fc_runs, policy_cells, select, solved_tasks
+    from ctxpolicy.metrics.compare import (
+        comparison_tasks,
+        fc_runs,
+        policy_cells,
+        select,
+        solved_tasks,
+    )
 
     if table.empty:
         return table
@@ -108,8 +114,8 @@ def compute_sweep(runs: pd.DataFrame, config: Mapping[str, Any], *, setting: str
     meta = {"combos": combos, "setting": setting, "attempts": comparisons.planned_attempts(config),
             "thresholds": ax_.threshold_table(ax_.pair_runs(runs, pairs))}
     if setting not in (sweeps.get("settings") or []):
-        return Prepared(pd.DataFrame(), said + [f"the config's sweep has no {setting!r} threshold setting "
-                                                f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'})."],
+        return Prepared(pd.DataFrame(), said + [(f"the config's sweep has no {setting!r} threshold setting "
+                                                f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'}).")],
                         meta)
     data = comparisons.compare_block(runs, config, "sweeps", n_boot=n_boot, seed=seed, combos=combos,
                                      cohort=sweeps.get("cohort", "sweep"), setting=setting,

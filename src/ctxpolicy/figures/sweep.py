@@ -47,8 +47,8 @@ def _sweep_combo(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None,
     if slot < len(combos):
         return combos[slot], []
     have = ", ".join(f"{m} on {b}" for b, m in combos) or "none"
-    return None, [f"the config's sweep covers {len(combos)} model/benchmark pair(s) ({have}); "
-                  f"this figure is for pair {slot + 1}."]
+    return None, [(f"the config's sweep covers {len(combos)} model/benchmark pair(s) ({have}); "
+                  f"this figure is for pair {slot + 1}.")]
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
