@@ -32,8 +32,8 @@ COMPUTE = {
     "fig4": lambda r, c, k: coverage.compute(r, c),
     "fig5": lambda r, c, k: ranks.compute(r, c, n_boot=BOOT, seed=0),
     "fig6": lambda r, c, k: prompt_profile.compute(r, k, c),
-    "fig9": lambda r, c, k: sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, slot=0),
-    "fig10": lambda r, c, k: sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, slot=1),
+    "fig9": lambda r, c, k: sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, pairs=[("qwen05b", "local")]),
+    "fig10": lambda r, c, k: sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, pairs=[]),  # a number without a pair
     "fig16": lambda r, c, k: coverage.compute_sweep(r, c, setting="tight"),
     "fig19": lambda r, c, k: summarizers.compute(r, c, n_boot=BOOT, seed=0),
     "fig20": lambda r, c, k: outcomes.compute(r, c),

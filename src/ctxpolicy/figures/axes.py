@@ -73,3 +73,81 @@ def grid(nrows: int, ncols: int, *, width: float = style.FULL_WIDTH, row_height:
 
 def combo_title(benchmark: str, model: str) -> str:
     return f"{model} · {benchmark}"
+
+
+# ---------------------------------------------------------------- model/benchmark pairs
+
+
+def pair_combos(config, block_name: str, pairs: list[tuple[str, str]] | None
+                ) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (benchmark, model) combos of a grid block a figure draws: all of them (``pairs`` None),
+    or the given (model, benchmark) pairs in the order given, with a note for each pair the block
+    does not have (``inputs.parse_pairs`` reads the notebook parameter)."""
+    from ctxpolicy.figures import inputs
+
+    combos = inputs.combos(config, block_name)
+    if pairs is None:
+        return combos, []
+    chosen, said = [], []
+    for model, benchmark in pairs:
+        if (benchmark, model) in combos:
+            chosen.append((benchmark, model))
+        else:
+            said.append(f"{model}/{benchmark} is not a pair of the config's grid.{block_name} block.")
+    return chosen, said
+
+
+def pair_runs(runs: pd.DataFrame, pairs: list[tuple[str, str]] | None) -> pd.DataFrame:
+    """The runs of the given (model, benchmark) pairs (all runs for None)."""
+    from ctxpolicy.figures import inputs
+
+    return inputs.select_pairs(runs, pairs)
+
+
+def threshold_tokens(runs_like: pd.DataFrame, setting: str) -> float | None:
+    """The threshold (tokens) a table's rows ran at for one setting: their median, None if unknown."""
+    if "threshold_tokens" not in runs_like or "setting" not in runs_like:
+        return None
+    values = pd.to_numeric(runs_like.loc[runs_like["setting"].astype("object") == setting, "threshold_tokens"],
+                           errors="coerce").dropna()
+    return float(values.median()) if len(values) else None
+
+
+def facet_legend(grid, handles: list, *, title: str | None = None) -> None:
+    """One legend right of a laid-out figure (a seaborn FacetGrid or a figure), from explicit
+    handles, one per colour or line style the figure draws; the saved area (``bbox_inches=
+    "tight"``) takes it in, so the panels keep their size."""
+    fig = getattr(grid, "figure", grid)
+    if handles:
+        fits = max(4, int(fig.get_figheight() * 72 / 12) - 3)  # entries a column holds beside the panels
+        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.45), frameon=False, title=title,
+                   handletextpad=0.3, borderaxespad=0.2, ncol=-(-len(handles) // fits))
+
+
+def no_pair_figure(title: str, name: str):
+    """A numbered figure the grid has no model/benchmark pair for: one line saying so."""
+    from ctxpolicy.figures import notes, style
+
+    return notes.note_figure(title, f"{style.figure_name(name)} has no model/benchmark pair in this "
+                                    "study's grid: no runs to draw.", height=0.9)
+
+
+def threshold_table(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:
+    """(benchmark, model, setting) → the threshold in tokens the runs ran at (their median)."""
+    if runs.empty or "threshold_tokens" not in runs:
+        return {}
+    known = runs[pd.to_numeric(runs["threshold_tokens"], errors="coerce").notna() & runs["setting"].notna()]
+    if known.empty:
+        return {}
+    medians = (known.assign(threshold_tokens=pd.to_numeric(known["threshold_tokens"]),
+                            benchmark=known["benchmark"].astype(str), model=known["model"].astype(str),
+                            setting=known["setting"].astype(str))
+               .groupby(["benchmark", "model", "setting"])["threshold_tokens"].median())
+    return {key: float(v) for key, v in medians.items()}
+
+
+def pair_threshold_label(thresholds: dict, benchmark: str, model: str, setting: str | None) -> str:
+    """``Primary (15K)`` for one pair's setting (the name alone when the runs do not say)."""
+    from ctxpolicy.figures import style
+
+    return style.threshold_label(setting, thresholds.get((benchmark, model, str(setting))))

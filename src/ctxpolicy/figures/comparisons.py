@@ -18,7 +18,6 @@ from ctxpolicy.metrics.compare import compare_to_baseline
 from ctxpolicy.metrics.cost import DEFAULT_METHOD
 from ctxpolicy.threshold_settings import PRIMARY
 
-
 IDENTITY = ("benchmark", "model", "policy", "setting", "summarizer", "cell", "primitive", "trigger", "depth")
 
 
@@ -93,10 +92,11 @@ def runs_of(runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model
 
 
 def compare_full_comparison(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-                            metric=None) -> Prepared:
-    """``compare_block`` over the full comparison, at its threshold setting, for its policies."""
+                            metric=None, combos: list[tuple[str, str]] | None = None) -> Prepared:
+    """``compare_block`` over the full comparison, at its threshold setting, for its policies
+    (``combos``: the (benchmark, model) pairs to compare; None: all of the block's)."""
     block = inputs.block(config, "full_comparison")
-    return compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
+    return compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed, combos=combos,
                          setting=block.get("setting", PRIMARY),
                          policies=policies_of(config, "full_comparison"), metric=metric)
 

@@ -14,17 +14,22 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.colors import ListedColormap
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
 
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
+from ctxpolicy.threshold_settings import PRIMARY
 
 GAIN, LOSS = "#009E73", "#D55E00"
+KEPT, MISSED = "#9E9E9E", "#F0F0F0"  # solved by both; solved by neither
+# a task's state for one policy, as drawn: (code, colour, legend label)
+STATES = ((0, LOSS, "lost: FC solves, policy misses"), (1, KEPT, "solved by both"),
+          (2, GAIN, "gained: FC misses, policy solves"), (3, MISSED, "missed by both"))
+LABEL_TASKS_MAX = 30  # task ids are printed only up to this many tasks per panel
 
 
 def _gains_losses(config: Mapping[str, Any]):
@@ -35,7 +40,8 @@ def _gains_losses(config: Mapping[str, Any]):
     def metric(runs, *, model, benchmark, **_):  # no resampling in coverage counts
         table = gains_losses(runs, model=model, benchmark=benchmark, attempts=attempts,
                              solved_min=solved_threshold(attempts))
-        return with_compare_keys(table, runs)
+        return with_task_states(with_compare_keys(table, runs), runs, model=model, benchmark=benchmark,
+                                attempts=attempts)
     return metric
 
 
@@ -49,99 +55,191 @@ def with_compare_keys(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                                  "n_tasks": "gains_losses_tasks"})
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:
-    """Figure 4: per policy of the full comparison, on its main cohort."""
-    return comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed, metric=_gains_losses(config))
+def with_task_states(table: pd.DataFrame, runs: pd.DataFrame, *, model: str, benchmark: str,
+                     attempts: int) -> pd.DataFrame:
+    """Add the two states the gains/losses rows leave implicit, per cell: ``kept_tasks`` (solved by
+    both) and ``missed_tasks`` (by neither), over the same counted tasks and the same ≥⌈2A/3⌉ rule
+    (``ctxpolicy.metrics.compare.solved_tasks``); with ``gain_tasks`` and ``loss_tasks`` they place
+    every counted task of the task grid."""
+    from ctxpolicy.metrics.compare import (
+        comparison_tasks,
+        fc_runs,
+        policy_cells,
+        select,
+        solved_tasks,
+    )
+
+    if table.empty:
+        return table
+    selected = select(runs, model=model, benchmark=benchmark)
+    solved_min = solved_threshold(attempts)
+    base = fc_runs(selected)
+    fc = solved_tasks(base, attempts=attempts, solved_min=solved_min)
+    kept, missed = {}, {}
+    for cell, group in policy_cells(selected):
+        policy = solved_tasks(group, attempts=attempts, solved_min=solved_min)
+        counted = comparison_tasks(group, base).intersection(policy.index).intersection(fc.index)
+        p, f = policy[counted].to_numpy(bool), fc[counted].to_numpy(bool)
+        kept[cell] = sorted(map(str, counted[p & f]))
+        missed[cell] = sorted(map(str, counted[~p & ~f]))
+    return table.assign(kept_tasks=table["cell"].map(lambda c: kept.get(c, [])),
+                        missed_tasks=table["cell"].map(lambda c: missed.get(c, [])))
+
+
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0,
+            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    """Figure 4: per policy of the full comparison, on its main cohort (``pairs``: the (model,
+    benchmark) pairs to draw; None: all of the block's)."""
+    combos, said = ax_.pair_combos(config, "full_comparison", pairs)
+    own = ax_.pair_runs(runs, pairs)
+    data = comparisons.compare_full_comparison(own, config, n_boot=n_boot, seed=seed, metric=_gains_losses(config),
+                                               combos=combos)
+    data.notes = said + data.notes
+    data.meta.update(thresholds=ax_.threshold_table(own),
+                     setting=inputs.block(config, "full_comparison").get("setting", PRIMARY),
+                     attempts=comparisons.planned_attempts(config))
+    return data
 
 
 def compute_sweep(runs: pd.DataFrame, config: Mapping[str, Any], *, setting: str,
-                  n_boot: int = 0, seed: int = 0) -> Prepared:
-    """Figures 16–18: per sweep policy at one threshold setting, on the sweep subset."""
+                  n_boot: int = 0, seed: int = 0, pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    """Figures 16–18: per sweep policy at one threshold setting, on the sweep subset, for one pair:
+    the first of ``pairs`` (``[]``: none, the figure says so), else the sweep block's first."""
     from ctxpolicy.figures.sweep import sweep_policies
 
     sweeps = inputs.block(config, "sweeps")
-    combos = inputs.combos(config, "sweeps")[:1]
+    if pairs is not None and not pairs:
+        return Prepared(pd.DataFrame(), [], {"no_pair": True, "setting": setting})
+    combos, said = ax_.pair_combos(config, "sweeps", pairs[:1] if pairs else None)
+    combos = combos[:1]
+    meta = {"combos": combos, "setting": setting, "attempts": comparisons.planned_attempts(config),
+            "thresholds": ax_.threshold_table(ax_.pair_runs(runs, pairs))}
     if setting not in (sweeps.get("settings") or []):
-        return Prepared(pd.DataFrame(), [f"the config's sweep has no {setting!r} threshold setting "
-                                         f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'})."],
-                        {"combos": combos, "setting": setting})
+        return Prepared(pd.DataFrame(), said + [(f"the config's sweep has no {setting!r} threshold setting "
+                                                f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'}).")],
+                        meta)
     data = comparisons.compare_block(runs, config, "sweeps", n_boot=n_boot, seed=seed, combos=combos,
                                      cohort=sweeps.get("cohort", "sweep"), setting=setting,
                                      policies=sweep_policies(config), metric=_gains_losses(config))
     if not data.empty:  # threshold-free policies are not part of a threshold's figure
         data.table = data.table[data.table["setting"].astype("object") == setting]
-    data.meta["setting"] = setting
+    data.notes = said + data.notes
+    data.meta.update(meta)
     return data
 
 
-def plot(data: Prepared, title: str = "Figure 4: task coverage against FC"):
+def task_grid(rows: pd.DataFrame, specs: list[str]) -> tuple[pd.DataFrame, int]:
+    """Policies × tasks, each cell a state code of ``STATES`` (NaN: not counted for that policy);
+    columns: the tasks FC solves, then those it misses, each block ordered by how many policies
+    move the task (most first), then by id. Returns the grid and the size of the FC-solved block."""
+    by_policy = rows.set_index(rows["policy"].astype(str))
+    states: dict[str, dict[str, int]] = {}
+    for spec in specs:
+        if spec not in by_policy.index:
+            continue
+        r = by_policy.loc[spec]
+        states[spec] = {**{t: 0 for t in r["loss_tasks"]}, **{t: 1 for t in r["kept_tasks"]},
+                        **{t: 2 for t in r["gain_tasks"]}, **{t: 3 for t in r["missed_tasks"]}}
+    grid = pd.DataFrame.from_dict(states, orient="index").reindex(specs)
+    if grid.empty:
+        return grid, 0
+    fc_solved = [t for t in grid.columns if grid[t].isin([0, 1]).any()]
+    fc_missed = [t for t in grid.columns if t not in fc_solved]
+
+    def ordered(tasks, moved_code):
+        return sorted(tasks, key=lambda t: (-(grid[t] == moved_code).sum(), t))
+    return grid[ordered(fc_solved, 0) + ordered(fc_missed, 2)], len(fc_solved)
+
+
+def _draw_grid(ax, grid: pd.DataFrame, n_solved: int, row_labels: list[str], rows: pd.DataFrame) -> None:
+    """One task grid (seaborn.heatmap with cell borders), its two blocks named above it and each
+    policy's counts at the right."""
+    cmap = ListedColormap([colour for _, colour, _ in STATES])
+    values = grid.astype(float)
+    sns.heatmap(values, ax=ax, cmap=cmap, vmin=-0.5, vmax=len(STATES) - 0.5, cbar=False, linewidths=0.5,
+                linecolor="white", mask=values.isna(), square=False,
+                xticklabels=list(grid.columns) if len(grid.columns) <= LABEL_TASKS_MAX else False,
+                yticklabels=row_labels)
+    ax.tick_params(axis="x", labelsize=5, rotation=90, length=0)
+    ax.tick_params(axis="y", labelsize=6.5, rotation=0, length=0)
+    for tick, spec in zip(ax.get_yticklabels(), grid.index):
+        tick.set_color(style.policy_color(spec))
+    n = len(grid.columns)
+    if 0 < n_solved < n:
+        ax.axvline(n_solved, color="black", linewidth=1.2)
+    for start, stop, label in ((0, n_solved, "FC solves"), (n_solved, n, "FC misses")):
+        if stop > start:
+            ax.text((start + stop) / 2, -0.15, f"{label} ({stop - start})", ha="center", va="bottom", fontsize=6.5)
+    counts = rows.set_index(rows["policy"].astype(str))
+    for i, spec in enumerate(grid.index):
+        if spec in counts.index and pd.notna(counts.loc[spec, "gains_losses_tasks"]):
+            r = counts.loc[spec]
+            ax.text(n + 0.3, i + 0.5, f"+{r['gains']:.0f} −{r['losses']:.0f} → {r['solved']:.0f}",
+                    ha="left", va="center", fontsize=6)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+
+
+def _state_handles(grid_values) -> list[Patch]:
+    present = set(np.unique(np.asarray(grid_values, dtype=float)[np.isfinite(np.asarray(grid_values, dtype=float))]))
+    handles = [Patch(facecolor=colour, edgecolor="#BBBBBB", linewidth=0.4, label=label)
+               for code, colour, label in STATES if code in present]
+    if np.isnan(np.asarray(grid_values, dtype=float)).any():
+        handles.append(Patch(facecolor="white", edgecolor="#BBBBBB", linewidth=0.4,
+                             label="not counted (attempts missing)"))
+    return handles
+
+
+def _rule(attempts: int) -> str:
+    return f"solved: ≥ {solved_threshold(attempts)} of {attempts} attempts"
+
+
+def plot(data: Prepared, title: str | None = None, name: str = "fig4"):
+    title = title or f"{style.figure_name(name)}: task coverage against FC"
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
-    fig, grid = ax_.grid(1, len(combos), row_height=0.3 * len(specs) + 0.9,
-                         width=min(style.FULL_WIDTH, 3.4 * len(combos)), sharey=True)
-    y = np.arange(len(specs))[::-1]
-    for ax, (benchmark, model) in zip(grid[0, :], combos):
+    # plt.subplots, not a FacetGrid: each pair's grid has its own tasks (columns), one panel per pair
+    heights = [0.17 * len(specs) + 0.55 for _ in combos]
+    fig, axes = plt.subplots(len(combos), 1, figsize=(style.FULL_WIDTH, sum(heights) + 0.6), squeeze=False,
+                             layout="constrained", gridspec_kw={"height_ratios": heights})
+    drawn = []
+    thresholds = data.meta.get("thresholds") or {}
+    for ax, (benchmark, model) in zip(axes[:, 0], combos):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
-        ax.barh(y, rows["gains"], color=GAIN, height=0.6)
-        ax.barh(y, -rows["losses"], color=LOSS, height=0.6)
-        ax.axvline(0, color="#666666", linewidth=0.6)
-        ax.set_yticks(y, [style.policy_label(p) for p in specs])
-        for tick, spec in zip(ax.get_yticklabels(), specs):
-            tick.set_color(style.policy_color(spec))
-        for yi, (_, r) in zip(y, rows.iterrows()):
-            if pd.isna(r["gains_losses_tasks"]):
-                continue
-            ax.annotate(f"{r['solved']:.0f}/{r['gains_losses_tasks']:.0f} (FC {r['baseline_solved']:.0f})",
-                        (1.0, yi),
-                        xycoords=("axes fraction", "data"), ha="left", va="center", fontsize=6)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        counts = rows[["gains", "losses"]].to_numpy(dtype=float)
-        lim = max(1, int(np.nanmax(counts))) if np.isfinite(counts).any() else 1
-        ax.set_xlim(-lim - 0.5, lim + 0.5)
-        ax.set_xlabel("tasks lost | gained vs FC")
-        ax.grid(axis="y", visible=False)
-        ax.set_title(ax_.combo_title(benchmark, model), loc="left")
-    ax_.legend_top(fig, [Patch(color=GAIN, label="gained (FC misses)"),
-                         Patch(color=LOSS, label="lost (FC solves)"),
-                         Line2D([], [], linestyle="none", label="right: solved / tasks (FC solved)")])
+        grid, n_solved = task_grid(rows, specs)
+        _draw_grid(ax, grid, n_solved, [style.short_label(s) for s in grid.index], rows)
+        drawn.append(grid.to_numpy(dtype=float).ravel())
+        ax.set_title(f"{model} · {benchmark} · {ax_.pair_threshold_label(thresholds, benchmark, model, data.meta.get('setting'))}",
+                     loc="left", pad=14)
+    many = max(len(d) for d in drawn) // max(1, len(specs)) > LABEL_TASKS_MAX
+    fig.suptitle(f"{title} ({_rule(data.meta.get('attempts', 1))}; depth-tunable policies at D = 0.5; right: "
+                 f"gained, lost → solved" + ("; task ids in the data file" if many else "") + ")",
+                 x=0.01, ha="left")
+    fig.legend(handles=_state_handles(np.concatenate(drawn)), loc="outside lower center", ncol=3, frameon=False)
     return notes.finish(fig, data.notes)
 
 
 def plot_sweep(data: Prepared, name: str):
-    """Gains and losses per depth (left) and which tasks moved (right)."""
+    """Figures 16–18: one pair's task grid at one threshold, a row per sweep policy and depth."""
     setting = data.meta.get("setting", "?")
-    title = f"{style.figure_name(name)}: task-level gains and losses, {setting} threshold"
+    title = f"{style.figure_name(name)}: task coverage against FC, {style.threshold_label(setting)} threshold"
+    if data.meta.get("no_pair"):
+        return ax_.no_pair_figure(title, name)
     if data.empty:
         return notes.note_figure(title, data.notes)
-    rows = data.table.set_index(data.table["policy"].astype(str))
-    specs = style.order_policies(rows.index)
-    rows = rows.loc[specs]
-    tasks = sorted({t for col in ("gain_tasks", "loss_tasks") for ts in rows[col] for t in ts})
-    fig = plt.figure(figsize=(style.FULL_WIDTH, 0.3 * max(len(specs), 4) + 1.4), layout="constrained")
-    left, right = fig.subplots(1, 2, width_ratios=[1, max(1.2, 0.18 * len(tasks))])
-    x = np.arange(len(specs))
-    left.bar(x - 0.2, rows["gains"], 0.4, color=GAIN, label="gained")
-    left.bar(x + 0.2, rows["losses"], 0.4, color=LOSS, label="lost")
-    left.set_xticks(x, [style.policy_label(p) for p in specs], rotation=30, ha="right")
-    left.set_ylabel("tasks vs FC")
-    left.legend(loc="upper left")
-    if tasks:
-        grid = np.zeros((len(specs), len(tasks)))
-        for i, p in enumerate(specs):
-            for t in rows.loc[p, "gain_tasks"]:
-                grid[i, tasks.index(t)] = 1
-            for t in rows.loc[p, "loss_tasks"]:
-                grid[i, tasks.index(t)] = -1
-        right.imshow(grid, cmap=ListedColormap([LOSS, "#F2F2F2", GAIN]), vmin=-1, vmax=1, aspect="auto")
-        right.set_xticks(range(len(tasks)), tasks, rotation=90, fontsize=6)
-        right.set_yticks(range(len(specs)), [style.policy_label(p) for p in specs])
-        right.grid(False)
-        right.set_title("tasks that moved", loc="left")
-    else:
-        notes.note_on_axes(right, "no task changed between FC and these policies", width=30)
+    specs = style.order_policies(data.table["policy"])
     benchmark, model = data.table["benchmark"].iloc[0], data.table["model"].iloc[0]
-    fig.suptitle(f"{model} · {benchmark} · sweep subset · {setting} threshold", x=0.01, ha="left")
+    grid, n_solved = task_grid(data.table, specs)
+    fig, ax = plt.subplots(figsize=(style.FULL_WIDTH, 0.17 * len(specs) + 1.5), layout="constrained")
+    labels = [style.short_label(s) + (f" D = {style.depth_of(s):g}" if style.depth_of(s) is not None else "")
+              for s in grid.index]
+    _draw_grid(ax, grid, n_solved, labels, data.table)
+    label = ax_.pair_threshold_label(data.meta.get("thresholds") or {}, benchmark, model, setting)
+    title = f"{style.figure_name(name)}: task coverage against FC, {label} threshold"
+    ax.set_title(f"{model} · {benchmark} · sweep subset ({_rule(data.meta.get('attempts', 1))}; right: gained, "
+                 "lost → solved)", loc="left", pad=14)
+    fig.suptitle(title, x=0.01, ha="left")
+    fig.legend(handles=_state_handles(grid.to_numpy(dtype=float)), loc="outside lower center", ncol=3, frameon=False)
     return notes.finish(fig, data.notes)

@@ -30,8 +30,15 @@ def pick_policy(config: Mapping[str, Any], runs: pd.DataFrame) -> str | None:
 
 
 def compute(runs: pd.DataFrame, calls: pd.DataFrame, config: Mapping[str, Any], *,
-            model: str = "", benchmark: str = "", task_id: str = "") -> Prepared:
+            model: str = "", benchmark: str = "", task_id: str = "",
+            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    """``pairs``: the first (model, benchmark) pair is drawn unless ``model`` and ``benchmark`` are
+    given (``[]``: no pair, the figure says so); else the full comparison's first pair."""
     combos = inputs.combos(config, "full_comparison")
+    if pairs is not None and not (model and benchmark):
+        if not pairs:
+            return Prepared(pd.DataFrame(), ["no model/benchmark pair was asked for (pairs: none)."])
+        model, benchmark = pairs[0]
     if not (model and benchmark):
         if not combos:
             return Prepared(pd.DataFrame(), ["the config has no full comparison."])
@@ -67,8 +74,8 @@ def compute(runs: pd.DataFrame, calls: pd.DataFrame, config: Mapping[str, Any], 
     return Prepared(table, found, meta)
 
 
-def plot(data: Prepared):
-    title = "Figure 6: prompt tokens per model call"
+def plot(data: Prepared, name: str = "fig6"):
+    title = f"{style.figure_name(name)}: prompt tokens per model call"
     if data.empty:
         return notes.note_figure(title, data.notes)
     specs = [style.FC, data.meta["policy"]]
@@ -82,11 +89,12 @@ def plot(data: Prepared):
         if len(fired):
             ax.plot(fired + 1, rows.loc[fired, "prompt_tokens"].astype(float), linestyle="none",
                     marker="v", color="black", markersize=3, label="compression")
-        threshold = rows["threshold_tokens"].dropna()
+        threshold = pd.to_numeric(rows["threshold_tokens"], errors="coerce").dropna()
         if len(threshold):
             ax.axhline(float(threshold.iloc[0]), color="#666666", linestyle="--", linewidth=0.7)
-        ax.set_title(f"{style.policy_label(spec)} — {data.meta['task_id']} "
-                     f"({data.meta['model']} · {data.meta['benchmark']})", loc="left")
+        shown = style.policy_label(spec) + (f", {style.threshold_label(None if spec == style.FC else 'primary', float(threshold.iloc[0]))} threshold"
+                                            if len(threshold) else "")
+        ax.set_title(f"{shown} — {data.meta['task_id']} ({data.meta['model']} · {data.meta['benchmark']})", loc="left")
         ax.set_ylabel("prompt tokens")
     grid[-1, 0].set_xlabel("model call")
     handles = [Patch(color=style.policy_color(s), label=style.policy_label(s)) for s in specs]

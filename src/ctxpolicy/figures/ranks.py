@@ -11,6 +11,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.patches import Rectangle
 
 from ctxpolicy.figures import axes as ax_
@@ -23,20 +24,25 @@ PAIRS = (("S-p", "S"), ("TRC+S", "S"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"))
 RANKED = (("resolve_rate", "resolve", False), ("latency_ratio_est", "latency", True),
           ("cost_ratio_est", "cost", True))
 SIGNIFICANT = "∗"
-RANK_CMAP = "viridis_r"
+RANK_CMAP = "Blues_r"  # darker = better (rank 1 darkest)
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    """``pairs``: the (model, benchmark) pairs to compare (None: all of the full comparison's)."""
     block = inputs.block(config, "full_comparison")
     setting = block.get("setting", PRIMARY)
+    combos, said = ax_.pair_combos(config, "full_comparison", pairs)
+    runs = ax_.pair_runs(runs, pairs)
     compared = comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
-                                         setting=setting,
+                                         setting=setting, combos=combos,
                                          policies=comparisons.policies_of(config, "full_comparison"))
     ranks = rank_table(compared.table) if not compared.empty else pd.DataFrame()
-    pairs, pair_notes = paired(runs, config, compared.table, n_boot=n_boot, seed=seed)
-    return Prepared(ranks, compared.notes + pair_notes,
-                    {"combos": compared.meta["combos"], "pairs": pairs, "cost_method": compared.meta["cost_method"]},
-                    {"ranks": ranks, "pairs": pairs})
+    pair_table, pair_notes = paired(runs, config, compared.table, n_boot=n_boot, seed=seed)
+    return Prepared(ranks, said + compared.notes + pair_notes,
+                    {"combos": compared.meta["combos"], "pairs": pair_table, "cost_method": compared.meta["cost_method"],
+                     "attempts": comparisons.planned_attempts(config)},
+                    {"ranks": ranks, "pairs": pair_table})
 
 
 def rank_table(compared: pd.DataFrame) -> pd.DataFrame:
@@ -87,19 +93,26 @@ def paired(runs: pd.DataFrame, config: Mapping[str, Any], compared: pd.DataFrame
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), note
 
 
-def plot(data: Prepared):
-    title = "Figure 5: policy ranks and paired differences"
+def plot(data: Prepared, name: str = "fig5"):
+    title = f"{style.figure_name(name)}: policy ranks and paired differences"
     if data.empty:
         return notes.note_figure(title, data.notes)
     combos = ax_.combos_with_data(data, data.meta["combos"])
     specs = style.order_policies(data.table["policy"])
-    fig = plt.figure(figsize=(style.FULL_WIDTH, 0.26 * len(specs) + 2.6), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[0.26 * len(specs) + 0.8, 1.8])
+    # plt.subplots, not a FacetGrid: (a) is one heatmap across pairs, (b) a panel per pair beneath it
+    fig = plt.figure(figsize=(style.FULL_WIDTH, 0.2 * len(specs) + 3.3), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[0.2 * len(specs) + 1.2, 2.0])
     _heatmap(top.subplots(), data.table, combos, specs)
-    top.suptitle(f"(a) rank within model (1 = best; outlined: best; cost: {data.meta.get('cost_method')} method)",
-                 x=0.01, ha="left", fontsize=8)
+    top.suptitle(f"(a) rank within model and benchmark (1 = best, darker = better; outlined: best; cost: "
+                 f"{data.meta.get('cost_method')} method)", x=0.01, ha="left", fontsize=8)
+    fig.suptitle(f"{title} (primary threshold; depth-tunable policies at D = 0.5; "
+                 f"{data.meta.get('attempts', 1)} attempt(s) per task)", x=0.01, ha="left")
     pairs = data.meta["pairs"]
-    axs = bottom.subplots(1, max(1, len(combos)), squeeze=False, sharey=True)[0]
+    ncols = min(3, max(1, len(combos)))  # at most three pair panels a row: their titles and ticks stay legible
+    nrows = -(-max(1, len(combos)) // ncols)
+    axs = bottom.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True).ravel()
+    for ax in axs[len(combos):]:
+        ax.set_visible(False)
     bottom.suptitle(f"(b) paired resolve-rate differences (pp, first − second), 95 % intervals; "
                     f"{SIGNIFICANT} excludes 0",
                     x=0.01, ha="left", fontsize=8)
@@ -118,32 +131,34 @@ def plot(data: Prepared):
                             va="center", fontsize=7)
         ax.axvline(0, color="#666666", linewidth=0.6)
         ax.set_yticks(y, rows["pair"])
-        ax.set_xlabel("Δ resolve (pp)")
         ax.grid(axis="y", visible=False)
+    for ax in axs[max(0, len(combos) - ncols):len(combos)]:
+        ax.set_xlabel("Δ resolve (pp)")
     return notes.finish(fig, data.notes)
 
 
 def _heatmap(ax, table: pd.DataFrame, combos, specs) -> None:
+    """Ranks as a seaborn heatmap: a row per policy, a column per pair and measure; darker is
+    better, the rank written in each cell, rank 1 outlined, pairs separated by white lines."""
     columns = [(b, m, c, label) for b, m in combos for c, label, _ in RANKED]
     grid = np.full((len(specs), len(columns)), np.nan)
     for j, (b, m, c, _) in enumerate(columns):
         rows = table[(table["benchmark"] == b) & (table["model"] == m)].set_index("policy")
         grid[:, j] = rows[f"{c}_rank"].reindex(specs).to_numpy(dtype=float)
-    ax.imshow(np.ma.masked_invalid(grid), cmap=RANK_CMAP, aspect="auto", vmin=1,
-              vmax=max(2, np.nanmax(grid) if np.isfinite(grid).any() else 2))
-    for i in range(len(specs)):
-        for j in range(len(columns)):
-            if np.isfinite(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=6,
-                        color="black" if grid[i, j] <= np.nanmax(grid) / 2 else "white")
-                if grid[i, j] == 1:
-                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black",
-                                           linewidth=1.2))
-    ax.set_xticks(range(len(columns)), [label for *_, label in columns])
-    ax.set_yticks(range(len(specs)), [style.policy_label(s) for s in specs])
+    worst = max(2.0, float(np.nanmax(grid)) if np.isfinite(grid).any() else 2.0)
+    frame = pd.DataFrame(grid, index=[style.short_label(s) for s in specs],
+                         columns=[label for *_, label in columns])
+    sns.heatmap(frame, ax=ax, cmap=RANK_CMAP, vmin=1, vmax=worst, annot=True, fmt=".0f", cbar=False,
+                linewidths=0.5, linecolor="white", mask=frame.isna(), annot_kws={"fontsize": 5.5})
+    for i, j in zip(*np.nonzero(grid == 1)):
+        ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="black", linewidth=1.1))
+    ax.tick_params(axis="x", rotation=90, labelsize=6, length=0)
+    ax.tick_params(axis="y", rotation=0, labelsize=6.5, length=0)
+    for tick, spec in zip(ax.get_yticklabels(), specs):
+        tick.set_color(style.policy_color(spec))
     for k, (b, m) in enumerate(combos):
-        ax.text(3 * k + 1, -0.8, ax_.combo_title(b, m), ha="center", va="bottom", fontsize=7)
+        ax.text(3 * k + 1.5, -0.3, f"{m}\n{b}", ha="center", va="bottom", fontsize=6)
         if k:
-            ax.axvline(3 * k - 0.5, color="white", linewidth=2)
-    ax.grid(False)
-    ax.tick_params(length=0)
+            ax.axvline(3 * k, color="white", linewidth=2.5)
+    ax.set_xlabel("")
+    ax.set_ylabel("")

@@ -13,6 +13,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.lines import Line2D
 
 from ctxpolicy.figures import axes as ax_
@@ -34,32 +35,52 @@ def sweep_policies(config: Mapping[str, Any]) -> list[str]:
     return style.order_policies(swept + extra)
 
 
+def _sweep_combo(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None, slot: int | None
+                 ) -> tuple[tuple[str, str] | None, list[str]]:
+    """The one (benchmark, model) a sweep figure draws: the first of ``pairs``, else the sweep
+    block's ``slot``-th (0 by default), with a note when there is none."""
+    combos = inputs.combos(config, "sweeps")
+    if pairs is not None:
+        chosen, said = ax_.pair_combos(config, "sweeps", pairs[:1])
+        return (chosen[0] if chosen else None), said
+    slot = slot or 0
+    if slot < len(combos):
+        return combos[slot], []
+    have = ", ".join(f"{m} on {b}" for b, m in combos) or "none"
+    return None, [(f"the config's sweep covers {len(combos)} model/benchmark pair(s) ({have}); "
+                  f"this figure is for pair {slot + 1}.")]
+
+
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-            slot: int = 0, calls: pd.DataFrame | None = None) -> Prepared:
-    """``compare_to_fc`` rows of the sweep's ``slot``-th (benchmark, model) on the sweep tasks.
+            pairs: list[tuple[str, str]] | None = None, slot: int | None = None,
+            calls: pd.DataFrame | None = None, summaries: bool = True) -> Prepared:
+    """``compare_to_fc`` rows of one (benchmark, model) of the sweep on the sweep tasks: the first
+    of ``pairs`` ((model, benchmark), ``inputs.parse_pairs``; ``[]``: none, the figure says so),
+    else the sweep block's ``slot``-th pair (kept for callers that number pairs).
 
     Resolve rates count every run; the resource ratios leave time-limited runs out
     (``ctxpolicy.metrics.compare.resource_eligible``), and so does the compression frequency
     (``extra["frequency"]``: firings per attempt, from ``calls``). ``extra["summary"]`` is
     Figure 3's right-hand table, over all attempts (``all_attempts_summary``)."""
-    combos = inputs.combos(config, "sweeps")
-    if slot >= len(combos):
-        have = ", ".join(f"{m} on {b}" for b, m in combos) or "none"
-        return Prepared(pd.DataFrame(), [f"the config's sweep covers {len(combos)} model/benchmark "
-                                         f"pair(s) ({have}); this figure is for pair {slot + 1}."])
-    combo = combos[slot]
+    if pairs is not None and not pairs:
+        return Prepared(pd.DataFrame(), [], {"no_pair": True})
+    combo, said = _sweep_combo(config, pairs, slot)
+    if combo is None:
+        return Prepared(pd.DataFrame(), said)
     policies = sweep_policies(config)
     settings = sorted(inputs.block(config, "sweeps").get("settings") or [], key=style.setting_sort_key)
     cohort = inputs.block(config, "sweeps").get("cohort", "sweep")
     compared = comparisons.compare_block(runs, config, "sweeps", n_boot=n_boot, seed=seed,
                                          combos=[combo], cohort=cohort, policies=policies)
     own = comparisons.runs_of(runs, config, combo[0], combo[1], cohort)
-    frequency, freq_notes = firings_per_attempt(own[own["outcome_class"].astype(str) != TIME_LIMITED], calls)
-    summary = all_attempts_summary(own, policies, settings, comparisons.cost_method(config),
-                                   attempts=comparisons.planned_attempts(config))
-    return Prepared(_with_depth(compared.table), compared.notes + freq_notes,
+    frequency, freq_notes, summary = pd.DataFrame(), [], pd.DataFrame()
+    if summaries:  # Figure 3's frequency curves and table (``summaries=False``: the ablation figures)
+        frequency, freq_notes = firings_per_attempt(own[own["outcome_class"].astype(str) != TIME_LIMITED], calls)
+        summary = all_attempts_summary(own, policies, settings, comparisons.cost_method(config),
+                                       attempts=comparisons.planned_attempts(config))
+    return Prepared(_with_depth(compared.table), said + compared.notes + freq_notes,
                     {"combo": combo, "settings": settings, "policies": policies,
-                     "cost_method": comparisons.cost_method(config)},
+                     "cost_method": comparisons.cost_method(config), "thresholds": ax_.threshold_table(own)},
                     {"frequency": frequency, "summary": summary})
 
 
@@ -70,13 +91,51 @@ def _with_depth(table: pd.DataFrame) -> pd.DataFrame:
                         depth=[style.depth_of(p) for p in table["policy"].astype(str)])
 
 
-def _threshold_labels(runs_like: pd.DataFrame, settings: list[str]) -> list[str]:
-    labels = []
-    for s in settings:
-        t = (runs_like.loc[runs_like["setting"] == s, "threshold_tokens"].dropna()
-             if "threshold_tokens" in runs_like else pd.Series(dtype=float))
-        labels.append(f"{s}\n({int(t.median()):,} tok)" if len(t) else s)
-    return labels
+def _setting_labels(data: Prepared) -> dict[str, str]:
+    """``Tight (10K)`` for each setting, from the thresholds the pair's runs ran at."""
+    benchmark, model = data.meta["combo"]
+    return {s: ax_.pair_threshold_label(data.meta.get("thresholds") or {}, benchmark, model, s)
+            for s in data.meta["settings"]}
+
+
+def _depths(policies: list[str]) -> list[float]:
+    return sorted({style.depth_of(p) for p in policies if style.depth_of(p) is not None})
+
+
+def sweep_handles(policies: list[str], *, depth_by: str = "linestyle", fc_reference: bool = True) -> list[Line2D]:
+    """The sweep figures' legend: one entry per primitive (its colour and marker; a depth-invariant
+    policy as a dashed level without a marker, labelled without a depth), then how depth is drawn
+    (grey, by line style or marker fill) and FC's level."""
+    tunable = style.order_policies({style.primitive_of(p) for p in policies if style.depth_of(p) is not None})
+    invariant = [p for p in style.order_policies(policies) if style.depth_of(p) is None]
+    handles = [Line2D([], [], color=style.policy_color(p), marker=style.policy_marker(p), markersize=4,
+                      label=style.short_label(p)) for p in tunable]
+    handles += [Line2D([], [], color=style.policy_color(p), linestyle=INVARIANT_STYLE, linewidth=1.2,
+                       label=f"{style.short_label(p)} (no depth)") for p in invariant]
+    depths = _depths(policies) if depth_by != "position" else []  # "position": depth is the x axis
+    for d in depths:
+        if depth_by == "linestyle":
+            handles.append(Line2D([], [], color="#666666", linestyle=style.depth_linestyle(d, depths),
+                                  label=style.depth_label(d)))
+        else:
+            handles.append(Line2D([], [], color="#666666", marker="o", linestyle="none", markersize=4,
+                                  fillstyle=style.depth_fillstyle(d, depths), label=style.depth_label(d)))
+    if fc_reference:
+        handles.append(Line2D([], [], color="#666666", linewidth=0.6, label="FC"))
+    return handles
+
+
+INVARIANT_STYLE = (0, (4, 2))  # a depth-invariant policy's level; never a depth's line style
+
+
+def _invariant_levels(ax, rows: pd.DataFrame, key: str, xs: dict, half: float = 0.32, scale: float = 1.0) -> None:
+    """A depth-invariant policy: a level per threshold (a dashed segment over that setting's x)."""
+    for r in rows.itertuples():
+        y = float(ax_.value(rows.loc[[r.Index]], key, scale).iloc[0])
+        if np.isfinite(y) and r.setting in xs:
+            x = xs[r.setting]
+            ax.plot([x - half, x + half], [y, y], color=style.policy_color(r.policy), linestyle=INVARIANT_STYLE,
+                    linewidth=1.2, zorder=2)
 
 
 def _line(ax, table: pd.DataFrame, policy: str, settings: list[str], key: str, depths) -> None:
@@ -86,139 +145,182 @@ def _line(ax, table: pd.DataFrame, policy: str, settings: list[str], key: str, d
         return
     depth = style.depth_of(policy)
     ax.errorbar(np.arange(len(settings)), values, yerr=ax_.interval(rows, key), color=style.policy_color(policy),
-                marker=style.policy_marker(policy),
-                fillstyle=style.depth_fillstyle(depth, depths) if depth is not None else "full",
-                linestyle=style.depth_linestyle(depth, depths) if depth is not None else "--", elinewidth=0.7,
-                label=style.policy_label(policy))
+                marker=style.policy_marker(policy), markersize=3.5,
+                fillstyle=style.depth_fillstyle(depth, depths), linestyle=style.depth_linestyle(depth, depths),
+                elinewidth=0.6, linewidth=0.9, label=style.policy_label(policy))
 
 
-def plot_fig3(data: Prepared):
-    title = "Figure 3: threshold and depth sweep"
+def plot_fig3(data: Prepared, name: str = "fig3"):
+    title = f"{style.figure_name(name)}: threshold and depth sweep"
     summary = data.extra.get("summary", pd.DataFrame())
+    if data.meta.get("no_pair"):
+        return ax_.no_pair_figure(title, name)
     if data.empty and summary.empty:
         return notes.note_figure(title, data.notes)
     settings, policies = data.meta["settings"], data.meta["policies"]
+    labels = _setting_labels(data)
     freq = data.extra.get("frequency", pd.DataFrame())
-    depths = [d for d in data.table["depth"].dropna().unique()] if not data.empty else []
-    fig = plt.figure(figsize=(style.FULL_WIDTH, 3.6), layout="constrained")
-    left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.05])
+    depths = _depths(policies)
+    xs = {s: i for i, s in enumerate(settings)}
+    # plt.subplots, not a FacetGrid: three measures against the threshold beside a table
+    fig = plt.figure(figsize=(style.FULL_WIDTH, 4.4), layout="constrained")
+    left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.15])
     axs = left.subplots(3, 1, sharex=True)
-    panels = ((freq, "firings_per_attempt", "compressions\nper attempt"),  # two lines: three short panels
+    panels = ((freq, "firings_per_attempt", "compressions\nper attempt"),
               (data.table, "cost_ratio", f"billed cost / FC\n({data.meta.get('cost_method')})"),
-              (data.table, "latency_ratio", "latency\n/ FC"))
+              (data.table, "latency_ratio", "latency / FC"))
     for ax, (table, key, label) in zip(axs, panels):
         if not table.empty:
             for policy in policies:
-                _line(ax, table, policy, settings, key, depths)
+                if style.depth_of(policy) is None:
+                    rows = table[table["policy"].astype(str) == policy].drop_duplicates("setting")
+                    _invariant_levels(ax, rows, key, xs)
+                else:
+                    _line(ax, table, policy, settings, key, depths)
         ax.set_ylabel(label)
         if key != "firings_per_attempt":
             ax.axhline(1.0, color="#666666", linewidth=0.6)
-    axs[-1].set_xticks(range(len(settings)), _threshold_labels(freq, settings))
-    axs[-1].set_xlabel("threshold setting (time-limited runs excluded)")
-    handles, labels = axs[0].get_legend_handles_labels()
-    if labels:
-        left.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
+    axs[-1].set_xticks(range(len(settings)), [labels[s].replace(" (", "\n(") for s in settings])
+    axs[-1].set_xlim(-0.5, len(settings) - 0.5)
+    axs[-1].set_xlabel("threshold (time-limited runs excluded)")
+    left.legend(handles=sweep_handles(policies), loc="outside lower center", ncol=4, frameon=False,
+                handlelength=1.6, columnspacing=0.8, handletextpad=0.3, fontsize=6)
     benchmark, model = data.meta["combo"]
-    axs[0].set_title(f"{model} · {benchmark} · sweep subset", loc="left")
-    _summary_table(right.subplots(), summary)
+    fig.suptitle(f"{title}: {model} · {benchmark} · sweep subset", x=0.01, ha="left")
+    _summary_table(right.subplots(), summary, settings, labels)
     gaps = [n for n in data.notes if "resource ratios" in n]
     return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
 
 
 YELLOW, GREEN = "#F6E27F", "#A8DDB5"
+SUMMARY_MEASURES = (("resolve_rate", "res.", "{:.0%}"), ("cost_ratio_all", "cost", "{:.2f}"),
+                    ("latency_s", "lat. s", "{:.0f}"))
 
 
-def _summary_table(ax, rows: pd.DataFrame) -> None:
-    """Resolve rate, cost / FC and latency (s) over all attempts; yellow: best resolve, green:
-    best cost, ○: best latency, across depths within each primitive and setting."""
+def _row_label(policy: str) -> str:
+    depth = style.depth_of(policy)
+    return style.short_label(policy) + (f" {depth:g}" if depth is not None else "")
+
+
+def _summary_table(ax, rows: pd.DataFrame, settings: list[str], labels: dict[str, str]) -> None:
+    """Resolve rate, cost / FC and latency (s) over all attempts, a row per policy (primitive and
+    depth) and a column group per threshold; yellow: best resolve, green: best cost, ○: best
+    latency, across depths within each primitive and setting."""
     ax.axis("off")
     if rows.empty:
         notes.note_on_axes(ax, "no sweep runs to tabulate.")
         return
-
-    def fmt(v, pattern):
-        return "–" if pd.isna(v) else pattern.format(v)
-
-    text = [[r.setting, style.policy_label(r.policy), fmt(100 * r.resolve_rate, "{:.0f}%"),
-             fmt(r.cost_ratio_all, "{:.2f}"), fmt(r.latency_s, "{:.0f}") + (" ○" if r.best_latency else "")]
-            for r in rows.itertuples()]
-    t = ax.table(cellText=text, colLabels=["setting", "policy", "resolve", "cost/FC", "latency (s)"],
-                 loc="upper center", cellLoc="center", edges="horizontal")
+    rows = rows.assign(policy=rows["policy"].astype(str), setting=rows["setting"].astype(str))
+    policies = style.order_policies(rows["policy"])
+    indexed = rows.set_index(["policy", "setting"])
+    text, marks = [], []
+    for policy in policies:
+        line, mark = [_row_label(policy)], [None]
+        for setting in settings:
+            r = indexed.loc[(policy, setting)] if (policy, setting) in indexed.index else None
+            for key, _, pattern in SUMMARY_MEASURES:
+                value = None if r is None else r[key]
+                cell = "–" if value is None or pd.isna(value) else pattern.format(value)
+                if key == "latency_s" and r is not None and bool(r["best_latency"]):
+                    cell += "○"
+                line.append(cell)
+                best = r is not None and ((key == "resolve_rate" and bool(r["best_resolve"]))
+                                          or (key == "cost_ratio_all" and bool(r["best_cost"])))
+                mark.append((YELLOW if key == "resolve_rate" else GREEN) if best else None)
+        text.append(line)
+        marks.append(mark)
+    header = ["policy", *[f"{m}\n{labels[s].split(' ')[0]}" for s in settings for _, m, _ in SUMMARY_MEASURES]]
+    t = ax.table(cellText=text, colLabels=header, loc="upper center", cellLoc="center", edges="horizontal")
     t.auto_set_font_size(False)
-    t.set_fontsize(6.5)
-    t.scale(1.0, 1.1)
-    for i, r in enumerate(rows.itertuples(), start=1):
-        if r.best_resolve:
-            t[i, 2].set_facecolor(YELLOW)
-        if r.best_cost:
-            t[i, 3].set_facecolor(GREEN)
-    ax.set_title("all attempts; best across depths per primitive and setting:\n"
-                 "yellow resolve, green cost, ○ latency", loc="left", fontsize=7)
+    t.set_fontsize(5.5)
+    t.auto_set_column_width(list(range(len(header))))
+    for (i, j), cell in t.get_celld().items():
+        cell.set_height(0.038 if i else 0.07)
+        if i and marks[i - 1][j]:
+            cell.set_facecolor(marks[i - 1][j])
+    ax.set_title("all attempts, per threshold: resolve rate, billed cost / FC, latency (s);\n"
+                 "best across depths per primitive: yellow resolve, green cost, ○ latency", loc="left", fontsize=6.5)
 
 
 ABLATION_ROWS = (("resolve_delta", "Δ resolve (pp)", 0.0, 100.0), ("tokens_ratio", "tokens / FC", 1.0, 1.0),
                  ("latency_ratio", "latency / FC", 1.0, 1.0), ("cost_ratio", "billed cost / FC", 1.0, 1.0))
 
 
+def _ablation_long(data: Prepared, labels: dict[str, str]) -> pd.DataFrame:
+    frames = []
+    table = data.table
+    for key, label, _, scale in ABLATION_ROWS:
+        y = ax_.value(table, key, scale)
+        err = ax_.interval(table, key, scale)
+        frames.append(pd.DataFrame({
+            "measure": label, "key": key, "setting": table["setting"].map(labels), "policy": table["policy"],
+            "depth": table["depth"], "y": y.to_numpy(),
+            "ylo": np.nan if err is None else err[0], "yhi": np.nan if err is None else err[1]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ablation_facet(data: pd.DataFrame, *, depths: list[float], **_) -> None:
+    """One threshold × measure (FacetGrid.map_dataframe): each depth-tunable primitive as a line
+    across depths (intervals from ctxpolicy.metrics), each depth-invariant policy as a dashed level
+    across the depth axis, with no marker: it was not run at a depth."""
+    ax = plt.gca()
+    lo, hi = (min(depths), max(depths)) if depths else (0.0, 1.0)
+    pad = 0.08 * (hi - lo or 1.0)
+    primitives = style.order_policies({style.primitive_of(p) for p in data["policy"] if style.depth_of(p) is not None})
+    for k, primitive in enumerate(primitives):
+        line = data[data["policy"].map(style.primitive_of) == primitive].dropna(subset=["depth"]).sort_values("depth")
+        line = line[np.isfinite(line["y"])]
+        if line.empty:
+            continue
+        dodge = (k - (len(primitives) - 1) / 2) * 0.012 * (hi - lo or 1.0)  # side by side: intervals stay legible
+        yerr = None if line["ylo"].isna().all() else np.vstack([line["ylo"], line["yhi"]])
+        ax.errorbar(line["depth"] + dodge, line["y"], yerr=yerr, color=style.policy_color(primitive),
+                    marker=style.policy_marker(primitive), markersize=3.5, linewidth=0.9, elinewidth=0.6,
+                    markeredgecolor="white", markeredgewidth=0.3, zorder=3)
+    for r in data[data["policy"].map(style.depth_of).isna()].itertuples():
+        if np.isfinite(r.y):
+            ax.plot([lo - pad, hi + pad], [r.y, r.y], color=style.policy_color(r.policy), linestyle=INVARIANT_STYLE,
+                    linewidth=1.0, zorder=2)
+
+
 def plot_ablation(data: Prepared, name: str):
     title = f"{style.figure_name(name)}: depth and threshold ablation"
+    if data.meta.get("no_pair"):
+        return ax_.no_pair_figure(title, name)
     if data.empty:
         return notes.note_figure(title, data.notes)
     settings, policies = data.meta["settings"], data.meta["policies"]
-    fig, grid = ax_.grid(len(ABLATION_ROWS), len(settings), row_height=1.35, sharex=True, sharey="row")
-    depths = sorted(d for d in data.table["depth"].dropna().unique())
-    for c, setting in enumerate(settings):
-        part = data.table[data.table["setting"] == setting]
-        for r, (key, label, ref, scale) in enumerate(ABLATION_ROWS):
-            ax = grid[r, c]
-            ax.axhline(ref, color="#666666", linewidth=0.6)
-            for policy in policies:
-                rows = part[part["policy"] == policy].iloc[:1]
-                if rows.empty or ax_.value(rows, key).isna().all():
-                    continue
-                depth = style.depth_of(policy)
-                if depth is None:  # depth-invariant: a dashed level across the depth axis
-                    ax.plot([min(depths, default=0.0), max(depths, default=1.0)],
-                            [float(ax_.value(rows, key, scale).iloc[0])] * 2,
-                            color=style.policy_color(policy), linestyle="--", linewidth=0.9)
-                    continue
-                ax_.policy_point(ax, depth, float(ax_.value(rows, key, scale).iloc[0]), policy,
-                                 yerr=ax_.interval(rows, key, scale))
-            for primitive in sorted({style.primitive_of(p) for p in policies
-                                     if style.depth_of(p) is not None}):
-                line = part[part["policy"].map(style.primitive_of) == primitive].sort_values("depth")
-                if len(line) > 1:
-                    ax.plot(line["depth"], ax_.value(line, key, scale),
-                            color=style.PRIMITIVE_COLORS.get(primitive, "#888888"), linewidth=0.7, zorder=2)
-            if c == 0:
-                ax.set_ylabel(f"{label}\n({data.meta.get('cost_method')})" if key == "cost_ratio" else label)
-            if r == 0:
-                ax.set_title(f"{setting} threshold", loc="left")
-            if r == len(ABLATION_ROWS) - 1:
-                ax.set_xlabel("depth")
-                if depths:
-                    ax.set_xticks(depths)
+    labels = _setting_labels(data)
+    depths = _depths(policies)
+    long = _ablation_long(data, labels)
+    grid = sns.FacetGrid(long, row="measure", col="setting", row_order=[label for _, label, _, _ in ABLATION_ROWS],
+                         col_order=[labels[s] for s in settings], sharex=True, sharey="row", height=1.15,
+                         aspect=1.45, despine=False)
+    grid.map_dataframe(_ablation_facet, depths=depths)
+    grid.set_titles(template="")
+    for (r, c), ax in np.ndenumerate(grid.axes):
+        key, label, ref, _ = ABLATION_ROWS[r]
+        ax.axhline(ref, color="#666666", linewidth=0.6, zorder=1)
+        if r == 0:
+            ax.set_title(f"({'abcdefghij'[c]}) {grid.col_names[c]}", loc="left")
+        ax.set_ylabel((f"{label}\n({data.meta.get('cost_method')})" if key == "cost_ratio" else label) if c == 0 else "")
+        ax.set_xlabel("depth D" if r == len(ABLATION_ROWS) - 1 else "")
+        if depths:
+            ax.set_xticks(depths, [f"{d:g}" for d in depths])
     benchmark, model = data.meta["combo"]
-    fig.suptitle(f"{model} · {benchmark}", x=0.02, ha="left")
-    handles = _ablation_handles(policies)
-    ax_.legend_top(fig, handles)
+    fig = grid.figure
+    fig.suptitle(f"{title}: {model} · {benchmark} · sweep subset\n(one column per trigger threshold, "
+                 "in tokens; x: depth D)", x=0.01, ha="left")
+    grid.tight_layout()
+    ax_.facet_legend(grid, sweep_handles(policies, depth_by="position", fc_reference=False)
+                     + [Line2D([], [], color="#666666", linewidth=0.6, label="no change vs FC")])
     gaps = [n for n in data.notes if "resource ratios" in n]
     return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
 
 
-def _ablation_handles(policies: list[str]) -> list[Line2D]:
-    by_depth = sorted({style.primitive_of(p) for p in policies if style.depth_of(p) is not None},
-                      key=style.policy_sort_key)
-    handles = [Line2D([], [], color=style.policy_color(p), marker=style.policy_marker(p),
-                      label=f"{p}/Th/depth") for p in by_depth]
-    handles += [Line2D([], [], color=style.policy_color(p), linestyle="--", label=style.policy_label(p))
-                for p in policies if style.depth_of(p) is None]
-    return handles
-
-
 def compute_ablation(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-                     slot: int = 0) -> Prepared:
-    """Figures 9–15: ``compute`` without Figure 3's frequency curves and table (not drawn here)."""
-    data = compute(runs, config, n_boot=n_boot, seed=seed, slot=slot)
+                     pairs: list[tuple[str, str]] | None = None, slot: int | None = None) -> Prepared:
+    """Figures 9–15: ``compute`` for one pair, without Figure 3's frequency curves and table."""
+    data = compute(runs, config, n_boot=n_boot, seed=seed, pairs=pairs, slot=slot, summaries=False)
     data.extra = {}
     return data

@@ -1,0 +1,139 @@
+"""Figures 2–6 and 9–18 at the study's scale: 13 configurations, 3 models × 2 benchmarks, 3 attempts,
+the sweep's 3 thresholds × 3 depths (``figure_scale``, a stand-in for the paper-shaped data set).
+Each figure, its main form and a one-pair variant, passes the layout check (no colliding or
+clipped text), and no two policies share a colour + marker in a figure's legend."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import figure_scale
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.lines import Line2D
+
+from ctxpolicy.figures import (
+    coverage,
+    inputs,
+    layout,
+    notes,
+    prompt_profile,
+    ranks,
+    style,
+    sweep,
+    tradeoffs,
+)
+
+BOOT = 30
+MAIN = "synth-a/swebench,synth-a/terminalbench"  # like config/paper.yaml's Figure 2: one model, both benchmarks
+VARIANT = "synth-b/terminalbench"
+
+
+def _pairs(text):
+    return inputs.parse_pairs(text)
+
+
+def _ablation(number: int):
+    text = figure_scale.ABLATION_PAIRS[number]
+    return lambda r, c, k: sweep.plot_ablation(
+        sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, pairs=_pairs(text)), f"fig{number}")
+
+
+SCALE_FIGURES = {
+    "fig2": lambda r, c, k: tradeoffs.plot(tradeoffs.compute(r, c, n_boot=BOOT, seed=0, pairs=_pairs(MAIN))),
+    "fig2-all": lambda r, c, k: tradeoffs.plot(tradeoffs.compute(r, c, n_boot=BOOT, seed=0)),
+    "fig2-variant": lambda r, c, k: tradeoffs.plot(
+        tradeoffs.compute(r, c, n_boot=BOOT, seed=0, pairs=_pairs(VARIANT)), name="fig2-synth-b-terminalbench"),
+    "fig3": lambda r, c, k: sweep.plot_fig3(sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k,
+                                                          pairs=_pairs("synth-a/swebench"))),
+    "fig3-variant": lambda r, c, k: sweep.plot_fig3(
+        sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k, pairs=_pairs(VARIANT)), name="fig3-synth-b-terminalbench"),
+    "fig4": lambda r, c, k: coverage.plot(coverage.compute(r, c, pairs=_pairs(MAIN))),
+    "fig4-all": lambda r, c, k: coverage.plot(coverage.compute(r, c)),
+    "fig4-variant": lambda r, c, k: coverage.plot(coverage.compute(r, c, pairs=_pairs(VARIANT)),
+                                                  name="fig4-synth-b-terminalbench"),
+    "fig5": lambda r, c, k: ranks.plot(ranks.compute(r, c, n_boot=BOOT, seed=0)),
+    "fig5-variant": lambda r, c, k: ranks.plot(ranks.compute(r, c, n_boot=BOOT, seed=0, pairs=_pairs(VARIANT)),
+                                               name="fig5-synth-b-terminalbench"),
+    "fig6": lambda r, c, k: prompt_profile.plot(prompt_profile.compute(r, k, c)),
+    "fig6-variant": lambda r, c, k: prompt_profile.plot(prompt_profile.compute(r, k, c, pairs=_pairs(VARIANT)),
+                                                        name="fig6-synth-b-terminalbench"),
+    **{f"fig{n}": _ablation(n) for n in range(9, 16)},
+    **{f"fig{16 + i}": (lambda r, c, k, s=s, i=i: coverage.plot_sweep(
+        coverage.compute_sweep(r, c, setting=s, pairs=_pairs("synth-a/swebench")), f"fig{16 + i}"))
+       for i, s in enumerate(("tight", "primary", "loose"))},
+    "fig17-variant": lambda r, c, k: coverage.plot_sweep(
+        coverage.compute_sweep(r, c, setting="primary", pairs=_pairs(VARIANT)), "fig17-synth-b-terminalbench"),
+}
+
+
+@pytest.fixture(scope="session")
+def scale_data(tmp_path_factory):
+    style.apply()
+    return figure_scale.build(tmp_path_factory.mktemp("figure-scale"))
+
+
+@pytest.fixture(scope="module")
+def rendered(scale_data):
+    figures = {name: make(*scale_data) for name, make in SCALE_FIGURES.items()}
+    yield figures
+    for fig in figures.values():
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("name", sorted(SCALE_FIGURES))
+def test_figure_at_scale_has_no_colliding_or_clipped_text(rendered, name):
+    layout.check(rendered[name], name=name)
+
+
+@pytest.mark.parametrize("name", sorted(SCALE_FIGURES))
+def test_no_two_legend_entries_share_colour_and_marker(rendered, name):
+    fig = rendered[name]
+    seen: dict[tuple, str] = {}
+    for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]:
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            if not isinstance(handle, Line2D) or handle.get_marker() in (None, "None", "", " "):
+                continue
+            look = (matplotlib.colors.to_hex(handle.get_color()), handle.get_marker(), str(handle.get_linestyle()),
+                    handle.get_fillstyle())
+            assert look not in seen, f"{name}: {text.get_text()!r} looks like {seen[look]!r}"
+            seen[look] = text.get_text()
+
+
+@pytest.mark.parametrize("number", [10, 11, 14])
+def test_ablation_number_without_a_pair_is_a_one_line_note(rendered, number):
+    fig = rendered[f"fig{number}"]
+    said = notes.recorded(fig)
+    assert len(said) == 1 and f"Figure {number}" in said[0] and "no model/benchmark pair" in said[0]
+
+
+def test_ablation_figures_draw_their_own_pair(scale_data):
+    runs, config, _calls = scale_data
+    for number in (9, 12, 13, 15):
+        model, benchmark = _pairs(figure_scale.ABLATION_PAIRS[number])[0]
+        data = sweep.compute_ablation(runs, config, n_boot=BOOT, seed=0,
+                                      pairs=_pairs(figure_scale.ABLATION_PAIRS[number]))
+        assert set(zip(data.table["model"], data.table["benchmark"])) == {(model, benchmark)}
+
+
+def test_depth_invariant_policies_are_never_drawn_at_a_depth(rendered):
+    """TRC and the OTRC stacks are horizontal references in the depth ablation: no marker at a depth."""
+    fig = rendered["fig9"]
+    invariant = {style.policy_color(p) for p in figure_scale.INVARIANT}
+    for ax in fig.axes:
+        for line in ax.lines:
+            if matplotlib.colors.to_hex(line.get_color()) in {matplotlib.colors.to_hex(c) for c in invariant}:
+                assert line.get_marker() in (None, "None", "", " "), line.get_label()
+                ys = line.get_ydata()
+                assert len(set(ys)) == 1, "a depth-invariant policy is one level per threshold"
+
+
+def test_pairs_restrict_the_runs_a_figure_reads(scale_data):
+    runs, config, _calls = scale_data
+    data = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0, pairs=_pairs(MAIN))
+    assert set(zip(data.table["model"], data.table["benchmark"])) == {("synth-a", "swebench"),
+                                                                      ("synth-a", "terminalbench")}
+    none = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0, pairs=[])
+    assert none.empty
