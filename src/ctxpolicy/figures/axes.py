@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -48,12 +49,19 @@ def policy_handles(specs: Iterable[str], settings: dict[str, str] | None = None)
             for s in specs]
 
 
-def legend_top(fig, handles, ncol: int | None = None) -> None:
-    """One legend for the whole figure, above the panels (needs a constrained layout)."""
+def legend_top(fig, handles, ncol: int | None = None, title: str | None = None) -> None:
+    """One legend for the whole figure, above the panels (needs a constrained layout). ``title``:
+    the figure's title, drawn as the legend's (left-aligned) title so that the constrained layout
+    stacks the two (a ``suptitle`` and an outside legend would share one band and collide)."""
     if not handles:
+        if title:
+            fig.suptitle(title, x=0.0, ha="left")
         return
-    fig.legend(handles=handles, loc="outside upper center", ncol=ncol or min(len(handles), 6),
-               frameon=False, handletextpad=0.3, columnspacing=1.0)
+    legend = fig.legend(handles=handles, loc="outside upper center", ncol=ncol or min(len(handles), 6),
+                        frameon=False, handletextpad=0.3, columnspacing=1.0, title=title,
+                        alignment="left" if title else "center")
+    if title:
+        legend.get_title().set_fontsize(mpl.rcParams["figure.titlesize"])
 
 
 def combos_with_data(data, combos) -> list[tuple[str, str]]:
@@ -73,3 +81,54 @@ def grid(nrows: int, ncols: int, *, width: float = style.FULL_WIDTH, row_height:
 
 def combo_title(benchmark: str, model: str) -> str:
     return f"{model} · {benchmark}"
+
+
+def pair_facets(combos, *, width: float = style.FULL_WIDTH, panel_height: float = 2.0,
+                sharex: bool | str = False, sharey: bool | str = False):
+    """Model × benchmark panels laid out by seaborn (``FacetGrid``: one row per benchmark, one
+    column per model, in the order of ``combos``, a list of (benchmark, model) pairs); the model is
+    each column's title, the benchmark each row's margin title. Axes are not shared by default: a
+    panel that ends up with a note (``notes.note_on_axes``) clears its ticks, which would clear its
+    siblings' too; ``hide_inner_labels`` prints tick labels once instead. Returns (figure, {(benchmark, model): axes}); a pair of the
+    grid that ``combos`` lacks gets no axes (it is removed). The figure uses the constrained layout,
+    so ``legend_top`` and ``fig.supxlabel`` keep clear of the panels."""
+    import seaborn as sns
+
+    benchmarks = list(dict.fromkeys(b for b, _ in combos))
+    models = list(dict.fromkeys(m for _, m in combos))
+    frame = pd.DataFrame(list(combos), columns=["benchmark", "model"])
+    height = panel_height
+    aspect = (width / max(len(models), 1)) / height
+    grid = sns.FacetGrid(frame, row="benchmark", col="model", row_order=benchmarks, col_order=models,
+                         sharex=sharex, sharey=sharey, height=height, aspect=aspect, margin_titles=True,
+                         despine=False)
+    grid.set_titles(col_template="{col_name}", row_template="{row_name}")
+    fig = grid.figure
+    fig.set_layout_engine("constrained")
+    present = set(combos)
+    panels = {}
+    for (benchmark, model), ax in grid.axes_dict.items():
+        if (benchmark, model) in present:
+            panels[(benchmark, model)] = ax
+        else:
+            ax.set_visible(False)
+    return fig, panels
+
+
+def hide_inner_labels(panels: dict, *, left: bool = True, bottom: bool = False) -> None:
+    """Print the y tick labels once per row (``left``: the leftmost panel of each benchmark) and,
+    with ``bottom``, the x tick labels once per column (the lowest panel of each model); the
+    panels must share their ticks' positions."""
+    rows: dict[str, list] = {}
+    columns: dict[str, list] = {}
+    for (benchmark, model), ax in panels.items():
+        rows.setdefault(benchmark, []).append(ax)
+        columns.setdefault(model, []).append(ax)
+    if left:
+        for axes in rows.values():
+            for ax in axes[1:]:
+                ax.tick_params(labelleft=False)
+    if bottom:
+        for axes in columns.values():
+            for ax in axes[:-1]:
+                ax.tick_params(labelbottom=False)

@@ -58,6 +58,17 @@ def resource_gaps(own: pd.DataFrame, table: pd.DataFrame, model: str, benchmark:
     return [notes.why_ratios_undefined(style.order_policies(undefined), model, benchmark)] if len(undefined) else []
 
 
+def combos_of(config: Mapping[str, Any], block_name: str,
+              pairs: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """A grid block's (benchmark, model) pairs in config order, only those of ``pairs`` (a list of
+    (model, benchmark), ``inputs.parse_pairs``) when given; None keeps every pair."""
+    combos = inputs.combos(config, block_name)
+    if pairs is None:
+        return combos
+    wanted = set(pairs)
+    return [(benchmark, model) for benchmark, model in combos if (model, benchmark) in wanted]
+
+
 def policies_of(config: Mapping[str, Any], block_name: str) -> list[str]:
     """The policy specs of a grid block's cells (``ctxpolicy.grid`` is the authority), FC left out."""
     from ctxpolicy.grid import TRACK_NAMES, expand_grid
@@ -94,12 +105,16 @@ def runs_of(runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model
 
 
 def compare_full_comparison(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-                            metric=None) -> Prepared:
-    """``compare_block`` over the full comparison, at its threshold setting, for its policies."""
+                            metric=None, pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    """``compare_block`` over the full comparison, at its threshold setting, for its policies;
+    ``pairs`` (model, benchmark) restricts it to some pairs (None: all)."""
     block = inputs.block(config, "full_comparison")
-    return compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
+    data = compare_block(inputs.select_pairs(runs, pairs), config, "full_comparison", n_boot=n_boot,
+                         seed=seed, combos=combos_of(config, "full_comparison", pairs),
                          setting=block.get("setting", "primary"),
                          policies=policies_of(config, "full_comparison"), metric=metric)
+    data.meta["setting"] = block.get("setting", "primary")
+    return data
 
 
 def compare_block(runs: pd.DataFrame, config: Mapping[str, Any], block_name: str, *,
