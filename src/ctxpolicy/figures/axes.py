@@ -87,7 +87,7 @@ def pair_facets(combos, *, width: float = style.FULL_WIDTH, panel_height: float 
                 sharex: bool | str = False, sharey: bool | str = False):
     """Model × benchmark panels laid out by seaborn (``FacetGrid``: one row per benchmark, one
     column per model, in the order of ``combos``, a list of (benchmark, model) pairs); the model is
-    each column's title, the benchmark each row's margin title. Axes are not shared by default: a
+    the top row's titles, the benchmark the left column's y label. Axes are not shared by default: a
     panel that ends up with a note (``notes.note_on_axes``) clears its ticks, which would clear its
     siblings' too; ``hide_inner_labels`` prints tick labels once instead. Returns (figure, {(benchmark, model): axes}); a pair of the
     grid that ``combos`` lacks gets no axes (it is removed). The figure uses the constrained layout,
@@ -100,9 +100,15 @@ def pair_facets(combos, *, width: float = style.FULL_WIDTH, panel_height: float 
     height = panel_height
     aspect = (width / max(len(models), 1)) / height
     grid = sns.FacetGrid(frame, row="benchmark", col="model", row_order=benchmarks, col_order=models,
-                         sharex=sharex, sharey=sharey, height=height, aspect=aspect, margin_titles=True,
-                         despine=False)
-    grid.set_titles(col_template="{col_name}", row_template="{row_name}")
+                         sharex=sharex, sharey=sharey, height=height, aspect=aspect, despine=False)
+    # The benchmark is the left column's y label, not a margin title on the right, where the
+    # panels' own annotations (n per bar, factors) go.
+    grid.set_titles(template="")
+    for (benchmark, model), ax in grid.axes_dict.items():
+        if benchmark == benchmarks[0]:
+            ax.set_title(model)
+        if model == models[0]:
+            ax.set_ylabel(benchmark, fontweight="bold")
     fig = grid.figure
     fig.set_layout_engine("constrained")
     present = set(combos)
