@@ -73,7 +73,7 @@ def plot(data: Prepared, name: str = "fig20"):
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
     models = len({m for _, m in combos})
-    fig, panels = ax_.pair_facets(combos, panel_height=0.2 * len(specs) + 0.6,
+    fig, panels = ax_.pair_facets(combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6),
                                   width=min(style.FULL_WIDTH, 2.6 * models + 0.8))
     y = np.arange(len(specs))[::-1]
     labels = []

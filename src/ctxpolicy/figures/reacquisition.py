@@ -67,7 +67,7 @@ def plot(data: Prepared, name: str = "reacquisition"):
     # sorted by part, then benchmark, in config order: the ratios' rows above the per-step rows
     order = {c: i for i, c in enumerate(dict.fromkeys(b for b, _ in [*combos, *step_combos]))}
     facets.sort(key=lambda f: (f[0].endswith(STEPS), order[f[0].split("\n")[0]]))
-    fig, panels = ax_.pair_facets(facets, panel_height=0.2 * len(specs) + 0.6,
+    fig, panels = ax_.pair_facets(facets, panel_height=max(1.3, 0.2 * len(specs) + 0.6),
                                   width=min(style.FULL_WIDTH, 2.4 * models + 0.9))
     y = np.arange(len(specs))[::-1]
     for (row_name, model), ax in panels.items():

@@ -103,7 +103,7 @@ def plot(data: Prepared, name: str = "retention"):
     models = list(dict.fromkeys(m for _, m in combos))
     fig, panels = ax_.pair_facets([(f"{b}\n{label}", m) for label, b in rows_of for m in models
                                    if (b, m) in set(combos)],
-                                  panel_height=0.2 * len(specs) + 0.6,
+                                  panel_height=max(1.3, 0.2 * len(specs) + 0.6),
                                   width=min(style.FULL_WIDTH, 2.4 * len(models) + 0.9))
     y = np.arange(len(specs))[::-1]
     for (row_name, model), ax in panels.items():
