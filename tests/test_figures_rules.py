@@ -149,13 +149,23 @@ def test_fig20_counts_every_planned_attempt_and_harness_timeouts():
                       "other": 2}  # t2's attempts 2 and 3 were never recorded
 
 
-def test_fig20_labels_each_segment_with_its_percentage_and_each_bar_with_n():
+def test_fig20_labels_each_segment_that_holds_its_percentage_and_gives_n():
     counts = {"success": 1, "time_limited": 2, "step_limited": 1, "submitted_unsuccessful": 0, "other": 2}
     table = pd.DataFrame([{"benchmark": "b", "model": "m", "policy": "FC", "outcome_class": k, "n": n,
                            "planned": 6, "share": n / 6} for k, n in counts.items()])
     fig = outcomes.plot(Prepared(table, [], {"combos": [("b", "m")]}))
     texts = {t.get_text() for t in fig.axes[0].texts}
-    assert {"17%", "33%", "n=6"} <= texts and "0%" not in texts
+    assert {"17%", "33%"} <= texts and "0%" not in texts
+    assert "n = 6 per bar" in fig.axes[0].get_title()
+
+
+def test_fig20_leaves_segments_too_narrow_for_their_label_unlabelled():
+    counts = {"success": 97, "time_limited": 1, "step_limited": 1, "submitted_unsuccessful": 1, "other": 0}
+    table = pd.DataFrame([{"benchmark": "b", "model": "m", "policy": "FC", "outcome_class": k, "n": n,
+                           "planned": 100, "share": n / 100} for k, n in counts.items()])
+    fig = outcomes.plot(Prepared(table, [], {"combos": [("b", "m")]}))
+    assert {t.get_text() for t in fig.axes[0].texts} == {"97%"}
+    assert "unlabelled" in fig.get_supxlabel()
 
 
 # ---------------------------------------------------------------- Figure 21
@@ -187,4 +197,5 @@ def test_fig21_says_where_no_interval_is_drawn():
                     {"combos": [("b", "m")]})
     fig = agent_calls.plot(data)
     assert "fewer than 3 shared solved tasks" in " ".join(notes.recorded(fig))
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["TR/Th/0.5 (n=2)"]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["TR"]  # the primitive; P/T/D in the legend
+    assert [t.get_text() for t in fig.axes[0].texts if t.get_text() == "2"]  # n shared tasks beside the bar

@@ -34,8 +34,9 @@ def test_retention_rates_and_notes(events):
     assert any("other threshold settings" in n for n in data.notes)
     fig = retention.plot(data)
     anchors, constraints = fig.axes
-    assert anchors.get_xlabel() == "anchors at risk that survive" and len(anchors.patches) >= 2
-    assert constraints.get_xlabel() == "constraints at risk that survive"
+    # the measure is each row's label, after the benchmark (benchmarks in rows, models in columns)
+    assert anchors.get_ylabel() == "local\nanchors at risk that survive" and len(anchors.patches) >= 2
+    assert constraints.get_ylabel() == "local\nconstraints at risk that survive"
     assert silent_empty_panels(fig) == []
 
 
@@ -54,5 +55,5 @@ def test_reacquisition_figure_gains_a_per_step_row(events):
     assert per_step["reacq_per_event"] == 2.0 and per_step["reacq_of_lost_share"] == 0.5
     assert "per_step" in set(data.numbers()["part"])  # the rates go to reacquisition.data.csv
     fig = reacquisition.plot(data)
-    assert [ax.get_xlabel() for ax in fig.axes] == ["reacquisitions per step"]
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_visible()] == ["local\nreacquisitions per step"]
     assert silent_empty_panels(fig) == []

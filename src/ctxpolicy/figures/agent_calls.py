@@ -7,6 +7,12 @@ percentage change against FC with its paired 95 % task-bootstrap interval and n 
 Where fewer than ``MIN_TASKS_FOR_INTERVAL`` tasks are shared no interval is drawn, and the
 note says so. Data columns: ``calls_change_{est,lo,hi,n_tasks}`` (fractions, as
 ``ctxpolicy compare`` prints them).
+
+Layout (the study's): benchmarks in rows, models in columns (``axes.pair_facets``, a seaborn
+``FacetGrid``); the x scale is shared within a benchmark and differs between benchmarks, as
+call changes on Terminal-Bench are several times those on SWE-bench. Bars are drawn with
+matplotlib (seaborn's barplot would draw its own intervals; ours are the metrics room's paired
+bootstrap). ``pairs`` restricts the figure to some (model, benchmark) pairs.
 """
 
 from __future__ import annotations
@@ -44,9 +50,10 @@ def calls_change_metric(config: Mapping[str, Any]):
     return metric
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+            pairs: list[tuple[str, str]] | None = None) -> Prepared:
     data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed,
-                                               metric=calls_change_metric(config))
+                                               metric=calls_change_metric(config), pairs=pairs)
     if data.empty:
         return data
     table = data.table
@@ -62,25 +69,44 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
     return data
 
 
-def plot(data: Prepared):
-    title = "Figure 21: agent calls relative to FC (shared solved tasks)"
+def plot(data: Prepared, name: str = "fig21"):
+    title = (f"{style.figure_name(name)}: agent calls relative to FC on shared solved tasks "
+             f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold, D = 0.5)")
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
-    n_policies = data.table["policy"].nunique()
-    fig, grid = ax_.grid(1, len(combos), row_height=0.28 * n_policies + 0.9,
-                         width=min(style.FULL_WIDTH, 3.3 * len(combos)), sharey=False)
-    for ax, (benchmark, model) in zip(grid[0, :], combos):
-        ax.set_title(ax_.combo_title(benchmark, model), loc="left")
+    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    models = len({m for _, m in combos})
+    fig, panels = ax_.pair_facets(combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6),
+                                  width=min(style.FULL_WIDTH, 2.4 * models + 0.9))
+    y = np.arange(len(specs))[::-1]
+    limits: dict[str, list[float]] = {}
+    for (benchmark, model), ax in panels.items():
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        specs = style.order_policies(rows["policy"])
-        rows = rows.drop_duplicates("policy").set_index(rows["policy"].astype(str).drop_duplicates()).loc[specs]
-        y = np.arange(len(rows))[::-1]
+        rows = rows.drop_duplicates("policy").set_index(rows["policy"].astype(str).drop_duplicates()).reindex(specs)
         ax.barh(y, ax_.value(rows, "calls_change", 100.0), color=[style.policy_color(p) for p in specs],
                 xerr=ax_.interval(rows, "calls_change", 100.0), height=0.65,
                 error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
         ax.axvline(0, color="#666666", linewidth=0.6)
-        ax.set_yticks(y, [f"{style.policy_label(p)} (n={n:.0f})" for p, n in zip(specs, rows["n_tasks"])])
-        ax.set_xlabel("Δ agent calls vs FC (%)")
+        ax.set_ylim(-0.6, len(specs) - 0.4)
+        ax.set_yticks(y, [style.short_label(p) for p in specs])
         ax.grid(axis="y", visible=False)
+        for yi, n in zip(y, rows["n_tasks"]):
+            if pd.notna(n):
+                ax.annotate(f"{n:.0f}", (1.0, yi), xycoords=("axes fraction", "data"), xytext=(2, 0),
+                            textcoords="offset points", ha="left", va="center", fontsize=5.5, color="#444444",
+                            annotation_clip=False)
+        ends = np.concatenate([rows[c].astype(float).to_numpy() * 100 for c in
+                               ("calls_change_est", "calls_change_lo", "calls_change_hi") if c in rows])
+        ends = ends[np.isfinite(ends)]
+        if ends.size:
+            low, high = limits.setdefault(benchmark, [0.0, 0.0])
+            limits[benchmark] = [min(low, ends.min()), max(high, ends.max())]
+    for (benchmark, _), ax in panels.items():  # one x scale per benchmark (not shared: see pair_facets)
+        low, high = limits.get(benchmark, [0.0, 0.0])
+        pad = 0.06 * max(high - low, 1.0)
+        ax.set_xlim(low - pad, high + pad)
+    ax_.hide_inner_labels(panels)
+    fig.supxlabel("Δ agent calls vs FC (%); numbers right of each panel: n shared solved tasks", fontsize=7)
+    ax_.legend_top(fig, ax_.policy_handles(specs), ncol=min(len(specs), 5), title=title)
     return notes.finish(fig, data.notes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -48,12 +49,19 @@ def policy_handles(specs: Iterable[str], settings: dict[str, str] | None = None)
             for s in specs]
 
 
-def legend_top(fig, handles, ncol: int | None = None) -> None:
-    """One legend for the whole figure, above the panels (needs a constrained layout)."""
+def legend_top(fig, handles, ncol: int | None = None, title: str | None = None) -> None:
+    """One legend for the whole figure, above the panels (needs a constrained layout). ``title``:
+    the figure's title, drawn as the legend's (left-aligned) title so that the constrained layout
+    stacks the two (a ``suptitle`` and an outside legend would share one band and collide)."""
     if not handles:
+        if title:
+            fig.suptitle(title, x=0.0, ha="left")
         return
-    fig.legend(handles=handles, loc="outside upper center", ncol=ncol or min(len(handles), 6),
-               frameon=False, handletextpad=0.3, columnspacing=1.0)
+    legend = fig.legend(handles=handles, loc="outside upper center", ncol=ncol or min(len(handles), 6),
+                        frameon=False, handletextpad=0.3, columnspacing=1.0, title=title,
+                        alignment="left" if title else "center")
+    if title:
+        legend.get_title().set_fontsize(mpl.rcParams["figure.titlesize"])
 
 
 def combos_with_data(data, combos) -> list[tuple[str, str]]:
@@ -76,32 +84,6 @@ def combo_title(benchmark: str, model: str) -> str:
 
 
 # ---------------------------------------------------------------- model/benchmark pairs
-
-
-def pair_combos(config, block_name: str, pairs: list[tuple[str, str]] | None
-                ) -> tuple[list[tuple[str, str]], list[str]]:
-    """The (benchmark, model) combos of a grid block a figure draws: all of them (``pairs`` None),
-    or the given (model, benchmark) pairs in the order given, with a note for each pair the block
-    does not have (``inputs.parse_pairs`` reads the notebook parameter)."""
-    from ctxpolicy.figures import inputs
-
-    combos = inputs.combos(config, block_name)
-    if pairs is None:
-        return combos, []
-    chosen, said = [], []
-    for model, benchmark in pairs:
-        if (benchmark, model) in combos:
-            chosen.append((benchmark, model))
-        else:
-            said.append(f"{model}/{benchmark} is not a pair of the config's grid.{block_name} block.")
-    return chosen, said
-
-
-def pair_runs(runs: pd.DataFrame, pairs: list[tuple[str, str]] | None) -> pd.DataFrame:
-    """The runs of the given (model, benchmark) pairs (all runs for None)."""
-    from ctxpolicy.figures import inputs
-
-    return inputs.select_pairs(runs, pairs)
 
 
 def threshold_tokens(runs_like: pd.DataFrame, setting: str) -> float | None:
@@ -151,3 +133,67 @@ def pair_threshold_label(thresholds: dict, benchmark: str, model: str, setting: 
     from ctxpolicy.figures import style
 
     return style.threshold_label(setting, thresholds.get((benchmark, model, str(setting))))
+
+
+def pair_facets(combos, *, width: float = style.FULL_WIDTH, panel_height: float = 2.0,
+                sharex: bool | str = False, sharey: bool | str = False):
+    """Model × benchmark panels laid out by seaborn (``FacetGrid``: one row per benchmark, one
+    column per model, in the order of ``combos``, a list of (benchmark, model) pairs); the model is
+    the top row's titles, the benchmark the left column's y label. Axes are not shared by default: a
+    panel that ends up with a note (``notes.note_on_axes``) clears its ticks, which would clear its
+    siblings' too; ``hide_inner_labels`` prints tick labels once instead. Returns (figure, {(benchmark, model): axes}); a pair of the
+    grid that ``combos`` lacks gets no axes (it is removed). The figure uses the constrained layout,
+    so ``legend_top`` and ``fig.supxlabel`` keep clear of the panels."""
+    import seaborn as sns
+
+    benchmarks = list(dict.fromkeys(b for b, _ in combos))
+    models = list(dict.fromkeys(m for _, m in combos))
+    frame = pd.DataFrame(list(combos), columns=["benchmark", "model"])
+    height = panel_height
+    aspect = (width / max(len(models), 1)) / height
+    grid = sns.FacetGrid(frame, row="benchmark", col="model", row_order=benchmarks, col_order=models,
+                         sharex=sharex, sharey=sharey, height=height, aspect=aspect, despine=False)
+    # The benchmark is the left column's y label, not a margin title on the right, where the
+    # panels' own annotations (n per bar, factors) go.
+    grid.set_titles(template="")
+    for (benchmark, model), ax in grid.axes_dict.items():
+        if benchmark == benchmarks[0]:
+            ax.set_title(model)
+        if model == models[0]:
+            ax.set_ylabel(benchmark, fontweight="bold")
+    fig = grid.figure
+    fig.set_layout_engine("constrained")
+    present = set(combos)
+    panels = {}
+    for (benchmark, model), ax in grid.axes_dict.items():
+        if (benchmark, model) in present:
+            panels[(benchmark, model)] = ax
+        else:
+            ax.set_visible(False)
+    return fig, panels
+
+
+def hide_inner_labels(panels: dict, *, left: bool = True, bottom: bool = False) -> None:
+    """Print the y tick labels once per row (``left``: the leftmost panel of each benchmark) and,
+    with ``bottom``, the x tick labels once per column (the lowest panel of each model); the
+    panels must share their ticks' positions."""
+    rows: dict[str, list] = {}
+    columns: dict[str, list] = {}
+    for (benchmark, model), ax in panels.items():
+        rows.setdefault(benchmark, []).append(ax)
+        columns.setdefault(model, []).append(ax)
+    if left:
+        for axes in rows.values():
+            for ax in axes[1:]:
+                ax.tick_params(labelleft=False)
+    if bottom:
+        for axes in columns.values():
+            for ax in axes[:-1]:
+                ax.tick_params(labelbottom=False)
+
+
+def figure_title(name: str, text: str) -> str:
+    """``Figure 20: text`` for a numbered stem (``style.figure_name``), the text alone for others
+    (``cost_models``, ``retention``)."""
+    label = style.figure_name(name)
+    return f"{label}: {text}" if label != name else text[:1].upper() + text[1:]

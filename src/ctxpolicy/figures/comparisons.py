@@ -58,6 +58,23 @@ def resource_gaps(own: pd.DataFrame, table: pd.DataFrame, model: str, benchmark:
     return [notes.why_ratios_undefined(style.order_policies(undefined), model, benchmark)] if len(undefined) else []
 
 
+def pair_combos(config: Mapping[str, Any], block_name: str, pairs: list[tuple[str, str]] | None
+                ) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (benchmark, model) combos of a grid block that a figure draws: all of them in config
+    order (``pairs`` None), or the given (model, benchmark) pairs in the order given, with a note
+    for each pair the block does not have (``inputs.parse_pairs`` reads the notebook parameter)."""
+    combos = inputs.combos(config, block_name)
+    if pairs is None:
+        return combos, []
+    chosen, said = [], []
+    for model, benchmark in pairs:
+        if (benchmark, model) in combos:
+            chosen.append((benchmark, model))
+        else:
+            said.append(f"{model}/{benchmark} is not a pair of the config's grid.{block_name} block.")
+    return chosen, said
+
+
 def policies_of(config: Mapping[str, Any], block_name: str) -> list[str]:
     """The policy specs of a grid block's cells (``ctxpolicy.grid`` is the authority), FC left out."""
     from ctxpolicy.grid import TRACK_NAMES, expand_grid
@@ -92,13 +109,20 @@ def runs_of(runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model
 
 
 def compare_full_comparison(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-                            metric=None, combos: list[tuple[str, str]] | None = None) -> Prepared:
-    """``compare_block`` over the full comparison, at its threshold setting, for its policies
-    (``combos``: the (benchmark, model) pairs to compare; None: all of the block's)."""
+                            metric=None, pairs: list[tuple[str, str]] | None = None,
+                            combos: list[tuple[str, str]] | None = None) -> Prepared:
+    """``compare_block`` over the full comparison, at its threshold setting, for its policies;
+    ``pairs`` (model, benchmark) restricts it to some pairs (None: all), ``combos`` (benchmark,
+    model) gives the pairs' order when a figure has already chosen them (``pair_combos``)."""
     block = inputs.block(config, "full_comparison")
-    return compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed, combos=combos,
+    if combos is None:
+        combos = pair_combos(config, "full_comparison", pairs)[0]
+    data = compare_block(inputs.select_pairs(runs, pairs), config, "full_comparison", n_boot=n_boot,
+                         seed=seed, combos=combos,
                          setting=block.get("setting", PRIMARY),
                          policies=policies_of(config, "full_comparison"), metric=metric)
+    data.meta["setting"] = block.get("setting", PRIMARY)
+    return data
 
 
 def compare_block(runs: pd.DataFrame, config: Mapping[str, Any], block_name: str, *,

@@ -90,8 +90,8 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, s
             pairs: list[tuple[str, str]] | None = None) -> Prepared:
     """Figure 4: per policy of the full comparison, on its main cohort (``pairs``: the (model,
     benchmark) pairs to draw; None: all of the block's)."""
-    combos, said = ax_.pair_combos(config, "full_comparison", pairs)
-    own = ax_.pair_runs(runs, pairs)
+    combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
+    own = inputs.select_pairs(runs, pairs)
     data = comparisons.compare_full_comparison(own, config, n_boot=n_boot, seed=seed, metric=_gains_losses(config),
                                                combos=combos)
     data.notes = said + data.notes
@@ -110,10 +110,10 @@ def compute_sweep(runs: pd.DataFrame, config: Mapping[str, Any], *, setting: str
     sweeps = inputs.block(config, "sweeps")
     if pairs is not None and not pairs:
         return Prepared(pd.DataFrame(), [], {"no_pair": True, "setting": setting})
-    combos, said = ax_.pair_combos(config, "sweeps", pairs[:1] if pairs else None)
+    combos, said = comparisons.pair_combos(config, "sweeps", pairs[:1] if pairs else None)
     combos = combos[:1]
     meta = {"combos": combos, "setting": setting, "attempts": comparisons.planned_attempts(config),
-            "thresholds": ax_.threshold_table(ax_.pair_runs(runs, pairs))}
+            "thresholds": ax_.threshold_table(inputs.select_pairs(runs, pairs))}
     if setting not in (sweeps.get("settings") or []):
         return Prepared(pd.DataFrame(), said + [(f"the config's sweep has no {setting!r} threshold setting "
                                                 f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'}).")],

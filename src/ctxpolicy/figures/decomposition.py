@@ -5,6 +5,10 @@ input cost, tokens and calls, with task-bootstrap intervals.
 
 The numbers are ``ctxpolicy.metrics.decomposition.decompose``'s; the replay runs come from their
 own table (``{results_dir}/tables/replay/runs.parquet``, written by workflow/rules/replay.smk).
+
+Layout: one row per (benchmark, model) pair, one column per resource (``plt.subplots``: the
+columns are three measures, not facets of one variable); the resource is the top row's title,
+the pair the left column's y label. ``pairs`` restricts the rows.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ def read_replays(tables_dir: str | Path) -> pd.DataFrame:
 
 
 def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int,
-            seed: int) -> Prepared:
+            seed: int, pairs: list[tuple[str, str]] | None = None) -> Prepared:
     from ctxpolicy.metrics.cost import DEFAULT_METHOD
     from ctxpolicy.metrics.decomposition import decompose, missing_decompositions
 
@@ -49,7 +53,8 @@ def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any]
     setting = block.get("setting", PRIMARY)
     policies = comparisons.policies_of(config, "full_comparison")
     cost_method = (config.get("metrics") or {}).get("cost_method", DEFAULT_METHOD)
-    combos = inputs.combos(config, "full_comparison")
+    combos = comparisons.pair_combos(config, "full_comparison", pairs)[0]
+    runs, replays = inputs.select_pairs(runs, pairs), inputs.select_pairs(replays, pairs)
     frames, found = [], []
     if not combos:
         found.append("the config has no grid.full_comparison block with models and benchmarks.")
@@ -78,18 +83,20 @@ def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any]
     if not out.empty and (out["replay_summaries"] == "placeholder").any():
         found.append("summary policies were replayed with placeholder summaries of the requested length "
                      "(no summarizer endpoint): their mechanical ratios count sizes, not content.")
-    return Prepared(out, found, {"combos": combos, "cost_method": cost_method})
+    return Prepared(out, found, {"combos": combos, "cost_method": cost_method, "setting": setting})
 
 
-def plot(data: Prepared):
-    title = "Cost decomposition: mechanical saving (replay) vs behavioural factor"
+def plot(data: Prepared, name: str = STEM):
+    title = ax_.figure_title(name, "cost decomposition: mechanical saving (replay) vs behavioural factor "
+                                   f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} "
+                                   "threshold, D = 0.5)")
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"].astype(str).unique())
-    fig, grid = ax_.grid(len(combos), len(RESOURCES), row_height=0.32 * len(specs) + 1.0, sharey=True)
+    fig, grid = ax_.grid(len(combos), len(RESOURCES), row_height=0.2 * len(specs) + 0.7, sharey=True)
     y = np.arange(len(specs))[::-1].astype(float)
-    for row_axes, (benchmark, model) in zip(grid, combos):
+    for r, (row_axes, (benchmark, model)) in enumerate(zip(grid, combos)):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
         for ax, (resource, label) in zip(row_axes, RESOURCES):
@@ -112,16 +119,18 @@ def plot(data: Prepared):
                                 xytext=(2, 0), textcoords="offset points", fontsize=6, va="center",
                                 color="#444444", annotation_clip=False)
             ax.axvline(1.0, color="#666666", linewidth=0.6)
-            ax.set_xlabel(f"{label} / FC")
             ax.grid(axis="y", visible=False)
-            ax.set_title(f"{ax_.combo_title(benchmark, model)} · {label}", loc="left", fontsize=7)
+            if r == 0:
+                ax.set_title(f"{label} / FC")
             notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
-        row_axes[0].set_yticks(y, [style.policy_label(p) for p in specs])
+        row_axes[0].set_yticks(y, [style.short_label(p) for p in specs])
+        row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
     ax_.legend_top(fig, [Line2D([], [], linestyle="none", marker=m, color="#555555",
                                 markerfacecolor="white" if part == "mechanical" else "#555555", label=lab)
                          for part, m, lab in PARTS]
                    + [Line2D([], [], linestyle="none", marker="$×$", color="#444444",
-                             label="behavioural factor = actual / mechanical")])
+                             label="behavioural factor = actual / mechanical")]
+                   + ax_.policy_handles(specs), ncol=4, title=title)
     cost_method = data.meta.get("cost_method")
     footer = f"actual cost: {cost_method} method; replay cost: exact prefix simulation in local counts."
     return notes.finish(fig, [footer, *data.notes])

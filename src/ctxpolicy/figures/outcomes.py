@@ -5,7 +5,14 @@ Each bar is one policy's **planned** attempts: the cohort's tasks × the config'
 (``ctxpolicy.metrics.outcomes``), successful verdicts first: success, time-limited,
 step-limited, submitted but unsuccessful, other or missing (an attempt never recorded is
 missing). A Terminal-Bench run that the harness timed out counts as time-limited even when
-the agent recorded no time limit. Segments carry their percentage, bars their n.
+the agent recorded no time limit. Segments carry their percentage where the label fits inside
+the segment (narrower segments stay unlabelled, as the x-axis label says; every share is in the
+``.data.csv``); the panel title gives each bar's n.
+
+Layout: one panel per (benchmark, model) pair of the full comparison, benchmarks in rows and
+models in columns (``axes.pair_facets``, a seaborn ``FacetGrid``); the bars are drawn with
+matplotlib because seaborn does not stack bars. ``pairs`` restricts the figure to some pairs
+(``inputs.parse_pairs``), e.g. an appendix variant ``fig20-devstral-swebench``.
 """
 
 from __future__ import annotations
@@ -23,12 +30,18 @@ from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.outcomes import planned_outcome_counts
 from ctxpolicy.threshold_settings import PRIMARY
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0) -> Prepared:
+LABEL_PAD_PX = 2.0  # a percentage label is drawn only where it fits inside its segment with this margin
+
+
+
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0,
+            pairs: list[tuple[str, str]] | None = None) -> Prepared:
     block = inputs.block(config, "full_comparison")
     wanted = [style.FC, *comparisons.policies_of(config, "full_comparison")]
     attempts = comparisons.planned_attempts(config)
     cohort = block.get("cohort", "main")
-    combos = inputs.combos(config, "full_comparison")
+    combos = comparisons.pair_combos(config, "full_comparison", pairs)[0]
+    runs = inputs.select_pairs(runs, pairs)
     rows, said = [], []
     for benchmark, model in combos:
         own = comparisons.runs_of(runs, config, benchmark, model, cohort)
@@ -49,42 +62,58 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, s
             for outcome, k in counts.items():
                 rows.append({"benchmark": benchmark, "model": model, "policy": policy,
                              "outcome_class": outcome, "n": k, "planned": n, "share": k / n})
-    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "attempts": attempts})
+    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "attempts": attempts,
+                                               "setting": block.get("setting", "primary")})
 
 
-def plot(data: Prepared):
-    title = "Figure 20: run outcomes at the primary configurations"
+def plot(data: Prepared, name: str = "fig20"):
+    title = (f"{style.figure_name(name)}: run outcomes at the primary configurations "
+             f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold, D = 0.5)")
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
-    fig, grid = ax_.grid(1, len(combos), row_height=0.28 * len(specs) + 0.9,
-                         width=min(style.FULL_WIDTH, 3.3 * len(combos)), sharey=True)
+    models = len({m for _, m in combos})
+    fig, panels = ax_.pair_facets(combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6),
+                                  width=min(style.FULL_WIDTH, 2.6 * models + 0.8))
     y = np.arange(len(specs))[::-1]
-    for ax, (benchmark, model) in zip(grid[0, :], combos):
+    labels = []
+    for (benchmark, model), ax in panels.items():
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         shares = (rows.pivot_table(index="policy", columns="outcome_class", values="share", aggfunc="sum")
                   .reindex(index=specs, columns=list(style.OUTCOME_ORDER)).fillna(0.0))
-        planned = rows.groupby("policy")["planned"].first().reindex(specs)
+        planned = rows.groupby("policy")["planned"].first().reindex(specs).dropna().unique()
         left = np.zeros(len(specs))
         for outcome in style.OUTCOME_ORDER:
             values = 100 * shares[outcome].to_numpy()
-            ax.barh(y, values, left=left, color=style.OUTCOME_COLORS[outcome], height=0.7,
-                    edgecolor="white", linewidth=0.3)
-            for yi, x0, v in zip(y, left, values):
+            bars = ax.barh(y, values, left=left, color=style.OUTCOME_COLORS[outcome], height=0.75,
+                           edgecolor="white", linewidth=0.3)
+            for bar, v in zip(bars, values):
                 if v > 0:
-                    ax.text(x0 + v / 2, yi, f"{v:.0f}%", ha="center", va="center",
-                            fontsize=5.5 if v >= 8 else 4.5)
+                    labels.append((bar, ax.text(bar.get_x() + v / 2, bar.get_y() + bar.get_height() / 2,
+                                                f"{v:.0f}%", ha="center", va="center", fontsize=5)))
             left += values
-        for yi, n in zip(y, planned):
-            if pd.notna(n):
-                ax.annotate(f"n={n:.0f}", (1.0, yi), xycoords=("axes fraction", "data"), xytext=(2, 0),
-                            textcoords="offset points", ha="left", va="center", fontsize=6)
         ax.set_xlim(0, 100)
-        ax.set_yticks(y, [style.policy_label(p) for p in specs])
-        ax.set_xlabel("planned attempts (%)")
+        ax.set_ylim(-0.6, len(specs) - 0.4)
+        ax.set_yticks(y, [style.short_label(p) for p in specs])
         ax.grid(axis="y", visible=False)
-        ax.set_title(ax_.combo_title(benchmark, model), loc="left")
+        n = f"n = {planned[0]:.0f} per bar" if len(planned) == 1 else "n differs per bar (data.csv)"
+        ax.set_title(f"{model} ({n})")
+    ax_.hide_inner_labels(panels)
+    fig.supxlabel("planned attempts (%); segments too narrow for their percentage are unlabelled", fontsize=7)
     ax_.legend_top(fig, [Patch(color=style.OUTCOME_COLORS[o], label=style.OUTCOME_LABELS[o])
-                         for o in style.OUTCOME_ORDER])
-    return notes.finish(fig, data.notes)
+                         for o in style.OUTCOME_ORDER], title=title)
+    fig = notes.finish(fig, data.notes)
+    _drop_labels_that_do_not_fit(fig, labels)
+    return fig
+
+
+def _drop_labels_that_do_not_fit(fig, labels) -> None:
+    """Remove each percentage label wider or taller than its segment (measured after the layout,
+    with the renderer the figure is saved with; the same inputs always give the same labels)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for bar, text in labels:
+        box, room = text.get_window_extent(renderer), bar.get_window_extent(renderer)
+        if box.width + 2 * LABEL_PAD_PX > room.width or box.height > room.height + LABEL_PAD_PX:
+            text.remove()

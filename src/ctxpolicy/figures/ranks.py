@@ -32,8 +32,8 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
     """``pairs``: the (model, benchmark) pairs to compare (None: all of the full comparison's)."""
     block = inputs.block(config, "full_comparison")
     setting = block.get("setting", PRIMARY)
-    combos, said = ax_.pair_combos(config, "full_comparison", pairs)
-    runs = ax_.pair_runs(runs, pairs)
+    combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
+    runs = inputs.select_pairs(runs, pairs)
     compared = comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
                                          setting=setting, combos=combos,
                                          policies=comparisons.policies_of(config, "full_comparison"))

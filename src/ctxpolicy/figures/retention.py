@@ -6,6 +6,10 @@ constraints (rules given to the agent) at risk that were kept or restated. Rates
 sums over a policy's steps with task-bootstrap 95% intervals (``ctxpolicy.analysis.summary``),
 drawn from ``events.parquet`` (``ctxpolicy audit``). Steps of the primary threshold setting
 (and of policies without one); the audit's definitions are in docs/analysis.md.
+
+Layout: per (benchmark, model) pair, benchmarks in rows and models in columns
+(``axes.pair_facets``); anchors, then (when any step had a constraint at risk) constraints as a
+second block of rows. ``pairs`` restricts the pairs.
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ def event_combos(events: pd.DataFrame, config: Mapping[str, Any]) -> list[tuple[
 
 
 def policy_rates(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-                 what: str) -> Prepared:
-    """``by_policy`` over the primary-setting steps, with notes on what is missing."""
+                 what: str, pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    """``by_policy`` over the primary-setting steps, with notes on what is missing; ``pairs``
+    (model, benchmark) keeps only those pairs' steps."""
     from ctxpolicy.analysis.summary import by_policy
 
+    events = inputs.select_pairs(events, pairs)
     if events.empty:
         return Prepared(pd.DataFrame(), [f"no audited compression steps (events.parquet is missing or "
                                          f"empty: run `ctxpolicy audit`), so no {what} to show."])
@@ -49,8 +55,9 @@ def policy_rates(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int
     return data
 
 
-def compute(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
-    data = policy_rates(events, config, n_boot=n_boot, seed=seed, what="retention")
+def compute(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    data = policy_rates(events, config, n_boot=n_boot, seed=seed, what="retention", pairs=pairs)
     if not data.empty and not (data.table["n_events"] > 0).any():
         data.notes.append("no compression steps.")
     if not data.empty and data.table["constraint_retention"].isna().all():
@@ -80,32 +87,44 @@ def _bars(ax, rows: pd.DataFrame, y: np.ndarray, specs: list[str], column: str, 
             ax.text(0.02, yy, "none at risk" if n else "no steps", va="center", fontsize=6, color="#666666")
 
 
-def plot(data: Prepared):
-    title = "Retention per compression step: anchors and constraints"
+PANELS = (("anchor_retention", "anchor_verbatim", "anchors at risk that survive"),
+          ("constraint_retention", None, "constraints at risk that survive"))
+
+
+def plot(data: Prepared, name: str = "retention"):
+    title = ax_.figure_title(name, f"retention per compression step: anchors and constraints ({SETTING} "
+                                   "threshold and policies without one)")
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"].astype(str).unique())
-    fig, grid = ax_.grid(len(combos), 2, row_height=0.28 * len(specs) + 0.9)  # not sharey: a note clears ticks
+    panels_of = [p for p in PANELS if not data.table[p[0]].isna().all()] or PANELS[:1]
+    # one block of benchmark rows per measure: a FacetGrid over (measure, benchmark) × model
+    rows_of = [(label, b) for _, _, label in panels_of for b in dict.fromkeys(b for b, _ in combos)]
+    models = list(dict.fromkeys(m for _, m in combos))
+    fig, panels = ax_.pair_facets([(f"{b}\n{label}", m) for label, b in rows_of for m in models
+                                   if (b, m) in set(combos)],
+                                  panel_height=max(1.3, 0.2 * len(specs) + 0.6),
+                                  width=min(style.FULL_WIDTH, 2.4 * len(models) + 0.9))
     y = np.arange(len(specs))[::-1]
-    for row, (benchmark, model) in enumerate(combos):
+    for (row_name, model), ax in panels.items():
+        benchmark, label = row_name.split("\n", 1)
+        column, hatched, _ = next(p for p in panels_of if p[2] == label)
         part = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         rows = part.set_index(part["policy"].astype(str)).reindex(specs)
         rows["n_events"] = rows["n_events"].fillna(0)
-        panels = (("anchor_retention", "anchor_verbatim", "anchors at risk that survive"),
-                  ("constraint_retention", None, "constraints at risk that survive"))
-        for col, (ax, (column, hatched, label)) in enumerate(zip(grid[row], panels)):
-            ax.set_title(f"{ax_.combo_title(benchmark, model)}", loc="left")
-            if rows[column].isna().all():
-                notes.note_on_axes(ax, NO_CONSTRAINTS if column == "constraint_retention" else
-                                   f"no anchor at risk in any step of {model} on {benchmark}.", width=30)
-                continue
-            _bars(ax, rows, y, specs, column, hatched)
-            ax.set_xlim(0, 1.02)
-            ax.set_ylim(-0.6, len(specs) - 0.4)
-            ax.set_yticks(y, [style.policy_label(p) for p in specs] if col == 0 else [""] * len(specs))
-            ax.grid(axis="y", visible=False)
-            ax.set_xlabel(label)
+        if rows[column].isna().all():
+            notes.note_on_axes(ax, NO_CONSTRAINTS if column == "constraint_retention" else
+                               f"no anchor at risk in any step of {model} on {benchmark}.", width=30)
+            continue
+        _bars(ax, rows, y, specs, column, hatched)
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(-0.6, len(specs) - 0.4)
+        ax.set_yticks(y, [style.short_label(p) for p in specs])
+        ax.grid(axis="y", visible=False)
+    ax_.hide_inner_labels(panels)
+    fig.supxlabel("share of the items at risk in a step that survive it (row label: which items)", fontsize=7)
     ax_.legend_top(fig, [Patch(facecolor="#808080", label="kept verbatim"),
-                         Patch(facecolor="#808080", alpha=0.45, hatch="//", label="only in a summary")])
+                         Patch(facecolor="#808080", alpha=0.45, hatch="//", label="only in a summary")]
+                   + ax_.policy_handles(specs), ncol=5, title=title)
     return notes.finish(fig, data.notes)

@@ -4,6 +4,12 @@ For each policy (SU and TRC+SU in the study) and each summarizer: the resolve ra
 absolute terms with a 95 % task-bootstrap interval, and tokens, latency and billed cost
 **relative to self-summarization** (the same policy with the agent's own model summarizing),
 paired on the tasks both have eligible runs for, with that number of shared tasks (n) printed.
+
+Layout (the study's): one row per (benchmark, model) of the block (the study has one: Qwen on
+SWE-bench), four panels: resolve rate, then tokens, latency and billed cost relative to self;
+policies on the x axis (primitive only; the title gives trigger, depth and threshold), one bar
+per summarizer. ``plt.subplots`` rather than a seaborn grid: the four panels are four different
+measures of one table, not facets of one variable. ``pairs`` restricts the rows.
 """
 
 from __future__ import annotations
@@ -47,13 +53,17 @@ def relative_to_self(own: pd.DataFrame, mine: pd.DataFrame, *, model: str, bench
             for part in ("est", "lo", "hi", "n_tasks")}
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
+            pairs: list[tuple[str, str]] | None = None) -> Prepared:
     block = inputs.block(config, "summarizer")
-    combos = inputs.combos(config, "summarizer")
+    combos = comparisons.pair_combos(config, "summarizer", pairs)[0]
+    runs = inputs.select_pairs(runs, pairs)
     policies = [p for p in block.get("policies") or []]
     said: list[str] = []
     if not combos or not policies:
-        return Prepared(pd.DataFrame(), ["the config has no summarizer comparison (grid.summarizer)."])
+        why = ("the config has no summarizer comparison (grid.summarizer)." if not inputs.combos(config, "summarizer")
+               or not policies else "the summarizer comparison has none of the pairs this figure shows.")
+        return Prepared(pd.DataFrame(), [why])
     if not block.get("summarizers"):
         said.append("the config lists no other summarizers: only the agent summarizing itself is shown.")
     method = comparisons.cost_method(config)
@@ -86,11 +96,14 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
                         said.append(f"no task with eligible runs for both {policy} summarized by {name} "
                                     f"and by the agent itself ({model} on {benchmark}): ratios undefined.")
                 rows.append(row)
-    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "cost_method": method})
+    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "cost_method": method, "setting": setting,
+                                               "policies": style.order_policies(policies)})
 
 
-def plot(data: Prepared):
-    title = "Figure 19: summarizer sensitivity"
+def plot(data: Prepared, name: str = "fig19"):
+    policies = ", ".join(data.meta.get("policies") or [])
+    title = (f"{style.figure_name(name)}: summarizer sensitivity ({policies}; "
+             f"{style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)")
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
@@ -113,7 +126,7 @@ def plot(data: Prepared):
     ax_.legend_top(fig, [Patch(facecolor=SUMMARIZER_SHADES[k % 5], edgecolor="white",
                                hatch=SUMMARIZER_HATCHES[k % 5],
                                label=f"summarizer: {'agent itself' if s == SELF else s}")
-                         for k, s in enumerate(summarizers)])
+                         for k, s in enumerate(summarizers)], title=title)
     return notes.finish(fig, data.notes, empty_panel=None if others else
                         "no other summarizer: nothing to compare with self-summarization.")
 
@@ -133,6 +146,6 @@ def _bars(ax, rows: pd.DataFrame, specs: list[str], names: list[str], every: lis
         if show_n and f"{key}_n_tasks" in part:
             for xi, vi, n in zip(x, values, part[f"{key}_n_tasks"]):
                 if pd.notna(n):
-                    ax.annotate(f"n={n:.0f}", (xi, ref if pd.isna(vi) else vi), xytext=(0, 2),
-                                textcoords="offset points", ha="center", fontsize=5.5)
-    ax.set_xticks(range(len(specs)), [style.policy_label(s) for s in specs], rotation=20, ha="right")
+                    ax.annotate(f"n={n:.0f}", (xi, 0.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
+                                textcoords="offset points", ha="center", fontsize=5, color="#444444")
+    ax.set_xticks(range(len(specs)), [style.short_label(s) for s in specs])

@@ -41,7 +41,7 @@ def _sweep_combo(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None,
     block's ``slot``-th (0 by default), with a note when there is none."""
     combos = inputs.combos(config, "sweeps")
     if pairs is not None:
-        chosen, said = ax_.pair_combos(config, "sweeps", pairs[:1])
+        chosen, said = comparisons.pair_combos(config, "sweeps", pairs[:1])
         return (chosen[0] if chosen else None), said
     slot = slot or 0
     if slot < len(combos):

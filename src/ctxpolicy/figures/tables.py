@@ -2,6 +2,9 @@
 
 Every table is built from what the study recorded or configured, never typed by hand.
 Each builder returns ``(table, note)``; the note says what is missing, or is ``None``.
+Every builder takes ``pairs`` (a list of (model, benchmark), ``inputs.parse_pairs``; None: all)
+and keeps only those pairs' rows (Table 3, per benchmark, keeps the pairs' benchmarks); the
+study's tables show everything, so the workflow passes no pairs for them.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ TRACK_LABELS = {"calibration": "calibration (FC)", "full": "full comparison",
 # ---------------------------------------------------------------- Table 1/4: the grid
 
 
-def grid_cells(config: Mapping[str, Any]) -> list:
+def grid_cells(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> list:
+    """The grid's cells (``ctxpolicy.grid.expand_grid``), only those of ``pairs`` when given."""
     from ctxpolicy.grid import expand_grid
-    return expand_grid(dict(config))
+    cells = expand_grid(dict(config))
+    return cells if pairs is None else [c for c in cells if (c.model, c.benchmark) in set(pairs)]
 
 
 def _mark(tracks: set[str]) -> str:
@@ -89,7 +94,8 @@ def default_stratum(task_id: str) -> str:
     return stem.replace("__", "/") if stem != task_id else "other"
 
 
-def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str | None]:
+def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None,
+           pairs: list[tuple[str, str]] | None = None) -> tuple[pd.DataFrame, str | None]:
     """Tasks the study runs per benchmark, cohort and stratum (``cohort_limit`` applied, as
     ``ctxpolicy.grid.cohort_tasks`` applies it); strata as the runs recorded them."""
     from ctxpolicy.cohort_file import CohortError, read_cohort
@@ -101,7 +107,10 @@ def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None) -> tuple
     if runs is not None and not runs.empty:
         known = dict(zip(runs["task_id"].astype(str), runs["stratum"].astype(str)))
     rows, missing, limited = [], [], []
+    benchmarks = None if pairs is None else {b for _, b in pairs}
     for benchmark, spec in (config.get("benchmarks") or {}).items():
+        if benchmarks is not None and benchmark not in benchmarks:
+            continue
         for cohort, path in ((spec or {}).get("cohorts") or {}).items():
             try:
                 tasks = cohort_tasks(config, benchmark, cohort)
@@ -157,8 +166,11 @@ def cell_records(runs: pd.DataFrame) -> tuple[list[dict], list[str]]:
     return records, unreadable
 
 
-def table5(runs: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+def table5(runs: pd.DataFrame, pairs: list[tuple[str, str]] | None = None) -> tuple[pd.DataFrame, str | None]:
     """Versions, serving and inference settings as the runs recorded them, per model."""
+    from ctxpolicy.figures.inputs import select_pairs
+
+    runs = select_pairs(runs, pairs)
     records, unreadable = cell_records(runs)
     if not records:
         why = "no runs in the runs table" if runs.empty else "no run.json readable under the run_dir paths"
@@ -184,11 +196,13 @@ def table5(runs: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
 # ---------------------------------------------------------------- Table 6: thresholds
 
 
-def table6(config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | None]:
+def table6(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> tuple[pd.DataFrame, str | None]:
     results_dir = Path(str(config.get("results_dir") or "results"))
     rows, missing = [], []
     for benchmark, models in (config.get("thresholds") or {}).items():
         for model, spec in (models or {}).items():
+            if pairs is not None and (model, benchmark) not in set(pairs):
+                continue
             spec = dict(spec or {})
             path = results_dir / "thresholds" / benchmark / f"{model}.json"
             try:

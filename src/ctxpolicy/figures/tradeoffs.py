@@ -30,8 +30,8 @@ PANELS = (("resolve_delta", "Δ resolve rate (pp)", 0.0, 100.0),
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
             pairs: list[tuple[str, str]] | None = None) -> Prepared:
     """``pairs``: the (model, benchmark) pairs to draw (None: every pair of the full comparison)."""
-    combos, said = ax_.pair_combos(config, "full_comparison", pairs)
-    own = ax_.pair_runs(runs, pairs)
+    combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
+    own = inputs.select_pairs(runs, pairs)
     data = comparisons.compare_full_comparison(own, config, n_boot=n_boot, seed=seed, combos=combos)
     data.notes = said + data.notes
     data.meta["thresholds"] = ax_.threshold_table(own)

@@ -1,0 +1,119 @@
+"""Figures 19-21, the figures beyond the study and the tables at the study's scale: 13
+configurations × 3 models × 2 benchmarks × 3 attempts (``scale_standin``, a stand-in until the
+paper-shaped synthetic study is wired in). Each figure draws every pair without a text
+colliding or cut off (``layout.check``), writes byte-identical files twice, and keeps to the
+pairs it is given."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import scale_standin  # noqa: E402
+
+from ctxpolicy.figures import (agent_calls, cost_models, decomposition, inputs, layout, notes, outcomes,  # noqa: E402
+                               output, reacquisition, retention, style, summarizers, tables)
+from ctxpolicy.testing.replays import replay_table  # noqa: E402
+
+BOOT = 20
+
+
+@pytest.fixture(scope="session")
+def study(tmp_path_factory):
+    """(runs, config, events) of the stand-in study, built once per session."""
+    tables_dir, config_path = scale_standin.build(tmp_path_factory.mktemp("scale"))
+    style.apply()
+    return (inputs.read_runs(tables_dir), inputs.read_config(config_path),
+            pd.read_parquet(tables_dir / "events.parquet"))
+
+
+def compute(name, runs, config, events, pairs=None):
+    kw = {"n_boot": BOOT, "seed": 0, "pairs": pairs}
+    if name == "fig19":
+        return summarizers.compute(runs, config, **kw)
+    if name == "fig20":
+        return outcomes.compute(runs, config, **kw)
+    if name == "fig21":
+        return agent_calls.compute(runs, config, **kw)
+    if name == "reacquisition":
+        return reacquisition.compute(runs, config, events=events, **kw)
+    if name == "retention":
+        return retention.compute(events, config, **kw)
+    if name == "cost_models":
+        return cost_models.compute(runs, config, **kw)
+    return decomposition.compute(runs, replay_table(runs), config, **kw)
+
+
+PLOT = {"fig19": summarizers.plot, "fig20": outcomes.plot, "fig21": agent_calls.plot,
+        "reacquisition": reacquisition.plot, "retention": retention.plot, "cost_models": cost_models.plot,
+        "cost_decomposition": decomposition.plot}
+
+
+@pytest.mark.parametrize("name", sorted(PLOT))
+def test_figure_at_scale_draws_every_pair_without_colliding_text(study, name, tmp_path):
+    runs, config, events = study
+    data = compute(name, runs, config, events)
+    fig = PLOT[name](data, name)
+    try:  # saved before the layout check draws it: a drawn figure's constrained layout moves on
+        first = output.save_figure(fig, tmp_path / "a", name, data.numbers(), synthetic=True)
+        assert style.SYNTHETIC_MARK in {t.get_text() for t in fig.texts}
+        layout.check(fig, name=name)
+        expected = 1 if name == "fig19" else len(scale_standin.MODELS) * len(scale_standin.BENCHMARKS)
+        drawn = {(b, m) for b, m in zip(data.table["benchmark"], data.table["model"])}
+        assert len(drawn) == expected
+        assert [ax for ax in fig.axes if ax.get_visible() and not notes.has_plotted_data(ax)
+                and not notes.has_note(ax)] == []
+    finally:
+        plt.close(fig)
+    again = PLOT[name](compute(name, runs, config, events), name)  # a second render, from scratch
+    try:
+        second = output.save_figure(again, tmp_path / "b", name, data.numbers(), synthetic=True)
+    finally:
+        plt.close(again)
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+
+
+@pytest.mark.parametrize("name", ["fig20", "fig21", "cost_models", "retention"])
+def test_a_variant_keeps_to_its_pair_and_names_itself(study, name):
+    runs, config, events = study
+    data = compute(name, runs, config, events, pairs=inputs.parse_pairs("synth-b/terminalbench"))
+    assert set(zip(data.table["model"], data.table["benchmark"])) == {("synth-b", "terminalbench")}
+    fig = PLOT[name](data, f"{name}-synth-b-terminalbench")
+    try:
+        layout.check(fig, name=name)
+        assert len([ax for ax in fig.axes if ax.get_visible()]) == 1
+    finally:
+        plt.close(fig)
+
+
+def test_no_pair_is_a_one_line_note(study):
+    runs, config, events = study
+    data = outcomes.compute(runs, config, pairs=inputs.parse_pairs("none"))
+    fig = outcomes.plot(data, "fig20")
+    try:
+        assert data.empty and notes.recorded(fig)
+    finally:
+        plt.close(fig)
+
+
+def test_tables_at_scale_and_for_one_pair(study, tmp_path):
+    runs, config, _ = study
+    one = [("synth-c", "swebench")]
+    t1, t1_one = tables.table1(tables.grid_cells(config)), tables.table1(tables.grid_cells(config, one))
+    assert len(t1) == len(scale_standin.POLICIES) and set(t1_one["models"]) == {"synth-c"}
+    t4, _ = tables.table4(tables.grid_cells(config, one), config)
+    assert set(t4["benchmark"]) == {"swebench"} and set(t4["model"]) == {"synth-c"}
+    t3, _ = tables.table3(config, runs, one)
+    assert set(t3["benchmark"]) == {"swebench"}
+    t5, _ = tables.table5(runs, one)
+    assert set(t5["model"]) == {"synth-c"}
+    t6, note = tables.table6(config)
+    assert len(t6) == len(scale_standin.MODELS) * len(scale_standin.BENCHMARKS) and "preset" in note
+    assert len(tables.table6(config, one)[0]) == 1
+    for stem, table in (("table1", t1), ("table4", t4), ("table3", t3), ("table6", t6)):
+        first = output.save_table(table, tmp_path / "a", stem)
+        assert [p.read_bytes() for p in first] == [p.read_bytes() for p in output.save_table(table, tmp_path / "b", stem)]
