@@ -7,7 +7,7 @@ import json
 
 from ctxpolicy.metrics.aggregate import aggregate
 from ctxpolicy.metrics.compare import compare_to_fc
-from ctxpolicy.metrics.synthetic import make_runs
+from ctxpolicy.testing.runs import make_runs
 
 POLICIES = ["FC", "TR/Th/0.5", "TRC/Th", "SU/Th/0.5"]
 
