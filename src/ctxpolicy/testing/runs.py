@@ -57,6 +57,8 @@ class Profile:
     prefix_caching: bool = True                              # False: the server reports no cached tokens
     length_factor: Mapping[str, float] = field(default_factory=dict)  # primitive (or first stage) -> steps
     compressed_length: float = 1.12                          # steps factor of other compressing policies
+    length_spread: float = 1.0                               # steps grow with task length ** spread
+    loop_share: Mapping[str, float] = field(default_factory=dict)  # primitive -> runs looping to the step limit
     retrieval_share: tuple[float, float] = (0.38, 0.12)      # FC share, extra under compression
     success_shift: float = 0.0                               # the model's ability, added to every task's
     policy_shift: Mapping[str, float] = field(default_factory=lambda: dict(SUCCESS_SHIFT))
@@ -292,9 +294,11 @@ def write_run(spec: RunSpec) -> Path:
     compresses = not pol.is_fc
     factor = (prof.length_factor.get(pol.primitive, prof.length_factor.get(_first_stage(pol), prof.compressed_length))
               if compresses else 1.0)
-    base_steps = spec.calls_per_run * length * factor
+    base_steps = spec.calls_per_run * length ** prof.length_spread * factor
     step_limit = spec.step_limit
     planned = int(np.clip(rng.poisson(base_steps), 2, step_limit))
+    if prof.loop_share.get(pol.primitive, 0.0) > np.random.default_rng(zlib.crc32(_key(spec, "loop"))).random():
+        planned = step_limit
     p_retrieval = prof.retrieval_share[0] + (prof.retrieval_share[1] if compresses else 0.0)
     t = 1_764_430_000.0 + 1000.0 * spec.task_index + 100_000.0 * spec.attempt
     start, calls, n_events_total, peak, fmt_errors = t, [], 0, 0, 0
