@@ -187,8 +187,12 @@ def make_paper_dataset(out_dir: str | Path, *, config: str | Path = CONFIG, seed
     return used
 
 
-def build_tables(out_dir: str | Path, *, processes: int = 1, audit: bool = True) -> Path:
-    """``ctxpolicy aggregate`` (and the compression audit) of the data set -> ``out_dir/tables``."""
+def build_tables(out_dir: str | Path, *, processes: int = 1, audit: bool = True,
+                 audit_attempts: int | None = None) -> Path:
+    """``ctxpolicy aggregate`` (and the compression audit) of the data set -> ``out_dir/tables``.
+
+    The audit is the slow part (one row per compression step, and OTRC compresses every step);
+    ``audit_attempts`` = N audits only attempts 1..N of every task, for quick test data."""
     from ctxpolicy.metrics.aggregate import aggregate, write_left_out, write_tables
 
     out_dir = Path(out_dir)
@@ -199,7 +203,7 @@ def build_tables(out_dir: str | Path, *, processes: int = 1, audit: bool = True)
     if tables.problems:
         raise PaperDataError(f"{len(tables.problems)} synthetic run(s) left out, e.g. {tables.problems[0]}")
     if audit:
-        _audit(out_dir / "runs", tables_dir / "events.parquet", processes)
+        _audit(out_dir / "runs", tables_dir / "events.parquet", processes, audit_attempts)
     return tables_dir
 
 
@@ -209,13 +213,15 @@ def _audit_rows(run_dir: Path) -> list[dict]:
     return audit_run(run_dir)
 
 
-def _audit(runs_root: Path, out: Path, processes: int) -> None:
+def _audit(runs_root: Path, out: Path, processes: int, attempts: int | None = None) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
     from ctxpolicy.analysis.table import frame, write_events
     from ctxpolicy.metrics.records import find_run_dirs
 
     run_dirs = find_run_dirs([runs_root])
+    if attempts is not None:
+        run_dirs = [d for d in run_dirs if int(d.name.rsplit("__a", 1)[1]) <= attempts]
     if processes > 1:
         with ProcessPoolExecutor(processes) as pool:
             chunks = list(pool.map(_audit_rows, run_dirs, chunksize=64))
@@ -234,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tables", action="store_true",
                         help="also aggregate into OUT/tables (runs, calls) and audit (events.parquet)")
     parser.add_argument("--no-audit", action="store_true", help="with --tables: leave out events.parquet")
+    parser.add_argument("--audit-attempts", type=int, default=None, metavar="N",
+                        help="with --tables: audit only attempts 1..N (the audit is the slow part)")
     args = parser.parse_args(argv)
     if args.task_cap is not None and args.task_cap < 1:
         parser.error(f"--task-cap must be at least 1, got {args.task_cap}")
@@ -248,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"runs written in {generated:.1f} s -> {args.out / 'runs'} (config {used})")
     if args.tables:
         try:
-            tables = build_tables(args.out, processes=args.processes, audit=not args.no_audit)
+            tables = build_tables(args.out, processes=args.processes, audit=not args.no_audit,
+                                  audit_attempts=args.audit_attempts)
         except PaperDataError as exc:
             print(f"paper data set: {exc}", file=sys.stderr)
             return 1
