@@ -68,7 +68,7 @@ PROFILES: dict[tuple[str, str], tuple[float, Profile]] = {
                                            "loop_share": {"OTRC+TR": 0.12, "OTRC+SU-p": 0.08, "OTRC+S-p": 0.08}},
                                           system_tokens=1500, observation_tokens=(5.9, 0.9), length_spread=1.6,
                                           success_shift=-0.08, policy_shift=_SHIFTS["synth-b"])),
-    ("swebench", "synth-c"): (28, Profile(**{**_SWE, "summary_latency": (6.0, 0.004), "completion_tokens": (80, 560)},
+    ("swebench", "synth-c"): (28, Profile(**{**_SWE, "summary_latency": (30.0, 0.012), "completion_tokens": (80, 560)},
                                           system_tokens=1500, observation_tokens=(5.2, 0.9), length_spread=1.7,
                                           success_shift=-0.12, policy_shift=_SHIFTS["synth-c"])),
     ("terminalbench", "synth-a"): (14, Profile(**_TB, observation_tokens=(4.5, 0.9), length_spread=2.8,

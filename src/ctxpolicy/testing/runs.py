@@ -297,7 +297,8 @@ def write_run(spec: RunSpec) -> Path:
     base_steps = spec.calls_per_run * length ** prof.length_spread * factor
     step_limit = spec.step_limit
     planned = int(np.clip(rng.poisson(base_steps), 2, step_limit))
-    if prof.loop_share.get(pol.primitive, 0.0) > np.random.default_rng(zlib.crc32(_key(spec, "loop"))).random():
+    looping = prof.loop_share.get(pol.primitive, 0.0) > np.random.default_rng(zlib.crc32(_key(spec, "loop"))).random()
+    if looping:  # an agent repeating quick commands: it meets the step limit before the clock
         planned = step_limit
     p_retrieval = prof.retrieval_share[0] + (prof.retrieval_share[1] if compresses else 0.0)
     t = 1_764_430_000.0 + 1000.0 * spec.task_index + 100_000.0 * spec.attempt
@@ -340,7 +341,7 @@ def write_run(spec: RunSpec) -> Path:
         sums["cached"] += cached or 0
         n_events_total += len(events)
         t += lat + float(rng.exponential(prof.command_s))  # command execution
-        if spec.wall_limit_s is not None and t - start > spec.wall_limit_s:
+        if spec.wall_limit_s is not None and t - start > spec.wall_limit_s and not looping:
             time_limited = True
             break
         command, command_facts = _command(rng, text, p_retrieval)
