@@ -26,7 +26,7 @@ from pathlib import Path
 from ctxpolicy.metrics.aggregate import aggregate, write_tables
 from ctxpolicy.metrics.compare import (compare_to_fc, execution_length, gains_losses, outcome_breakdown,
                                        paired_differences)
-from ctxpolicy.metrics.synthetic import make_runs
+from ctxpolicy.testing.runs import make_runs
 
 MODELS = ["qwen", "devstral", "glm"]
 BENCHMARKS = ["swebench", "terminalbench"]

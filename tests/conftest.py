@@ -64,3 +64,19 @@ def embedded_llm_server(log_path: Path, ready_timeout_s: float = 180):
             f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})")
     with start_server(model_cfg, log_path=log_path, ready_timeout_s=ready_timeout_s) as server:
         yield server
+
+
+PAPER_TASK_CAP = 10  # tasks per cohort of the paper-shaped test data (docs/synthetic.md)
+
+
+@pytest.fixture(scope="session")
+def paper_tables(tmp_path_factory) -> tuple[Path, Path]:
+    """The reduced paper-shaped synthetic data set, built once per session: (tables dir, config path).
+
+    Every cell of config/synthetic-paper.yaml with the first ``PAPER_TASK_CAP`` tasks of each cohort
+    and 3 attempts; ``tables/`` holds runs, calls and (attempt 1 audited) events parquet files."""
+    from ctxpolicy.testing.paper import build_tables, make_paper_dataset
+
+    out = tmp_path_factory.mktemp("paper-data")
+    config = make_paper_dataset(out, task_cap=PAPER_TASK_CAP, processes=2)
+    return build_tables(out, processes=2, audit_attempts=1), config

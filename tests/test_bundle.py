@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxpolicy import cli
-from ctxpolicy.metrics.synthetic import make_runs
+from ctxpolicy.testing.runs import make_runs
 from ctxpolicy.provenance import run_record_files, verify, write_sidecar
 from ctxpolicy.provenance.bundle import (
     MANIFEST_NAME, BundleError, check_bundle, export_bundle, import_bundle, restored_mtimes, safe_relative,

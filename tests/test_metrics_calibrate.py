@@ -12,7 +12,7 @@ import pytest
 from ctxpolicy.metrics import cli_calibrate
 from ctxpolicy.metrics.aggregate import aggregate
 from ctxpolicy.metrics.calibrate import PRESET_THRESHOLDS, round_nearest, thresholds_from_peaks
-from ctxpolicy.metrics.synthetic import make_runs
+from ctxpolicy.testing.runs import make_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 

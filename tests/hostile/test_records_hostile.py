@@ -19,7 +19,7 @@ import pytest
 from ctxpolicy import cli
 from ctxpolicy.metrics import records
 from ctxpolicy.metrics.aggregate import LEFT_OUT_FILE, aggregate
-from ctxpolicy.metrics.synthetic import make_runs
+from ctxpolicy.testing.runs import make_runs
 from ctxpolicy.provenance import sidecar_path, verify
 
 GOOD_TASKS = 3
