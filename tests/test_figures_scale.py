@@ -1,5 +1,6 @@
 """Figures 2–6 and 9–18 at the study's scale: 13 configurations, 3 models × 2 benchmarks, 3 attempts,
-the sweep's 3 thresholds × 3 depths (``figure_scale``, a stand-in for the paper-shaped data set).
+the sweep's 3 thresholds × 3 depths: the paper-shaped synthetic data set (``paper_tables``,
+``ctxpolicy.testing.paper``, a few tasks per cohort).
 Each figure, its main form and a one-pair variant, passes the layout check (no colliding or
 clipped text), and no two policies share a colour + marker in a figure's legend."""
 
@@ -9,7 +10,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import figure_scale
 import matplotlib.pyplot as plt
 import pytest
 from matplotlib.lines import Line2D
@@ -27,6 +27,9 @@ from ctxpolicy.figures import (
 )
 
 BOOT = 30
+# Figures 9-15 as config/synthetic-paper.yaml numbers them (config/paper.yaml's choice, synthetic names)
+ABLATION_PAIRS = {9: "synth-a/swebench", 12: "synth-a/terminalbench", 13: "synth-b/terminalbench",
+                  15: "synth-b/swebench", 10: "none", 11: "none", 14: "none"}
 MAIN = "synth-a/swebench,synth-a/terminalbench"  # like config/paper.yaml's Figure 2: one model, both benchmarks
 VARIANT = "synth-b/terminalbench"
 
@@ -36,7 +39,7 @@ def _pairs(text):
 
 
 def _ablation(number: int):
-    text = figure_scale.ABLATION_PAIRS[number]
+    text = ABLATION_PAIRS[number]
     return lambda r, c, k: sweep.plot_ablation(
         sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, pairs=_pairs(text)), f"fig{number}")
 
@@ -70,9 +73,10 @@ SCALE_FIGURES = {
 
 
 @pytest.fixture(scope="session")
-def scale_data(tmp_path_factory):
+def scale_data(paper_tables):
     style.apply()
-    return figure_scale.build(tmp_path_factory.mktemp("figure-scale"))
+    tables_dir, config_path = paper_tables
+    return inputs.read_runs(tables_dir), inputs.read_config(config_path), inputs.read_calls(tables_dir)
 
 
 @pytest.fixture(scope="module")
@@ -112,16 +116,17 @@ def test_ablation_number_without_a_pair_is_a_one_line_note(rendered, number):
 def test_ablation_figures_draw_their_own_pair(scale_data):
     runs, config, _calls = scale_data
     for number in (9, 12, 13, 15):
-        model, benchmark = _pairs(figure_scale.ABLATION_PAIRS[number])[0]
+        model, benchmark = _pairs(ABLATION_PAIRS[number])[0]
         data = sweep.compute_ablation(runs, config, n_boot=BOOT, seed=0,
-                                      pairs=_pairs(figure_scale.ABLATION_PAIRS[number]))
+                                      pairs=_pairs(ABLATION_PAIRS[number]))
         assert set(zip(data.table["model"], data.table["benchmark"])) == {(model, benchmark)}
 
 
-def test_depth_invariant_policies_are_never_drawn_at_a_depth(rendered):
+def test_depth_invariant_policies_are_never_drawn_at_a_depth(rendered, scale_data):
     """TRC and the OTRC stacks are horizontal references in the depth ablation: no marker at a depth."""
     fig = rendered["fig9"]
-    invariant = {style.policy_color(p) for p in figure_scale.INVARIANT}
+    _runs, config, _calls = scale_data
+    invariant = {style.policy_color(p) for p in config["grid"]["sweeps"]["invariant"]}
     for ax in fig.axes:
         for line in ax.lines:
             if matplotlib.colors.to_hex(line.get_color()) in {matplotlib.colors.to_hex(c) for c in invariant}:

@@ -1,6 +1,6 @@
 """Figures 19-21, the figures beyond the study and the tables at the study's scale: 13
-configurations × 3 models × 2 benchmarks × 3 attempts (``scale_standin``, a stand-in until the
-paper-shaped synthetic study is wired in). Each figure draws every pair without a text
+configurations × 3 models × 2 benchmarks × 3 attempts: the paper-shaped synthetic data set
+(``paper_tables``, ``ctxpolicy.testing.paper``, a few tasks per cohort). Each figure draws every pair without a text
 colliding or cut off (``layout.check``), writes byte-identical files twice, and keeps to the
 pairs it is given."""
 
@@ -13,7 +13,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-import scale_standin  # noqa: E402
 
 from ctxpolicy.figures import (agent_calls, cost_models, decomposition, inputs, layout, notes, outcomes,  # noqa: E402
                                output, reacquisition, retention, style, summarizers, tables)
@@ -23,9 +22,9 @@ BOOT = 20
 
 
 @pytest.fixture(scope="session")
-def study(tmp_path_factory):
-    """(runs, config, events) of the stand-in study, built once per session."""
-    tables_dir, config_path = scale_standin.build(tmp_path_factory.mktemp("scale"))
+def study(paper_tables):
+    """(runs, config, events) of the paper-shaped data set, built once per session."""
+    tables_dir, config_path = paper_tables
     style.apply()
     return (inputs.read_runs(tables_dir), inputs.read_config(config_path),
             pd.read_parquet(tables_dir / "events.parquet"))
@@ -62,7 +61,7 @@ def test_figure_at_scale_draws_every_pair_without_colliding_text(study, name, tm
         first = output.save_figure(fig, tmp_path / "a", name, data.numbers(), synthetic=True)
         assert style.SYNTHETIC_MARK in {t.get_text() for t in fig.texts}
         layout.check(fig, name=name)
-        expected = 1 if name == "fig19" else len(scale_standin.MODELS) * len(scale_standin.BENCHMARKS)
+        expected = 1 if name == "fig19" else len(inputs.combos(config, "full_comparison"))
         drawn = {(b, m) for b, m in zip(data.table["benchmark"], data.table["model"])}
         assert len(drawn) == expected
         assert [ax for ax in fig.axes if ax.get_visible() and not notes.has_plotted_data(ax)
@@ -85,7 +84,9 @@ def test_a_variant_keeps_to_its_pair_and_names_itself(study, name):
     fig = PLOT[name](data, f"{name}-synth-b-terminalbench")
     try:
         layout.check(fig, name=name)
-        assert len([ax for ax in fig.axes if ax.get_visible()]) == 1
+        visible = [ax for ax in fig.axes if ax.get_visible()]
+        # one panel for the pair; retention has a row per measure (anchors, and constraints when any)
+        assert len(visible) == (len({ax.get_ylabel() for ax in visible}) if name == "retention" else 1)
     finally:
         plt.close(fig)
 
@@ -104,7 +105,7 @@ def test_tables_at_scale_and_for_one_pair(study, tmp_path):
     runs, config, _ = study
     one = [("synth-c", "swebench")]
     t1, t1_one = tables.table1(tables.grid_cells(config)), tables.table1(tables.grid_cells(config, one))
-    assert len(t1) == len(scale_standin.POLICIES) and set(t1_one["models"]) == {"synth-c"}
+    assert len(t1) == len({c.policy for c in tables.grid_cells(config)}) and set(t1_one["models"]) == {"synth-c"}
     t4, _ = tables.table4(tables.grid_cells(config, one), config)
     assert set(t4["benchmark"]) == {"swebench"} and set(t4["model"]) == {"synth-c"}
     t3, _ = tables.table3(config, runs, one)
@@ -112,7 +113,7 @@ def test_tables_at_scale_and_for_one_pair(study, tmp_path):
     t5, _ = tables.table5(runs, one)
     assert set(t5["model"]) == {"synth-c"}
     t6, note = tables.table6(config)
-    assert len(t6) == len(scale_standin.MODELS) * len(scale_standin.BENCHMARKS) and "preset" in note
+    assert len(t6) == len(inputs.combos(config, "full_comparison")) and "preset" in note
     assert len(tables.table6(config, one)[0]) == 1
     for stem, table in (("table1", t1), ("table4", t4), ("table3", t3), ("table6", t6)):
         first = output.save_table(table, tmp_path / "a", stem)

@@ -125,3 +125,47 @@ def test_edge_notebooks_render_and_say_what_is_missing(edge_runs, edge):
     if edge == "fc_time_limited":
         for name in ("fig2", "fig3"):
             assert any("finished within the time limit: resource ratios undefined" in n for n in said[name])
+
+
+# ---------------------------------------------------------------- the paper-shaped data set
+
+
+@pytest.fixture(scope="module")
+def paper_run(paper_tables, tmp_path_factory):
+    """Every main target's notebook on the paper-shaped synthetic data set, with the parameters the
+    workflow gives it for config/synthetic-paper.yaml (its pairs and name), 2 at a time."""
+    from ctxpolicy.figures.catalog import targets_for
+    from ctxpolicy.figures.inputs import read_config
+
+    tables_dir, config_path = paper_tables
+    targets = {n: s for n, s in targets_for(read_config(config_path)).items() if s["variant_of"] is None}
+    tmp = tmp_path_factory.mktemp("paper-notebooks")
+    (tmp / "notebooks").mkdir()
+
+    def run(name):
+        spec = targets[name]
+        params = json.dumps({**spec["params"], "n_boot": TEST_BOOT})
+        return subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", "-k", "python3",
+                               spec["notebook"], str(tmp / "notebooks" / f"{name}.ipynb"),
+                               "-p", "tables_dir", str(tables_dir), "-p", "config_path", str(config_path),
+                               "-p", "out_dir", str(tmp / "figures"), "-y", params],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = dict(zip(targets, pool.map(run, targets)))
+    return tmp / "figures", targets, results
+
+
+def test_every_notebook_renders_the_paper_shaped_data_set(paper_run):
+    out_dir, targets, results = paper_run
+    assert set(targets) == set(TARGETS)
+    failed = {n: r.stderr[-1500:] for n, r in results.items() if r.returncode != 0}
+    assert not failed, failed
+    for spec in targets.values():
+        for path in spec["outputs"]:
+            written = out_dir / Path(path).name
+            assert written.exists(), written.name
+            if written.name.endswith(".notes.json"):
+                assert isinstance(json.loads(written.read_text()), list)
+            else:
+                assert written.stat().st_size > 40, written.name

@@ -92,7 +92,7 @@ def plot(data: Prepared, name: str = "fig2"):
     # intervals from ctxpolicy.metrics, never seaborn's own estimates)
     grid = sns.FacetGrid(long, row="pair", col="panel", row_order=list(dict.fromkeys(long["pair"])),
                          col_order=[_panel_title(k, data) for k, *_ in PANELS], sharex=True, sharey="col",
-                         height=1.3 if len(combos) > 1 else 2.0, aspect=1.3, despine=False)
+                         height=1.7 if len(combos) > 1 else 2.0, aspect=1.1, despine=False)
     grid.map_dataframe(_points)
     grid.set_titles(template="")
     grid.set_axis_labels("tokens / FC", "")

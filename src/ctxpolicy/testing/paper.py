@@ -16,7 +16,6 @@ caching, and how each policy changes run length and success. See docs/synthetic.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import zlib
@@ -31,7 +30,6 @@ from ctxpolicy.policies import parse_spec
 from ctxpolicy.testing.runs import Profile, RunSpec, write_runs
 
 CONFIG = REPO_ROOT / "config" / "synthetic-paper.yaml"
-SETTINGS = ("tight", "primary", "loose")
 TASK_TIMEOUTS_S = (360, 600, 900, 1200, 1800)  # Terminal-Bench tasks carry their own timeouts
 
 # How each policy moves success, per model (the same policy does differently across models).
@@ -141,7 +139,7 @@ def run_specs(config: dict, *, seed: int = 0) -> list[RunSpec]:
     specs = []
     for cell in expand_grid(config):
         steps, profile = _profile(cell, parse_spec(cell.policy).depth)
-        threshold = resolve_threshold(config, cell.benchmark, cell.model, cell.setting)
+        threshold = resolve_threshold(config, cell)
         versions = _versions(config, cell.model)
         limits = config["benchmarks"][cell.benchmark]["limits"]
         root = cell.run_root(config["results_dir"])
@@ -157,15 +155,16 @@ def run_specs(config: dict, *, seed: int = 0) -> list[RunSpec]:
 
 
 def write_thresholds(config: dict) -> list[Path]:
-    """The preset thresholds files, as the workflow writes them for Th cells."""
+    """The preset thresholds files, as ``ctxpolicy calibrate --preset`` writes them for the workflow."""
+    from ctxpolicy.atomic import atomic_write_json
+    from ctxpolicy.grid import thresholds_path
+    from ctxpolicy.metrics.calibrate import preset_thresholds
+
     written = []
     for benchmark, per_model in config["thresholds"].items():
-        for model, source in per_model.items():
-            path = Path(config["results_dir"]) / "thresholds" / benchmark / f"{model}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            values = {s: source.get(s) for s in SETTINGS}
-            path.write_text(json.dumps({"source": "preset", **values, "percentiles": {}, "peaks": []}, indent=1)
-                            + "\n", encoding="utf-8")
+        for model in per_model:
+            path = Path(thresholds_path(config, benchmark, model))
+            atomic_write_json(path, preset_thresholds(config, benchmark, model), indent=1)
             written.append(path)
     return written
 
@@ -178,9 +177,9 @@ def make_paper_dataset(out_dir: str | Path, *, config: str | Path = CONFIG, seed
     """
     out_dir = Path(out_dir)
     cfg = load_paper_config(config, task_cap=task_cap, results_dir=out_dir)
+    write_thresholds(cfg)  # the Th cells read their threshold from these files, as run-cell does
     specs = run_specs(cfg, seed=seed)
     write_runs(specs, processes=processes, progress=progress)
-    write_thresholds(cfg)
     used = out_dir / "config.yaml"
     used.write_text(f"# written by ctxpolicy.testing.paper from {config} (seed {seed}, task cap {task_cap})\n"
                     + yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
