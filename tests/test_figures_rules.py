@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from ctxpolicy.figures import agent_calls, comparisons, notes, outcomes, ranks, summarizers, sweep  # noqa: E402
+from ctxpolicy.figures import agent_calls, notes, outcomes, ranks, summarizers  # noqa: E402
 from ctxpolicy.figures.prepared import Prepared  # noqa: E402
 from ctxpolicy.metrics import sweep as metrics_sweep  # noqa: E402
 from ctxpolicy.metrics.compare import resolve_rate_interval, solved_threshold  # noqa: E402

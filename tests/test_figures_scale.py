@@ -142,3 +142,17 @@ def test_pairs_restrict_the_runs_a_figure_reads(scale_data):
                                                                       ("synth-a", "terminalbench")}
     none = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0, pairs=[])
     assert none.empty
+
+
+@pytest.mark.parametrize("name", ["fig2", "fig3", "fig4", "fig5", "fig6", "fig9", "fig10", "fig17"])
+def test_a_fresh_render_at_scale_is_byte_identical(scale_data, name):
+    from ctxpolicy.figures import output
+
+    pictures = []
+    for _ in range(2):
+        fig = SCALE_FIGURES[name](*scale_data)
+        try:
+            pictures.append(output.figure_bytes(fig, "png"))
+        finally:
+            plt.close(fig)
+    assert pictures[0] == pictures[1]

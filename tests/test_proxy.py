@@ -313,7 +313,7 @@ def test_anthropic_front_door_compresses_and_records(upstream, tmp_path):
     with serve(build_app(proxy)) as url:
         messages = [{"role": "user", "content": "anthropic task"}]
         sizes = []
-        for step in range(5):
+        for _ in range(5):
             response = httpx.post(f"{url}/v1/messages", json={"model": "m", "max_tokens": 8, "system": "S",
                                                                "messages": messages})
             assert response.status_code == 200 and response.json()["content"][0]["text"] == "done"

@@ -122,13 +122,13 @@ class ChatClient:
         *,
         request_timeout_s: float = 600.0,
         connect_timeout_s: float = 10.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy | None = None,
         api_key: str | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
-        self.retry = retry
+        self.retry = retry if retry is not None else RetryPolicy()
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def close(self) -> None:

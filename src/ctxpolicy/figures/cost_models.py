@@ -64,7 +64,7 @@ def plot(data: Prepared, name: str = "cost_models"):
             notes.record(fig, f"{ax_.combo_title(benchmark, model)}: {message}.")
     ax_.hide_inner_labels(panels)
     fig.supxlabel("billed input cost / FC", fontsize=7)
-    ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{l} cache model")
-                         for _, l, h in METHODS] + ax_.policy_handles(specs), ncol=4, title=title)
+    ax_.legend_top(fig, [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{name} cache model")
+                         for _, name, h in METHODS] + ax_.policy_handles(specs), ncol=4, title=title)
     gaps = [n for n in data.notes if "resource ratios" in n]
     return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)

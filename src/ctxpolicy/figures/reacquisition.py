@@ -81,8 +81,8 @@ def plot(data: Prepared, name: str = "reacquisition"):
         ax.grid(axis="y", visible=False)
     ax_.hide_inner_labels(panels)
     fig.supxlabel("x: the row label's measure", fontsize=7)
-    handles = [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{l} commands")
-               for _, l, h in KINDS] if combos else []
+    handles = [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{kind} commands")
+               for _, kind, h in KINDS] if combos else []
     if step_combos:
         handles += [Patch(facecolor="#BBBBBB", label="reacquisitions per compression step"),
                     Patch(facecolor="#222222", label="... of an anchor the step lost")]
@@ -94,7 +94,7 @@ def plot(data: Prepared, name: str = "reacquisition"):
 def _plot_ratios(ax, data: Prepared, benchmark: str, model: str, specs, y) -> None:
     rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
     rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
-    for k, (ratio, label, hatch) in enumerate(KINDS):
+    for k, (ratio, _label, hatch) in enumerate(KINDS):
         if f"{ratio}_est" not in rows:
             continue
         ax.barh(y + (0.2 if k == 0 else -0.2), ax_.value(rows, ratio) - 1.0, left=1.0,

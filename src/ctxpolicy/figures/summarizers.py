@@ -144,7 +144,7 @@ def _bars(ax, rows: pd.DataFrame, specs: list[str], names: list[str], every: lis
                color=SUMMARIZER_SHADES[k % 5], hatch=SUMMARIZER_HATCHES[k % 5], edgecolor="white",
                linewidth=0.4, error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
         if show_n and f"{key}_n_tasks" in part:
-            for xi, vi, n in zip(x, values, part[f"{key}_n_tasks"]):
+            for xi, n in zip(x, part[f"{key}_n_tasks"]):
                 if pd.notna(n):
                     ax.annotate(f"n={n:.0f}", (xi, 0.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
                                 textcoords="offset points", ha="center", fontsize=5, color="#444444")

@@ -49,7 +49,7 @@ def _long(data: Prepared, combos) -> pd.DataFrame:
                      f"{ax_.pair_threshold_label(data.meta.get('thresholds') or {}, benchmark, model, data.meta.get('setting'))}")
         x = ax_.value(rows, "tokens_ratio")
         xerr = ax_.interval(rows, "tokens_ratio")
-        for key, label, ref, scale in PANELS:
+        for key, _label, _ref, scale in PANELS:
             y = ax_.value(rows, key, scale)
             yerr = ax_.interval(rows, key, scale)
             hollow = x.isna() & (key == "resolve_delta")

@@ -203,7 +203,23 @@ def build_tables(out_dir: str | Path, *, processes: int = 1, audit: bool = True,
         raise PaperDataError(f"{len(tables.problems)} synthetic run(s) left out, e.g. {tables.problems[0]}")
     if audit:
         _audit(out_dir / "runs", tables_dir / "events.parquet", processes, audit_attempts)
+    _write_replays(tables_dir)
     return tables_dir
+
+
+def _write_replays(tables_dir: Path) -> None:
+    """``tables/replay/runs.parquet``: a replay track in the shape ``ctxpolicy replay`` gives
+    (``testing.replays.replay_table``, invented numbers like the rest), so the cost decomposition
+    draws something from this data set too."""
+    import pandas as pd
+
+    from ctxpolicy.atomic import atomic_output
+    from ctxpolicy.testing.replays import replay_table
+
+    replays = replay_table(pd.read_parquet(tables_dir / "runs.parquet"))
+    (tables_dir / "replay").mkdir(parents=True, exist_ok=True)
+    with atomic_output(tables_dir / "replay" / "runs.parquet") as tmp:
+        replays.to_parquet(tmp, index=False)
 
 
 def _audit_rows(run_dir: Path) -> list[dict]:
@@ -237,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task-cap", type=int, default=None, help="only the first N tasks of every cohort")
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--tables", action="store_true",
-                        help="also aggregate into OUT/tables (runs, calls) and audit (events.parquet)")
+                        help="also aggregate into OUT/tables (runs, calls), audit (events.parquet) and write a "
+                             "replay track (replay/runs.parquet)")
     parser.add_argument("--no-audit", action="store_true", help="with --tables: leave out events.parquet")
     parser.add_argument("--audit-attempts", type=int, default=None, metavar="N",
                         help="with --tables: audit only attempts 1..N (the audit is the slow part)")

@@ -285,7 +285,6 @@ def write_run(spec: RunSpec) -> Path:
     text = _Text(spec)
     p_task, length = _task_params(spec)
     store = _Store()
-    prefix = f"{spec.task_id} a{spec.attempt} {spec.policy} {spec.setting}"
     history = [store.add("system", "You are a careful software agent. Reply with one bash block.",
                          prof.system_tokens),
                store.add("user", text.task(spec.task_id),
