@@ -70,10 +70,14 @@ def main() -> int:
     for rule, count in sorted(jobs.items(), key=lambda kv: -int(kv[1])):
         print(f"  {rule:<28} {count:>6}")
     times = [r[0] for r in runs]
-    print(f"dry run: median {statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f}) "
-          f"over {len(times)}; peak RSS {max(r[1] for r in runs):.0f} MB")
-    print(f"snakemake --version alone (start-up, for comparison): {startup_seconds():.2f} s; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"dry run: median {statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f}) "
+        f"over {len(times)}; peak RSS {max(r[1] for r in runs):.0f} MB"
+    )
+    print(
+        f"snakemake --version alone (start-up, for comparison): {startup_seconds():.2f} s; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     probe = slurm_probe_seconds()
     if probe is not None:
         verdict = "ok" if probe < 1 else "a hidden wait at every snakemake start: see scripts/slurm-local.sh dormant"

@@ -51,17 +51,35 @@ def main() -> int:
     adapter.check_environment()
     task = adapter.tasks("main")[0]
     policy = parse_spec(args.policy)
-    settings = build_settings(config, "local", args.model,
-                              overrides={"step_limit": args.steps, "max_tokens": args.max_tokens})
-    identity = make_identity(config=config, benchmark="local", cohort="main", model=args.model, policy=policy,
-                             task=task, attempt=1, threshold_setting="fixed", threshold_tokens=args.threshold,
-                             summarizer=None, cell="overhead", track="bench")
+    settings = build_settings(
+        config, "local", args.model, overrides={"step_limit": args.steps, "max_tokens": args.max_tokens}
+    )
+    identity = make_identity(
+        config=config,
+        benchmark="local",
+        cohort="main",
+        model=args.model,
+        policy=policy,
+        task=task,
+        attempt=1,
+        threshold_setting="fixed",
+        threshold_tokens=args.threshold,
+        summarizer=None,
+        cell="overhead",
+        track="bench",
+    )
     run_dir = args.keep or work / "run"
     started = time.perf_counter()
     with start_server(config["models"][args.model], log_path=work / "server.log") as handle:
         server_ready = time.perf_counter() - started
-        result = execute_run(identity=identity, task=task, adapter=adapter, settings=settings,
-                             endpoint=endpoint_for_server(handle), run_dir=run_dir)
+        result = execute_run(
+            identity=identity,
+            task=task,
+            adapter=adapter,
+            settings=settings,
+            endpoint=endpoint_for_server(handle),
+            run_dir=run_dir,
+        )
     record = read_json(run_dir / "run.json")
     timing = record["timing"]
     calls = list(read_jsonl(run_dir / "calls.jsonl"))
@@ -70,8 +88,10 @@ def main() -> int:
     run_overhead = (timing["wall_s"] - inside) / timing["wall_s"] if timing["wall_s"] else 0.0
 
     print(f"run dir            {run_dir}")
-    print(f"outcome            {result.outcome}  ({record['totals']['agent_calls']} agent calls, "
-          f"{record['totals']['summary_calls']} summary calls, {record['totals']['format_errors']} format errors)")
+    print(
+        f"outcome            {result.outcome}  ({record['totals']['agent_calls']} agent calls, "
+        f"{record['totals']['summary_calls']} summary calls, {record['totals']['format_errors']} format errors)"
+    )
     print(f"server start       {server_ready:8.2f} s  (not part of the run)")
     print(f"run wall           {timing['wall_s']:8.2f} s")
     print(f"  setup            {timing['setup_s']:8.2f} s  (workspace, environment)")

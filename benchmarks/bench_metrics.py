@@ -24,8 +24,13 @@ import time
 from pathlib import Path
 
 from ctxpolicy.metrics.aggregate import aggregate, write_tables
-from ctxpolicy.metrics.compare import (compare_to_fc, execution_length, gains_losses, outcome_breakdown,
-                                       paired_differences)
+from ctxpolicy.metrics.compare import (
+    compare_to_fc,
+    execution_length,
+    gains_losses,
+    outcome_breakdown,
+    paired_differences,
+)
 from ctxpolicy.testing.runs import make_runs
 
 MODELS = ["qwen", "devstral", "glm"]
@@ -38,8 +43,15 @@ def corpus(workdir: Path, runs: int, calls: int, processes: int) -> Path:
     root = workdir / "runs"
     cells = len(MODELS) * len(BENCHMARKS) * len(POLICIES)
     tasks = math.ceil(runs / (cells * ATTEMPTS))
-    params = {"tasks": tasks, "calls": calls, "models": MODELS, "benchmarks": BENCHMARKS,
-              "policies": POLICIES, "attempts": ATTEMPTS, "version": 2}
+    params = {
+        "tasks": tasks,
+        "calls": calls,
+        "models": MODELS,
+        "benchmarks": BENCHMARKS,
+        "policies": POLICIES,
+        "attempts": ATTEMPTS,
+        "version": 2,
+    }
     marker = workdir / "params.json"
     if marker.exists() and json.loads(marker.read_text()) == params:
         print(f"reusing corpus in {root}")
@@ -47,9 +59,19 @@ def corpus(workdir: Path, runs: int, calls: int, processes: int) -> Path:
     shutil.rmtree(workdir, ignore_errors=True)
     root.mkdir(parents=True)
     started = time.perf_counter()
-    written = make_runs(root, models=MODELS, benchmarks=BENCHMARKS, policies=POLICIES, settings=["primary"],
-                        tasks=tasks, attempts=ATTEMPTS, calls_per_run=calls, seed=0, processes=processes,
-                        progress=sys.stderr.isatty())
+    written = make_runs(
+        root,
+        models=MODELS,
+        benchmarks=BENCHMARKS,
+        policies=POLICIES,
+        settings=["primary"],
+        tasks=tasks,
+        attempts=ATTEMPTS,
+        calls_per_run=calls,
+        seed=0,
+        processes=processes,
+        progress=sys.stderr.isatty(),
+    )
     marker.write_text(json.dumps(params))
     print(f"generated {len(written):,} runs in {time.perf_counter() - started:.0f} s (not timed below)")
     return root
@@ -100,18 +122,24 @@ def main() -> int:
     cpu = cpu_seconds() - cpu_started
 
     comparisons = sum(len(r) for r in results)
-    print(f"runs: {len(runs):,} read, {len(tables.problems)} left out; calls: {len(tables.calls):,}; "
-          f"comparison rows: {comparisons:,} ({args.n_boot:,} resamples each interval)")
+    print(
+        f"runs: {len(runs):,} read, {len(tables.problems)} left out; calls: {len(tables.calls):,}; "
+        f"comparison rows: {comparisons:,} ({args.n_boot:,} resamples each interval)"
+    )
     print(f"  {'phase':28s} {'wall':>7s}   {'CPU':>7s}")
     for name, (seconds, cpu_phase) in phases.items():
         print(f"  {name:28s} {seconds:7.1f} s {cpu_phase:7.1f} s")
     main_mb, worker_mb = peak_mb(resource.RUSAGE_SELF), peak_mb(resource.RUSAGE_CHILDREN)
     bound_mb = main_mb + args.processes * worker_mb
     print(f"  {'total':28s} {total:7.1f} s   (target < 60 s)")
-    print(f"CPU time, all processes: {cpu:.1f} s (on {args.processes} idle cores the wall time is at least "
-          f"{cpu / args.processes:.1f} s); load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}")
-    print(f"peak memory: main {main_mb:,.0f} MB, largest worker {worker_mb:,.0f} MB, "
-          f"bound {bound_mb:,.0f} MB   (target < 4096 MB)")
+    print(
+        f"CPU time, all processes: {cpu:.1f} s (on {args.processes} idle cores the wall time is at least "
+        f"{cpu / args.processes:.1f} s); load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"peak memory: main {main_mb:,.0f} MB, largest worker {worker_mb:,.0f} MB, "
+        f"bound {bound_mb:,.0f} MB   (target < 4096 MB)"
+    )
     return 0 if total < 60 and bound_mb < 4096 else 1
 
 

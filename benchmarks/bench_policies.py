@@ -34,16 +34,21 @@ def _observation(step: int, words: int) -> str:
 
 def step_pair(step: int, words: int) -> list[dict]:
     return [
-        {"role": "assistant", "content": f"THOUGHT: step {step}, inspect the next file.\n\n"
-                                         f"```mswea_bash_command\nsed -n 1,80p src/module_{step}.py\n```",
-         "extra": {"step": step}},
+        {
+            "role": "assistant",
+            "content": f"THOUGHT: step {step}, inspect the next file.\n\n"
+            f"```mswea_bash_command\nsed -n 1,80p src/module_{step}.py\n```",
+            "extra": {"step": step},
+        },
         {"role": "user", "content": _observation(step, words), "extra": {"step": step}},
     ]
 
 
 def build_history(messages: int, tokens: int) -> tuple[list[dict], int]:
-    prefix = [{"role": "system", "content": "You are a helpful assistant that can interact with a computer."},
-              {"role": "user", "content": "Please solve this issue: fix the failing test in tests/test_calc.py."}]
+    prefix = [
+        {"role": "system", "content": "You are a helpful assistant that can interact with a computer."},
+        {"role": "user", "content": "Please solve this issue: fix the failing test in tests/test_calc.py."},
+    ]
     pairs = (messages - len(prefix)) // 2
 
     def history(words: int) -> list[dict]:
@@ -92,8 +97,10 @@ def main() -> int:
             else:
                 verdict = "(beyond the study: rebuilds its block)"
             print(f"{spec:<22} {'fires' if fire else 'idle':<6} {median:>10.3f} {p95:>8.3f}  {verdict}")
-    print(f"worst median of the study's rule-based policies: {worst:.3f} ms "
-          f"({'meets' if worst < TARGET_MS else 'misses'} the {TARGET_MS} ms target)")
+    print(
+        f"worst median of the study's rule-based policies: {worst:.3f} ms "
+        f"({'meets' if worst < TARGET_MS else 'misses'} the {TARGET_MS} ms target)"
+    )
     return 0
 
 

@@ -56,12 +56,17 @@ def text(rng: random.Random, n_words: int) -> str:
 def conversation(seed: int, pairs: int = 199) -> list[dict]:
     """System + task + ``pairs`` assistant/observation pairs (~500 tokens each): 400 messages, ~100k tokens."""
     rng = random.Random(seed)
-    messages = [{"role": "system", "content": "You are a software agent. " + text(rng, 200)},
-                {"role": "user", "content": f"Task {seed}: " + text(rng, 140)}]
+    messages = [
+        {"role": "system", "content": "You are a software agent. " + text(rng, 200)},
+        {"role": "user", "content": f"Task {seed}: " + text(rng, 140)},
+    ]
     for step in range(pairs):
-        messages.append({"role": "assistant",
-                         "content": f"THOUGHT: {text(rng, 28)}\n\n```mswea_bash_command\ncat f{step}.py\n```"})
-        messages.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{text(rng, 140)}\n</output>"})
+        messages.append(
+            {"role": "assistant", "content": f"THOUGHT: {text(rng, 28)}\n\n```mswea_bash_command\ncat f{step}.py\n```"}
+        )
+        messages.append(
+            {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{text(rng, 140)}\n</output>"}
+        )
     return messages
 
 
@@ -118,8 +123,14 @@ def processing_only(n_conversations: int, steps: int, policy: str, threshold: in
     from ctxpolicy.proxy.recording import ProxySettings
 
     spec = parse_spec(policy)
-    settings = ProxySettings(policy=spec, threshold=threshold, upstream_url="http://unused/v1", upstream_model=None,
-                             summarizer_model=None, max_conversations=512)
+    settings = ProxySettings(
+        policy=spec,
+        threshold=threshold,
+        upstream_url="http://unused/v1",
+        upstream_model=None,
+        summarizer_model=None,
+        max_conversations=512,
+    )
     proxy = Proxy(ProxyConfig(settings=settings, upstream_url="http://unused/v1"))
     timings = []
 
@@ -184,8 +195,22 @@ def main() -> int:
     upstream, proxy = f"http://127.0.0.1:{up_port}/v1", f"http://127.0.0.1:{proxy_port}/v1"
     fake = subprocess.Popen([sys.executable, "-c", FAKE.format(tests=str(REPO / "tests"), port=up_port)], env=env)
     record = tempfile.mkdtemp(prefix="bench-proxy-")
-    command = [sys.executable, "-m", "ctxpolicy", "proxy", "--policy", args.policy, "--upstream", upstream,
-               "--listen", f"127.0.0.1:{proxy_port}", "--log-level", "warning", "--max-conversations", "512"]
+    command = [
+        sys.executable,
+        "-m",
+        "ctxpolicy",
+        "proxy",
+        "--policy",
+        args.policy,
+        "--upstream",
+        upstream,
+        "--listen",
+        f"127.0.0.1:{proxy_port}",
+        "--log-level",
+        "warning",
+        "--max-conversations",
+        "512",
+    ]
     if args.threshold:
         command += ["--threshold", str(args.threshold)]
     if args.record:
@@ -198,11 +223,15 @@ def main() -> int:
         sample = conversation(0)
         from ctxpolicy.tokens import count_messages
 
-        print(f"conversation: {len(sample)} messages, {count_messages(sample):,} tokens (cl100k), "
-              f"{len(body(sample)) / 1e6:.2f} MB per request; policy {args.policy}, "
-              f"record {'on' if args.record else 'off'}")
-        report("the proxy's own work per request (no sockets)",
-               processing_only(args.conversations, args.steps, args.policy, args.threshold))
+        print(
+            f"conversation: {len(sample)} messages, {count_messages(sample):,} tokens (cl100k), "
+            f"{len(body(sample)) / 1e6:.2f} MB per request; policy {args.policy}, "
+            f"record {'on' if args.record else 'off'}"
+        )
+        report(
+            "the proxy's own work per request (no sockets)",
+            processing_only(args.conversations, args.steps, args.policy, args.threshold),
+        )
         added, direct = one_at_a_time(upstream, proxy, args.conversations, args.steps)
         report("one conversation at a time, straight to the upstream", direct)
         report("added latency, one conversation at a time", added)
@@ -210,9 +239,11 @@ def main() -> int:
         direct = asyncio.run(concurrent(upstream, args.concurrent, args.concurrent_steps, 2000))
         report(f"{args.concurrent} conversations at once, through the proxy", via)
         report(f"{args.concurrent} conversations at once, straight to the upstream", direct)
-        print(f"{'added at ' + str(args.concurrent) + ' conversations (difference of medians)':<58} "
-              f"p50={1000 * (statistics.median(via) - statistics.median(direct)):8.2f} ms  "
-              f"p99 difference={1000 * (percentile(via, 99) - percentile(direct, 99)):8.2f} ms")
+        print(
+            f"{'added at ' + str(args.concurrent) + ' conversations (difference of medians)':<58} "
+            f"p50={1000 * (statistics.median(via) - statistics.median(direct)):8.2f} ms  "
+            f"p99 difference={1000 * (percentile(via, 99) - percentile(direct, 99)):8.2f} ms"
+        )
     finally:
         for process in (proxied, fake):
             if process is not None and process.poll() is None:

@@ -33,7 +33,9 @@ def configurations(config: str) -> list[tuple[str, str | None]]:
     from ctxpolicy.grid import expand_grid
 
     cells = expand_grid(load_config(config))
-    seen = {(c.policy, c.setting) for c in cells if c.track in ("calibration", "full", "sweep") and c.summarizer is None}
+    seen = {
+        (c.policy, c.setting) for c in cells if c.track in ("calibration", "full", "sweep") and c.summarizer is None
+    }
     return sorted(seen, key=lambda c: (c[0], c[1] or ""))
 
 
@@ -52,8 +54,9 @@ def _replay_one_source(job: tuple[str, str, list[tuple[str, str | None]]]) -> tu
     for policy, setting in configs:
         spec = parse_spec(policy)
         dump = HistoryDump(Path(out) / "dump" / Path(run_dir).name) if "DUMP" in spec.stages else None
-        replayed = replay_source(source, spec, threshold=THRESHOLDS.get(setting), summarizer=summarizer, dump=dump,
-                                 step_seconds=steps)
+        replayed = replay_source(
+            source, spec, threshold=THRESHOLDS.get(setting), summarizer=summarizer, dump=dump, step_seconds=steps
+        )
         began = time.perf_counter()
         write_replay(replayed, Path(out), setting=setting, summarizer=None, real_summaries=False)
         writing += time.perf_counter() - began
@@ -70,13 +73,20 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    configs = configurations(args.config)[:args.limit_configs]
+    configs = configurations(args.config)[: args.limit_configs]
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         cell = Path(tmp) / "FC"
         began = time.perf_counter()
         with ProcessPoolExecutor(args.workers) as pool:
-            sources = list(pool.map(_write_source, [(str(cell / f"task-{k:04d}__a1"), args.seed, f"task-{k:04d}",
-                                                     args.steps) for k in range(args.runs)]))
+            sources = list(
+                pool.map(
+                    _write_source,
+                    [
+                        (str(cell / f"task-{k:04d}__a1"), args.seed, f"task-{k:04d}", args.steps)
+                        for k in range(args.runs)
+                    ],
+                )
+            )
         generated = time.perf_counter() - began
         print(f"generated {args.runs} synthetic FC runs of {args.steps} steps in {generated:.1f} s")
         jobs = [(s, str(Path(tmp) / "replay"), configs) for s in sources]
@@ -89,14 +99,24 @@ def main() -> int:
     replays = sum(r[2] for r in results)
     load = os.getloadavg()
     print(f"configurations: {len(configs)}; replays: {replays}; replayed steps: {len(steps)}; workers: {args.workers}")
-    print(f"per step: median {1000 * np.median(steps):.3f} ms, p99 {1000 * np.percentile(steps, 99):.3f} ms, "
-          f"mean {1000 * steps.mean():.3f} ms (target: median under 2 ms)")
-    print(f"writing run directories: {writing:.1f} s of worker time ({1000 * writing / max(replays, 1):.1f} ms per replay)")
+    print(
+        f"per step: median {1000 * np.median(steps):.3f} ms, p99 {1000 * np.percentile(steps, 99):.3f} ms, "
+        f"mean {1000 * steps.mean():.3f} ms (target: median under 2 ms)"
+    )
+    print(
+        f"writing run directories: {writing:.1f} s of worker time ({1000 * writing / max(replays, 1):.1f} ms per replay)"
+    )
     full = args.runs == 300 and args.steps == 40 and len(configs) == 65
     scale = (300 * 65 * 40) / max(len(steps), 1)
-    print(f"total wall time: {total:.1f} s" + ("" if full else
-          f" (this reduced size; the full 300 x 65 x 40 workload scales to about {total * scale / 60:.1f} min)")
-          + " (target: under 15 minutes for the full workload)")
+    print(
+        f"total wall time: {total:.1f} s"
+        + (
+            ""
+            if full
+            else f" (this reduced size; the full 300 x 65 x 40 workload scales to about {total * scale / 60:.1f} min)"
+        )
+        + " (target: under 15 minutes for the full workload)"
+    )
     print(f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     return 0
 

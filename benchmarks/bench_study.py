@@ -51,9 +51,13 @@ def parse_snakemake_log(path: Path) -> tuple[float, dict[str, list[float]]]:
 
 
 def rule_family(rule: str) -> str:
-    for prefix, family in (("run_cell_", "cells (run-cell jobs)"), ("figure_", "figures and tables (notebooks)"),
-                           ("evaluate", "grading (evaluate jobs)"), ("aggregate", "tables (aggregate jobs)"),
-                           ("thresholds", "thresholds (calibrate)")):
+    for prefix, family in (
+        ("run_cell_", "cells (run-cell jobs)"),
+        ("figure_", "figures and tables (notebooks)"),
+        ("evaluate", "grading (evaluate jobs)"),
+        ("aggregate", "tables (aggregate jobs)"),
+        ("thresholds", "thresholds (calibrate)"),
+    ):
         if rule.startswith(prefix):
             return family
     return f"other ({rule})"
@@ -120,8 +124,11 @@ def main() -> int:
     config_path = args.config if Path(args.config).is_absolute() else args.directory / args.config
     results = args.directory / (yaml.safe_load(Path(config_path).read_text()).get("results_dir") or "results")
     log = args.log or newest_log(args.directory)
-    print(f"study: {args.directory}   log: {log}   load average (1/5/15 min): "
-          + " ".join(f"{x:.1f}" for x in os.getloadavg()) + f"   cpus: {os.cpu_count()}")
+    print(
+        f"study: {args.directory}   log: {log}   load average (1/5/15 min): "
+        + " ".join(f"{x:.1f}" for x in os.getloadavg())
+        + f"   cpus: {os.cpu_count()}"
+    )
     if log is None:
         sys.exit("bench_study: no Snakemake log found")
     wall, jobs = parse_snakemake_log(log)
@@ -134,18 +141,28 @@ def main() -> int:
         print(f"  {family:<36} {len(seconds):>5} {sum(seconds):>8.0f} {sum(seconds) / len(seconds):>8.1f}")
 
     totals = run_records(results)
-    print(f"\ninside the cells ({totals['cells']:.0f} cells, {totals['runs']:.0f} runs; sums over runs, which "
-          "overlap when a cell runs several at once)")
-    for key in ("server wait (model server start-up)", "cell wall", "run wall (sum over runs)",
-                "LLM time, agent calls", "LLM time, summary calls", "tool time (sandboxed commands)",
-                "setup time (workspaces)"):
+    print(
+        f"\ninside the cells ({totals['cells']:.0f} cells, {totals['runs']:.0f} runs; sums over runs, which "
+        "overlap when a cell runs several at once)"
+    )
+    for key in (
+        "server wait (model server start-up)",
+        "cell wall",
+        "run wall (sum over runs)",
+        "LLM time, agent calls",
+        "LLM time, summary calls",
+        "tool time (sandboxed commands)",
+        "setup time (workspaces)",
+    ):
         print(f"  {key:<38} {totals[key]:>8.0f} s")
     print(f"  {'calls: agent / summary':<38} {totals['agent calls']:>8.0f} / {totals['summary calls']:.0f}")
     count, seconds = notebook_seconds(results)
     figure_jobs = families.get("figures and tables (notebooks)", [])
     if count:
-        print(f"\nnotebooks: {count} executed, {seconds:.0f} s inside the kernels; the figure jobs took "
-              f"{sum(figure_jobs):.0f} s, so start-up and sidecars cost {sum(figure_jobs) - seconds:.0f} s")
+        print(
+            f"\nnotebooks: {count} executed, {seconds:.0f} s inside the kernels; the figure jobs took "
+            f"{sum(figure_jobs):.0f} s, so start-up and sidecars cost {sum(figure_jobs) - seconds:.0f} s"
+        )
     return 0
 
 

@@ -45,9 +45,11 @@ def study_command(clone: Path, python_env: Path | None, extra: list[str]) -> tup
         return ["bash", "scripts/study.sh", *extra], env
     venv = python_env.resolve()  # the real path: the sandbox mounts resolved prefixes only
     env["PYTHONPATH"] = str(clone / "src")
-    script = (f"{shlex.quote(str(venv))}/bin/snakemake --cores 2 {shlex.join(extra)}; status=$?; "
-              f"{shlex.quote(str(venv))}/bin/python workflow/scripts/study_summary.py --config config/config.yaml; "
-              "exit $status")
+    script = (
+        f"{shlex.quote(str(venv))}/bin/snakemake --cores 2 {shlex.join(extra)}; status=$?; "
+        f"{shlex.quote(str(venv))}/bin/python workflow/scripts/study_summary.py --config config/config.yaml; "
+        "exit $status"
+    )
     return ["bash", "-c", script], env
 
 
@@ -65,16 +67,20 @@ def main() -> int:
     if clone.exists() and any(clone.iterdir()):
         sys.exit(f"bench_study_busy: {clone} is not empty; give a new --dir")
     subprocess.run(["git", "clone", "-q", args.repo, str(clone)], check=True)
-    commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     command, env = study_command(clone, args.python_env, args.snakemake_args)
 
     stop_at = time.time() + args.max_burn_s
     burners = [multiprocessing.Process(target=burn, args=(stop_at,), daemon=True) for _ in range(args.burners)]
     for process in burners:
         process.start()
-    print(f"bench_study_busy: {clone} at {commit}; {args.burners} burners; load before "
-          f"{os.getloadavg()[0]:.1f}; running {' '.join(command)}", flush=True)
+    print(
+        f"bench_study_busy: {clone} at {commit}; {args.burners} burners; load before "
+        f"{os.getloadavg()[0]:.1f}; running {' '.join(command)}",
+        flush=True,
+    )
     start = time.monotonic()
     log_path = clone / "bench_study_busy.log"
     try:
@@ -87,9 +93,12 @@ def main() -> int:
             process.join()
     wall = time.monotonic() - start
     output = log_path.read_text(errors="replace")
-    summary = output[output.rfind("== study summary"):] if "== study summary" in output else "(no summary)"
-    print(f"exit {done.returncode} after {wall / 60:.1f} min ({wall:.0f} s); load average now "
-          + " ".join(f"{x:.1f}" for x in os.getloadavg()) + f"; log {log_path}")
+    summary = output[output.rfind("== study summary") :] if "== study summary" in output else "(no summary)"
+    print(
+        f"exit {done.returncode} after {wall / 60:.1f} min ({wall:.0f} s); load average now "
+        + " ".join(f"{x:.1f}" for x in os.getloadavg())
+        + f"; log {log_path}"
+    )
     print(summary.rstrip())
     return done.returncode
 

@@ -31,14 +31,53 @@ BOOT = 1000
 
 def _papermill(spec: dict, tables: Path, config: Path, out: Path, executed: Path) -> None:
     params = json.dumps({**spec["params"], "n_boot": BOOT})
-    subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", "-k", "python3", spec["notebook"],
-                    str(executed), "-p", "tables_dir", str(tables), "-p", "config_path", str(config),
-                    "-p", "out_dir", str(out), "-y", params], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            "--no-progress-bar",
+            "-k",
+            "python3",
+            spec["notebook"],
+            str(executed),
+            "-p",
+            "tables_dir",
+            str(tables),
+            "-p",
+            "config_path",
+            str(config),
+            "-p",
+            "out_dir",
+            str(out),
+            "-y",
+            params,
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     pictures = [str(out / Path(p).name) for p in spec["outputs"] if p.endswith(".png")]
     if pictures:
-        subprocess.run([sys.executable, "-m", "ctxpolicy", "provenance", "record", *pictures, "--config",
-                        str(config), "--notebook", str(executed), "--inputs", str(tables / "runs.parquet")],
-                       cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ctxpolicy",
+                "provenance",
+                "record",
+                *pictures,
+                "--config",
+                str(config),
+                "--notebook",
+                str(executed),
+                "--inputs",
+                str(tables / "runs.parquet"),
+            ],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
 
 
 def synthetic(task_cap: int) -> Path:
@@ -51,21 +90,36 @@ def synthetic(task_cap: int) -> Path:
         data = Path(tmp) / "data"
         config = make_paper_dataset(data, task_cap=task_cap, processes=2)
         tables = build_tables(data, processes=2, audit_attempts=1)
-        specs = [s for s in targets_for(read_config(config)).values()
-                 if s["variant_of"] is None and any(p.endswith(".png") for p in s["outputs"])]
+        specs = [
+            s
+            for s in targets_for(read_config(config)).values()
+            if s["variant_of"] is None and any(p.endswith(".png") for p in s["outputs"])
+        ]
         out, executed = Path(tmp) / "figures", Path(tmp) / "notebooks"
         executed.mkdir()
         with ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(lambda s: _papermill(s, tables, config, out, executed / Path(s["notebook"]).name
-                                               .replace(".ipynb", f"-{s['params'].get('name', '')}.ipynb")),
-                          specs))
+            list(
+                pool.map(
+                    lambda s: _papermill(
+                        s,
+                        tables,
+                        config,
+                        out,
+                        executed / Path(s["notebook"]).name.replace(".ipynb", f"-{s['params'].get('name', '')}.ipynb"),
+                    ),
+                    specs,
+                )
+            )
         _replace(target, sorted(out.glob("*.png")) + sorted(out.glob("*.png.prov.json")))
     return target
 
 
 def local(figures_dir: Path) -> Path:
-    found = [p for pattern in ("*.png", "*.png.prov.json", "table*.md", "table*.md.prov.json")
-             for p in sorted(figures_dir.glob(pattern))]
+    found = [
+        p
+        for pattern in ("*.png", "*.png.prov.json", "table*.md", "table*.md.prov.json")
+        for p in sorted(figures_dir.glob(pattern))
+    ]
     if not found:
         raise SystemExit(f"render_gallery: no PNG in {figures_dir} (run bash scripts/study.sh first)")
     target = GALLERY / "local"

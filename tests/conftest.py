@@ -60,8 +60,10 @@ def embedded_llm_server(log_path: Path, ready_timeout_s: float = 180):
     except ImportError:
         cached_model = start_server = None
     require(start_server is not None, "ctxpolicy.serving.start_server")
-    require(cached_model(model_cfg["gguf"]) is not None,
-            f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})")
+    require(
+        cached_model(model_cfg["gguf"]) is not None,
+        f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})",
+    )
     with start_server(model_cfg, log_path=log_path, ready_timeout_s=ready_timeout_s) as server:
         yield server
 

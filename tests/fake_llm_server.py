@@ -115,10 +115,13 @@ class FakeLLMServer:
         prompt_tokens = max(1, len(json.dumps(body.get("messages"))) // 4)
         message: dict = {"role": "assistant", "content": thought}
         if command is not None and body.get("tools"):
-            message["tool_calls"] = [{
-                "id": f"call_{len(self.requests)}", "type": "function",
-                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
-            }]
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{len(self.requests)}",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                }
+            ]
         elif command is not None:
             message["content"] = f"{thought}\n\n```mswea_bash_command\n{command}\n```"
         return {

@@ -7,8 +7,20 @@ from pathlib import Path
 
 import matplotlib.text
 
-from ctxpolicy.figures import (agent_calls, cost_models, coverage, decomposition, notes, outcomes,
-                               prompt_profile, ranks, reacquisition, summarizers, sweep, tradeoffs)
+from ctxpolicy.figures import (
+    agent_calls,
+    cost_models,
+    coverage,
+    decomposition,
+    notes,
+    outcomes,
+    prompt_profile,
+    ranks,
+    reacquisition,
+    summarizers,
+    sweep,
+    tradeoffs,
+)
 from ctxpolicy.testing.replays import replay_table
 
 BOOT = 40
@@ -21,8 +33,11 @@ def read_fixture():
     from ctxpolicy.figures import inputs
 
     with contextlib.chdir(ROOT):
-        return (inputs.read_runs(f"{FIXTURE}/tables"), inputs.read_config(f"{FIXTURE}/config.yaml"),
-                inputs.read_calls(f"{FIXTURE}/tables"))
+        return (
+            inputs.read_runs(f"{FIXTURE}/tables"),
+            inputs.read_config(f"{FIXTURE}/config.yaml"),
+            inputs.read_calls(f"{FIXTURE}/tables"),
+        )
 
 
 # name -> (runs, config, calls) -> Prepared, and Prepared -> figure
@@ -43,12 +58,20 @@ COMPUTE = {
     "cost_decomposition": lambda r, c, k: decomposition.compute(r, replay_table(r), c, n_boot=BOOT, seed=0),
 }
 PLOT = {
-    "fig2": tradeoffs.plot, "fig3": sweep.plot_fig3, "fig4": coverage.plot, "fig5": ranks.plot,
-    "fig6": prompt_profile.plot, "fig9": lambda d: sweep.plot_ablation(d, "fig9"),
+    "fig2": tradeoffs.plot,
+    "fig3": sweep.plot_fig3,
+    "fig4": coverage.plot,
+    "fig5": ranks.plot,
+    "fig6": prompt_profile.plot,
+    "fig9": lambda d: sweep.plot_ablation(d, "fig9"),
     "fig10": lambda d: sweep.plot_ablation(d, "fig10"),
-    "fig16": lambda d: coverage.plot_sweep(d, "fig16"), "fig19": summarizers.plot,
-    "fig20": outcomes.plot, "fig21": agent_calls.plot, "reacquisition": reacquisition.plot,
-    "cost_models": cost_models.plot, "cost_decomposition": decomposition.plot,
+    "fig16": lambda d: coverage.plot_sweep(d, "fig16"),
+    "fig19": summarizers.plot,
+    "fig20": outcomes.plot,
+    "fig21": agent_calls.plot,
+    "reacquisition": reacquisition.plot,
+    "cost_models": cost_models.plot,
+    "cost_decomposition": decomposition.plot,
 }
 FIGURES = {name: (lambda r, c, k, name=name: PLOT[name](COMPUTE[name](r, c, k))) for name in COMPUTE}
 
@@ -57,12 +80,16 @@ def note_texts(fig) -> str:
     """The text of every note the figure carries (notes are drawn in NOTE_COLOR)."""
     from matplotlib.colors import same_color
 
-    found = [t for t in fig.findobj(matplotlib.text.Text)
-             if t.get_text() and same_color(t.get_color(), notes.NOTE_COLOR)]
+    found = [
+        t for t in fig.findobj(matplotlib.text.Text) if t.get_text() and same_color(t.get_color(), notes.NOTE_COLOR)
+    ]
     return " ".join(" ".join(t.get_text().split()) for t in found)
 
 
 def silent_empty_panels(fig) -> list[str]:
     """Panels with no plotted data and no note: what no figure may have."""
-    return [ax.get_title() or ax.get_ylabel() or "?" for ax in fig.axes
-            if not notes.has_plotted_data(ax) and not notes.has_note(ax)]
+    return [
+        ax.get_title() or ax.get_ylabel() or "?"
+        for ax in fig.axes
+        if not notes.has_plotted_data(ax) and not notes.has_note(ax)
+    ]

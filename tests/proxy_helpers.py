@@ -60,11 +60,13 @@ class FakeUpstream:
         self.model = model
         self.count_tokens = count_tokens
         self.requests: list[dict] = []
-        self.app = Starlette(routes=[
-            Route("/v1/chat/completions", self.chat, methods=["POST"]),
-            Route("/v1/messages", self.messages, methods=["POST"]),
-            Route("/v1/models", self.models, methods=["GET"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/messages", self.messages, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+            ]
+        )
 
     def _prompt_tokens(self, messages: list) -> int:
         return count_messages(messages) if self.count_tokens else len(messages)
@@ -82,19 +84,39 @@ class FakeUpstream:
         n = len(self.requests)
         message: dict = {"role": "assistant", "content": f"answer {n}"}
         if body.get("tools"):
-            message["tool_calls"] = [{"id": f"call_{n}", "type": "function",
-                                      "function": {"name": "bash", "arguments": json.dumps({"command": "ls"})}}]
-        usage = {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3,
-                 "prompt_tokens_details": {"cached_tokens": 0}}
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"command": "ls"})},
+                }
+            ]
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 3,
+            "total_tokens": prompt + 3,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
         if not body.get("stream"):
-            return JSONResponse({"id": f"chatcmpl-{n}", "object": "chat.completion", "model": self.model,
-                                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                                 "usage": usage})
+            return JSONResponse(
+                {
+                    "id": f"chatcmpl-{n}",
+                    "object": "chat.completion",
+                    "model": self.model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": usage,
+                }
+            )
         include_usage = (body.get("stream_options") or {}).get("include_usage")
 
         def chunk(delta: dict, finish: str | None = None, **extra) -> bytes:
-            payload = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "model": self.model,
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            payload = {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion.chunk",
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
             return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
         async def events():
@@ -105,8 +127,19 @@ class FakeUpstream:
                 yield chunk({"tool_calls": [{"index": 0, **call}]})
             yield chunk({}, "stop")
             if include_usage:
-                yield b"data: " + json.dumps({"id": f"chatcmpl-{n}", "object": "chat.completion.chunk",
-                                              "model": self.model, "choices": [], "usage": usage}).encode() + b"\n\n"
+                yield (
+                    b"data: "
+                    + json.dumps(
+                        {
+                            "id": f"chatcmpl-{n}",
+                            "object": "chat.completion.chunk",
+                            "model": self.model,
+                            "choices": [],
+                            "usage": usage,
+                        }
+                    ).encode()
+                    + b"\n\n"
+                )
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -115,9 +148,17 @@ class FakeUpstream:
         body = json.loads(await request.body())
         self.requests.append(body)
         flat = [{"role": "system", "content": body.get("system") or ""}] + [
-            {"role": m["role"], "content": json.dumps(m["content"])} for m in body["messages"]]
+            {"role": m["role"], "content": json.dumps(m["content"])} for m in body["messages"]
+        ]
         prompt = self._prompt_tokens(flat)
-        return JSONResponse({"id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant",
-                             "model": self.model, "content": [{"type": "text", "text": "done"}],
-                             "stop_reason": "end_turn",
-                             "usage": {"input_tokens": prompt, "output_tokens": 2, "cache_read_input_tokens": 0}})
+        return JSONResponse(
+            {
+                "id": f"msg_{len(self.requests)}",
+                "type": "message",
+                "role": "assistant",
+                "model": self.model,
+                "content": [{"type": "text", "text": "done"}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": prompt, "output_tokens": 2, "cache_read_input_tokens": 0},
+            }
+        )

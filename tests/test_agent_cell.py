@@ -19,8 +19,10 @@ from ctxpolicy.agent.record import atomic_write_json, read_json
 
 
 def _complete(run_dir: Path, threshold: int | None, outcome: str = "submitted") -> PlannedRun:
-    atomic_write_json(run_dir / "run.json", {"complete": True, "outcome": outcome, "error": None,
-                                             "identity": {"threshold_tokens": threshold}})
+    atomic_write_json(
+        run_dir / "run.json",
+        {"complete": True, "outcome": outcome, "error": None, "identity": {"threshold_tokens": threshold}},
+    )
     return PlannedRun(run_dir, run_dir.name.split("__")[0], 1)
 
 
@@ -59,9 +61,27 @@ def study(tmp_path):
 
 
 def _argv(study: Path, cell_dir: Path, thresholds: Path, *extra: str) -> list[str]:
-    return ["run-cell", "--config", str(study), "--benchmark", "local", "--model", "qwen05b",
-            "--policy", "TR/Th/0.5", "--setting", "primary", "--thresholds", str(thresholds),
-            "--concurrency", "2", "--no-progress", "--out", str(cell_dir), *extra]
+    return [
+        "run-cell",
+        "--config",
+        str(study),
+        "--benchmark",
+        "local",
+        "--model",
+        "qwen05b",
+        "--policy",
+        "TR/Th/0.5",
+        "--setting",
+        "primary",
+        "--thresholds",
+        str(thresholds),
+        "--concurrency",
+        "2",
+        "--no-progress",
+        "--out",
+        str(cell_dir),
+        *extra,
+    ]
 
 
 def _thresholds(path: Path, primary: int) -> Path:
@@ -132,8 +152,24 @@ def test_run_cell_help_documents_lock_signals_and_stale_runs(capsys):
 @pytest.mark.parametrize("option", ["--concurrency", "--attempts"])
 def test_zero_concurrency_or_attempts_is_a_clear_error_not_the_default(study, tmp_path, capsys, option):
     cell_dir = tmp_path / "cell"
-    argv = ["run-cell", "--config", str(study), "--benchmark", "local", "--model", "qwen05b", "--policy", "FC",
-            option, "0", "--no-progress", "--endpoint", "http://127.0.0.1:9/v1", "--out", str(cell_dir)]
+    argv = [
+        "run-cell",
+        "--config",
+        str(study),
+        "--benchmark",
+        "local",
+        "--model",
+        "qwen05b",
+        "--policy",
+        "FC",
+        option,
+        "0",
+        "--no-progress",
+        "--endpoint",
+        "http://127.0.0.1:9/v1",
+        "--out",
+        str(cell_dir),
+    ]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert f"{option} 0: must be 1 or more" in err and len(err.splitlines()) == 1
@@ -150,7 +186,8 @@ def test_a_cell_where_most_runs_hit_the_wall_time_limit_carries_a_warning(tmp_pa
 
     assert record("time_limit", "time_limit", "step_limit") == [
         "2 of 3 runs hit the wall-time limit: the cell's resource ratios are undefined; "
-        "raise limits.wall_time_limit_s or run on a less busy machine"]
+        "raise limits.wall_time_limit_s or run on a less busy machine"
+    ]
     assert record("time_limit", "step_limit") == [] and record() == []
 
 
@@ -170,16 +207,50 @@ def test_run_cell_by_id_runs_the_grid_cell_with_its_cohort_limit_and_thresholds_
     preset = {"source": "preset", "tight": 1000, "primary": 1500, "loose": 2500}
     _study_with(study, cohort_limit={"main": 1}, thresholds={"local": {"qwen05b": preset}})
     written = tmp_path / "results" / "thresholds" / "local" / "qwen05b.json"
-    assert cli.main(["calibrate", "--preset", "--config", str(study), "--benchmark", "local", "--model", "qwen05b",
-                     "--out", str(written)]) == 0
+    assert (
+        cli.main(
+            [
+                "calibrate",
+                "--preset",
+                "--config",
+                str(study),
+                "--benchmark",
+                "local",
+                "--model",
+                "qwen05b",
+                "--out",
+                str(written),
+            ]
+        )
+        == 0
+    )
     _thresholds(written, 1800)  # another value than the config's preset: the file decides
     cell_dir = tmp_path / "results" / "runs" / "local" / "qwen05b" / "TR_Th_0.5__primary"
     with FakeLLMServer() as server:
-        assert cli.main(["run-cell", "--config", str(study), "--cell", "local/qwen05b/TR_Th_0.5__primary",
-                         "--endpoint", server.url, "--no-progress", "--out", str(cell_dir)]) == 0
+        assert (
+            cli.main(
+                [
+                    "run-cell",
+                    "--config",
+                    str(study),
+                    "--cell",
+                    "local/qwen05b/TR_Th_0.5__primary",
+                    "--endpoint",
+                    server.url,
+                    "--no-progress",
+                    "--out",
+                    str(cell_dir),
+                ]
+            )
+            == 0
+        )
     cell = read_json(cell_dir / "cell.json")
-    assert (cell["track"], cell["policy"], cell["threshold_setting"], cell["cohort"]) == \
-        ("full", "TR/Th/0.5", "primary", "main")
+    assert (cell["track"], cell["policy"], cell["threshold_setting"], cell["cohort"]) == (
+        "full",
+        "TR/Th/0.5",
+        "primary",
+        "main",
+    )
     assert cell["threshold_tokens"] == 1800
     assert [r["run_dir"] for r in cell["runs"]] == [f"{TASKS[0]}__a1"]  # cohort_limit main: 1
     identity = read_json(cell_dir / f"{TASKS[0]}__a1" / "run.json")["identity"]
@@ -187,16 +258,35 @@ def test_run_cell_by_id_runs_the_grid_cell_with_its_cohort_limit_and_thresholds_
 
 
 def test_run_cell_by_id_names_a_missing_thresholds_file(study, tmp_path, capsys):
-    code = cli.main(["run-cell", "--config", str(study), "--cell", "local/qwen05b/TR_Th_0.5__primary",
-                     "--no-progress", "--out", str(tmp_path / "cell")])
+    code = cli.main(
+        [
+            "run-cell",
+            "--config",
+            str(study),
+            "--cell",
+            "local/qwen05b/TR_Th_0.5__primary",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "cell"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and str(tmp_path / "results" / "thresholds" / "local" / "qwen05b.json") in err
     assert "cannot read the thresholds file" in err
 
 
 def test_run_cell_by_an_unknown_id_lists_close_ones(study, tmp_path, capsys):
-    code = cli.main(["run-cell", "--config", str(study), "--cell", "local/qwen05b/TR_Th_0.5_primary",
-                     "--out", str(tmp_path / "cell")])
+    code = cli.main(
+        [
+            "run-cell",
+            "--config",
+            str(study),
+            "--cell",
+            "local/qwen05b/TR_Th_0.5_primary",
+            "--out",
+            str(tmp_path / "cell"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "cell 'local/qwen05b/TR_Th_0.5_primary' is not in the grid" in err
     assert "closest: local/qwen05b/TR_Th_0.5__primary" in err
@@ -204,8 +294,19 @@ def test_run_cell_by_an_unknown_id_lists_close_ones(study, tmp_path, capsys):
 
 
 def test_run_cell_by_id_refuses_flags_that_name_the_cell_again(study, tmp_path, capsys):
-    code = cli.main(["run-cell", "--config", str(study), "--cell", "local/qwen05b/FC", "--policy", "FC",
-                     "--out", str(tmp_path / "cell")])
+    code = cli.main(
+        [
+            "run-cell",
+            "--config",
+            str(study),
+            "--cell",
+            "local/qwen05b/FC",
+            "--policy",
+            "FC",
+            "--out",
+            str(tmp_path / "cell"),
+        ]
+    )
     assert code == 2 and "leave out --policy" in capsys.readouterr().err
     code = cli.main(["run-cell", "--config", str(study), "--benchmark", "local", "--out", str(tmp_path / "cell")])
     assert code == 2 and "missing: --model, --policy" in capsys.readouterr().err

@@ -56,14 +56,35 @@ def _sleeping_command(proc: psutil.Process) -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_signal_stops_the_cell_kills_its_processes_and_records_nothing_in_flight(study, tmp_path, capsys,
-                                                                                   signum):
+def test_signal_stops_the_cell_kills_its_processes_and_records_nothing_in_flight(study, tmp_path, capsys, signum):
     cell_dir = tmp_path / "cell"
-    argv = [sys.executable, "-m", "ctxpolicy", "run-cell", "--config", str(study), "--benchmark", "local",
-            "--model", "qwen05b", "--policy", "FC", "--concurrency", "2", "--no-progress", "--out", str(cell_dir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "ctxpolicy",
+        "run-cell",
+        "--config",
+        str(study),
+        "--benchmark",
+        "local",
+        "--model",
+        "qwen05b",
+        "--policy",
+        "FC",
+        "--concurrency",
+        "2",
+        "--no-progress",
+        "--out",
+        str(cell_dir),
+    ]
     with StuckLLMServer(hang_s=60) as server:
-        child = subprocess.Popen([*argv, "--endpoint", server.url], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
+        child = subprocess.Popen(
+            [*argv, "--endpoint", server.url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             proc = psutil.Process(child.pid)
             tree = _wait_for(lambda: _sleeping_command(proc), 60, "the sandboxed `sleep 60`")
@@ -82,8 +103,11 @@ def test_signal_stops_the_cell_kills_its_processes_and_records_nothing_in_flight
                 child.wait()
     assert child.returncode == 128 + signum, err
     assert took < 8, f"run-cell took {took:.1f}s to exit"
-    _wait_for(lambda: not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE],
-              5, f"the processes of run-cell to go: {tree}")
+    _wait_for(
+        lambda: not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE],
+        5,
+        f"the processes of run-cell to go: {tree}",
+    )
     assert not (cell_dir / "cell.json").exists()
     assert not any(is_complete(cell_dir / f"{task}__a1") for task in TASKS)
     assert "no cell.json" in err

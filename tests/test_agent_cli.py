@@ -20,15 +20,45 @@ def test_run_help_says_how_to_reach_vllm_the_embedded_model_and_any_endpoint(cap
 
 
 def test_unknown_model_is_one_clear_line_and_exit_2(tmp_path, capsys):
-    code = cli.main(["run", "--config", str(CONFIG), "--benchmark", "local",
-                     "--model", "nope", "--policy", "FC", "--task", "x", "--out", str(tmp_path / "r")])
+    code = cli.main(
+        [
+            "run",
+            "--config",
+            str(CONFIG),
+            "--benchmark",
+            "local",
+            "--model",
+            "nope",
+            "--policy",
+            "FC",
+            "--task",
+            "x",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "models.nope" in err and len(err.strip().splitlines()) == 1
 
 
 def test_bad_policy_is_exit_2(tmp_path, capsys):
-    code = cli.main(["run", "--config", str(CONFIG), "--benchmark", "local",
-                     "--model", "qwen05b", "--policy", "XX/Th", "--task", "x", "--out", str(tmp_path / "r")])
+    code = cli.main(
+        [
+            "run",
+            "--config",
+            str(CONFIG),
+            "--benchmark",
+            "local",
+            "--model",
+            "qwen05b",
+            "--policy",
+            "XX/Th",
+            "--task",
+            "x",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
     assert code == 2 and "XX" in capsys.readouterr().err
 
 
@@ -40,9 +70,27 @@ def study(tmp_path):
 def test_run_writes_a_valid_run_directory(study, tmp_path, capsys):
     out = tmp_path / "runs" / "hello-world__a1"
     with FakeLLMServer() as server:
-        code = cli.main(["run", "--config", str(study), "--benchmark", "local", "--model", "qwen05b",
-                         "--policy", "TR/Th/0.5", "--threshold", "2000", "--task", "hello-world",
-                         "--endpoint", server.url, "--out", str(out)])
+        code = cli.main(
+            [
+                "run",
+                "--config",
+                str(study),
+                "--benchmark",
+                "local",
+                "--model",
+                "qwen05b",
+                "--policy",
+                "TR/Th/0.5",
+                "--threshold",
+                "2000",
+                "--task",
+                "hello-world",
+                "--endpoint",
+                server.url,
+                "--out",
+                str(out),
+            ]
+        )
     assert code == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["outcome"] == "submitted"
     record = read_json(out / "run.json")
@@ -54,8 +102,22 @@ def test_run_writes_a_valid_run_directory(study, tmp_path, capsys):
 
 def test_run_cell_runs_every_task_then_skips_them(study, tmp_path):
     cell_dir = tmp_path / "cell"
-    argv = ["run-cell", "--config", str(study), "--benchmark", "local", "--model", "qwen05b", "--policy", "FC",
-            "--concurrency", "2", "--no-progress", "--out", str(cell_dir)]
+    argv = [
+        "run-cell",
+        "--config",
+        str(study),
+        "--benchmark",
+        "local",
+        "--model",
+        "qwen05b",
+        "--policy",
+        "FC",
+        "--concurrency",
+        "2",
+        "--no-progress",
+        "--out",
+        str(cell_dir),
+    ]
     with FakeLLMServer() as server:
         assert cli.main([*argv, "--endpoint", server.url]) == 0
         first = len(server.requests)

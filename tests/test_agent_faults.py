@@ -19,32 +19,71 @@ from ctxpolicy.benchmarks.base import Task
 from ctxpolicy.policies import parse_spec
 
 CONFIG = {"seed": 1234}
-FAST = RunSettings(step_limit=4, wall_time_limit_s=60, command_timeout_s=5, format_error_limit=2,
-                   request_timeout_s=5.0, connect_timeout_s=1.0,
-                   retry=RetryPolicy(max_attempts=3, backoff_initial_s=0.01, backoff_max_s=0.02))
+FAST = RunSettings(
+    step_limit=4,
+    wall_time_limit_s=60,
+    command_timeout_s=5,
+    format_error_limit=2,
+    request_timeout_s=5.0,
+    connect_timeout_s=1.0,
+    retry=RetryPolicy(max_attempts=3, backoff_initial_s=0.01, backoff_max_s=0.02),
+)
 HANG = RunSettings(**{**FAST.__dict__, "request_timeout_s": 0.5})  # for runs meant to time out
 
 
 def task(fault: str | None, task_id: str | None = None) -> Task:
     directive = f" FAULT:{fault}" if fault else ""
-    return Task(task_id=task_id or f"t-{fault or 'ok'}", stratum="fake", kind="terminal",
-                instruction=f"List the files, then submit.{directive}")
+    return Task(
+        task_id=task_id or f"t-{fault or 'ok'}",
+        stratum="fake",
+        kind="terminal",
+        instruction=f"List the files, then submit.{directive}",
+    )
 
 
 def endpoint(url: str) -> Endpoint:
-    return Endpoint(base_url=url, served_name="fake-model", server={"kind": "fake", "version": "0", "url": url},
-                    model={"name": "fake-model", "file": None, "sha256": None, "hub_id": None, "revision": None})
+    return Endpoint(
+        base_url=url,
+        served_name="fake-model",
+        server={"kind": "fake", "version": "0", "url": url},
+        model={"name": "fake-model", "file": None, "sha256": None, "hub_id": None, "revision": None},
+    )
 
 
-def run(tmp_path: Path, url: str, the_task: Task, *, policy: str = "FC", threshold: int | None = None,
-        settings: RunSettings = FAST, attempt: int = 1):
+def run(
+    tmp_path: Path,
+    url: str,
+    the_task: Task,
+    *,
+    policy: str = "FC",
+    threshold: int | None = None,
+    settings: RunSettings = FAST,
+    attempt: int = 1,
+):
     spec = parse_spec(policy)
-    identity = make_identity(config=CONFIG, benchmark="fake", cohort="main", model="fake", policy=spec,
-                             task=the_task, attempt=attempt, threshold_setting="fixed" if threshold else None,
-                             threshold_tokens=threshold, summarizer=None, cell="cell", track="full")
+    identity = make_identity(
+        config=CONFIG,
+        benchmark="fake",
+        cohort="main",
+        model="fake",
+        policy=spec,
+        task=the_task,
+        attempt=attempt,
+        threshold_setting="fixed" if threshold else None,
+        threshold_tokens=threshold,
+        summarizer=None,
+        cell="cell",
+        track="full",
+    )
     run_dir = tmp_path / run_dir_name(the_task.task_id, attempt)
-    result = execute_run(identity=identity, task=the_task, adapter=FakeBenchmark([the_task]), settings=settings,
-                         endpoint=endpoint(url), run_dir=run_dir)
+    result = execute_run(
+        identity=identity,
+        task=the_task,
+        adapter=FakeBenchmark([the_task]),
+        settings=settings,
+        endpoint=endpoint(url),
+        run_dir=run_dir,
+    )
     return result, read_json(run_dir / "run.json"), list(read_jsonl(run_dir / "calls.jsonl"))
 
 
@@ -138,8 +177,14 @@ def test_tool_calling_mode_submits(tmp_path, server):
 
 
 def test_truncation_policy_compresses_what_is_sent_but_not_the_trajectory(tmp_path, server):
-    result, record, calls = run(tmp_path, server.url, task("loop"), policy="TR/Th/0.5", threshold=150,
-                                settings=RunSettings(**{**FAST.__dict__, "step_limit": 6}))
+    result, record, calls = run(
+        tmp_path,
+        server.url,
+        task("loop"),
+        policy="TR/Th/0.5",
+        threshold=150,
+        settings=RunSettings(**{**FAST.__dict__, "step_limit": 6}),
+    )
     assert result.outcome == "step_limit"
     fired = [c for c in calls if c["events"]]
     assert fired and all(c["est_tokens_after"] < c["est_tokens_before"] for c in fired)
@@ -153,8 +198,14 @@ def test_truncation_policy_compresses_what_is_sent_but_not_the_trajectory(tmp_pa
 
 
 def test_compression_persists_across_steps(tmp_path, server):
-    result, _, calls = run(tmp_path, server.url, task("loop"), policy="TR/Th/0.5", threshold=150,
-                           settings=RunSettings(**{**FAST.__dict__, "step_limit": 6}))
+    result, _, calls = run(
+        tmp_path,
+        server.url,
+        task("loop"),
+        policy="TR/Th/0.5",
+        threshold=150,
+        settings=RunSettings(**{**FAST.__dict__, "step_limit": 6}),
+    )
     prompts = rebuild_prompts(result.run_dir)
     first = next(i for i, c in enumerate(calls) if c["events"])
     assert first + 1 < len(calls)
@@ -163,8 +214,14 @@ def test_compression_persists_across_steps(tmp_path, server):
 
 
 def test_summary_calls_are_recorded_before_their_agent_call(tmp_path, server):
-    result, record, calls = run(tmp_path, server.url, task("loop"), policy="SU/Th/0.5", threshold=150,
-                                settings=RunSettings(**{**FAST.__dict__, "step_limit": 6}))
+    result, record, calls = run(
+        tmp_path,
+        server.url,
+        task("loop"),
+        policy="SU/Th/0.5",
+        threshold=150,
+        settings=RunSettings(**{**FAST.__dict__, "step_limit": 6}),
+    )
     summaries = [c for c in calls if c["kind"] == "summary"]
     assert summaries, "the threshold should have fired a summary"
     for summary in summaries:
@@ -177,8 +234,13 @@ def test_summary_calls_are_recorded_before_their_agent_call(tmp_path, server):
 
 
 def test_cell_goes_on_through_faults_and_redoes_only_missing_runs(tmp_path, server):
-    faults = {None: "submitted", "500": "error", "too_long": "context_overflow", "garbage": "format_error_limit",
-              "hang": "error"}
+    faults = {
+        None: "submitted",
+        "500": "error",
+        "too_long": "context_overflow",
+        "garbage": "format_error_limit",
+        "hang": "error",
+    }
     tasks = [task(fault) for fault in faults]
     adapter = FakeBenchmark(tasks)
     cell_dir = tmp_path / "cell"
@@ -186,13 +248,32 @@ def test_cell_goes_on_through_faults_and_redoes_only_missing_runs(tmp_path, serv
     def planned():
         runs = []
         for t in tasks:
-            identity = make_identity(config=CONFIG, benchmark="fake", cohort="main", model="fake",
-                                     policy=parse_spec("FC"), task=t, attempt=1, threshold_setting=None,
-                                     threshold_tokens=None, summarizer=None, cell="FC", track="full")
+            identity = make_identity(
+                config=CONFIG,
+                benchmark="fake",
+                cohort="main",
+                model="fake",
+                policy=parse_spec("FC"),
+                task=t,
+                attempt=1,
+                threshold_setting=None,
+                threshold_tokens=None,
+                summarizer=None,
+                cell="FC",
+                track="full",
+            )
             run_dir = cell_dir / run_dir_name(t.task_id, 1)
             settings = HANG if "hang" in t.task_id else FAST
-            runs.append(PlannedRun(run_dir, t.task_id, 1, lambda i=identity, t=t, d=run_dir, s=settings: execute_run(
-                identity=i, task=t, adapter=adapter, settings=s, endpoint=endpoint(server.url), run_dir=d)))
+            runs.append(
+                PlannedRun(
+                    run_dir,
+                    t.task_id,
+                    1,
+                    lambda i=identity, t=t, d=run_dir, s=settings: execute_run(
+                        identity=i, task=t, adapter=adapter, settings=s, endpoint=endpoint(server.url), run_dir=d
+                    ),
+                )
+            )
         return runs
 
     results = run_cell(planned(), cell_dir=cell_dir, cell_info={"slug": "FC"}, concurrency=2, progress=False)
@@ -209,17 +290,36 @@ def test_cell_goes_on_through_faults_and_redoes_only_missing_runs(tmp_path, serv
 
 def test_a_named_summarizer_gets_the_summary_calls_on_its_own_endpoint(tmp_path, server):
     the_task = task("loop")
-    identity = make_identity(config=CONFIG, benchmark="fake", cohort="main", model="fake",
-                             policy=parse_spec("SU/Th/0.5"), task=the_task, attempt=1, threshold_setting="fixed",
-                             threshold_tokens=150, summarizer="other", cell="cell", track="summarizer")
+    identity = make_identity(
+        config=CONFIG,
+        benchmark="fake",
+        cohort="main",
+        model="fake",
+        policy=parse_spec("SU/Th/0.5"),
+        task=the_task,
+        attempt=1,
+        threshold_setting="fixed",
+        threshold_tokens=150,
+        summarizer="other",
+        cell="cell",
+        track="summarizer",
+    )
     with FakeLLMServer(model="other-model") as other:
-        summarizer = Endpoint(base_url=other.url, served_name="other-model",
-                              server={"kind": "fake", "version": "0", "url": other.url},
-                              model={"name": "other-model", "file": None, "sha256": None, "hub_id": None,
-                                     "revision": None})
-        result = execute_run(identity=identity, task=the_task, adapter=FakeBenchmark([the_task]), settings=FAST,
-                             endpoint=endpoint(server.url), summarizer_endpoint=summarizer,
-                             run_dir=tmp_path / "run")
+        summarizer = Endpoint(
+            base_url=other.url,
+            served_name="other-model",
+            server={"kind": "fake", "version": "0", "url": other.url},
+            model={"name": "other-model", "file": None, "sha256": None, "hub_id": None, "revision": None},
+        )
+        result = execute_run(
+            identity=identity,
+            task=the_task,
+            adapter=FakeBenchmark([the_task]),
+            settings=FAST,
+            endpoint=endpoint(server.url),
+            summarizer_endpoint=summarizer,
+            run_dir=tmp_path / "run",
+        )
     calls = list(read_jsonl(result.run_dir / "calls.jsonl"))
     summaries = [c for c in calls if c["kind"] == "summary"]
     assert summaries and len(other.requests) == len(summaries)

@@ -34,10 +34,19 @@ def test_run_task_runs_one_trial_in_the_harness_environment(tmp_path, config_pat
     container = tmp_path / "container"
     container.mkdir()
     with FakeLLMServer() as server:
-        record = run_task(instruction="Say hello.", environment=LocalEnvironment(cwd=str(container)),
-                          task_id="hello", attempt=2, run_dir=tmp_path / "cell" / "hello__a2",
-                          config=str(config_path), benchmark="local", model="qwen05b", policy="FC",
-                          endpoint=server.url, step_limit="5")
+        record = run_task(
+            instruction="Say hello.",
+            environment=LocalEnvironment(cwd=str(container)),
+            task_id="hello",
+            attempt=2,
+            run_dir=tmp_path / "cell" / "hello__a2",
+            config=str(config_path),
+            benchmark="local",
+            model="qwen05b",
+            policy="FC",
+            endpoint=server.url,
+            step_limit="5",
+        )
     assert record["outcome"] == "submitted"
     assert record["identity"]["task_id"] == "hello" and record["identity"]["attempt"] == 2
     assert record["identity"]["stratum"] == "terminal-bench"
@@ -64,10 +73,17 @@ def test_a_cell_through_the_harness_writes_cell_json_and_skips_complete_runs(tmp
     calls: list[list[str]] = []
 
     with FakeLLMServer() as server:
+
         def argv_for(task_ids: list[str]) -> list[str]:
             calls.append(task_ids)
-            kwargs = {"cell_dir": str(cell_dir), "config": str(config_path), "benchmark": "local",
-                      "model": "qwen05b", "policy": "FC", "endpoint": server.url}
+            kwargs = {
+                "cell_dir": str(cell_dir),
+                "config": str(config_path),
+                "benchmark": "local",
+                "model": "qwen05b",
+                "policy": "FC",
+                "endpoint": server.url,
+            }
             return [sys.executable, "-c", FAKE_HARNESS, ",".join(task_ids), *(f"{k}={v}" for k, v in kwargs.items())]
 
         results = run_cell_with_harness(runs, argv_for=argv_for, cell_dir=cell_dir, cell_info={"slug": "FC"})
@@ -83,7 +99,11 @@ def test_a_harness_that_leaves_runs_unfinished_fails_the_cell_without_cell_json(
     cell_dir = tmp_path / "cell"
     runs = [PlannedRun(cell_dir / "a__a1", "a", 1)]
     with pytest.raises(HarnessError, match="a__a1"):
-        run_cell_with_harness(runs, argv_for=lambda ids: [sys.executable, "-c", "print('crashed')"],
-                              cell_dir=cell_dir, cell_info={"slug": "FC"})
+        run_cell_with_harness(
+            runs,
+            argv_for=lambda ids: [sys.executable, "-c", "print('crashed')"],
+            cell_dir=cell_dir,
+            cell_info={"slug": "FC"},
+        )
     assert not (cell_dir / CELL_JSON).exists() and not is_complete(cell_dir / "a__a1")
     assert "crashed" in (cell_dir / "harness.log").read_text()

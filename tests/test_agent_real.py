@@ -39,14 +39,32 @@ def embedded_run(tmp_path_factory):
     adapter.check_environment()
     task = adapter.tasks("main")[0]
     policy = parse_spec("TR/Th/0.5")
-    settings = build_settings(config, "local", MODEL, overrides={"step_limit": 3, "max_tokens": 128,
-                                                                         "wall_time_limit_s": 1200})
-    identity = make_identity(config=config, benchmark="local", cohort="main", model=MODEL, policy=policy, task=task,
-                             attempt=1, threshold_setting="fixed", threshold_tokens=THRESHOLD, summarizer=None,
-                             cell="TR_Th_0.5__fixed", track="full")
+    settings = build_settings(
+        config, "local", MODEL, overrides={"step_limit": 3, "max_tokens": 128, "wall_time_limit_s": 1200}
+    )
+    identity = make_identity(
+        config=config,
+        benchmark="local",
+        cohort="main",
+        model=MODEL,
+        policy=policy,
+        task=task,
+        attempt=1,
+        threshold_setting="fixed",
+        threshold_tokens=THRESHOLD,
+        summarizer=None,
+        cell="TR_Th_0.5__fixed",
+        track="full",
+    )
     with start_server(model_cfg, log_path=tmp / "server.log") as handle:
-        result = execute_run(identity=identity, task=task, adapter=adapter, settings=settings,
-                             endpoint=endpoint_for_server(handle), run_dir=tmp / f"{TASK}__a1")
+        result = execute_run(
+            identity=identity,
+            task=task,
+            adapter=adapter,
+            settings=settings,
+            endpoint=endpoint_for_server(handle),
+            run_dir=tmp / f"{TASK}__a1",
+        )
     return result
 
 

@@ -66,15 +66,30 @@ def test_store_keeps_each_distinct_message_once_and_prompts_rebuild(tmp_path):
     assert [line["id"] for line in lines] == second
     assert all(line["id"] == message_id(line["message"]) for line in lines)
     assert "extra" not in lines[1]["message"] and lines[1]["tokens"] == 2
-    assert rebuild_prompts(tmp_path) == [[system, {"role": "user", "content": "hi"}],
-                                         [system, {"role": "user", "content": "hi"}, reply]]
+    assert rebuild_prompts(tmp_path) == [
+        [system, {"role": "user", "content": "hi"}],
+        [system, {"role": "user", "content": "hi"}, reply],
+    ]
     assert [c["index"] for c in read_jsonl(tmp_path / "calls.jsonl")] == [0, 1]
 
 
 def _call(message_ids: list[str]) -> CallRecord:
-    return CallRecord(kind="agent", step=1, start=0.0, end=1.0, latency_s=1.0, status="ok", error=None,
-                      prompt_tokens=3, completion_tokens=1, cached_tokens=None, est_tokens_before=3,
-                      est_tokens_after=3, message_ids=message_ids, events=[])
+    return CallRecord(
+        kind="agent",
+        step=1,
+        start=0.0,
+        end=1.0,
+        latency_s=1.0,
+        status="ok",
+        error=None,
+        prompt_tokens=3,
+        completion_tokens=1,
+        cached_tokens=None,
+        est_tokens_before=3,
+        est_tokens_after=3,
+        message_ids=message_ids,
+        events=[],
+    )
 
 
 def test_message_id_ignores_extra_and_key_order():

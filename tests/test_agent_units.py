@@ -16,36 +16,46 @@ REPO = Path(__file__).resolve().parents[1]
 
 CONFIG = {
     "models": {"m": {"server": "llamacpp", "served_name": "m", "temperature": 0.2, "max_tokens": 512}},
-    "benchmarks": {"b": {"limits": {"step_limit": 10, "wall_time_limit_s": 240, "command_timeout_s": 30,
-                                    "format_error_limit": 3}}},
+    "benchmarks": {
+        "b": {"limits": {"step_limit": 10, "wall_time_limit_s": 240, "command_timeout_s": 30, "format_error_limit": 3}}
+    },
 }
 
 
-@pytest.mark.parametrize("content, command", [
-    ("THOUGHT: x\n```mswea_bash_command\nls -la\n```", "ls -la"),
-    ("```bash\ncat a.txt\n```", "cat a.txt"),
-    ("```\npwd\n```", "pwd"),
-    ("```sh\necho 1\n```\nthen\n```mswea_bash_command\necho 2\n```", "echo 2"),  # the harness's tag wins
-    ("```bash\nfirst\n```\n```bash\nsecond\n```", "first"),
-    ("```python\nprint(1)\n```", None),
-    ("```python\nprint(1)\n```\nthen run it:\n```bash\npython a.py\n```\n", "python a.py"),
-    ("```mswea_bash_command\nls\n", None),  # cut off before the closing fence
-    ("no code at all", None),
-    ("```bash\n\n```", None),
-])
+@pytest.mark.parametrize(
+    "content, command",
+    [
+        ("THOUGHT: x\n```mswea_bash_command\nls -la\n```", "ls -la"),
+        ("```bash\ncat a.txt\n```", "cat a.txt"),
+        ("```\npwd\n```", "pwd"),
+        ("```sh\necho 1\n```\nthen\n```mswea_bash_command\necho 2\n```", "echo 2"),  # the harness's tag wins
+        ("```bash\nfirst\n```\n```bash\nsecond\n```", "first"),
+        ("```python\nprint(1)\n```", None),
+        ("```python\nprint(1)\n```\nthen run it:\n```bash\npython a.py\n```\n", "python a.py"),
+        ("```mswea_bash_command\nls\n", None),  # cut off before the closing fence
+        ("no code at all", None),
+        ("```bash\n\n```", None),
+    ],
+)
 def test_text_actions_tolerate_small_model_formats(content, command):
     assert parse_text_action(content) == command
 
 
-@pytest.mark.parametrize("status, body, overflow", [
-    (400, '{"error":{"type":"exceed_context_size_error","message":"the request exceeds the available context size"}}',
-     True),
-    (400, "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens", True),
-    (400, '{"error":{"code":"context_length_exceeded"}}', True),
-    (413, "payload too large", True),
-    (400, '{"error":{"message":"temperature must be >= 0"}}', False),
-    (500, "maximum context length", False),
-])
+@pytest.mark.parametrize(
+    "status, body, overflow",
+    [
+        (
+            400,
+            '{"error":{"type":"exceed_context_size_error","message":"the request exceeds the available context size"}}',
+            True,
+        ),
+        (400, "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens", True),
+        (400, '{"error":{"code":"context_length_exceeded"}}', True),
+        (413, "payload too large", True),
+        (400, '{"error":{"message":"temperature must be >= 0"}}', False),
+        (500, "maximum context length", False),
+    ],
+)
 def test_context_overflow_is_told_apart_from_other_errors(status, body, overflow):
     assert is_context_overflow(status, body) is overflow
 
@@ -69,20 +79,47 @@ def test_settings_reject_an_unknown_mode():
 
 
 def test_exit_statuses_map_to_outcomes():
-    assert [outcome_of(s) for s in ("Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError",
-                                    "ContextOverflow", "EndpointError", "RuntimeError")] == [
-        "submitted", "step_limit", "time_limit", "format_error_limit", "context_overflow", "error", "error"]
+    assert [
+        outcome_of(s)
+        for s in (
+            "Submitted",
+            "LimitsExceeded",
+            "TimeExceeded",
+            "RepeatedFormatError",
+            "ContextOverflow",
+            "EndpointError",
+            "RuntimeError",
+        )
+    ] == ["submitted", "step_limit", "time_limit", "format_error_limit", "context_overflow", "error", "error"]
     assert [run_seed(1234, a) for a in (1, 2, 3)] == [1234, 1235, 1236]
 
 
 def test_totals_sum_calls_and_keep_unreported_cache_as_null():
     calls = [
-        {"kind": "agent", "status": "ok", "prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": None,
-         "events": []},
-        {"kind": "summary", "status": "ok", "prompt_tokens": 50, "completion_tokens": 20, "cached_tokens": None,
-         "events": []},
-        {"kind": "agent", "status": "error", "prompt_tokens": None, "completion_tokens": None, "cached_tokens": None,
-         "events": [{"primitive": "TR"}]},
+        {
+            "kind": "agent",
+            "status": "ok",
+            "prompt_tokens": 100,
+            "completion_tokens": 10,
+            "cached_tokens": None,
+            "events": [],
+        },
+        {
+            "kind": "summary",
+            "status": "ok",
+            "prompt_tokens": 50,
+            "completion_tokens": 20,
+            "cached_tokens": None,
+            "events": [],
+        },
+        {
+            "kind": "agent",
+            "status": "error",
+            "prompt_tokens": None,
+            "completion_tokens": None,
+            "cached_tokens": None,
+            "events": [{"primitive": "TR"}],
+        },
     ]
     totals = totals_of(calls, steps=2, format_errors=1)
     assert totals["agent_calls"] == 2 and totals["summary_calls"] == 1
@@ -91,17 +128,29 @@ def test_totals_sum_calls_and_keep_unreported_cache_as_null():
     assert totals["peak_prompt_tokens"] == 100 and totals["failed_calls"] == 1
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("templates: {text: t.yaml}\nrequest_timout_s: 30\n",
-     "agent.yaml: request_timout_s: unknown key (value 30); allowed keys: templates, mode, request_timeout_s"),
-    ("templates: {text: t.yaml}\nretry: {max_attempts: 3, backoff_s: 2}\n",
-     "agent.yaml: retry.backoff_s: unknown key (value 2); allowed keys: max_attempts, backoff_initial_s"),
-    ("templates: {text: t.yaml}\nrequest_timeout_s: soon\n",
-     "agent.yaml: request_timeout_s: 'soon': expected a number"),
-    ("templates: {text: t.yaml}\nretry: {max_attempts: '3'}\n", "agent.yaml: retry.max_attempts: '3': input should be"),
-    ("templates: {text: t.yaml}\nmode: chat\n", "agent.yaml: mode: 'chat': input should be 'text' or 'tool'"),
-    ("mode: text\n", "agent.yaml: templates: missing"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "templates: {text: t.yaml}\nrequest_timout_s: 30\n",
+            "agent.yaml: request_timout_s: unknown key (value 30); allowed keys: templates, mode, request_timeout_s",
+        ),
+        (
+            "templates: {text: t.yaml}\nretry: {max_attempts: 3, backoff_s: 2}\n",
+            "agent.yaml: retry.backoff_s: unknown key (value 2); allowed keys: max_attempts, backoff_initial_s",
+        ),
+        (
+            "templates: {text: t.yaml}\nrequest_timeout_s: soon\n",
+            "agent.yaml: request_timeout_s: 'soon': expected a number",
+        ),
+        (
+            "templates: {text: t.yaml}\nretry: {max_attempts: '3'}\n",
+            "agent.yaml: retry.max_attempts: '3': input should be",
+        ),
+        ("templates: {text: t.yaml}\nmode: chat\n", "agent.yaml: mode: 'chat': input should be 'text' or 'tool'"),
+        ("mode: text\n", "agent.yaml: templates: missing"),
+    ],
+)
 def test_the_agent_file_is_validated_naming_file_key_and_value(tmp_path, text, expected):
     (tmp_path / "agent.yaml").write_text(text)
     with pytest.raises(SettingsError) as info:
@@ -114,9 +163,19 @@ def test_run_settings_have_one_set_of_defaults_and_record_the_same_keys(tmp_path
     bare = {"models": {"m": {"server": "llamacpp", "served_name": "m"}}, "benchmarks": {"b": {}}}
     settings = build_settings(bare, "b", "m", agent_dir=tmp_path)
     assert settings == RunSettings()
-    assert list(settings.record()) == ["temperature", "max_tokens", "step_limit", "wall_time_limit_s",
-                                       "command_timeout_s", "format_error_limit", "cache_block_tokens", "mode",
-                                       "request_timeout_s", "connect_timeout_s", "retry"]
+    assert list(settings.record()) == [
+        "temperature",
+        "max_tokens",
+        "step_limit",
+        "wall_time_limit_s",
+        "command_timeout_s",
+        "format_error_limit",
+        "cache_block_tokens",
+        "mode",
+        "request_timeout_s",
+        "connect_timeout_s",
+        "retry",
+    ]
     assert settings.record()["request_timeout_s"] == 600 and isinstance(settings.record()["request_timeout_s"], int)
     # the shipped agent file sets no run setting: every value is RunSettings' own
     assert load_agent_file().settings() == {}
@@ -134,8 +193,11 @@ def test_the_documented_defaults_are_the_models(tmp_path):
 
     from ctxpolicy.agent.settings import RetryPolicy
 
-    documented = re.findall(r"^\| `(?:limits\.|retry\.)?([a-z_]+)` \| [^|]*?`([^`]+)` \((RunSettings|RetryPolicy)\)",
-                            (REPO / "config" / "README.md").read_text(), flags=re.M)
+    documented = re.findall(
+        r"^\| `(?:limits\.|retry\.)?([a-z_]+)` \| [^|]*?`([^`]+)` \((RunSettings|RetryPolicy)\)",
+        (REPO / "config" / "README.md").read_text(),
+        flags=re.M,
+    )
     assert len(documented) >= 12
     for key, value, model in documented:
         default = (RunSettings if model == "RunSettings" else RetryPolicy).model_fields[key].default

@@ -103,12 +103,33 @@ def test_generate_reads_the_cube_metadata_format(tmp_path):
     import json
 
     index = json.loads((REPO / "src/ctxpolicy/benchmarks/data/swebench_verified.json").read_text())
-    cube = [{"id": i["instance_id"], "repo": i["repo"], "version": i["version"], "base_commit": i["base_commit"],
-             "difficulty": i["difficulty"], "container_config": {"image": i["image"]}} for i in index["instances"]]
+    cube = [
+        {
+            "id": i["instance_id"],
+            "repo": i["repo"],
+            "version": i["version"],
+            "base_commit": i["base_commit"],
+            "difficulty": i["difficulty"],
+            "container_config": {"image": i["image"]},
+        }
+        for i in index["instances"]
+    ]
     (tmp_path / "task_metadata.json").write_text(json.dumps(cube))
     out = tmp_path / "out"
-    assert run_cli(["generate", "--adapter", "swebench", "--metadata", str(tmp_path / "task_metadata.json"),
-                    "--out-dir", str(out)]) == 0
+    assert (
+        run_cli(
+            [
+                "generate",
+                "--adapter",
+                "swebench",
+                "--metadata",
+                str(tmp_path / "task_metadata.json"),
+                "--out-dir",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert read_cohort(out / "swebench_main.txt") == read_cohort(COHORTS / "swebench_main.txt")
 
 
@@ -165,5 +186,7 @@ def test_adapter_rejects_unknown_ids_and_duplicates_before_any_run(tmp_path):
 
 
 def test_get_adapter_rejects_an_unknown_adapter():
-    with pytest.raises(BenchmarkError, match="benchmarks.b.adapter: 'nope' is not one of local, swebench, terminalbench"):
+    with pytest.raises(
+        BenchmarkError, match="benchmarks.b.adapter: 'nope' is not one of local, swebench, terminalbench"
+    ):
         get_adapter("b", {"adapter": "nope"}, Path("."))

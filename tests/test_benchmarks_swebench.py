@@ -24,20 +24,32 @@ from ctxpolicy.benchmarks.swe_bench import (
 SKLEARN = "scikit-learn__scikit-learn-10297"
 DJANGO = "django__django-11099"
 SKLEARN_F2P = ["sklearn/linear_model/tests/test_ridge.py::test_ridge_classifier_cv_store_cv_values"]
-SKLEARN_P2P = ["sklearn/linear_model/tests/test_ridge.py::test_ridge", "sklearn/linear_model/tests/test_ridge.py::test_ridgecv_store_cv_values"]
+SKLEARN_P2P = [
+    "sklearn/linear_model/tests/test_ridge.py::test_ridge",
+    "sklearn/linear_model/tests/test_ridge.py::test_ridgecv_store_cv_values",
+]
 DJANGO_F2P = ["test_unicode_validator (auth_tests.test_validators.UsernameValidatorsTests)"]
 DJANGO_P2P = ["test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)"]
 
 
 def instance(iid: str, repo: str, f2p: list[str], p2p: list[str], parser: str) -> dict:
     return {
-        "instance_id": iid, "repo": repo, "version": "0.20", "base_commit": "b90661d6a46aa3619d3eec94d5281f5888add501",
-        "problem_statement": f"problem of {iid}", "hints_text": "", "created_at": "2018-01-01",
-        "patch": "diff --git a/x b/x\n", "test_patch": "diff --git a/t b/t\n",
-        "FAIL_TO_PASS": json.dumps(f2p), "PASS_TO_PASS": json.dumps(p2p), "environment_setup_commit": "x",
+        "instance_id": iid,
+        "repo": repo,
+        "version": "0.20",
+        "base_commit": "b90661d6a46aa3619d3eec94d5281f5888add501",
+        "problem_statement": f"problem of {iid}",
+        "hints_text": "",
+        "created_at": "2018-01-01",
+        "patch": "diff --git a/x b/x\n",
+        "test_patch": "diff --git a/t b/t\n",
+        "FAIL_TO_PASS": json.dumps(f2p),
+        "PASS_TO_PASS": json.dumps(p2p),
+        "environment_setup_commit": "x",
         "image": f"swebench/sweb.eval.x86_64.{iid.replace('__', '_1776_')}:latest",
         "eval_script": "#!/bin/bash\nset -uxo pipefail\ncd /testbed\n: '>>>>> Start Test Output'\npytest -rA\n: '>>>>> End Test Output'\n",
-        "log_parser": parser, "eval_type": "pass_and_fail",
+        "log_parser": parser,
+        "eval_type": "pass_and_fail",
     }
 
 
@@ -56,9 +68,13 @@ def jsonl(tmp_path: Path) -> Path:
 
 def adapter_for(tmp_path: Path, dataset: Path | None, environment: str = "apptainer"):
     (tmp_path / "main.txt").write_text(f"{DJANGO}\n{SKLEARN}\n")
-    cfg = {"adapter": "swebench", "environment": environment, "cohorts": {"main": "main.txt"},
-           "dataset": {"path": str(dataset)} if dataset else None,
-           "apptainer": {"sif_cache": str(tmp_path / "sif"), "executable": "apptainer"}}
+    cfg = {
+        "adapter": "swebench",
+        "environment": environment,
+        "cohorts": {"main": "main.txt"},
+        "dataset": {"path": str(dataset)} if dataset else None,
+        "apptainer": {"sif_cache": str(tmp_path / "sif"), "executable": "apptainer"},
+    }
     return get_adapter("swebench", cfg, tmp_path)
 
 
@@ -103,15 +119,20 @@ def test_an_unreachable_hub_names_both_ways_to_provide_the_dataset(tmp_path, mon
 
 def test_tasks_come_from_the_cohort_with_the_dataset_problem_statements(tmp_path, jsonl):
     tasks = adapter_for(tmp_path, jsonl).tasks("main")
-    assert [(t.task_id, t.stratum, t.kind) for t in tasks] == [(DJANGO, "django", "repo"), (SKLEARN, "scikit-learn", "repo")]
+    assert [(t.task_id, t.stratum, t.kind) for t in tasks] == [
+        (DJANGO, "django", "repo"),
+        (SKLEARN, "scikit-learn", "repo"),
+    ]
     assert tasks[1].instruction == f"problem of {SKLEARN}"
     assert tasks[1].metadata["image"] == "swebench/sweb.eval.x86_64.scikit-learn_1776_scikit-learn-10297:latest"
 
 
 def test_image_names_follow_the_dataset_or_the_swebench_scheme():
     assert containers.swebench_image({"instance_id": "x", "image": "reg/img:1"}) == "reg/img:1"
-    assert containers.swebench_image({"instance_id": "django__django-11099"}) == \
-        "docker.io/swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    assert (
+        containers.swebench_image({"instance_id": "django__django-11099"})
+        == "docker.io/swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    )
 
 
 def test_sif_files_are_cached_per_image(tmp_path):
@@ -158,18 +179,30 @@ def test_check_environment_names_what_is_missing(tmp_path, jsonl, monkeypatch):
 
 
 def test_harness_invocation_one_per_attempt(tmp_path):
-    runs = [RunRecord(tmp_path / "a__a1", SKLEARN, 1, "p1", None), RunRecord(tmp_path / "b__a1", DJANGO, 1, None, "p2"),
-            RunRecord(tmp_path / "a__a2", SKLEARN, 2, "p3", None)]
+    runs = [
+        RunRecord(tmp_path / "a__a1", SKLEARN, 1, "p1", None),
+        RunRecord(tmp_path / "b__a1", DJANGO, 1, None, "p2"),
+        RunRecord(tmp_path / "a__a2", SKLEARN, 2, "p3", None),
+    ]
     grouped = predictions_by_attempt(runs)
     assert sorted(grouped) == [1, 2]
     assert grouped[1][1] == {"instance_id": DJANGO, "model_name_or_path": "ctxpolicy", "model_patch": "p2"}
-    argv = run_evaluation_argv("data/verified.parquet", "test", tmp_path / "p.jsonl", "cell__a1",
-                               max_workers=8, timeout=1800, report_dir=tmp_path)
+    argv = run_evaluation_argv(
+        "data/verified.parquet",
+        "test",
+        tmp_path / "p.jsonl",
+        "cell__a1",
+        max_workers=8,
+        timeout=1800,
+        report_dir=tmp_path,
+    )
     assert argv[1:3] == ["-m", "swebench.harness.run_evaluation"]
     assert argv[argv.index("--predictions_path") + 1] == str(tmp_path / "p.jsonl")
     assert argv[argv.index("--dataset_name") + 1] == "data/verified.parquet"
-    assert harness_report_path(tmp_path, "cell__a1", SKLEARN) == \
-        tmp_path / "logs/run_evaluation/cell__a1/ctxpolicy" / SKLEARN / "report.json"
+    assert (
+        harness_report_path(tmp_path, "cell__a1", SKLEARN)
+        == tmp_path / "logs/run_evaluation/cell__a1/ctxpolicy" / SKLEARN / "report.json"
+    )
 
 
 def test_verdicts_from_the_harness_reports(tmp_path, jsonl):
@@ -185,8 +218,10 @@ def test_verdicts_from_the_harness_reports(tmp_path, jsonl):
 
 def recorded_log(tmp_path: Path, body: str, exit_code: int = 0, applied: bool = True) -> Path:
     head = ">>>>> Applied Patch:\npatching file x\n" if applied else ">>>>> Patch Apply Failed:\nerror: patch failed\n"
-    log = (f"{head}+ cd /testbed\n+ : '>>>>> Start Test Output'\n{body}\n+ : '>>>>> End Test Output'\n"
-           f">>>>> Test Exit Code: {exit_code}\n")
+    log = (
+        f"{head}+ cd /testbed\n+ : '>>>>> Start Test Output'\n{body}\n+ : '>>>>> End Test Output'\n"
+        f">>>>> Test Exit Code: {exit_code}\n"
+    )
     path = tmp_path / "test_output.txt"
     path.write_text(log)
     return path
@@ -231,14 +266,17 @@ def test_apptainer_evaluation_grades_what_the_container_printed(tmp_path, jsonl)
     fake = tmp_path / "bin" / "apptainer"
     fake.parent.mkdir()
     log = recorded_log(tmp_path, passed)
-    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = build ]; then : > \"$2\"; exit 0; fi\ncat {log}\n")
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = build ]; then : > "$2"; exit 0; fi\ncat {log}\n')
     fake.chmod(0o755)
     adapter = adapter_for(tmp_path, jsonl)
     adapter.cfg["apptainer"]["executable"] = str(fake)
     run_dir = tmp_path / "cell" / f"{SKLEARN}__a1"
     run_dir.mkdir(parents=True)
-    (run_dir / "run.json").write_text(json.dumps({"complete": True, "identity": {"task_id": SKLEARN, "attempt": 1},
-                                                  "submission": "diff --git a/x b/x\n"}))
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            {"complete": True, "identity": {"task_id": SKLEARN, "attempt": 1}, "submission": "diff --git a/x b/x\n"}
+        )
+    )
     verdicts = adapter.evaluate([run_dir], tmp_path / "cell" / "eval_logs")
     assert verdicts[run_dir].resolved
     written = json.loads((run_dir / "verdict.json").read_text())

@@ -32,17 +32,23 @@ def dataset(tmp_path: Path) -> Path:
     (root / "hello-world" / "task.yaml").write_text(
         'instruction: |-\n  Create a file called /app/hello.txt. Write "Hello, world!" to it.\n'
         "difficulty: easy\ncategory: file-operations\nparser_name: pytest\n"
-        "max_agent_timeout_sec: 900.0\nmax_test_timeout_sec: 180.0\n")
+        "max_agent_timeout_sec: 900.0\nmax_test_timeout_sec: 180.0\n"
+    )
     (root / "fix-git").mkdir()
     (root / "fix-git" / "task.yaml").write_text(
-        "descriptions:\n  - key: base\n    description: Recover the lost commit.\ndifficulty: hard\n")
+        "descriptions:\n  - key: base\n    description: Recover the lost commit.\ndifficulty: hard\n"
+    )
     return root
 
 
 def adapter_for(tmp_path: Path, dataset: Path | None, environment: str = "docker"):
     (tmp_path / "main.txt").write_text("hello-world\nfix-git\n")
-    cfg = {"adapter": "terminalbench", "environment": environment, "cohorts": {"main": "main.txt"},
-           "dataset": {"path": str(dataset)} if dataset else None}
+    cfg = {
+        "adapter": "terminalbench",
+        "environment": environment,
+        "cohorts": {"main": "main.txt"},
+        "dataset": {"path": str(dataset)} if dataset else None,
+    }
     return get_adapter("terminalbench", cfg, tmp_path)
 
 
@@ -85,33 +91,61 @@ def test_trial_names_give_task_and_attempt():
 
 def test_tb_run_command_uses_our_agent_class(tmp_path, dataset):
     argv = adapter_for(tmp_path, dataset).harness_argv(
-        ["hello-world", "fix-git"], model="hosted_vllm/qwen", run_id="cell", cell_dir=tmp_path / "cell",
-        n_concurrent=4, n_attempts=3, agent_kwargs={"cell_dir": str(tmp_path / "cell"), "policy": "TR/Th/0.5"})
+        ["hello-world", "fix-git"],
+        model="hosted_vllm/qwen",
+        run_id="cell",
+        cell_dir=tmp_path / "cell",
+        n_concurrent=4,
+        n_attempts=3,
+        agent_kwargs={"cell_dir": str(tmp_path / "cell"), "policy": "TR/Th/0.5"},
+    )
     assert argv[:2] == ["tb", "run"]
     assert argv[argv.index("--agent-import-path") + 1] == "ctxpolicy.benchmarks.tb_agent:CtxpolicyAgent"
     assert argv[argv.index("--dataset-path") + 1] == str(dataset)
     assert argv.count("--task-id") == 2 and "policy=TR/Th/0.5" in argv
     assert argv[argv.index("--output-path") + 1] == str(tmp_path / "cell" / "terminal-bench")
-    online = tb_run_argv(dataset_path=None, task_ids=[], model="m", run_id="r", output_path=tmp_path,
-                         n_concurrent=1, n_attempts=1, agent_kwargs={})
+    online = tb_run_argv(
+        dataset_path=None,
+        task_ids=[],
+        model="m",
+        run_id="r",
+        output_path=tmp_path,
+        n_concurrent=1,
+        n_attempts=1,
+        agent_kwargs={},
+    )
     assert online[online.index("--dataset") + 1] == "terminal-bench-core==0.1.1"
 
 
 def test_evaluate_maps_the_harness_verdicts_onto_run_records(tmp_path, dataset):
     cell = tmp_path / "cell"
-    results = {"results": [
-        {"trial_name": "hello-world.1-of-2.cell", "task_id": "hello-world", "is_resolved": True,
-         "failure_mode": "unset", "parser_results": {"test_hello_file_exists": "passed"}},
-        {"trial_name": "hello-world.2-of-2.cell", "task_id": "hello-world", "is_resolved": None,
-         "failure_mode": "test_timeout", "parser_results": None},
-    ]}
+    results = {
+        "results": [
+            {
+                "trial_name": "hello-world.1-of-2.cell",
+                "task_id": "hello-world",
+                "is_resolved": True,
+                "failure_mode": "unset",
+                "parser_results": {"test_hello_file_exists": "passed"},
+            },
+            {
+                "trial_name": "hello-world.2-of-2.cell",
+                "task_id": "hello-world",
+                "is_resolved": None,
+                "failure_mode": "test_timeout",
+                "parser_results": None,
+            },
+        ]
+    }
     (cell / "terminal-bench" / "cell").mkdir(parents=True)
     (cell / "terminal-bench" / "cell" / "results.json").write_text(json.dumps(results))
     run_dirs = []
     for task_id, attempt in (("hello-world", 1), ("hello-world", 2), ("fix-git", 1)):
         run_dir = cell / f"{task_id}__a{attempt}"
         run_dir.mkdir()
-        (run_dir / "run.json").write_text(json.dumps({"complete": True, "identity": {"task_id": task_id, "attempt": attempt}}))
+        (run_dir / "run.json").write_text(
+            json.dumps({"complete": True, "identity": {"task_id": task_id, "attempt": attempt}})
+        )
         run_dirs.append(run_dir)
     assert len(harness_trials(cell / "terminal-bench")) == 2
     verdicts = adapter_for(tmp_path, dataset).evaluate(run_dirs, cell / "eval_logs")
@@ -163,7 +197,10 @@ def terminal_bench_stub(monkeypatch):
     class AgentResult:
         def __init__(self, total_input_tokens=0, total_output_tokens=0, failure_mode=FailureMode.NONE):
             self.total_input_tokens, self.total_output_tokens, self.failure_mode = (
-                total_input_tokens, total_output_tokens, failure_mode)
+                total_input_tokens,
+                total_output_tokens,
+                failure_mode,
+            )
 
     class BaseAgent:
         def __init__(self, **kwargs):
@@ -211,7 +248,9 @@ def test_agent_class_runs_one_ctxpolicy_run_per_trial(tmp_path, terminal_bench_s
 
 
 def test_the_cpu_path_never_imports_terminal_bench():
-    code = ("import sys; import ctxpolicy.benchmarks.terminal_bench, ctxpolicy.benchmarks.cli_evaluate; "
-            "from ctxpolicy.benchmarks import get_adapter; "
-            "assert not any(m.startswith('terminal_bench') for m in sys.modules)")
+    code = (
+        "import sys; import ctxpolicy.benchmarks.terminal_bench, ctxpolicy.benchmarks.cli_evaluate; "
+        "from ctxpolicy.benchmarks import get_adapter; "
+        "assert not any(m.startswith('terminal_bench') for m in sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

@@ -20,7 +20,13 @@ from ctxpolicy import cli
 from ctxpolicy.testing.runs import make_runs
 from ctxpolicy.provenance import run_record_files, verify, write_sidecar
 from ctxpolicy.provenance.bundle import (
-    MANIFEST_NAME, BundleError, check_bundle, export_bundle, import_bundle, restored_mtimes, safe_relative,
+    MANIFEST_NAME,
+    BundleError,
+    check_bundle,
+    export_bundle,
+    import_bundle,
+    restored_mtimes,
+    safe_relative,
 )
 
 OLD = 1_600_000_000  # long before any checkout: the runs were made elsewhere, long ago
@@ -80,8 +86,14 @@ def exported(tmp_path, monkeypatch):
     return source, bundle, manifest
 
 
-def rewrite(bundle: Path, out: Path, *, replace: dict[str, bytes] | None = None,
-            drop: tuple[str, ...] = (), add: list[tuple[tarfile.TarInfo, bytes | None]] = ()) -> Path:
+def rewrite(
+    bundle: Path,
+    out: Path,
+    *,
+    replace: dict[str, bytes] | None = None,
+    drop: tuple[str, ...] = (),
+    add: list[tuple[tarfile.TarInfo, bytes | None]] = (),
+) -> Path:
     """A copy of ``bundle`` with some member contents replaced, dropped or added."""
     replace = replace or {}
     with tarfile.open(bundle) as src, tarfile.open(out, "w:gz", format=tarfile.PAX_FORMAT) as dst:
@@ -177,12 +189,15 @@ def traversal_member(name: str, kind: bytes = tarfile.REGTYPE, linkname: str = "
     return info
 
 
-@pytest.mark.parametrize("member, data, problem", [
-    (traversal_member("results/../../escaped.txt"), b"owned", "path leaves the results directory"),
-    (traversal_member("/tmp/ctxpolicy-escaped.txt"), b"owned", "path leaves the results directory"),
-    (traversal_member("results/runs/link", tarfile.SYMTYPE, "/etc/passwd"), None, "not a regular file"),
-    (traversal_member("results/runs/hard", tarfile.LNKTYPE, "results/MANIFEST.json"), None, "not a regular file"),
-])
+@pytest.mark.parametrize(
+    "member, data, problem",
+    [
+        (traversal_member("results/../../escaped.txt"), b"owned", "path leaves the results directory"),
+        (traversal_member("/tmp/ctxpolicy-escaped.txt"), b"owned", "path leaves the results directory"),
+        (traversal_member("results/runs/link", tarfile.SYMTYPE, "/etc/passwd"), None, "not a regular file"),
+        (traversal_member("results/runs/hard", tarfile.LNKTYPE, "results/MANIFEST.json"), None, "not a regular file"),
+    ],
+)
 def test_unsafe_members_are_refused(exported, tmp_path, member, data, problem):
     _, bundle, _ = exported
     unsafe = rewrite(bundle, tmp_path / "unsafe.tar.gz", add=[(member, data)])
@@ -197,8 +212,7 @@ def test_unsafe_members_are_refused(exported, tmp_path, member, data, problem):
 def test_manifest_path_leaving_results_is_refused(exported, tmp_path):
     _, bundle, manifest = exported
     manifest["files"].append({"path": "../outside.txt", "sha256": "0" * 64, "size": 0, "mtime_ns": 0})
-    forged = rewrite(bundle, tmp_path / "forged.tar.gz",
-                     replace={MANIFEST_NAME: json.dumps(manifest).encode()})
+    forged = rewrite(bundle, tmp_path / "forged.tar.gz", replace={MANIFEST_NAME: json.dumps(manifest).encode()})
     with pytest.raises(BundleError, match=r"'files\[\d+\].path': '../outside.txt' leaves the results directory"):
         import_bundle(forged, tmp_path / "results")
 
@@ -217,16 +231,25 @@ def test_import_refuses_to_replace_different_files_unless_asked(exported, tmp_pa
 
 
 def test_restored_mtimes_keep_order_and_ties_and_put_tables_last():
-    files = [{"path": "tables/t.parquet", "mtime_ns": 5}, {"path": "runs/a/cell.json", "mtime_ns": 9},
-             {"path": "runs/a/x/run.json", "mtime_ns": 3}, {"path": "runs/a/x/calls.jsonl", "mtime_ns": 3},
-             {"path": "thresholds/m.json", "mtime_ns": 7}]
+    files = [
+        {"path": "tables/t.parquet", "mtime_ns": 5},
+        {"path": "runs/a/cell.json", "mtime_ns": 9},
+        {"path": "runs/a/x/run.json", "mtime_ns": 3},
+        {"path": "runs/a/x/calls.jsonl", "mtime_ns": 3},
+        {"path": "thresholds/m.json", "mtime_ns": 7},
+    ]
     assert restored_mtimes(files, now_ns=10_000, step_ns=10) == {
-        "runs/a/x/run.json": 9_970, "runs/a/x/calls.jsonl": 9_970, "thresholds/m.json": 9_980,
-        "runs/a/cell.json": 9_990, "tables/t.parquet": 10_000}
+        "runs/a/x/run.json": 9_970,
+        "runs/a/x/calls.jsonl": 9_970,
+        "thresholds/m.json": 9_980,
+        "runs/a/cell.json": 9_990,
+        "tables/t.parquet": 10_000,
+    }
 
 
-@given(st.lists(st.tuples(st.sampled_from(["runs", "thresholds", "tables"]), st.integers(0, 40)),
-                min_size=1, max_size=25))
+@given(
+    st.lists(st.tuples(st.sampled_from(["runs", "thresholds", "tables"]), st.integers(0, 40)), min_size=1, max_size=25)
+)
 def test_restored_mtimes_preserve_every_pairwise_order(items):
     files = [{"path": f"{top}/f{i}", "mtime_ns": mtime} for i, (top, mtime) in enumerate(items)]
     restored = restored_mtimes(files, now_ns=10**18)
@@ -300,8 +323,12 @@ rule aggregate:
 
 
 def snakemake_jobs(workdir: Path) -> str:
-    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "-d", str(workdir),
-                           "-s", str(workdir / "Snakefile")], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "-d", str(workdir), "-s", str(workdir / "Snakefile")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout + done.stderr
 

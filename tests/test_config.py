@@ -55,35 +55,62 @@ def test_snakemake_validate_accepts_the_same_schema(local):
     assert data["models"]["qwen05b"]["startup_timeout_s"] == 1800
 
 
-@pytest.mark.parametrize(("mutate", "expected"), [
-    (lambda c: c["models"]["qwen05b"].update(server="ollama"),
-     "config/bad.yaml: models.qwen05b.server: 'ollama' is not allowed; allowed: llamacpp, vllm, endpoint"),
-    (lambda c: c["models"]["qwen05b"].update(temperature=-1),
-     "models.qwen05b.temperature: -1 is not allowed; must be >= 0"),
-    (lambda c: c["models"]["qwen05b"].update(temprature=0.3),
-     "models.qwen05b: unknown key 'temprature'; allowed keys: agent_mode, api_key_env"),
-    (lambda c: c["models"]["qwen05b"].pop("gguf"), "models.qwen05b: missing required key 'gguf'"),
-    (lambda c: c["models"]["qwen05b"].update(gguf="qwen-7b-typo"),
-     "config/bad.yaml: models.qwen05b.gguf: 'qwen-7b-typo' is not a known model file; "
-     "allowed: qwen2.5-coder-0.5b-instruct-q4_k_m, qwen2.5-coder-1.5b-instruct-q4_k_m"),
-    (lambda c: c.update(attempts="three"), "attempts: 'three' is not allowed; expected integer"),
-    (lambda c: c["grid"]["sweeps"].update(settings=["tight", "medium"]),
-     "grid.sweeps.settings[1]: 'medium' is not allowed; allowed: tight, primary, loose"),
-    (lambda c: c["grid"]["sweeps"].update(models=["qwen05b", "glm"]),
-     "grid.sweeps.models[1]: 'glm' is not a model of this config; allowed: qwen05b"),
-    (lambda c: c["grid"]["sweeps"].update(cohort="subset"),
-     "grid.sweeps.cohort: 'subset' is not a cohort of benchmark 'local'; allowed: main, sweep"),
-    (lambda c: c["grid"]["full_comparison"]["policies"].append("TR/Sometimes/0.5"),
-     "grid.full_comparison.policies[7]: 'TR/Sometimes/0.5' is not a valid policy spec"),
-    (lambda c: c["thresholds"]["local"].update(qwen05b={"source": "preset"}),
-     "thresholds.local.qwen05b: {'source': 'preset'} is not allowed; allowed: {source: calibrate[, round: N]} or"),
-    (lambda c: c["thresholds"]["local"].update(qwen05b={"source": "preset", "primary": 3000}),
-     "thresholds.local.qwen05b: preset has no 'tight' threshold, but cell TR_Th_0.3__tight needs it"),
-    (lambda c: c["benchmarks"]["local"]["cohort_limit"].update(subset=2),
-     "benchmarks.local.cohort_limit.subset: 'subset' is not a cohort of benchmark 'local'; allowed: main, sweep"),
-    (lambda c: c["grid"].update(calibration={}),
-     "thresholds.local.qwen05b: source 'calibrate' needs 'qwen05b' and 'local' in grid.calibration"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda c: c["models"]["qwen05b"].update(server="ollama"),
+            "config/bad.yaml: models.qwen05b.server: 'ollama' is not allowed; allowed: llamacpp, vllm, endpoint",
+        ),
+        (
+            lambda c: c["models"]["qwen05b"].update(temperature=-1),
+            "models.qwen05b.temperature: -1 is not allowed; must be >= 0",
+        ),
+        (
+            lambda c: c["models"]["qwen05b"].update(temprature=0.3),
+            "models.qwen05b: unknown key 'temprature'; allowed keys: agent_mode, api_key_env",
+        ),
+        (lambda c: c["models"]["qwen05b"].pop("gguf"), "models.qwen05b: missing required key 'gguf'"),
+        (
+            lambda c: c["models"]["qwen05b"].update(gguf="qwen-7b-typo"),
+            "config/bad.yaml: models.qwen05b.gguf: 'qwen-7b-typo' is not a known model file; "
+            "allowed: qwen2.5-coder-0.5b-instruct-q4_k_m, qwen2.5-coder-1.5b-instruct-q4_k_m",
+        ),
+        (lambda c: c.update(attempts="three"), "attempts: 'three' is not allowed; expected integer"),
+        (
+            lambda c: c["grid"]["sweeps"].update(settings=["tight", "medium"]),
+            "grid.sweeps.settings[1]: 'medium' is not allowed; allowed: tight, primary, loose",
+        ),
+        (
+            lambda c: c["grid"]["sweeps"].update(models=["qwen05b", "glm"]),
+            "grid.sweeps.models[1]: 'glm' is not a model of this config; allowed: qwen05b",
+        ),
+        (
+            lambda c: c["grid"]["sweeps"].update(cohort="subset"),
+            "grid.sweeps.cohort: 'subset' is not a cohort of benchmark 'local'; allowed: main, sweep",
+        ),
+        (
+            lambda c: c["grid"]["full_comparison"]["policies"].append("TR/Sometimes/0.5"),
+            "grid.full_comparison.policies[7]: 'TR/Sometimes/0.5' is not a valid policy spec",
+        ),
+        (
+            lambda c: c["thresholds"]["local"].update(qwen05b={"source": "preset"}),
+            "thresholds.local.qwen05b: {'source': 'preset'} is not allowed; allowed: {source: calibrate[, round: N]} or",
+        ),
+        (
+            lambda c: c["thresholds"]["local"].update(qwen05b={"source": "preset", "primary": 3000}),
+            "thresholds.local.qwen05b: preset has no 'tight' threshold, but cell TR_Th_0.3__tight needs it",
+        ),
+        (
+            lambda c: c["benchmarks"]["local"]["cohort_limit"].update(subset=2),
+            "benchmarks.local.cohort_limit.subset: 'subset' is not a cohort of benchmark 'local'; allowed: main, sweep",
+        ),
+        (
+            lambda c: c["grid"].update(calibration={}),
+            "thresholds.local.qwen05b: source 'calibrate' needs 'qwen05b' and 'local' in grid.calibration",
+        ),
+    ],
+)
 def test_bad_values_name_key_value_and_allowed(local, mutate, expected):
     assert expected in error_for(local, mutate)
 
@@ -106,9 +133,11 @@ def test_config_never_imports_the_grid():
     import subprocess
     import sys
 
-    code = ("import sys; from ctxpolicy.config import load_config; "
-            f"load_config({str(ROOT / 'config' / 'config.yaml')!r}); "
-            "assert 'ctxpolicy.grid' not in sys.modules, 'config imported grid'")
+    code = (
+        "import sys; from ctxpolicy.config import load_config; "
+        f"load_config({str(ROOT / 'config' / 'config.yaml')!r}); "
+        "assert 'ctxpolicy.grid' not in sys.modules, 'config imported grid'"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 

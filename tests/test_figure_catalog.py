@@ -29,20 +29,34 @@ def variants_of(targets, main):
 
 def test_paper_fig2_shows_qwen_on_both_benchmarks_and_every_other_pair_is_a_variant(paper):
     assert paper["fig2"]["params"]["pairs"] == "qwen/swebench,qwen/terminalbench"
-    assert variants_of(paper, "fig2") == ["fig2-devstral-swebench", "fig2-devstral-terminalbench",
-                                          "fig2-glm-swebench", "fig2-glm-terminalbench"]
+    assert variants_of(paper, "fig2") == [
+        "fig2-devstral-swebench",
+        "fig2-devstral-terminalbench",
+        "fig2-glm-swebench",
+        "fig2-glm-terminalbench",
+    ]
     variant = paper["fig2-glm-terminalbench"]
     assert variant["params"] == {"name": "fig2-glm-terminalbench", "pairs": "glm/terminalbench"}
     assert variant["outputs"] == [f"figures/fig2-glm-terminalbench{s}" for s in catalog.FIGURE_SUFFIXES]
     assert variant["executed"] == "results/notebooks/fig2-glm-terminalbench.ipynb"
     assert (variant["notebook"], variant["inputs"], variant["scope"]) == (
-        paper["fig2"]["notebook"], paper["fig2"]["inputs"], paper["fig2"]["scope"])
+        paper["fig2"]["notebook"],
+        paper["fig2"]["inputs"],
+        paper["fig2"]["scope"],
+    )
 
 
 def test_paper_ablations_9_to_15_follow_the_captions_and_cover_every_sweep_pair(paper):
     shown = {f"fig{n}": paper[f"fig{n}"]["params"]["pairs"] for n in range(9, 16)}
-    assert shown == {"fig9": "qwen/swebench", "fig10": "none", "fig11": "none", "fig12": "qwen/terminalbench",
-                     "fig13": "devstral/terminalbench", "fig14": "none", "fig15": "devstral/swebench"}
+    assert shown == {
+        "fig9": "qwen/swebench",
+        "fig10": "none",
+        "fig11": "none",
+        "fig12": "qwen/terminalbench",
+        "fig13": "devstral/terminalbench",
+        "fig14": "none",
+        "fig15": "devstral/swebench",
+    }
     # one family: a pair one ablation figure shows is no variant of another
     assert not [name for name, spec in paper.items() if spec["variant_of"] in shown]
     assert "slot" not in paper["fig9"]["params"]
@@ -51,8 +65,11 @@ def test_paper_ablations_9_to_15_follow_the_captions_and_cover_every_sweep_pair(
 def test_paper_gains_and_losses_show_qwen_swebench_at_each_setting(paper):
     for stem, setting in (("fig16", "tight"), ("fig17", "primary"), ("fig18", "loose")):
         assert paper[stem]["params"] == {"setting": setting, "name": stem, "pairs": "qwen/swebench"}
-        assert variants_of(paper, stem) == [f"{stem}-devstral-swebench", f"{stem}-devstral-terminalbench",
-                                            f"{stem}-qwen-terminalbench"]
+        assert variants_of(paper, stem) == [
+            f"{stem}-devstral-swebench",
+            f"{stem}-devstral-terminalbench",
+            f"{stem}-qwen-terminalbench",
+        ]
         assert paper[f"{stem}-devstral-swebench"]["params"]["setting"] == setting
 
 
@@ -84,28 +101,40 @@ def test_defaults_without_a_block_pick_the_first_pairs_in_config_order():
     config["figures"] = {}
     targets = catalog.targets_for(config)
     assert targets["fig2"]["params"]["pairs"] == "qwen/swebench,qwen/terminalbench"  # first model
-    assert targets["fig4"]["params"]["pairs"] == "qwen/swebench"                       # first pair
+    assert targets["fig4"]["params"]["pairs"] == "qwen/swebench"  # first pair
     assert targets["fig5"]["params"]["pairs"] == "qwen/swebench,devstral/swebench,glm/swebench"
     assert [targets[f"fig{n}"]["params"]["pairs"] for n in range(9, 16)] == [
-        "qwen/swebench", "qwen/terminalbench", "devstral/swebench", "devstral/terminalbench",
-        "none", "none", "none"]
+        "qwen/swebench",
+        "qwen/terminalbench",
+        "devstral/swebench",
+        "devstral/terminalbench",
+        "none",
+        "none",
+        "none",
+    ]
 
 
 def test_outputs_follow_results_and_figures_dirs():
     config = load_config(REPO_ROOT / "config/paper.yaml")
     config.update(results_dir="/scratch/r/", figures_dir="out/figs")
     targets = catalog.targets_for(config)
-    assert targets["fig3"]["inputs"] == ["/scratch/r/tables/sweep/runs.parquet", "/scratch/r/tables/sweep/calls.parquet"]
+    assert targets["fig3"]["inputs"] == [
+        "/scratch/r/tables/sweep/runs.parquet",
+        "/scratch/r/tables/sweep/calls.parquet",
+    ]
     assert targets["fig3-devstral-swebench"]["outputs"][0] == "out/figs/fig3-devstral-swebench.pdf"
     assert targets["table1_4"]["outputs"][0] == "out/figs/table1.csv"
 
 
-@pytest.mark.parametrize(("block", "message"), [
-    ({"fig99": ["qwen/swebench"]}, "figures.fig99: 'fig99' is not a figure that shows pairs"),
-    ({"table3": ["qwen/swebench"]}, "figures.table3: 'table3' is not a figure that shows pairs"),
-    ({"fig2": ["qwen/swebench", "llama/swebench"]}, "figures.fig2[1]: 'llama/swebench': unknown model 'llama'"),
-    ({"fig9": ["qwen/humaneval"]}, "figures.fig9[0]: 'qwen/humaneval': unknown benchmark 'humaneval'"),
-])
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"fig99": ["qwen/swebench"]}, "figures.fig99: 'fig99' is not a figure that shows pairs"),
+        ({"table3": ["qwen/swebench"]}, "figures.table3: 'table3' is not a figure that shows pairs"),
+        ({"fig2": ["qwen/swebench", "llama/swebench"]}, "figures.fig2[1]: 'llama/swebench': unknown model 'llama'"),
+        ({"fig9": ["qwen/humaneval"]}, "figures.fig9[0]: 'qwen/humaneval': unknown benchmark 'humaneval'"),
+    ],
+)
 def test_figures_block_errors_name_file_key_and_value(tmp_path, block, message):
     data = yaml.safe_load((REPO_ROOT / "config/paper.yaml").read_text())
     data["figures"] = block
@@ -127,8 +156,11 @@ def test_figures_block_pairs_must_read_model_slash_benchmark(tmp_path):
 
 def test_every_catalog_target_is_named_in_a_workflow_file():
     """`grep -r fig2 workflow/` finds where the fig2 rule comes from."""
-    text = "\n".join(p.read_text() for p in (REPO_ROOT / "workflow").rglob("*") if p.is_file()
-                     and p.suffix in (".smk", ".yaml", ".py", ".rst"))
+    text = "\n".join(
+        p.read_text()
+        for p in (REPO_ROOT / "workflow").rglob("*")
+        if p.is_file() and p.suffix in (".smk", ".yaml", ".py", ".rst")
+    )
     for name in catalog.TARGETS:
         assert re.search(rf"^{re.escape(name)}:", text, flags=re.M), name
 

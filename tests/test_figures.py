@@ -18,9 +18,22 @@ from ctxpolicy.figures import catalog, inputs, notes, output, style, tables  # n
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests/fixtures/figures"
-REQUIRED = ["fig2", "fig3", "fig4", "fig5", "fig6", *[f"fig{n}" for n in range(9, 22)],
-            "reacquisition", "retention", "cost_models", "cost_decomposition", "table1_4", "table3", "table5",
-            "table6"]
+REQUIRED = [
+    "fig2",
+    "fig3",
+    "fig4",
+    "fig5",
+    "fig6",
+    *[f"fig{n}" for n in range(9, 22)],
+    "reacquisition",
+    "retention",
+    "cost_models",
+    "cost_decomposition",
+    "table1_4",
+    "table3",
+    "table5",
+    "table6",
+]
 
 
 @pytest.fixture
@@ -118,8 +131,7 @@ def test_reference_lines_and_nan_points_are_not_plotted_data():
 
 
 def test_save_table_writes_csv_markdown_and_latex(tmp_path):
-    table = pd.DataFrame({"policy": ["TR/Th/0.5", "FC"], "ratio": [0.8125, 1.0], "mark": ["●", "○"],
-                          "n": [3, 12]})
+    table = pd.DataFrame({"policy": ["TR/Th/0.5", "FC"], "ratio": [0.8125, 1.0], "mark": ["●", "○"], "n": [3, 12]})
     output.save_table(table, tmp_path, "tableX", caption="A & B", note="5% missing")
     csv = (tmp_path / "tableX.csv").read_text()
     assert csv.splitlines() == ["policy,ratio,mark,n", "TR/Th/0.5,0.8125,●,3", "FC,1,○,12"]
@@ -260,8 +272,11 @@ def test_targets_for_resolves_inputs_from_the_config(config):
     results = "tests/fixtures/figures/results"
     assert resolved["table3"]["inputs"] == [
         f"{results}/tables/full/runs.parquet",
-        "tests/fixtures/figures/cohorts/local_main.txt", "tests/fixtures/figures/cohorts/local_sweep.txt",
-        "tests/fixtures/figures/cohorts/term_main.txt", "tests/fixtures/figures/cohorts/term_sweep.txt"]
+        "tests/fixtures/figures/cohorts/local_main.txt",
+        "tests/fixtures/figures/cohorts/local_sweep.txt",
+        "tests/fixtures/figures/cohorts/term_main.txt",
+        "tests/fixtures/figures/cohorts/term_sweep.txt",
+    ]
     assert f"{results}/thresholds/term/tiny.json" in resolved["table6"]["inputs"]
     assert resolved["fig6"]["inputs"] == [f"{results}/tables/full/runs.parquet", f"{results}/tables/full/calls.parquet"]
     assert resolved["fig3"]["tables_dir"] == f"{results}/tables/sweep"  # the scope's own tables
@@ -275,8 +290,13 @@ def test_papermill_args_pass_the_target_parameters():
     args = catalog.papermill_args("fig17", config_path="config/config.yaml")
     assert args[:2] == ["notebooks/fig16_18.ipynb", "results/notebooks/fig17.ipynb"]
     pairs = dict(zip(args[3::3], args[4::3]))
-    assert pairs == {"tables_dir": "results/tables", "config_path": "config/config.yaml",
-                     "out_dir": "figures", "setting": "primary", "name": "fig17"}
+    assert pairs == {
+        "tables_dir": "results/tables",
+        "config_path": "config/config.yaml",
+        "out_dir": "figures",
+        "setting": "primary",
+        "name": "fig17",
+    }
 
 
 def test_numbers_flatten_lists_in_plain_and_categorical_columns():

@@ -21,8 +21,15 @@ from ctxpolicy.figures import coverage, inputs, output, tradeoffs  # noqa: E402
 FIXTURE = "tests/fixtures/figures"
 BOOT = 200
 ROW_KEY = ["benchmark", "model", "policy", "setting"]
-FIG2_KEYS = ("n_tasks", "resolve_rate", "baseline_resolve_rate", "resolve_delta", "tokens_ratio",
-             "latency_ratio", "cost_ratio")
+FIG2_KEYS = (
+    "n_tasks",
+    "resolve_rate",
+    "baseline_resolve_rate",
+    "resolve_delta",
+    "tokens_ratio",
+    "latency_ratio",
+    "cost_ratio",
+)
 FIG4_KEYS = ("solved", "baseline_solved", "gains", "losses", "left_out_tasks")
 
 
@@ -32,9 +39,27 @@ def fixture():
 
 
 def compare_json(*args: str) -> pd.DataFrame:
-    done = subprocess.run([sys.executable, "-m", "ctxpolicy", "compare", "--runs", f"{FIXTURE}/tables/runs.parquet",
-                           "--json", "--resamples", str(BOOT), "--seed", "0", "--attempts", "1", *args],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ctxpolicy",
+            "compare",
+            "--runs",
+            f"{FIXTURE}/tables/runs.parquet",
+            "--json",
+            "--resamples",
+            str(BOOT),
+            "--seed",
+            "0",
+            "--attempts",
+            "1",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows = json.loads(done.stdout)
     flat = []
     for row in rows:

@@ -47,10 +47,17 @@ def render(name: str, runs, calls, config):
 
 
 @pytest.mark.parametrize("name", sorted(COMPUTE))
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**16), keep=st.sampled_from([0.0, 0.04, 0.3, 0.8, 1.0]),
-       damages=st.lists(st.sampled_from(sorted(edge_cases.DAMAGES)), max_size=3, unique=True))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 2**16),
+    keep=st.sampled_from([0.0, 0.04, 0.3, 0.8, 1.0]),
+    damages=st.lists(st.sampled_from(sorted(edge_cases.DAMAGES)), max_size=3, unique=True),
+)
 def test_figure_renders_any_subset_and_explains_empty_panels(study, name, seed, keep, damages):
     runs, calls, config = study
     runs, calls = edge_cases.perturb(runs, calls, seed=seed, keep=keep, damages=damages)

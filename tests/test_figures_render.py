@@ -15,7 +15,6 @@ from ctxpolicy.figures import coverage, inputs, output, ranks, summarizers, swee
 from figure_helpers import BOOT, FIGURES, note_texts, read_fixture  # noqa: E402
 
 
-
 @pytest.fixture(scope="module")
 def fixture():
     return read_fixture()
@@ -39,7 +38,10 @@ def test_fig2_draws_every_combo_with_runs_and_notes_the_one_without(fixture):
     runs, config, calls = fixture
     data = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0)
     assert set(zip(data.table["benchmark"], data.table["model"])) == {
-        ("local", "qwen05b"), ("term", "qwen05b"), ("local", "tiny")}
+        ("local", "qwen05b"),
+        ("term", "qwen05b"),
+        ("local", "tiny"),
+    }
     assert data.notes == ["no runs for tiny on term."]
     assert not data.table["summarizer"].notna().any()  # other summarizers belong to Figure 19
     fig = tradeoffs.plot(data)
@@ -65,9 +67,16 @@ def test_fig5_pairs_are_the_studys_four_and_only_what_the_config_has(fixture):
     assert set(data.meta["pairs"]["pair"]) == {"S-p − S", "TRC+S − S", "OTRC − TRC", "OTRC+S-p − OTRC"}
     best = data.table.groupby(["benchmark", "model"])["resolve_rate_rank"].min()
     assert (best == 1).all()
-    no_s = {**config, "grid": {**config["grid"], "full_comparison": {
-        **config["grid"]["full_comparison"],
-        "policies": [p for p in config["grid"]["full_comparison"]["policies"] if not p.startswith("S/")]}}}
+    no_s = {
+        **config,
+        "grid": {
+            **config["grid"],
+            "full_comparison": {
+                **config["grid"]["full_comparison"],
+                "policies": [p for p in config["grid"]["full_comparison"]["policies"] if not p.startswith("S/")],
+            },
+        },
+    }
     data = ranks.compute(runs, no_s, n_boot=BOOT, seed=0)
     assert set(data.meta["pairs"]["pair"]) == {"OTRC − TRC", "OTRC+S-p − OTRC"}
     assert any("S-p vs S, TRC+S vs S" in n for n in data.notes)
@@ -97,8 +106,18 @@ def test_fig2_numbers_use_the_compare_commands_keys(fixture):
     numbers = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0).numbers()
     for key in ("resolve_delta", "tokens_ratio", "latency_ratio", "cost_ratio"):
         assert {f"{key}_est", f"{key}_lo", f"{key}_hi"} <= set(numbers.columns), key
-    assert {"benchmark", "model", "policy", "setting", "summarizer", "n_tasks", "resolve_rate",
-            "baseline_resolve_rate", "tokens_ratio_n_tasks", "cost_ratio_n_tasks"} <= set(numbers.columns)
+    assert {
+        "benchmark",
+        "model",
+        "policy",
+        "setting",
+        "summarizer",
+        "n_tasks",
+        "resolve_rate",
+        "baseline_resolve_rate",
+        "tokens_ratio_n_tasks",
+        "cost_ratio_n_tasks",
+    } <= set(numbers.columns)
     delta = numbers["resolve_rate"] - numbers["baseline_resolve_rate"]
     assert (numbers["resolve_delta_est"] - delta).abs().max() < 1e-12  # a fraction, not points
     assert set(numbers["cost_ratio_method"]) == {"estimated"}  # the default headline

@@ -23,23 +23,65 @@ from ctxpolicy.metrics.compare import resolve_rate_interval, solved_threshold  #
 from ctxpolicy.metrics.outcomes import planned_outcome_counts  # noqa: E402
 
 
-def run(policy: str, task: str, attempt: int = 1, *, resolved: bool = False, outcome: str = "submitted",
-        setting: str | None = "primary", summarizer: str | None = None, cell: str | None = None, **values):
+def run(
+    policy: str,
+    task: str,
+    attempt: int = 1,
+    *,
+    resolved: bool = False,
+    outcome: str = "submitted",
+    setting: str | None = "primary",
+    summarizer: str | None = None,
+    cell: str | None = None,
+    **values,
+):
     """One runs-table row with every column the comparisons read (defaults: an eligible run)."""
-    outcome_class = ("success" if resolved else {"time_limit": "time_limited", "step_limit": "step_limited",
-                                                 "submitted": "submitted_unsuccessful"}.get(outcome, "other"))
+    outcome_class = (
+        "success"
+        if resolved
+        else {"time_limit": "time_limited", "step_limit": "step_limited", "submitted": "submitted_unsuccessful"}.get(
+            outcome, "other"
+        )
+    )
     if policy == "FC":
         setting = None
-    row = {"run_dir": f"runs/{cell or policy}/{task}__a{attempt}", "benchmark": "b", "model": "m",
-           "cohort": "main", "track": "full", "policy": policy, "setting": setting, "summarizer": summarizer,
-           "cell": cell or (policy.replace("/", "_") + (f"__{setting}" if setting else "")
-                            + (f"__sum-{summarizer}" if summarizer else "")),
-           "primitive": policy.split("/")[0], "trigger": None, "depth": None, "threshold_tokens": 1000.0,
-           "task_id": task, "attempt": attempt, "outcome": outcome, "resolved": resolved,
-           "has_verdict": True, "outcome_class": outcome_class, "wall_s": 100.0, "agent_calls": 10,
-           "n_prompt_counts": 5, "total_tokens": 1000, "billed_exact": 500.0, "billed_est": 500.0,
-           "billed_measured": 500.0, "retrieval_cmds": 1, "execution_cmds": 1, "compression_events": 0,
-           "compression_freq": 0.0}
+    row = {
+        "run_dir": f"runs/{cell or policy}/{task}__a{attempt}",
+        "benchmark": "b",
+        "model": "m",
+        "cohort": "main",
+        "track": "full",
+        "policy": policy,
+        "setting": setting,
+        "summarizer": summarizer,
+        "cell": cell
+        or (
+            policy.replace("/", "_")
+            + (f"__{setting}" if setting else "")
+            + (f"__sum-{summarizer}" if summarizer else "")
+        ),
+        "primitive": policy.split("/")[0],
+        "trigger": None,
+        "depth": None,
+        "threshold_tokens": 1000.0,
+        "task_id": task,
+        "attempt": attempt,
+        "outcome": outcome,
+        "resolved": resolved,
+        "has_verdict": True,
+        "outcome_class": outcome_class,
+        "wall_s": 100.0,
+        "agent_calls": 10,
+        "n_prompt_counts": 5,
+        "total_tokens": 1000,
+        "billed_exact": 500.0,
+        "billed_est": 500.0,
+        "billed_measured": 500.0,
+        "retrieval_cmds": 1,
+        "execution_cmds": 1,
+        "compression_events": 0,
+        "compression_freq": 0.0,
+    }
     row.update(values)
     return row
 
@@ -62,12 +104,18 @@ def test_solved_means_two_thirds_of_the_attempts_rounded_up(attempts, needed):
 
 
 def test_fig3_counts_a_stacked_firing_once_per_step():
-    runs = pd.DataFrame([run("OTRC+TR/St+Th/0.5", "t1", compression_events=3),
-                         run("OTRC+TR/St+Th/0.5", "t2", compression_events=0)])
+    runs = pd.DataFrame(
+        [run("OTRC+TR/St+Th/0.5", "t1", compression_events=3), run("OTRC+TR/St+Th/0.5", "t2", compression_events=0)]
+    )
     a, b = runs["run_dir"]
-    calls = pd.DataFrame([  # step 2: OTRC and TR both fired (two events, one firing); step 5: one
-        {"run_dir": a, "step": 1.0, "n_events": 0}, {"run_dir": a, "step": 2.0, "n_events": 2},
-        {"run_dir": a, "step": 5.0, "n_events": 1}, {"run_dir": b, "step": 1.0, "n_events": 0}])
+    calls = pd.DataFrame(
+        [  # step 2: OTRC and TR both fired (two events, one firing); step 5: one
+            {"run_dir": a, "step": 1.0, "n_events": 0},
+            {"run_dir": a, "step": 2.0, "n_events": 2},
+            {"run_dir": a, "step": 5.0, "n_events": 1},
+            {"run_dir": b, "step": 1.0, "n_events": 0},
+        ]
+    )
     freq, said = metrics_sweep.firings_per_attempt(runs, calls)
     assert said == []
     assert freq["firings_per_attempt"].tolist() == [1.0]  # (2 + 0) / 2 attempts
@@ -76,20 +124,25 @@ def test_fig3_counts_a_stacked_firing_once_per_step():
 
 
 def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_setting():
-    runs = pd.DataFrame([
-        run("FC", "t1", billed_est=100.0), run("FC", "t2", billed_est=300.0),
-        # TR/Th/0.3: t1 solved; t2 time-limited (still counted here), latency 100 and 300 s
-        run("TR/Th/0.3", "t1", resolved=True, billed_est=50.0, wall_s=100.0),
-        run("TR/Th/0.3", "t2", outcome="time_limit", billed_est=350.0, wall_s=300.0),
-        # TR/Th/0.7: nothing solved, cheaper, faster
-        run("TR/Th/0.7", "t1", billed_est=40.0, wall_s=50.0),
-        run("TR/Th/0.7", "t2", billed_est=160.0, wall_s=150.0),
-        # TRC/Th: its own primitive, so best of its own group
-        run("TRC/Th", "t1", billed_est=400.0, wall_s=500.0), run("TRC/Th", "t2", billed_est=400.0, wall_s=500.0)])
+    runs = pd.DataFrame(
+        [
+            run("FC", "t1", billed_est=100.0),
+            run("FC", "t2", billed_est=300.0),
+            # TR/Th/0.3: t1 solved; t2 time-limited (still counted here), latency 100 and 300 s
+            run("TR/Th/0.3", "t1", resolved=True, billed_est=50.0, wall_s=100.0),
+            run("TR/Th/0.3", "t2", outcome="time_limit", billed_est=350.0, wall_s=300.0),
+            # TR/Th/0.7: nothing solved, cheaper, faster
+            run("TR/Th/0.7", "t1", billed_est=40.0, wall_s=50.0),
+            run("TR/Th/0.7", "t2", billed_est=160.0, wall_s=150.0),
+            # TRC/Th: its own primitive, so best of its own group
+            run("TRC/Th", "t1", billed_est=400.0, wall_s=500.0),
+            run("TRC/Th", "t2", billed_est=400.0, wall_s=500.0),
+        ]
+    )
     table = metrics_sweep.all_attempts_summary(runs, ["TR/Th/0.3", "TR/Th/0.7", "TRC/Th"], ["primary"], "estimated")
     rows = table.set_index("policy")
     assert rows.loc["TR/Th/0.3", "resolve_rate"] == 0.5
-    assert rows.loc["TR/Th/0.3", "cost_ratio_all"] == pytest.approx(400 / 400)   # (50+350)/(100+300)
+    assert rows.loc["TR/Th/0.3", "cost_ratio_all"] == pytest.approx(400 / 400)  # (50+350)/(100+300)
     assert rows.loc["TR/Th/0.7", "cost_ratio_all"] == pytest.approx(200 / 400)
     assert rows.loc["TR/Th/0.3", "latency_s"] == 200.0 and rows.loc["TR/Th/0.7", "latency_s"] == 100.0
     assert rows["best_resolve"].to_dict() == {"TR/Th/0.3": True, "TR/Th/0.7": False, "TRC/Th": True}
@@ -103,9 +156,10 @@ def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_se
 def test_fig5b_uses_the_studys_four_pairs_first_minus_second():
     assert ranks.PAIRS == (("S-p", "S"), ("TRC+S", "S"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"))
     tasks = [f"t{i}" for i in range(6)]
-    runs = pd.DataFrame([run("S-p/Th/0.5", t, resolved=True) for t in tasks]
-                        + [run("S/Th/0.5", t, resolved=(t == "t0")) for t in tasks])
-    compared = (runs.drop_duplicates("cell")[["policy", "cell"]].assign(benchmark="b", model="m"))
+    runs = pd.DataFrame(
+        [run("S-p/Th/0.5", t, resolved=True) for t in tasks] + [run("S/Th/0.5", t, resolved=(t == "t0")) for t in tasks]
+    )
+    compared = runs.drop_duplicates("cell")[["policy", "cell"]].assign(benchmark="b", model="m")
     pairs, said = ranks.paired(runs, {}, compared, n_boot=200, seed=0)
     row = pairs.set_index("pair").loc["S-p − S"]
     assert row["diff_pp"] == pytest.approx(100 * 5 / 6)  # S-p solves all six, S one
@@ -117,19 +171,26 @@ def test_fig5b_uses_the_studys_four_pairs_first_minus_second():
 
 
 def test_fig19_ratios_are_relative_to_self_summarization_on_shared_eligible_tasks():
-    own = pd.DataFrame([run("SU/Th/0.5", t, total_tokens=100, wall_s=10.0, billed_est=80.0)
-                        for t in ("t1", "t2", "t3")])
-    other = pd.DataFrame([run("SU/Th/0.5", "t1", summarizer="small", total_tokens=50, wall_s=20.0, billed_est=40.0),
-                          run("SU/Th/0.5", "t2", summarizer="small", total_tokens=50, wall_s=20.0, billed_est=40.0),
-                          run("SU/Th/0.5", "t3", summarizer="small", outcome="time_limit", total_tokens=999)])
-    ratios = summarizers.relative_to_self(own, other, model="m", benchmark="b", n_boot=100, seed=0,
-                                          method="estimated", attempts=1)
+    own = pd.DataFrame(
+        [run("SU/Th/0.5", t, total_tokens=100, wall_s=10.0, billed_est=80.0) for t in ("t1", "t2", "t3")]
+    )
+    other = pd.DataFrame(
+        [
+            run("SU/Th/0.5", "t1", summarizer="small", total_tokens=50, wall_s=20.0, billed_est=40.0),
+            run("SU/Th/0.5", "t2", summarizer="small", total_tokens=50, wall_s=20.0, billed_est=40.0),
+            run("SU/Th/0.5", "t3", summarizer="small", outcome="time_limit", total_tokens=999),
+        ]
+    )
+    ratios = summarizers.relative_to_self(
+        own, other, model="m", benchmark="b", n_boot=100, seed=0, method="estimated", attempts=1
+    )
     assert ratios["tokens_ratio_est"] == pytest.approx(0.5)
     assert ratios["latency_ratio_est"] == pytest.approx(2.0)
     assert ratios["cost_ratio_est"] == pytest.approx(0.5)
     assert ratios["tokens_ratio_n_tasks"] == 2  # t3's only run of "small" hit the time limit
-    absolute = resolve_rate_interval(pd.DataFrame([run("SU/Th/0.5", "t1", resolved=True),
-                                                   run("SU/Th/0.5", "t2")]), n_boot=100, seed=0)
+    absolute = resolve_rate_interval(
+        pd.DataFrame([run("SU/Th/0.5", "t1", resolved=True), run("SU/Th/0.5", "t2")]), n_boot=100, seed=0
+    )
     assert absolute["resolve_rate_est"] == 0.5 and absolute["n_tasks"] == 2
 
 
@@ -137,22 +198,34 @@ def test_fig19_ratios_are_relative_to_self_summarization_on_shared_eligible_task
 
 
 def test_fig20_counts_every_planned_attempt_and_harness_timeouts():
-    runs = pd.DataFrame([
-        run("FC", "t1", 1, resolved=True),
-        run("FC", "t1", 2, outcome="time_limit"),
-        run("FC", "t1", 3, outcome_class="time_limited"),    # the harness timed it out (aggregation's class)
-        run("FC", "t2", 1, outcome="step_limit"),
-        run("FC", "t2", 4, resolved=True),                  # attempt 4 of 3: not planned
-        run("FC", "t9", 1, resolved=True)])                 # task outside the cohort: not planned
+    runs = pd.DataFrame(
+        [
+            run("FC", "t1", 1, resolved=True),
+            run("FC", "t1", 2, outcome="time_limit"),
+            run("FC", "t1", 3, outcome_class="time_limited"),  # the harness timed it out (aggregation's class)
+            run("FC", "t2", 1, outcome="step_limit"),
+            run("FC", "t2", 4, resolved=True),  # attempt 4 of 3: not planned
+            run("FC", "t9", 1, resolved=True),
+        ]
+    )  # task outside the cohort: not planned
     counts = planned_outcome_counts(runs, ["t1", "t2"], 3)
-    assert counts == {"success": 1, "time_limited": 2, "step_limited": 1, "submitted_unsuccessful": 0,
-                      "other": 2}  # t2's attempts 2 and 3 were never recorded
+    assert counts == {
+        "success": 1,
+        "time_limited": 2,
+        "step_limited": 1,
+        "submitted_unsuccessful": 0,
+        "other": 2,
+    }  # t2's attempts 2 and 3 were never recorded
 
 
 def test_fig20_labels_each_segment_that_holds_its_percentage_and_gives_n():
     counts = {"success": 1, "time_limited": 2, "step_limited": 1, "submitted_unsuccessful": 0, "other": 2}
-    table = pd.DataFrame([{"benchmark": "b", "model": "m", "policy": "FC", "outcome_class": k, "n": n,
-                           "planned": 6, "share": n / 6} for k, n in counts.items()])
+    table = pd.DataFrame(
+        [
+            {"benchmark": "b", "model": "m", "policy": "FC", "outcome_class": k, "n": n, "planned": 6, "share": n / 6}
+            for k, n in counts.items()
+        ]
+    )
     fig = outcomes.plot(Prepared(table, [], {"combos": [("b", "m")]}))
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert {"17%", "33%"} <= texts and "0%" not in texts
@@ -161,8 +234,20 @@ def test_fig20_labels_each_segment_that_holds_its_percentage_and_gives_n():
 
 def test_fig20_leaves_segments_too_narrow_for_their_label_unlabelled():
     counts = {"success": 97, "time_limited": 1, "step_limited": 1, "submitted_unsuccessful": 1, "other": 0}
-    table = pd.DataFrame([{"benchmark": "b", "model": "m", "policy": "FC", "outcome_class": k, "n": n,
-                           "planned": 100, "share": n / 100} for k, n in counts.items()])
+    table = pd.DataFrame(
+        [
+            {
+                "benchmark": "b",
+                "model": "m",
+                "policy": "FC",
+                "outcome_class": k,
+                "n": n,
+                "planned": 100,
+                "share": n / 100,
+            }
+            for k, n in counts.items()
+        ]
+    )
     fig = outcomes.plot(Prepared(table, [], {"combos": [("b", "m")]}))
     assert {t.get_text() for t in fig.axes[0].texts} == {"97%"}
     assert "unlabelled" in fig.get_supxlabel()
@@ -172,15 +257,21 @@ def test_fig20_leaves_segments_too_narrow_for_their_label_unlabelled():
 
 
 def test_fig21_needs_two_of_three_successes_and_averages_calls_over_successes():
-    rows = [run("FC", "t1", 1, resolved=True, agent_calls=10), run("FC", "t1", 2, resolved=True, agent_calls=20),
-            run("FC", "t1", 3, agent_calls=99),
-            run("TR/Th/0.5", "t1", 1, resolved=True, agent_calls=30),
-            run("TR/Th/0.5", "t1", 2, resolved=True, agent_calls=30),
-            run("TR/Th/0.5", "t1", 3, agent_calls=99),
-            # t2: one success of three on each side, not solved: left out
-            run("FC", "t2", 1, resolved=True, agent_calls=5), run("FC", "t2", 2), run("FC", "t2", 3),
-            run("TR/Th/0.5", "t2", 1, resolved=True, agent_calls=50), run("TR/Th/0.5", "t2", 2),
-            run("TR/Th/0.5", "t2", 3)]
+    rows = [
+        run("FC", "t1", 1, resolved=True, agent_calls=10),
+        run("FC", "t1", 2, resolved=True, agent_calls=20),
+        run("FC", "t1", 3, agent_calls=99),
+        run("TR/Th/0.5", "t1", 1, resolved=True, agent_calls=30),
+        run("TR/Th/0.5", "t1", 2, resolved=True, agent_calls=30),
+        run("TR/Th/0.5", "t1", 3, agent_calls=99),
+        # t2: one success of three on each side, not solved: left out
+        run("FC", "t2", 1, resolved=True, agent_calls=5),
+        run("FC", "t2", 2),
+        run("FC", "t2", 3),
+        run("TR/Th/0.5", "t2", 1, resolved=True, agent_calls=50),
+        run("TR/Th/0.5", "t2", 2),
+        run("TR/Th/0.5", "t2", 3),
+    ]
     metric = agent_calls.calls_change_metric({"attempts": 3})
     table = metric(pd.DataFrame(rows), model="m", benchmark="b", n_boot=100, seed=0)
     row = table.iloc[0]
@@ -190,11 +281,22 @@ def test_fig21_needs_two_of_three_successes_and_averages_calls_over_successes():
 
 
 def test_fig21_says_where_no_interval_is_drawn():
-    table = pd.DataFrame([{"benchmark": "b", "model": "m", "policy": "TR/Th/0.5", "n_tasks": 2,
-                           "calls_change_est": 0.5, "calls_change_lo": float("nan"),
-                           "calls_change_hi": float("nan")}])
-    data = Prepared(table, ["no interval drawn for TR/Th/0.5 (m on b): fewer than 3 shared solved tasks."],
-                    {"combos": [("b", "m")]})
+    table = pd.DataFrame(
+        [
+            {
+                "benchmark": "b",
+                "model": "m",
+                "policy": "TR/Th/0.5",
+                "n_tasks": 2,
+                "calls_change_est": 0.5,
+                "calls_change_lo": float("nan"),
+                "calls_change_hi": float("nan"),
+            }
+        ]
+    )
+    data = Prepared(
+        table, ["no interval drawn for TR/Th/0.5 (m on b): fewer than 3 shared solved tasks."], {"combos": [("b", "m")]}
+    )
     fig = agent_calls.plot(data)
     assert "fewer than 3 shared solved tasks" in " ".join(notes.recorded(fig))
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["TR"]  # the primitive; P/T/D in the legend

@@ -28,8 +28,15 @@ from ctxpolicy.figures import (
 
 BOOT = 30
 # Figures 9-15 as config/synthetic-paper.yaml numbers them (config/paper.yaml's choice, synthetic names)
-ABLATION_PAIRS = {9: "synth-a/swebench", 12: "synth-a/terminalbench", 13: "synth-b/terminalbench",
-                  15: "synth-b/swebench", 10: "none", 11: "none", 14: "none"}
+ABLATION_PAIRS = {
+    9: "synth-a/swebench",
+    12: "synth-a/terminalbench",
+    13: "synth-b/terminalbench",
+    15: "synth-b/swebench",
+    10: "none",
+    11: "none",
+    14: "none",
+}
 MAIN = "synth-a/swebench,synth-a/terminalbench"  # like config/paper.yaml's Figure 2: one model, both benchmarks
 VARIANT = "synth-b/terminalbench"
 
@@ -41,34 +48,47 @@ def _pairs(text):
 def _ablation(number: int):
     text = ABLATION_PAIRS[number]
     return lambda r, c, k: sweep.plot_ablation(
-        sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, pairs=_pairs(text)), f"fig{number}")
+        sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, pairs=_pairs(text)), f"fig{number}"
+    )
 
 
 SCALE_FIGURES = {
     "fig2": lambda r, c, k: tradeoffs.plot(tradeoffs.compute(r, c, n_boot=BOOT, seed=0, pairs=_pairs(MAIN))),
     "fig2-all": lambda r, c, k: tradeoffs.plot(tradeoffs.compute(r, c, n_boot=BOOT, seed=0)),
     "fig2-variant": lambda r, c, k: tradeoffs.plot(
-        tradeoffs.compute(r, c, n_boot=BOOT, seed=0, pairs=_pairs(VARIANT)), name="fig2-synth-b-terminalbench"),
-    "fig3": lambda r, c, k: sweep.plot_fig3(sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k,
-                                                          pairs=_pairs("synth-a/swebench"))),
+        tradeoffs.compute(r, c, n_boot=BOOT, seed=0, pairs=_pairs(VARIANT)), name="fig2-synth-b-terminalbench"
+    ),
+    "fig3": lambda r, c, k: sweep.plot_fig3(
+        sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k, pairs=_pairs("synth-a/swebench"))
+    ),
     "fig3-variant": lambda r, c, k: sweep.plot_fig3(
-        sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k, pairs=_pairs(VARIANT)), name="fig3-synth-b-terminalbench"),
+        sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k, pairs=_pairs(VARIANT)), name="fig3-synth-b-terminalbench"
+    ),
     "fig4": lambda r, c, k: coverage.plot(coverage.compute(r, c, pairs=_pairs(MAIN))),
     "fig4-all": lambda r, c, k: coverage.plot(coverage.compute(r, c)),
-    "fig4-variant": lambda r, c, k: coverage.plot(coverage.compute(r, c, pairs=_pairs(VARIANT)),
-                                                  name="fig4-synth-b-terminalbench"),
+    "fig4-variant": lambda r, c, k: coverage.plot(
+        coverage.compute(r, c, pairs=_pairs(VARIANT)), name="fig4-synth-b-terminalbench"
+    ),
     "fig5": lambda r, c, k: ranks.plot(ranks.compute(r, c, n_boot=BOOT, seed=0)),
-    "fig5-variant": lambda r, c, k: ranks.plot(ranks.compute(r, c, n_boot=BOOT, seed=0, pairs=_pairs(VARIANT)),
-                                               name="fig5-synth-b-terminalbench"),
+    "fig5-variant": lambda r, c, k: ranks.plot(
+        ranks.compute(r, c, n_boot=BOOT, seed=0, pairs=_pairs(VARIANT)), name="fig5-synth-b-terminalbench"
+    ),
     "fig6": lambda r, c, k: prompt_profile.plot(prompt_profile.compute(r, k, c)),
-    "fig6-variant": lambda r, c, k: prompt_profile.plot(prompt_profile.compute(r, k, c, pairs=_pairs(VARIANT)),
-                                                        name="fig6-synth-b-terminalbench"),
+    "fig6-variant": lambda r, c, k: prompt_profile.plot(
+        prompt_profile.compute(r, k, c, pairs=_pairs(VARIANT)), name="fig6-synth-b-terminalbench"
+    ),
     **{f"fig{n}": _ablation(n) for n in range(9, 16)},
-    **{f"fig{16 + i}": (lambda r, c, k, s=s, i=i: coverage.plot_sweep(
-        coverage.compute_sweep(r, c, setting=s, pairs=_pairs("synth-a/swebench")), f"fig{16 + i}"))
-       for i, s in enumerate(("tight", "primary", "loose"))},
+    **{
+        f"fig{16 + i}": (
+            lambda r, c, k, s=s, i=i: coverage.plot_sweep(
+                coverage.compute_sweep(r, c, setting=s, pairs=_pairs("synth-a/swebench")), f"fig{16 + i}"
+            )
+        )
+        for i, s in enumerate(("tight", "primary", "loose"))
+    },
     "fig17-variant": lambda r, c, k: coverage.plot_sweep(
-        coverage.compute_sweep(r, c, setting="primary", pairs=_pairs(VARIANT)), "fig17-synth-b-terminalbench"),
+        coverage.compute_sweep(r, c, setting="primary", pairs=_pairs(VARIANT)), "fig17-synth-b-terminalbench"
+    ),
 }
 
 
@@ -100,8 +120,12 @@ def test_no_two_legend_entries_share_colour_and_marker(rendered, name):
         for handle, text in zip(legend.legend_handles, legend.get_texts()):
             if not isinstance(handle, Line2D) or handle.get_marker() in (None, "None", "", " "):
                 continue
-            look = (matplotlib.colors.to_hex(handle.get_color()), handle.get_marker(), str(handle.get_linestyle()),
-                    handle.get_fillstyle())
+            look = (
+                matplotlib.colors.to_hex(handle.get_color()),
+                handle.get_marker(),
+                str(handle.get_linestyle()),
+                handle.get_fillstyle(),
+            )
             assert look not in seen, f"{name}: {text.get_text()!r} looks like {seen[look]!r}"
             seen[look] = text.get_text()
 
@@ -117,8 +141,7 @@ def test_ablation_figures_draw_their_own_pair(scale_data):
     runs, config, _calls = scale_data
     for number in (9, 12, 13, 15):
         model, benchmark = _pairs(ABLATION_PAIRS[number])[0]
-        data = sweep.compute_ablation(runs, config, n_boot=BOOT, seed=0,
-                                      pairs=_pairs(ABLATION_PAIRS[number]))
+        data = sweep.compute_ablation(runs, config, n_boot=BOOT, seed=0, pairs=_pairs(ABLATION_PAIRS[number]))
         assert set(zip(data.table["model"], data.table["benchmark"])) == {(model, benchmark)}
 
 
@@ -138,8 +161,10 @@ def test_depth_invariant_policies_are_never_drawn_at_a_depth(rendered, scale_dat
 def test_pairs_restrict_the_runs_a_figure_reads(scale_data):
     runs, config, _calls = scale_data
     data = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0, pairs=_pairs(MAIN))
-    assert set(zip(data.table["model"], data.table["benchmark"])) == {("synth-a", "swebench"),
-                                                                      ("synth-a", "terminalbench")}
+    assert set(zip(data.table["model"], data.table["benchmark"])) == {
+        ("synth-a", "swebench"),
+        ("synth-a", "terminalbench"),
+    }
     none = tradeoffs.compute(runs, config, n_boot=BOOT, seed=0, pairs=[])
     assert none.empty
 

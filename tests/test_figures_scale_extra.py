@@ -14,8 +14,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from ctxpolicy.figures import (agent_calls, cost_models, decomposition, inputs, layout, notes, outcomes,  # noqa: E402
-                               output, reacquisition, retention, style, summarizers, tables)
+from ctxpolicy.figures import (
+    agent_calls,
+    cost_models,
+    decomposition,
+    inputs,
+    layout,
+    notes,
+    outcomes,  # noqa: E402
+    output,
+    reacquisition,
+    retention,
+    style,
+    summarizers,
+    tables,
+)
 from ctxpolicy.testing.replays import replay_table  # noqa: E402
 
 BOOT = 20
@@ -26,8 +39,11 @@ def study(paper_tables):
     """(runs, config, events) of the paper-shaped data set, built once per session."""
     tables_dir, config_path = paper_tables
     style.apply()
-    return (inputs.read_runs(tables_dir), inputs.read_config(config_path),
-            pd.read_parquet(tables_dir / "events.parquet"))
+    return (
+        inputs.read_runs(tables_dir),
+        inputs.read_config(config_path),
+        pd.read_parquet(tables_dir / "events.parquet"),
+    )
 
 
 def compute(name, runs, config, events, pairs=None):
@@ -47,9 +63,15 @@ def compute(name, runs, config, events, pairs=None):
     return decomposition.compute(runs, replay_table(runs), config, **kw)
 
 
-PLOT = {"fig19": summarizers.plot, "fig20": outcomes.plot, "fig21": agent_calls.plot,
-        "reacquisition": reacquisition.plot, "retention": retention.plot, "cost_models": cost_models.plot,
-        "cost_decomposition": decomposition.plot}
+PLOT = {
+    "fig19": summarizers.plot,
+    "fig20": outcomes.plot,
+    "fig21": agent_calls.plot,
+    "reacquisition": reacquisition.plot,
+    "retention": retention.plot,
+    "cost_models": cost_models.plot,
+    "cost_decomposition": decomposition.plot,
+}
 
 
 @pytest.mark.parametrize("name", sorted(PLOT))
@@ -64,8 +86,9 @@ def test_figure_at_scale_draws_every_pair_without_colliding_text(study, name, tm
         expected = 1 if name == "fig19" else len(inputs.combos(config, "full_comparison"))
         drawn = {(b, m) for b, m in zip(data.table["benchmark"], data.table["model"])}
         assert len(drawn) == expected
-        assert [ax for ax in fig.axes if ax.get_visible() and not notes.has_plotted_data(ax)
-                and not notes.has_note(ax)] == []
+        assert [
+            ax for ax in fig.axes if ax.get_visible() and not notes.has_plotted_data(ax) and not notes.has_note(ax)
+        ] == []
     finally:
         plt.close(fig)
     again = PLOT[name](compute(name, runs, config, events), name)  # a second render, from scratch
@@ -117,4 +140,6 @@ def test_tables_at_scale_and_for_one_pair(study, tmp_path):
     assert len(tables.table6(config, one)[0]) == 1
     for stem, table in (("table1", t1), ("table4", t4), ("table3", t3), ("table6", t6)):
         first = output.save_table(table, tmp_path / "a", stem)
-        assert [p.read_bytes() for p in first] == [p.read_bytes() for p in output.save_table(table, tmp_path / "b", stem)]
+        assert [p.read_bytes() for p in first] == [
+            p.read_bytes() for p in output.save_table(table, tmp_path / "b", stem)
+        ]

@@ -13,9 +13,21 @@ import pytest  # noqa: E402
 from ctxpolicy.figures import inputs, layout, style  # noqa: E402
 from ctxpolicy.policies.spec import STUDY_PRIMITIVES  # noqa: E402
 
-STUDY_SPECS = ("FC", "TR/Th/0.5", "SU/Th/0.5", "SU-p/Th/0.5", "S/Th/0.5", "S-p/Th/0.5", "TRC/Th",
-               "TRC+SU/Th", "TRC+S/Th", "OTRC/St", "OTRC+TR/St+Th/0.5", "OTRC+SU-p/St+Th/0.5",
-               "OTRC+S-p/St+Th/0.5")
+STUDY_SPECS = (
+    "FC",
+    "TR/Th/0.5",
+    "SU/Th/0.5",
+    "SU-p/Th/0.5",
+    "S/Th/0.5",
+    "S-p/Th/0.5",
+    "TRC/Th",
+    "TRC+SU/Th",
+    "TRC+S/Th",
+    "OTRC/St",
+    "OTRC+TR/St+Th/0.5",
+    "OTRC+SU-p/St+Th/0.5",
+    "OTRC+S-p/St+Th/0.5",
+)
 
 
 def test_the_thirteen_study_configurations_are_pairwise_distinct_in_colour_and_marker():
@@ -41,10 +53,21 @@ def test_depth_is_a_line_style_and_a_fill_never_a_colour():
     assert len({style.policy_color(f"TR/Th/{d}") for d in depths}) == 1
 
 
-@pytest.mark.parametrize("spec,invariant", [
-    ("TRC/Th", True), ("TRC+SU/Th", True), ("TRC+S/Th", True), ("OTRC+TR/St+Th/0.5", True),
-    ("OTRC+S-p/St+Th/0.5", True), ("OTRC/St", True), ("TR/Th/0.5", False), ("SU-p/Th/0.3", False),
-    ("FC", False), ("not a spec", False)])
+@pytest.mark.parametrize(
+    "spec,invariant",
+    [
+        ("TRC/Th", True),
+        ("TRC+SU/Th", True),
+        ("TRC+S/Th", True),
+        ("OTRC+TR/St+Th/0.5", True),
+        ("OTRC+S-p/St+Th/0.5", True),
+        ("OTRC/St", True),
+        ("TR/Th/0.5", False),
+        ("SU-p/Th/0.3", False),
+        ("FC", False),
+        ("not a spec", False),
+    ],
+)
 def test_depth_invariance_comes_from_the_policy_spec(spec, invariant):
     assert style.is_depth_invariant(spec) is invariant
 
@@ -72,8 +95,7 @@ def test_labels():
 def test_pairs_parameter():
     assert inputs.parse_pairs("") is None
     assert inputs.parse_pairs("none") == []
-    assert inputs.parse_pairs("qwen/swebench, glm/terminalbench") == [("qwen", "swebench"),
-                                                                      ("glm", "terminalbench")]
+    assert inputs.parse_pairs("qwen/swebench, glm/terminalbench") == [("qwen", "swebench"), ("glm", "terminalbench")]
     with pytest.raises(ValueError, match="qwen-swebench"):
         inputs.parse_pairs("qwen-swebench")
 

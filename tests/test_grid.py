@@ -11,12 +11,24 @@ import pytest
 import yaml
 
 from ctxpolicy.config import ConfigError
-from ctxpolicy.grid import (Cell, cell_tasks, expand_grid, find_cell, resolve_threshold, run_count,
-                            summarize, validate_study)
+from ctxpolicy.grid import (
+    Cell,
+    cell_tasks,
+    expand_grid,
+    find_cell,
+    resolve_threshold,
+    run_count,
+    summarize,
+    validate_study,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPER_COHORTS = {("swebench", "main"): 100, ("swebench", "sweep"): 25,
-                 ("terminalbench", "main"): 40, ("terminalbench", "sweep"): 15}
+PAPER_COHORTS = {
+    ("swebench", "main"): 100,
+    ("swebench", "sweep"): 25,
+    ("terminalbench", "main"): 40,
+    ("terminalbench", "sweep"): 15,
+}
 
 
 def with_cohorts(config: dict, tmp_path: Path, sizes: dict) -> dict:
@@ -63,8 +75,7 @@ def test_sweeps_skip_cells_of_the_full_comparison(paper):
     assert ("swebench", "qwen", "TR_Th_0.5__primary") not in sweep
     assert ("swebench", "qwen", "TR_Th_0.5__tight") in sweep
     assert ("swebench", "qwen", "TRCplusSU_Th__loose") in sweep
-    full = next(c for c in cells if c.slug == "TR_Th_0.5__primary" and c.model == "qwen"
-                and c.benchmark == "swebench")
+    full = next(c for c in cells if c.slug == "TR_Th_0.5__primary" and c.model == "qwen" and c.benchmark == "swebench")
     assert (full.track, full.cohort) == ("full", "main")
 
 
@@ -119,8 +130,11 @@ def test_thresholds_come_from_the_thresholds_file_whatever_the_source(paper, tmp
     calibrated = dict(paper, thresholds={**paper["thresholds"], "terminalbench": {"glm": {"source": "calibrate"}}})
     with pytest.raises(ConfigError, match=r"glm\.json: cannot read the thresholds file .* run calibration first"):
         resolve_threshold(calibrated, glm)
-    for text, problem in (('{"primary": null}', "primary: None is not a token count"),
-                          ("{not json", "not valid JSON"), ('{"primary": "3000"}', "'3000' is not a token count")):
+    for text, problem in (
+        ('{"primary": null}', "primary: None is not a token count"),
+        ("{not json", "not valid JSON"),
+        ('{"primary": "3000"}', "'3000' is not a token count"),
+    ):
         other.write_text(text)
         with pytest.raises(ConfigError, match=f"{other}: .*{problem}"):
             resolve_threshold(paper, glm, thresholds_file=other)

@@ -16,8 +16,21 @@ from ctxpolicy.benchmarks import get_adapter
 from ctxpolicy.benchmarks.local_suite import REPOS_DIR, repo_instances, terminal_tasks
 from ctxpolicy.sandbox import bwrap_available, run_sandboxed
 
-SWEBENCH_FIELDS = {"instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-                   "FAIL_TO_PASS", "PASS_TO_PASS", "version", "eval_script", "log_parser", "eval_type", "test_cmd"}
+SWEBENCH_FIELDS = {
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "version",
+    "eval_script",
+    "log_parser",
+    "eval_type",
+    "test_cmd",
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +62,10 @@ def test_difficulty_spreads_from_one_line_fixes_to_multi_file_changes():
     files_changed = {i["instance_id"]: i["patch"].count("diff --git") for i in instances}
     assert min(files_changed.values()) == 1 and max(files_changed.values()) >= 2
     one_line = [i for i in instances if i["difficulty"] == "easy"]
-    assert all(sum(line.startswith("+") and not line.startswith("+++") for line in i["patch"].splitlines()) <= 2
-               for i in one_line)
+    assert all(
+        sum(line.startswith("+") and not line.startswith("+++") for line in i["patch"].splitlines()) <= 2
+        for i in one_line
+    )
 
 
 def test_terminal_tasks_follow_the_terminal_bench_layout():
@@ -68,8 +83,9 @@ def test_snapshot_test_suites_are_fast_and_green(sandbox_ok, tmp_path):
     for snapshot in sorted(REPOS_DIR.iterdir()):
         ws = tmp_path / snapshot.name
         shutil.copytree(snapshot, ws)
-        result = run_sandboxed("python -m pytest -q -p no:cacheprovider tests", ws, timeout_s=60,
-                               env={"PYTHONDONTWRITEBYTECODE": "1"})
+        result = run_sandboxed(
+            "python -m pytest -q -p no:cacheprovider tests", ws, timeout_s=60, env={"PYTHONDONTWRITEBYTECODE": "1"}
+        )
         assert result.returncode == 0, result.output
         assert result.duration_s < 10
 

@@ -35,8 +35,13 @@ def write_run(cell: Path, task_id: str, attempt: int = 1, *, patch: str | None =
     run_dir.mkdir(parents=True)
     if patch is not None:
         (run_dir / "patch.diff").write_text(patch)
-    record = {"schema_version": 1, "complete": complete, "outcome": "submitted", "submission": patch,
-              "identity": {"benchmark": "local", "task_id": task_id, "attempt": attempt}}
+    record = {
+        "schema_version": 1,
+        "complete": complete,
+        "outcome": "submitted",
+        "submission": patch,
+        "identity": {"benchmark": "local", "task_id": task_id, "attempt": attempt},
+    }
     (run_dir / "run.json").write_text(json.dumps(record))
     return run_dir
 
@@ -56,8 +61,10 @@ def test_tasks_of_a_cohort_keep_the_file_order(adapter):
 
 def test_submission_instructions_follow_mini_swe_agent(adapter):
     repo, terminal = adapter.task("tinysym-001"), adapter.task("hello-world")
-    assert "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached" in \
-        adapter.submission_instructions(repo)
+    assert (
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+        in adapter.submission_instructions(repo)
+    )
     assert "git diff" not in adapter.submission_instructions(terminal)
 
 
@@ -89,7 +96,7 @@ def test_repo_workspace_is_a_fresh_commit_and_the_submission_is_its_diff(adapter
         adapter.prepare_workspace(task, ws)
 
     env = adapter.make_environment(task, ws, command_timeout_s=30)
-    fix = "sed -i 's/\"-\", value)$/\"-\", value).lower()/' tinyweb/text.py"
+    fix = 'sed -i \'s/"-", value)$/"-", value).lower()/\' tinyweb/text.py'
     assert env.execute({"command": fix})["returncode"] == 0
     assert env.execute({"command": "python -m pytest -q tests"})["returncode"] == 0  # leaves __pycache__ behind
     with pytest.raises(Exception) as submitted:
@@ -118,7 +125,11 @@ def test_evaluate_writes_verdicts_and_the_cell_summary(sandbox_ok, tmp_path, mon
     cell = tmp_path / "cell"
     gold = write_run(cell, "tinysym-001", patch=repo_instances()["tinysym-001"]["patch"])
     empty = write_run(cell, "tinysym-001", attempt=2, patch="")
-    broken = write_run(cell, "tinylearn-001", patch="diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n")
+    broken = write_run(
+        cell,
+        "tinylearn-001",
+        patch="diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n",
+    )
     terminal = write_run(cell, "hello-world")
     (terminal / "workspace").mkdir()
     (terminal / "workspace" / "hello.txt").write_text("Hello, world!\n")
@@ -129,20 +140,30 @@ def test_evaluate_writes_verdicts_and_the_cell_summary(sandbox_ok, tmp_path, mon
     assert "2/4 resolved" in capsys.readouterr().out
     verdicts = {d.name: json.loads((d / "verdict.json").read_text()) for d in (gold, empty, broken, terminal)}
     assert {k: v["resolved"] for k, v in verdicts.items()} == {
-        gold.name: True, empty.name: False, broken.name: False, terminal.name: True}
+        gold.name: True,
+        empty.name: False,
+        broken.name: False,
+        terminal.name: True,
+    }
     assert all(Path(v["log"]).is_file() for v in verdicts.values())
     assert ">>>>> Patch Apply Failed" in Path(verdicts[broken.name]["log"]).read_text()
     assert not (unfinished / "verdict.json").exists()
     summary = json.loads((cell / "eval.json").read_text())
     assert (summary["n_runs"], summary["n_graded"], summary["n_resolved"], summary["n_incomplete"]) == (4, 4, 2, 1)
-    assert summary["runs"][gold.name] == {"task_id": "tinysym-001", "attempt": 1, "resolved": True,
-                                          "harness": "ctxpolicy-local/swebench-grading"}
+    assert summary["runs"][gold.name] == {
+        "task_id": "tinysym-001",
+        "attempt": 1,
+        "resolved": True,
+        "harness": "ctxpolicy-local/swebench-grading",
+    }
 
     # graded runs are skipped unless --force
     (gold / "verdict.json").write_text(json.dumps({"resolved": False, "harness": "x", "report": {}, "log": ""}))
     assert evaluate_main(args) == 0
     assert json.loads((gold / "verdict.json").read_text())["harness"] == "x"
-    forced = build_parser().parse_args(["evaluate", "--config", str(CONFIG), "--benchmark", "local", str(cell), "--force"])
+    forced = build_parser().parse_args(
+        ["evaluate", "--config", str(CONFIG), "--benchmark", "local", str(cell), "--force"]
+    )
     assert evaluate_main(forced) == 0
     assert json.loads((gold / "verdict.json").read_text())["resolved"] is True
 

@@ -42,11 +42,24 @@ def test_thresholds_that_round_to_zero_are_refused():
 
 
 def test_presets_are_the_study_thresholds():
-    assert PRESET_THRESHOLDS["swebench"]["qwen"] == {"source": "preset", "tight": 10000, "primary": 15000, "loose": 20000}
-    assert [PRESET_THRESHOLDS["swebench"]["devstral"][k] for k in ("tight", "primary", "loose")] == [17000, 21000, 24000]
+    assert PRESET_THRESHOLDS["swebench"]["qwen"] == {
+        "source": "preset",
+        "tight": 10000,
+        "primary": 15000,
+        "loose": 20000,
+    }
+    assert [PRESET_THRESHOLDS["swebench"]["devstral"][k] for k in ("tight", "primary", "loose")] == [
+        17000,
+        21000,
+        24000,
+    ]
     assert [PRESET_THRESHOLDS["swebench"]["glm"][k] for k in ("tight", "primary", "loose")] == [10000, 13000, 15000]
     assert [PRESET_THRESHOLDS["terminalbench"]["qwen"][k] for k in ("tight", "primary", "loose")] == [2000, 3000, 4000]
-    assert [PRESET_THRESHOLDS["terminalbench"]["devstral"][k] for k in ("tight", "primary", "loose")] == [3000, 4000, 7000]
+    assert [PRESET_THRESHOLDS["terminalbench"]["devstral"][k] for k in ("tight", "primary", "loose")] == [
+        3000,
+        4000,
+        7000,
+    ]
     assert PRESET_THRESHOLDS["terminalbench"]["glm"] == {"source": "preset", "primary": 3000}
 
 
@@ -108,18 +121,69 @@ def test_calibrate_preset_writes_the_thresholds_file_of_the_config_preset(tmp_pa
 
     out = tmp_path / "thresholds" / "terminalbench" / "glm.json"
     paper = str(ROOT / "config" / "paper.yaml")
-    assert main(["calibrate", "--preset", "--config", paper, "--benchmark", "terminalbench", "--model", "glm",
-                 "--out", str(out)]) == 0
-    assert json.loads(out.read_text()) == {"source": "preset", "tight": None, "primary": 3000, "loose": None,
-                                           "percentiles": {}, "peaks": []}
-    assert main(["calibrate", "--preset", "--config", paper, "--benchmark", "swebench", "--model", "devstral",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "--preset",
+                "--config",
+                paper,
+                "--benchmark",
+                "terminalbench",
+                "--model",
+                "glm",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(out.read_text()) == {
+        "source": "preset",
+        "tight": None,
+        "primary": 3000,
+        "loose": None,
+        "percentiles": {},
+        "peaks": [],
+    }
+    assert (
+        main(
+            [
+                "calibrate",
+                "--preset",
+                "--config",
+                paper,
+                "--benchmark",
+                "swebench",
+                "--model",
+                "devstral",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert [json.loads(out.read_text())[k] for k in ("tight", "primary", "loose")] == [17000, 21000, 24000]
     capsys.readouterr()
 
     local = str(ROOT / "config" / "config.yaml")
-    assert main(["calibrate", "--preset", "--config", local, "--benchmark", "local", "--model", "qwen05b",
-                 "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "calibrate",
+                "--preset",
+                "--config",
+                local,
+                "--benchmark",
+                "local",
+                "--model",
+                "qwen05b",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"{local}: thresholds.local.qwen05b:" in err and "is not a preset" in err
     assert main(["calibrate", "--preset", "--config", local, "--out", str(out)]) == 2

@@ -7,44 +7,72 @@ import pandas as pd
 import pytest
 
 from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resample_counts
-from ctxpolicy.metrics.compare import (compare_to_baseline, compare_to_fc, execution_length, gains_losses,
-                                       outcome_breakdown, paired_differences, resolve_rate, resource_ratio,
-                                       solved_threshold, task_resource_means)
+from ctxpolicy.metrics.compare import (
+    compare_to_baseline,
+    compare_to_fc,
+    execution_length,
+    gains_losses,
+    outcome_breakdown,
+    paired_differences,
+    resolve_rate,
+    resource_ratio,
+    solved_threshold,
+    task_resource_means,
+)
 
 # (task, attempt, resolved, outcome, total_tokens, n_prompt_counts, agent_calls)
 FC_RUNS = [
-    ("A", 1, True, "submitted", 100, 5, 10), ("A", 2, True, "submitted", 200, 5, 20),
+    ("A", 1, True, "submitted", 100, 5, 10),
+    ("A", 2, True, "submitted", 200, 5, 20),
     ("A", 3, False, "time_limit", 999, 5, 50),
-    ("B", 1, False, "submitted", 300, 5, 30), ("B", 2, False, "step_limit", 600, 5, 30),
+    ("B", 1, False, "submitted", 300, 5, 30),
+    ("B", 2, False, "step_limit", 600, 5, 30),
     ("B", 3, False, "submitted", 300, 5, 30),
-    ("C", 1, True, "submitted", 50, 1, 10), ("C", 2, True, "submitted", 100, 5, 10),
+    ("C", 1, True, "submitted", 50, 1, 10),
+    ("C", 2, True, "submitted", 100, 5, 10),
     ("C", 3, True, "submitted", 100, 5, 10),
 ]
 P_RUNS = [
-    ("A", 1, True, "submitted", 60, 5, 30), ("A", 2, False, "submitted", 90, 5, 40),
+    ("A", 1, True, "submitted", 60, 5, 30),
+    ("A", 2, False, "submitted", 90, 5, 40),
     ("A", 3, False, "error", 90, 5, 40),
-    ("B", 1, True, "time_limit", 10, 5, 5), ("B", 2, True, "time_limit", 10, 5, 5),
+    ("B", 1, True, "time_limit", 10, 5, 5),
+    ("B", 2, True, "time_limit", 10, 5, 5),
     ("B", 3, False, "time_limit", 10, 5, 5),
-    ("C", 1, True, "submitted", 40, 5, 15), ("C", 2, True, "submitted", 60, 5, 15),
+    ("C", 1, True, "submitted", 40, 5, 15),
+    ("C", 2, True, "submitted", 60, 5, 15),
     ("C", 3, True, "submitted", 50, 5, 15),
 ]
 
 
 def frame(rows, policy, cell, setting):
-    table = pd.DataFrame(rows, columns=["task_id", "attempt", "resolved", "outcome", "total_tokens",
-                                        "n_prompt_counts", "agent_calls"])
+    table = pd.DataFrame(
+        rows, columns=["task_id", "attempt", "resolved", "outcome", "total_tokens", "n_prompt_counts", "agent_calls"]
+    )
     table["outcome_class"] = np.where(table["resolved"], "success", "other")
-    return table.assign(policy=policy, cell=cell, setting=setting, primitive=policy.split("/")[0],
-                        trigger=None, depth=None, summarizer=None, model="m", benchmark="b", cohort="main",
-                        wall_s=table["total_tokens"] / 10, billed_exact=table["total_tokens"] * 2.0,
-                        billed_est=table["total_tokens"] * 3.0, billed_measured=np.nan,
-                        retrieval_cmds=2 if policy != "FC" else 1, execution_cmds=1 if policy != "FC" else 2)
+    return table.assign(
+        policy=policy,
+        cell=cell,
+        setting=setting,
+        primitive=policy.split("/")[0],
+        trigger=None,
+        depth=None,
+        summarizer=None,
+        model="m",
+        benchmark="b",
+        cohort="main",
+        wall_s=table["total_tokens"] / 10,
+        billed_exact=table["total_tokens"] * 2.0,
+        billed_est=table["total_tokens"] * 3.0,
+        billed_measured=np.nan,
+        retrieval_cmds=2 if policy != "FC" else 1,
+        execution_cmds=1 if policy != "FC" else 2,
+    )
 
 
 @pytest.fixture
 def runs():
-    return pd.concat([frame(FC_RUNS, "FC", "FC", None), frame(P_RUNS, "TR/Th/0.5", "TR", "primary")],
-                     ignore_index=True)
+    return pd.concat([frame(FC_RUNS, "FC", "FC", None), frame(P_RUNS, "TR/Th/0.5", "TR", "primary")], ignore_index=True)
 
 
 def test_resolve_rate_is_the_mean_of_per_task_success_fractions(runs):
@@ -92,8 +120,18 @@ def test_compare_to_fc_row(runs):
     assert row.token_ratio_lo <= row.token_ratio <= row.token_ratio_hi
     # every resample holds only A and C or only one of them: the ratio lies within [50/100, 80/150]
     assert 0.5 - 1e-9 <= row.token_ratio_lo and row.token_ratio_hi <= 80 / 150 + 1e-9
-    for column in ("policy", "primitive", "trigger", "depth", "setting", "delta_pp_hi", "cost_ratio_measured_lo",
-                   "calls_ratio_lo", "latency_ratio_hi", "cost_ratio_est_lo"):
+    for column in (
+        "policy",
+        "primitive",
+        "trigger",
+        "depth",
+        "setting",
+        "delta_pp_hi",
+        "cost_ratio_measured_lo",
+        "calls_ratio_lo",
+        "latency_ratio_hi",
+        "cost_ratio_est_lo",
+    ):
         assert column in table.columns
 
 
@@ -155,13 +193,15 @@ def test_gains_and_losses_one_attempt_rule(runs):
 
 
 def test_paired_differences_and_holm(runs):
-    third = frame([(t, a, t == "C", "submitted", 10, 5, 5) for t in "ABC" for a in (1, 2, 3)],
-                  "TRC/Th", "TRC", "primary")
+    third = frame(
+        [(t, a, t == "C", "submitted", 10, 5, 5) for t in "ABC" for a in (1, 2, 3)], "TRC/Th", "TRC", "primary"
+    )
     table = paired_differences(pd.concat([runs, third]), model="m", benchmark="b", n_boot=2000, holm=True)
     assert table[["cell_a", "cell_b"]].values.tolist() == [["FC", "TR"], ["FC", "TRC"], ["TR", "TRC"]]
     # FC 5/9, TR 2/3, TRC 1/3
-    assert table["diff_pp"].tolist() == pytest.approx([100 * (5 / 9 - 2 / 3), 100 * (5 / 9 - 1 / 3),
-                                                       100 * (2 / 3 - 1 / 3)])
+    assert table["diff_pp"].tolist() == pytest.approx(
+        [100 * (5 / 9 - 2 / 3), 100 * (5 / 9 - 1 / 3), 100 * (2 / 3 - 1 / 3)]
+    )
     assert (table["excludes_zero"] == ((table["diff_pp_lo"] > 0) | (table["diff_pp_hi"] < 0))).all()
     # Holm by hand: sort p ascending, multiply the i-th smallest by (m - i), running max, cap at 1
     p = table["p_boot"].to_numpy()
@@ -212,18 +252,29 @@ def test_outcome_breakdown_counts_missing_planned_attempts_as_other(runs):
     short = runs[~((runs.policy != "FC") & (((runs.task_id == "B") & (runs.attempt == 3)) | (runs.task_id == "C")))]
     table = outcome_breakdown(short, attempts=3)
     policy = table[table.cell == "TR"].set_index("outcome_class")
-    assert policy["n"].to_dict() == {"success": 3, "time_limited": 0, "step_limited": 0,
-                                     "submitted_unsuccessful": 0, "other": 6}
+    assert policy["n"].to_dict() == {
+        "success": 3,
+        "time_limited": 0,
+        "step_limited": 0,
+        "submitted_unsuccessful": 0,
+        "other": 6,
+    }
     assert (policy["n_planned"] == 9).all() and (policy["n_missing"] == 4).all()
     assert policy.loc["other", "share"] == pytest.approx(6 / 9)
 
 
 # -- compare_to_baseline: the command's and the figures' comparison -------------------------
 
+
 def test_compare_to_baseline_row_worked_by_hand(runs):
     row = compare_to_baseline(runs, model="m", benchmark="b", n_boot=1000, seed=2).iloc[0]
     assert (row.policy, row.setting, row.attempts, row.baseline, row.cost_ratio_method) == (
-        "TR/Th/0.5", "primary", 3, "FC", "estimated")
+        "TR/Th/0.5",
+        "primary",
+        3,
+        "FC",
+        "estimated",
+    )
     # fractions: policy A 1/3, B 2/3, C 1 -> 2/3; FC 2/3, 0, 1 -> 5/9; difference 1/9
     assert (row.n_tasks, row.resolve_rate, row.baseline_resolve_rate) == pytest.approx((3, 2 / 3, 5 / 9))
     assert row.resolve_delta_est == pytest.approx(1 / 9)
@@ -254,8 +305,12 @@ def test_compare_to_baseline_cost_method_picks_the_headline(runs):
 
 def test_compare_to_baseline_counts_missing_attempts_as_unresolved(runs):
     # the policy loses A's successful attempt 1, FC loses B's attempt 2
-    short = runs[~(((runs.policy != "FC") & (runs.task_id == "A") & (runs.attempt == 1))
-                   | ((runs.policy == "FC") & (runs.task_id == "B") & (runs.attempt == 2)))]
+    short = runs[
+        ~(
+            ((runs.policy != "FC") & (runs.task_id == "A") & (runs.attempt == 1))
+            | ((runs.policy == "FC") & (runs.task_id == "B") & (runs.attempt == 2))
+        )
+    ]
     row = compare_to_baseline(short, model="m", benchmark="b", n_boot=200).iloc[0]
     # policy A 0/3, B 2/3, C 3/3 -> 5/9; FC A 2/3, B 0/3, C 3/3 -> 5/9
     assert (row.n_tasks, row.resolve_rate, row.baseline_resolve_rate) == pytest.approx((3, 5 / 9, 5 / 9))
@@ -276,8 +331,11 @@ def test_compare_to_baseline_task_without_any_policy_run(runs):
 
 def test_compare_to_baseline_with_another_baseline_and_without_one(runs):
     row = compare_to_baseline(runs, model="m", benchmark="b", baseline="TR/Th/0.5", n_boot=200).iloc[0]
-    assert (row.policy, row.resolve_rate, row.baseline_resolve_rate) == ("FC", pytest.approx(5 / 9),
-                                                                           pytest.approx(2 / 3))
+    assert (row.policy, row.resolve_rate, row.baseline_resolve_rate) == (
+        "FC",
+        pytest.approx(5 / 9),
+        pytest.approx(2 / 3),
+    )
     assert (row.gains, row.losses) == (1, 1)
     with pytest.raises(ValueError, match="no FC runs for model 'm' on benchmark 'b'"):
         compare_to_baseline(runs[runs.policy != "FC"], model="m", benchmark="b")

@@ -20,19 +20,24 @@ TOKENS = {"s": 100, "t": 50, "a": 30, "o": 20, "x": 25, "b": 10}
 
 def run_exact(sequences, prompts, block=16):
     codes = {m: i for i, m in enumerate(TOKENS)}
-    return exact_cached([np.array([codes[m] for m in seq], dtype=np.int64) for seq in sequences],
-                        [np.array([TOKENS[m] for m in seq], dtype=np.int64) for seq in sequences],
-                        np.array(prompts), block).tolist()
+    return exact_cached(
+        [np.array([codes[m] for m in seq], dtype=np.int64) for seq in sequences],
+        [np.array([TOKENS[m] for m in seq], dtype=np.int64) for seq in sequences],
+        np.array(prompts),
+        block,
+    ).tolist()
 
 
 def test_exact_counts_longest_whole_message_prefix_with_any_earlier_call():
     # shared prefixes in local tokens, rescaled to the server prompt: floor(P * shared / local), floor16
-    sequences = [["s", "t"],                 # first call: nothing cached
-                 ["s", "t", "a", "o"],       # shares s,t = 150 of 200 local: 210 * 150 // 200 = 157 -> 144
-                 ["s", "x", "o"],            # after compression: shares s = 100 of 145: 14000 // 145 = 96 -> 96
-                 ["s", "t", "a", "o", "b"],  # shares s,t,a,o with call 1 (not the previous call) = 200 of
-                                             # 210: 46000 // 210 = 219 -> 208
-                 ["s", "t"]]                 # shares all 150 of 150: the whole server prompt 120 -> 112
+    sequences = [
+        ["s", "t"],  # first call: nothing cached
+        ["s", "t", "a", "o"],  # shares s,t = 150 of 200 local: 210 * 150 // 200 = 157 -> 144
+        ["s", "x", "o"],  # after compression: shares s = 100 of 145: 14000 // 145 = 96 -> 96
+        ["s", "t", "a", "o", "b"],  # shares s,t,a,o with call 1 (not the previous call) = 200 of
+        # 210: 46000 // 210 = 219 -> 208
+        ["s", "t"],
+    ]  # shares all 150 of 150: the whole server prompt 120 -> 112
     assert run_exact(sequences, [160, 210, 140, 230, 120]) == [0, 144, 96, 208, 112]
 
 
@@ -64,21 +69,40 @@ def brute_force_cached(sequences, tokens, prompts, block):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 4), max_size=7), min_size=1, max_size=6), st.sampled_from([1, 4, 16]),
-       st.integers(-20, 40))
+@given(
+    st.lists(st.lists(st.integers(0, 4), max_size=7), min_size=1, max_size=6),
+    st.sampled_from([1, 4, 16]),
+    st.integers(-20, 40),
+)
 def test_exact_matches_a_brute_force_longest_common_prefix(sequences, block, overhead):
     tokens = [[3 + 5 * code for code in seq] for seq in sequences]
     prompts = [max(0, sum(t) + overhead) for t in tokens]  # the server's tokenizer counts differently
-    got = exact_cached([np.array(s, dtype=np.int64) for s in sequences],
-                       [np.array(t, dtype=np.int64) for t in tokens], np.array(prompts), block)
+    got = exact_cached(
+        [np.array(s, dtype=np.int64) for s in sequences],
+        [np.array(t, dtype=np.int64) for t in tokens],
+        np.array(prompts),
+        block,
+    )
     assert got.tolist() == brute_force_cached(sequences, tokens, prompts, block)
 
 
 def event(primitive, unchanged, before, **fields):
-    record = {"primitive": primitive, "trigger": "Th", "depth": 0.5, "window_tokens_before": before - 400,
-              "window_tokens_after": 900, "total_tokens_before": before, "total_tokens_after": 1300,
-              "target_tokens": 1000, "messages_removed": 0, "messages_cleared": 1, "summary_tokens": 0,
-              "first_changed_index": 5, "unchanged_prefix_tokens": unchanged, "fallback": None}
+    record = {
+        "primitive": primitive,
+        "trigger": "Th",
+        "depth": 0.5,
+        "window_tokens_before": before - 400,
+        "window_tokens_after": 900,
+        "total_tokens_before": before,
+        "total_tokens_after": 1300,
+        "target_tokens": 1000,
+        "messages_removed": 0,
+        "messages_cleared": 1,
+        "summary_tokens": 0,
+        "first_changed_index": 5,
+        "unchanged_prefix_tokens": unchanged,
+        "fallback": None,
+    }
     record.update(fields)
     return record
 
@@ -86,9 +110,13 @@ def event(primitive, unchanged, before, **fields):
 def estimate(prompts, steps, block=16):
     """The estimate as the run tables compute it, from each agent call's list of events."""
     where = [unchanged_prefix(events) or (-1, -1) for events in steps]
-    cached, rule = estimated_cached(np.array(prompts), np.array([has_otrc(e) for e in steps]), block,
-                                    unchanged_tokens=np.array([w[0] for w in where]),
-                                    tokens_before=np.array([w[1] for w in where]))
+    cached, rule = estimated_cached(
+        np.array(prompts),
+        np.array([has_otrc(e) for e in steps]),
+        block,
+        unchanged_tokens=np.array([w[0] for w in where]),
+        tokens_before=np.array([w[1] for w in where]),
+    )
     return cached.tolist(), (np.array(prompts) - cached).tolist(), rule.tolist()
 
 
@@ -220,9 +248,11 @@ def run_cli(monkeypatch, capsys, lines, **options):
 
 
 def test_cost_cli_prices_exact_and_estimate(monkeypatch, capsys):
-    lines = [call("agent", 160, ["s", "t"]),
-             call("summary", 70, ["s", "t", "a", "o"]),  # a summary request never feeds the agent's cache
-             call("agent", 210, ["s", "t", "a", "o"])]
+    lines = [
+        call("agent", 160, ["s", "t"]),
+        call("summary", 70, ["s", "t", "a", "o"]),  # a summary request never feeds the agent's cache
+        call("agent", 210, ["s", "t", "a", "o"]),
+    ]
     code, out, _ = run_cli(monkeypatch, capsys, lines)
     assert code == 0
     # exact: call 2 shares s,t (150 of 200 local tokens: 210 * 150 // 200 = 157 -> 144) with agent
@@ -240,10 +270,18 @@ def test_cost_cli_without_message_ids_gives_only_the_estimate(monkeypatch, capsy
 
 
 def test_cost_cli_places_otrc_events_and_prices_server_cached_counts(monkeypatch, capsys):
-    lines = [json.dumps({"kind": "agent", "prompt_tokens": 300, "cached_tokens": 0}),
-             json.dumps({"kind": "agent", "prompt_tokens": 2500, "cached_tokens": 288}),
-             json.dumps({"kind": "agent", "prompt_tokens": 2450, "cached_tokens": 2048,
-                         "events": [event("OTRC", 2000, 2400, trigger="St")]})]
+    lines = [
+        json.dumps({"kind": "agent", "prompt_tokens": 300, "cached_tokens": 0}),
+        json.dumps({"kind": "agent", "prompt_tokens": 2500, "cached_tokens": 288}),
+        json.dumps(
+            {
+                "kind": "agent",
+                "prompt_tokens": 2450,
+                "cached_tokens": 2048,
+                "events": [event("OTRC", 2000, 2400, trigger="St")],
+            }
+        ),
+    ]
     code, out, _ = run_cli(monkeypatch, capsys, lines)
     assert code == 0
     # estimate: 0, floor16(300) = 288, OTRC share 2000 * 2500 // 2400 = 2083 -> 2080: cached 2368,
@@ -257,8 +295,14 @@ def test_cost_cli_names_the_bad_line_and_field(monkeypatch, capsys):
     code, _, err = run_cli(monkeypatch, capsys, [call("agent", 100), '{"kind": "tool", "prompt_tokens": 3}'])
     assert code == 2
     assert "line 2" in err and "kind" in err and "'tool'" in err
-    code, _, err = run_cli(monkeypatch, capsys, ['{"kind": "agent", "prompt_tokens": 3, "events": [{"primitive": '
-                                                 '"OTRC", "unchanged_prefix_tokens": -4, "total_tokens_before": 9}]}'])
+    code, _, err = run_cli(
+        monkeypatch,
+        capsys,
+        [
+            '{"kind": "agent", "prompt_tokens": 3, "events": [{"primitive": '
+            '"OTRC", "unchanged_prefix_tokens": -4, "total_tokens_before": 9}]}'
+        ],
+    )
     assert code == 2 and err.count("\n") == 1 and "unchanged_prefix_tokens is -4" in err
 
 

@@ -15,22 +15,81 @@ from ctxpolicy.metrics.aggregate import aggregate, write_tables
 from ctxpolicy.metrics.outcomes import outcome_class
 
 RUNS_COLUMNS = [
-    "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger", "depth",
-    "setting", "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed", "outcome",
-    "resolved", "has_verdict", "outcome_class", "wall_s", "steps", "agent_calls", "summary_calls",
-    "prompt_tokens", "completion_tokens", "total_tokens", "peak_prompt_tokens", "n_prompt_counts",
-    "compression_events", "compression_freq", "format_errors", "billed_exact", "fresh_exact",
-    "cached_exact", "billed_est", "fresh_est", "cached_est", "billed_measured", "cached_measured",
-    "summary_input", "retrieval_cmds", "execution_cmds"]
+    "run_dir",
+    "cell",
+    "track",
+    "benchmark",
+    "cohort",
+    "model",
+    "policy",
+    "primitive",
+    "trigger",
+    "depth",
+    "setting",
+    "threshold_tokens",
+    "summarizer",
+    "task_id",
+    "stratum",
+    "attempt",
+    "seed",
+    "outcome",
+    "resolved",
+    "has_verdict",
+    "outcome_class",
+    "wall_s",
+    "steps",
+    "agent_calls",
+    "summary_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "peak_prompt_tokens",
+    "n_prompt_counts",
+    "compression_events",
+    "compression_freq",
+    "format_errors",
+    "billed_exact",
+    "fresh_exact",
+    "cached_exact",
+    "billed_est",
+    "fresh_est",
+    "cached_est",
+    "billed_measured",
+    "cached_measured",
+    "summary_input",
+    "retrieval_cmds",
+    "execution_cmds",
+]
 CALLS_COLUMNS = [
-    "run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt", "index", "kind",
-    "step", "start", "end", "latency_s", "prompt_tokens", "completion_tokens", "cached_tokens",
-    "est_tokens_before", "est_tokens_after", "n_events", "cached_exact", "cached_est"]
+    "run_dir",
+    "cell",
+    "benchmark",
+    "model",
+    "policy",
+    "setting",
+    "task_id",
+    "attempt",
+    "index",
+    "kind",
+    "step",
+    "start",
+    "end",
+    "latency_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "est_tokens_before",
+    "est_tokens_after",
+    "n_events",
+    "cached_exact",
+    "cached_est",
+]
 
 
 def message(role, content, tokens):
-    canonical = json.dumps({"role": role, "content": content}, sort_keys=True, ensure_ascii=False,
-                           separators=(",", ":"))
+    canonical = json.dumps(
+        {"role": role, "content": content}, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
     mid = hashlib.sha256(canonical.encode()).hexdigest()[:16]
     return mid, {"id": mid, "tokens": tokens, "message": {"role": role, "content": content}}
 
@@ -46,37 +105,107 @@ SUMMARY = message("user", "Summary: read a.py", 16)
 EVENT = {"primitive": "SU", "trigger": "Th", "depth": 0.5, "first_changed_index": 2, "messages_removed": 2}
 
 
-def write_run(run_dir: Path, *, outcome="submitted", resolved=True, verdict=True, policy="SU/Th/0.5",
-              task_id="t1", attempt=1, complete=True, cached=(0, 144, 96), event=EVENT) -> Path:
+def write_run(
+    run_dir: Path,
+    *,
+    outcome="submitted",
+    resolved=True,
+    verdict=True,
+    policy="SU/Th/0.5",
+    task_id="t1",
+    attempt=1,
+    complete=True,
+    cached=(0, 144, 96),
+    event=EVENT,
+) -> Path:
     run_dir.mkdir(parents=True)
     messages = [SYS, TASK, A1, O1, A2, O2, SUMMARY_SYS, SUMMARY]
     (run_dir / "messages.jsonl").write_text("".join(json.dumps(m[1]) + "\n" for m in messages))
     calls = [
-        {"index": 0, "kind": "agent", "step": 1, "start": 0.0, "end": 2.0, "latency_s": 2.0,
-         "prompt_tokens": 160, "completion_tokens": 30, "cached_tokens": cached[0],
-         "message_ids": [SYS[0], TASK[0]], "events": []},
-        {"index": 1, "kind": "agent", "step": 2, "start": 3.0, "end": 5.0, "latency_s": 2.0,
-         "prompt_tokens": 212, "completion_tokens": 40, "cached_tokens": cached[1],
-         "message_ids": [SYS[0], TASK[0], A1[0], O1[0]], "events": []},
-        {"index": 2, "kind": "summary", "step": 3, "start": 6.0, "end": 7.0, "latency_s": 1.0,
-         "prompt_tokens": 65, "completion_tokens": 16, "cached_tokens": None,
-         "message_ids": [SUMMARY_SYS[0], A1[0], O1[0]], "events": []},
-        {"index": 3, "kind": "agent", "step": 3, "start": 7.0, "end": 9.0, "latency_s": 2.0,
-         "prompt_tokens": 240, "completion_tokens": 10, "cached_tokens": cached[2],
-         "message_ids": [SYS[0], TASK[0], SUMMARY[0], A2[0], O2[0]], "events": [event]},
+        {
+            "index": 0,
+            "kind": "agent",
+            "step": 1,
+            "start": 0.0,
+            "end": 2.0,
+            "latency_s": 2.0,
+            "prompt_tokens": 160,
+            "completion_tokens": 30,
+            "cached_tokens": cached[0],
+            "message_ids": [SYS[0], TASK[0]],
+            "events": [],
+        },
+        {
+            "index": 1,
+            "kind": "agent",
+            "step": 2,
+            "start": 3.0,
+            "end": 5.0,
+            "latency_s": 2.0,
+            "prompt_tokens": 212,
+            "completion_tokens": 40,
+            "cached_tokens": cached[1],
+            "message_ids": [SYS[0], TASK[0], A1[0], O1[0]],
+            "events": [],
+        },
+        {
+            "index": 2,
+            "kind": "summary",
+            "step": 3,
+            "start": 6.0,
+            "end": 7.0,
+            "latency_s": 1.0,
+            "prompt_tokens": 65,
+            "completion_tokens": 16,
+            "cached_tokens": None,
+            "message_ids": [SUMMARY_SYS[0], A1[0], O1[0]],
+            "events": [],
+        },
+        {
+            "index": 3,
+            "kind": "agent",
+            "step": 3,
+            "start": 7.0,
+            "end": 9.0,
+            "latency_s": 2.0,
+            "prompt_tokens": 240,
+            "completion_tokens": 10,
+            "cached_tokens": cached[2],
+            "message_ids": [SYS[0], TASK[0], SUMMARY[0], A2[0], O2[0]],
+            "events": [event],
+        },
     ]
     (run_dir / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
     if verdict:
-        (run_dir / "verdict.json").write_text(json.dumps({"resolved": resolved, "harness": "h", "report": {}, "log": ""}))
-    record = {"schema_version": 1, "complete": complete,
-              "identity": {"benchmark": "local", "cohort": "main", "task_id": task_id, "stratum": "s",
-                           "model": "m", "policy": policy, "primitive": "SU", "trigger": "Th",
-                           "threshold_setting": "primary", "threshold_tokens": 200, "depth": 0.5,
-                           "summarizer": None, "attempt": attempt, "seed": 7, "cell": run_dir.parent.name,
-                           "track": "full"},
-              "outcome": outcome, "error": None,
-              "timing": {"start": 0.0, "end": 12.5, "wall_s": 12.5},
-              "totals": {"steps": 3, "format_errors": 1}}
+        (run_dir / "verdict.json").write_text(
+            json.dumps({"resolved": resolved, "harness": "h", "report": {}, "log": ""})
+        )
+    record = {
+        "schema_version": 1,
+        "complete": complete,
+        "identity": {
+            "benchmark": "local",
+            "cohort": "main",
+            "task_id": task_id,
+            "stratum": "s",
+            "model": "m",
+            "policy": policy,
+            "primitive": "SU",
+            "trigger": "Th",
+            "threshold_setting": "primary",
+            "threshold_tokens": 200,
+            "depth": 0.5,
+            "summarizer": None,
+            "attempt": attempt,
+            "seed": 7,
+            "cell": run_dir.parent.name,
+            "track": "full",
+        },
+        "outcome": outcome,
+        "error": None,
+        "timing": {"start": 0.0, "end": 12.5, "wall_s": 12.5},
+        "totals": {"steps": 3, "format_errors": 1},
+    }
     (run_dir / "run.json").write_text(json.dumps(record))
     return run_dir
 
@@ -90,7 +219,7 @@ def test_one_run_row_worked_by_hand(tmp_path):
     assert row.prompt_tokens == 160 + 212 + 65 + 240
     assert row.completion_tokens == 30 + 40 + 16 + 10
     assert row.total_tokens == 677 + 96
-    assert row.peak_prompt_tokens == 240          # agent calls only; the summary request is not the context
+    assert row.peak_prompt_tokens == 240  # agent calls only; the summary request is not the context
     assert row.n_prompt_counts == 3
     assert row.compression_events == 1 and row.compression_freq == pytest.approx(1 / 3)
     assert row.summary_input == 65
@@ -133,7 +262,7 @@ def test_a_malformed_event_field_is_reported_and_left_out(tmp_path):
     run_dir = write_run(tmp_path / "cell" / "t1__a1", event=event)
     tables = aggregate([tmp_path], processes=1)
     assert tables.runs.empty
-    problem, = tables.problems
+    (problem,) = tables.problems
     assert problem.path == run_dir / "calls.jsonl"
     assert "call 3" in problem.reason and "unchanged_prefix_tokens" in problem.reason
 
@@ -164,8 +293,7 @@ def test_bad_records_are_reported_by_path_and_left_out(tmp_path):
     tables = aggregate([tmp_path], processes=1)
     assert tables.runs["run_dir"].tolist() == [str(cell / "good__a1")]
     reasons = {p.path.parent.name if p.path.suffix else p.path.name: p.reason for p in tables.problems}
-    assert set(reasons) == {"incomplete__a1", "partial__a1", "unknown__a1", "running__a1", "corrupt__a1",
-                            "verdict__a1"}
+    assert set(reasons) == {"incomplete__a1", "partial__a1", "unknown__a1", "running__a1", "corrupt__a1", "verdict__a1"}
     assert "complete" in reasons["incomplete__a1"]
     assert "partial" in reasons["partial__a1"]
     assert SYS[0] in reasons["unknown__a1"]
@@ -174,16 +302,19 @@ def test_bad_records_are_reported_by_path_and_left_out(tmp_path):
     assert "resolved" in reasons["verdict__a1"]
 
 
-@pytest.mark.parametrize("outcome, resolved, expected", [
-    ("submitted", True, "success"),
-    ("time_limit", True, "success"),           # a verdict of success wins over the limit
-    ("time_limit", False, "time_limited"),
-    ("step_limit", False, "step_limited"),
-    ("submitted", False, "submitted_unsuccessful"),
-    ("error", False, "other"),
-    ("format_error_limit", False, "other"),
-    (None, False, "other"),
-])
+@pytest.mark.parametrize(
+    "outcome, resolved, expected",
+    [
+        ("submitted", True, "success"),
+        ("time_limit", True, "success"),  # a verdict of success wins over the limit
+        ("time_limit", False, "time_limited"),
+        ("step_limit", False, "step_limited"),
+        ("submitted", False, "submitted_unsuccessful"),
+        ("error", False, "other"),
+        ("format_error_limit", False, "other"),
+        (None, False, "other"),
+    ],
+)
 def test_outcome_classes_in_priority_order(outcome, resolved, expected):
     assert outcome_class(outcome, resolved) == expected
 
@@ -209,8 +340,9 @@ def test_tables_have_the_documented_columns_and_are_written(tmp_path):
 def test_aggregate_cli_reports_left_out_runs(tmp_path, capsys):
     write_run(tmp_path / "runs" / "cell" / "t1__a1")
     write_run(tmp_path / "runs" / "cell" / "t2__a1", complete=False)
-    args = SimpleNamespace(runs=[tmp_path / "runs"], out=tmp_path / "tables", block=16, discount=0.1,
-                           processes=1, strict=False)
+    args = SimpleNamespace(
+        runs=[tmp_path / "runs"], out=tmp_path / "tables", block=16, discount=0.1, processes=1, strict=False
+    )
     assert cli_aggregate.main(args) == 0
     err = capsys.readouterr().err
     assert f"left out: {tmp_path / 'runs' / 'cell' / 't2__a1' / 'run.json'}" in err
@@ -244,12 +376,14 @@ def test_find_run_dirs_skips_runs_moved_aside_as_stale(tmp_path):
     assert find_run_dirs([tmp_path]) == [cell / "t-1__a1"]
 
 
-@pytest.mark.parametrize("mode, expected", [("agent_timeout", "time_limited"),
-                                            ("test_timeout", "time_limited"),
-                                            ("parse_error", "submitted_unsuccessful")])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [("agent_timeout", "time_limited"), ("test_timeout", "time_limited"), ("parse_error", "submitted_unsuccessful")],
+)
 def test_a_harness_timeout_in_the_verdict_makes_an_unresolved_run_time_limited(tmp_path, mode, expected):
     run_dir = write_run(tmp_path / "cell" / "t1__a1", resolved=False)
-    (run_dir / "verdict.json").write_text(json.dumps({"resolved": False, "harness": "terminal-bench",
-                                                      "report": {"failure_mode": mode}, "log": ""}))
+    (run_dir / "verdict.json").write_text(
+        json.dumps({"resolved": False, "harness": "terminal-bench", "report": {"failure_mode": mode}, "log": ""})
+    )
     row = aggregate([tmp_path], processes=1).runs.iloc[0]
     assert (row.outcome, row.outcome_class) == ("submitted", expected)

@@ -31,13 +31,24 @@ sys.path.insert(0, str(ROOT / FIXTURE))
 import edge_cases  # noqa: E402
 
 
-def execute(name: str, out_dir: Path, executed_dir: Path,
-            tables_dir: Path = FIXTURE / "tables") -> subprocess.CompletedProcess:
-    args = papermill_args(name, config_path=str(FIXTURE / "config.yaml"),
-                          tables_dir=str(tables_dir), out_dir=str(out_dir),
-                          executed=str(executed_dir / f"{name}.ipynb"), extra={"n_boot": TEST_BOOT})
-    return subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", "-k", "python3", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+def execute(
+    name: str, out_dir: Path, executed_dir: Path, tables_dir: Path = FIXTURE / "tables"
+) -> subprocess.CompletedProcess:
+    args = papermill_args(
+        name,
+        config_path=str(FIXTURE / "config.yaml"),
+        tables_dir=str(tables_dir),
+        out_dir=str(out_dir),
+        executed=str(executed_dir / f"{name}.ipynb"),
+        extra={"n_boot": TEST_BOOT},
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "papermill", "--no-progress-bar", "-k", "python3", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def execute_all(names, tmp: Path) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
@@ -104,8 +115,7 @@ def edge_runs(tmp_path_factory):
         (tmp / edge / "notebooks").mkdir()
         jobs += [(edge, name, tables) for name in EDGE_NOTEBOOKS]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda job: execute(job[1], tmp / job[0] / "figures", tmp / job[0] / "notebooks", job[2]),
-                        jobs)
+        done = pool.map(lambda job: execute(job[1], tmp / job[0] / "figures", tmp / job[0] / "notebooks", job[2]), jobs)
         results = {(edge, name): result for (edge, name, _), result in zip(jobs, done)}
     return tmp, results
 
@@ -118,8 +128,7 @@ def test_edge_notebooks_render_and_say_what_is_missing(edge_runs, edge):
         assert result.returncode == 0, f"{name} on {edge} failed:\n{result.stderr[-3000:]}"
         for path in produced(name, tmp / edge / "figures"):
             assert path.exists(), f"{name} on {edge} did not write {path.name}"
-    said = {name: json.loads((tmp / edge / "figures" / f"{name}.notes.json").read_text())
-            for name in EDGE_NOTEBOOKS}
+    said = {name: json.loads((tmp / edge / "figures" / f"{name}.notes.json").read_text()) for name in EDGE_NOTEBOOKS}
     if edge == "empty":
         assert all(said.values()), said
     if edge == "fc_time_limited":
@@ -145,11 +154,33 @@ def paper_run(paper_tables, tmp_path_factory):
     def run(name):
         spec = targets[name]
         params = json.dumps({**spec["params"], "n_boot": TEST_BOOT})
-        return subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", "-k", "python3",
-                               spec["notebook"], str(tmp / "notebooks" / f"{name}.ipynb"),
-                               "-p", "tables_dir", str(tables_dir), "-p", "config_path", str(config_path),
-                               "-p", "out_dir", str(tmp / "figures"), "-y", params],
-                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "papermill",
+                "--no-progress-bar",
+                "-k",
+                "python3",
+                spec["notebook"],
+                str(tmp / "notebooks" / f"{name}.ipynb"),
+                "-p",
+                "tables_dir",
+                str(tables_dir),
+                "-p",
+                "config_path",
+                str(config_path),
+                "-p",
+                "out_dir",
+                str(tmp / "figures"),
+                "-y",
+                params,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = dict(zip(targets, pool.map(run, targets)))

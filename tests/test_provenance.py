@@ -14,12 +14,25 @@ from conftest import require
 from ctxpolicy import cli, gitstate
 from ctxpolicy.agent.versions import software_versions
 from ctxpolicy.provenance import (
-    SidecarError, code_state, package_versions, read_sidecar, run_record_files, sha256_file,
-    sidecar_path, trace, verify, write_sidecar,
+    SidecarError,
+    code_state,
+    package_versions,
+    read_sidecar,
+    run_record_files,
+    sha256_file,
+    sidecar_path,
+    trace,
+    verify,
+    write_sidecar,
 )
 
-MODEL = {"name": "qwen2.5-coder-0.5b-instruct", "file": "/models/qwen.gguf",
-         "sha256": "ab" * 32, "hub_id": None, "revision": None}
+MODEL = {
+    "name": "qwen2.5-coder-0.5b-instruct",
+    "file": "/models/qwen.gguf",
+    "sha256": "ab" * 32,
+    "hub_id": None,
+    "revision": None,
+}
 RUN_COMMIT = "c0ffee" * 6 + "abcd"
 
 
@@ -30,10 +43,20 @@ def digest(path: Path) -> str:
 def make_run(cell_dir: Path, task_id: str, attempt: int = 1, *, verdict: bool = True) -> Path:
     run_dir = cell_dir / f"{task_id}__a{attempt}"
     run_dir.mkdir(parents=True)
-    identity = {"benchmark": cell_dir.parts[-3], "model": cell_dir.parts[-2], "cell": cell_dir.name,
-                "task_id": task_id, "attempt": attempt}
-    record = {"schema_version": 1, "complete": True, "identity": identity, "outcome": "submitted",
-              "versions": {"git_commit": RUN_COMMIT, "git_dirty": False, "model": MODEL}}
+    identity = {
+        "benchmark": cell_dir.parts[-3],
+        "model": cell_dir.parts[-2],
+        "cell": cell_dir.name,
+        "task_id": task_id,
+        "attempt": attempt,
+    }
+    record = {
+        "schema_version": 1,
+        "complete": True,
+        "identity": identity,
+        "outcome": "submitted",
+        "versions": {"git_commit": RUN_COMMIT, "git_dirty": False, "model": MODEL},
+    }
     (run_dir / "run.json").write_text(json.dumps(record))
     (run_dir / "calls.jsonl").write_text(json.dumps({"index": 0, "kind": "agent"}) + "\n")
     (run_dir / "messages.jsonl").write_text("{}\n")
@@ -64,19 +87,26 @@ def study(tmp_path, monkeypatch):
     Path("results/tables").mkdir(parents=True)
     table = Path("results/tables/runs.parquet")
     table.write_bytes(b"PAR1 table")
-    write_sidecar(table, config_path=Path("config/config.yaml"), inputs=run_record_files(runs) + cell_files,
-                  repo_root=tmp_path)
+    write_sidecar(
+        table, config_path=Path("config/config.yaml"), inputs=run_record_files(runs) + cell_files, repo_root=tmp_path
+    )
     Path("figures").mkdir()
     figure = Path("figures/fig2.pdf")
     figure.write_bytes(b"%PDF figure")
-    write_sidecar(figure, config_path=Path("config/config.yaml"), inputs=[table],
-                  notebook=Path("notebooks/fig2.ipynb"), extra={"rule": "fig2"}, repo_root=tmp_path)
+    write_sidecar(
+        figure,
+        config_path=Path("config/config.yaml"),
+        inputs=[table],
+        notebook=Path("notebooks/fig2.ipynb"),
+        extra={"rule": "fig2"},
+        repo_root=tmp_path,
+    )
     return {"runs": runs, "table": table, "figure": figure}
 
 
 def test_sha256_file_streams_large_files(tmp_path):
     path = tmp_path / "big.bin"
-    path.write_bytes(bytes(range(256)) * 40_000)   # several read blocks
+    path.write_bytes(bytes(range(256)) * 40_000)  # several read blocks
     assert sha256_file(path) == digest(path)
 
 
@@ -91,14 +121,13 @@ def test_table_sidecar_records_every_run_file_with_its_hash(study):
     sidecar = read_sidecar(sidecar_path(study["table"]))
     base = study["table"].parent
     recorded = {(base / e["path"]).resolve(): e["sha256"] for e in sidecar["inputs"]}
-    expected = {f.resolve(): digest(f) for f in [*run_record_files(study["runs"]),
-                                                 *study["runs"].glob("*/*/*/*.json")]}
+    expected = {f.resolve(): digest(f) for f in [*run_record_files(study["runs"]), *study["runs"].glob("*/*/*/*.json")]}
     assert len(expected) == 18 + 4
     assert recorded == expected
     assert sidecar["target"] == {"path": "runs.parquet", "sha256": digest(study["table"])}
     assert sidecar["config"]["sha256"] == digest(Path("config/config.yaml"))
     assert (base / sidecar["config"]["path"]).resolve() == Path("config/config.yaml").resolve()
-    assert sidecar["models"] == [MODEL]           # from run.json versions.model, deduplicated
+    assert sidecar["models"] == [MODEL]  # from run.json versions.model, deduplicated
     assert sidecar["notebook"] is None
     assert sidecar["packages"]["ctxpolicy"] is not None
 
@@ -118,8 +147,14 @@ def test_figure_sidecar_points_to_its_inputs_sidecar_and_carries_their_models(st
 def test_sidecar_is_deterministic_apart_from_its_timestamp(study):
     path = sidecar_path(study["figure"])
     first = path.read_text()
-    write_sidecar(study["figure"], config_path=Path("config/config.yaml"), inputs=[study["table"]],
-                  notebook=Path("notebooks/fig2.ipynb"), extra={"rule": "fig2"}, repo_root=Path.cwd())
+    write_sidecar(
+        study["figure"],
+        config_path=Path("config/config.yaml"),
+        inputs=[study["table"]],
+        notebook=Path("notebooks/fig2.ipynb"),
+        extra={"rule": "fig2"},
+        repo_root=Path.cwd(),
+    )
     second = path.read_text()
     strip = lambda text: {k: v for k, v in json.loads(text).items() if k != "recorded_at"}  # noqa: E731
     assert strip(first) == strip(second)
@@ -200,8 +235,9 @@ def fresh_software_versions():
     software_versions.cache_clear()
 
 
-def test_run_records_and_sidecars_share_the_package_checkout_and_dirty_rule(tmp_path, monkeypatch,
-                                                                            fresh_software_versions):
+def test_run_records_and_sidecars_share_the_package_checkout_and_dirty_rule(
+    tmp_path, monkeypatch, fresh_software_versions
+):
     checkout = tmp_path / "checkout"
     git, head = make_repo(checkout, "src/ctxpolicy/__init__.py")
     monkeypatch.setattr(gitstate, "PACKAGE_DIR", checkout / "src" / "ctxpolicy")
@@ -257,8 +293,7 @@ def test_verify_names_each_changed_and_missing_file_along_the_chain(study):
 def test_verify_reports_a_vanished_intermediate_sidecar(study):
     sidecar_path(study["table"]).unlink()
     _, problems = verify(study["figure"])
-    assert [(p.path, p.problem) for p in problems] == [
-        ("results/tables/runs.parquet.prov.json", "sidecar missing")]
+    assert [(p.path, p.problem) for p in problems] == [("results/tables/runs.parquet.prov.json", "sidecar missing")]
 
 
 def test_verify_refuses_a_target_without_sidecar(study):
@@ -288,8 +323,10 @@ def test_trace_follows_figure_to_table_to_run_records(study):
     assert run["model"]["sha256"] == MODEL["sha256"]
     assert run["code"] == {"commit": RUN_COMMIT, "dirty": False}
     assert [f["path"].rsplit("/", 1)[1] for f in run["files"]] == ["calls.jsonl", "run.json", "verdict.json"]
-    assert [c["dir"] for c in table["cells"]] == ["results/runs/local/qwen05b/FC",
-                                                  "results/runs/local/qwen05b/TR_Th_0.5__primary"]
+    assert [c["dir"] for c in table["cells"]] == [
+        "results/runs/local/qwen05b/FC",
+        "results/runs/local/qwen05b/TR_Th_0.5__primary",
+    ]
     assert [f["path"].rsplit("/", 1)[1] for f in table["cells"][0]["files"]] == ["cell.json", "eval.json"]
     assert table["inputs"] == []
 
@@ -331,25 +368,43 @@ def test_verify_cli_exit_codes_and_listing(study, capsys):
 
 
 def test_record_cli_gathers_inputs_from_list_glob_and_runs(study, capsys):
-    Path("inputs.txt").write_text("# run files\n" + "\n".join(
-        str(p) for p in run_record_files(study["runs"] / "local/qwen05b/FC")) + "\n\n")
+    Path("inputs.txt").write_text(
+        "# run files\n" + "\n".join(str(p) for p in run_record_files(study["runs"] / "local/qwen05b/FC")) + "\n\n"
+    )
     Path("results/thresholds").mkdir()
     Path("results/thresholds/local.json").write_text("{}")
     Path("results/tables/calls.parquet").write_bytes(b"PAR1 calls")
-    code = cli.main(["provenance", "record", "results/tables/runs.parquet", "results/tables/calls.parquet",
-                     "--config", "config/config.yaml", "--inputs-from", "inputs.txt",
-                     "--runs", str(study["runs"] / "local/qwen05b/TR_Th_0.5__primary/t-1__a1"),
-                     str(study["runs"] / "local/qwen05b/TR_Th_0.5__primary/t-2__a1"),
-                     "--runs", str(study["runs"] / "local/qwen05b/TR_Th_0.5__primary/t-3__a1"),
-                     "--inputs-glob", "results/thresholds/**/*.json", "--extra", "rule=aggregate"])
+    code = cli.main(
+        [
+            "provenance",
+            "record",
+            "results/tables/runs.parquet",
+            "results/tables/calls.parquet",
+            "--config",
+            "config/config.yaml",
+            "--inputs-from",
+            "inputs.txt",
+            "--runs",
+            str(study["runs"] / "local/qwen05b/TR_Th_0.5__primary/t-1__a1"),
+            str(study["runs"] / "local/qwen05b/TR_Th_0.5__primary/t-2__a1"),
+            "--runs",
+            str(study["runs"] / "local/qwen05b/TR_Th_0.5__primary/t-3__a1"),
+            "--inputs-glob",
+            "results/thresholds/**/*.json",
+            "--extra",
+            "rule=aggregate",
+        ]
+    )
     assert code == 0
     for table in ("runs", "calls"):
         sidecar = read_sidecar(f"results/tables/{table}.parquet.prov.json")
         paths = {e["path"] for e in sidecar["inputs"]}
         assert len(paths) == 19 and "../thresholds/local.json" in paths
         assert sidecar["extra"] == {"rule": "aggregate"}
-    assert capsys.readouterr().out.split() == ["results/tables/runs.parquet.prov.json",
-                                               "results/tables/calls.parquet.prov.json"]
+    assert capsys.readouterr().out.split() == [
+        "results/tables/runs.parquet.prov.json",
+        "results/tables/calls.parquet.prov.json",
+    ]
 
     assert cli.main(["provenance", "record", "figures/fig2.pdf", "--inputs-glob", "nothing/*.json"]) == 2
     assert "--inputs-glob 'nothing/*.json': matched no files" in capsys.readouterr().err

@@ -34,10 +34,15 @@ def task(text: str = "Fix the bug.") -> list[dict]:
 
 def proxy_for(upstream_url: str, policy: str = "TR/Th/0.5", threshold: int | None = 150, **config) -> Proxy:
     spec = parse_spec(policy)
-    settings = ProxySettings(policy=spec, threshold=threshold if spec.needs_threshold else None,
-                             upstream_url=upstream_url, upstream_model=None, summarizer_model=None,
-                             idle_timeout_s=config.pop("idle_timeout_s", 3600.0),
-                             max_conversations=config.pop("max_conversations", 256))
+    settings = ProxySettings(
+        policy=spec,
+        threshold=threshold if spec.needs_threshold else None,
+        upstream_url=upstream_url,
+        upstream_model=None,
+        summarizer_model=None,
+        idle_timeout_s=config.pop("idle_timeout_s", 3600.0),
+        max_conversations=config.pop("max_conversations", 256),
+    )
     return Proxy(ProxyConfig(settings=settings, upstream_url=upstream_url, **config))
 
 
@@ -63,8 +68,10 @@ def agent_loop(client: openai.OpenAI, messages: list[dict], steps: int, **kwargs
     for _ in range(steps):
         response = client.chat.completions.create(model="any", messages=messages, max_tokens=8, **kwargs)
         responses.append(response)
-        messages += [{"role": "assistant", "content": response.choices[0].message.content},
-                     {"role": "user", "content": OBSERVATION}]
+        messages += [
+            {"role": "assistant", "content": response.choices[0].message.content},
+            {"role": "user", "content": OBSERVATION},
+        ]
     return responses
 
 
@@ -97,8 +104,11 @@ def test_streaming_passes_chunks_through_and_records_usage(recorded):
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text.startswith("answer")
     assert all(c.choices for c in chunks), "the usage-only chunk the proxy asked for is not passed on"
-    with_usage = list(client.chat.completions.create(model="any", messages=task("stream it too"), stream=True,
-                                                     stream_options={"include_usage": True}))
+    with_usage = list(
+        client.chat.completions.create(
+            model="any", messages=task("stream it too"), stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert with_usage[-1].usage is not None and with_usage[-1].usage.prompt_tokens > 0
     settled(proxy)
     lines = [next(read_jsonl(d / "calls.jsonl")) for d in run_dirs(record_dir)]
@@ -112,8 +122,10 @@ def test_tool_calls_pass_through(recorded):
     tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
     response = client.chat.completions.create(model="any", messages=task("use tools"), tools=tools)
     call = response.choices[0].message.tool_calls[0]
-    messages = task("use tools") + [response.choices[0].message.model_dump(exclude_none=True),
-                                    {"role": "tool", "tool_call_id": call.id, "content": "file.py"}]
+    messages = task("use tools") + [
+        response.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "file.py"},
+    ]
     again = client.chat.completions.create(model="any", messages=messages, tools=tools)
     assert again.choices[0].message.tool_calls
 
@@ -128,8 +140,10 @@ def test_interleaved_conversations_do_not_mix(upstream, tmp_path):
                 response = client.chat.completions.create(model="any", messages=history)
                 sent = upstream.requests[-1]["messages"]
                 assert sent == history, f"conversation {name} step {step} got another history"
-                history += [{"role": "assistant", "content": response.choices[0].message.content},
-                            {"role": "user", "content": f"observation {name}{step}"}]
+                history += [
+                    {"role": "assistant", "content": response.choices[0].message.content},
+                    {"role": "user", "content": f"observation {name}{step}"},
+                ]
         # same prefix, told apart by the client's header
         headers = [{"X-Ctxpolicy-Conversation": "first"}, {"X-Ctxpolicy-Conversation": "second"}]
         for h in headers:
@@ -155,8 +169,10 @@ def test_longest_prefix_rule_and_history_rewrite():
     assert fresh.created and fresh.conversation is not first.conversation
     longer = store.claim(history + [{"role": "assistant", "content": "a2"}], name=None, now=3)
     assert longer.conversation is first.conversation and len(longer.new_messages) == 1  # the longest prefix wins
-    assert store.claim(task() + [{"role": "assistant", "content": "b1"}], name=None, now=3.5).conversation \
+    assert (
+        store.claim(task() + [{"role": "assistant", "content": "b1"}], name=None, now=3.5).conversation
         is fresh.conversation
+    )
     edited = task() + [{"role": "user", "content": "my own summary of b1"}]
     rewrite = store.claim(edited, name=None, now=4)  # extends neither: the most recently used one is rewritten
     assert rewrite.rewritten and rewrite.conversation is fresh.conversation
@@ -189,16 +205,21 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
     assert len(dirs) == 2
     for d in dirs:
         assert run_dir_problems(d) == []
-        check = subprocess.run([sys.executable, "-m", "ctxpolicy.agent.validate", str(d)], capture_output=True,
-                               text=True, timeout=60)
+        check = subprocess.run(
+            [sys.executable, "-m", "ctxpolicy.agent.validate", str(d)], capture_output=True, text=True, timeout=60
+        )
         assert check.returncode == 0, check.stdout
     outcomes = sorted(read_json(d / "run.json")["outcome"] for d in dirs)
     assert outcomes == ["error", "submitted"]
     identity = read_json(dirs[0] / "run.json")["identity"]
     assert identity["track"] == "proxy" and identity["benchmark"] == "proxy" and identity["attempt"] == 1
     tables = tmp_path / "tables"
-    result = subprocess.run([sys.executable, "-m", "ctxpolicy", "aggregate", "--runs", str(tmp_path / "rec"),
-                             "--out", str(tables)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "ctxpolicy", "aggregate", "--runs", str(tmp_path / "rec"), "--out", str(tables)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     import pandas as pd
 
@@ -207,8 +228,9 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
     assert not runs["has_verdict"].any()  # never graded: no resolve rate counts them
     ok = runs[runs["outcome"].astype(str) == "submitted"].iloc[0]
     assert ok["billed_exact"] > 0 and ok["compression_events"] >= 1  # the cost columns, as for harness runs
-    priced = subprocess.run([sys.executable, "-m", "ctxpolicy", "cost", "-i", ok["run_dir"]],
-                            capture_output=True, text=True, timeout=60)
+    priced = subprocess.run(
+        [sys.executable, "-m", "ctxpolicy", "cost", "-i", ok["run_dir"]], capture_output=True, text=True, timeout=60
+    )
     assert priced.returncode == 0, priced.stderr
     cost = json.loads(priced.stdout)  # `ctxpolicy cost` prices the recorded run as aggregate does
     assert cost["exact"]["billed_input"] == pytest.approx(ok["billed_exact"])
@@ -218,8 +240,13 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
 def test_summarizing_policy_records_its_summary_calls(upstream, tmp_path):
     from ctxpolicy.policies import EndpointSummarizer
 
-    proxy = proxy_for(upstream.url, policy="SU/Th/0.5", threshold=150, record_dir=tmp_path,
-                      summarizer=EndpointSummarizer(upstream.url, "fake-upstream", max_tokens=16))
+    proxy = proxy_for(
+        upstream.url,
+        policy="SU/Th/0.5",
+        threshold=150,
+        record_dir=tmp_path,
+        summarizer=EndpointSummarizer(upstream.url, "fake-upstream", max_tokens=16),
+    )
     with serve(build_app(proxy)) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
         agent_loop(client, task("summarize me"), 4)
@@ -243,8 +270,14 @@ def test_bad_input_gets_json_errors(upstream, tmp_path):
             (httpx.post(post, json={"model": "m"}), 400, "invalid_request"),
             (httpx.post(post, json={"messages": [{"content": "no role"}]}), 400, "invalid_request"),
             (httpx.post(post, json={"messages": task("x" * 20_000)}), 413, "request_too_large"),
-            (httpx.post(f"{url}/v1/messages", json={"messages": [{"role": "user", "content": [
-                {"type": "image", "source": {}}]}]}), 400, "invalid_request"),
+            (
+                httpx.post(
+                    f"{url}/v1/messages",
+                    json={"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+                ),
+                400,
+                "invalid_request",
+            ),
         ]
         for response, status, kind in cases:
             assert response.status_code == status and response.json()["error"]["type"] == kind, response.text
@@ -291,12 +324,26 @@ def test_idle_conversations_expire_and_memory_stays_bounded(upstream, tmp_path):
 
 
 def test_anthropic_messages_round_trip():
-    body = {"system": "S", "messages": [
-        {"role": "user", "content": "do it"},
-        {"role": "assistant", "content": [{"type": "text", "text": "ok"},
-                                          {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py", "is_error": True},
-                                     {"type": "text", "text": "go on"}]}]}
+    body = {
+        "system": "S",
+        "messages": [
+            {"role": "user", "content": "do it"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "ok"},
+                    {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "a.py", "is_error": True},
+                    {"type": "text", "text": "go on"},
+                ],
+            },
+        ],
+    }
     messages = anthropic.to_openai(body)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "user"]
     assert json.loads(messages[2]["tool_calls"][0]["function"]["arguments"]) == {"command": "ls"}
@@ -304,8 +351,10 @@ def test_anthropic_messages_round_trip():
     assert system == "S"
     assert back[0] == {"role": "user", "content": [{"type": "text", "text": "do it"}]}
     assert back[1]["content"][1] == {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}
-    assert back[2]["content"] == [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py", "is_error": True},
-                                  {"type": "text", "text": "go on"}]
+    assert back[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "a.py", "is_error": True},
+        {"type": "text", "text": "go on"},
+    ]
 
 
 def test_anthropic_front_door_compresses_and_records(upstream, tmp_path):
@@ -314,8 +363,9 @@ def test_anthropic_front_door_compresses_and_records(upstream, tmp_path):
         messages = [{"role": "user", "content": "anthropic task"}]
         sizes = []
         for _ in range(5):
-            response = httpx.post(f"{url}/v1/messages", json={"model": "m", "max_tokens": 8, "system": "S",
-                                                               "messages": messages})
+            response = httpx.post(
+                f"{url}/v1/messages", json={"model": "m", "max_tokens": 8, "system": "S", "messages": messages}
+            )
             assert response.status_code == 200 and response.json()["content"][0]["text"] == "done"
             sent = upstream.requests[-1]
             assert sent["system"] == "S" and sent["messages"][0]["content"][0]["text"] == "anthropic task"
@@ -334,21 +384,46 @@ def _free_port() -> int:
 
 def test_command_line_start_up_errors_and_sigterm_writes_records(upstream, tmp_path):
     base = [sys.executable, "-m", "ctxpolicy", "proxy"]
-    bad = subprocess.run(base + ["--policy", "NOPE/Th", "--upstream", upstream.url], capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run(
+        base + ["--policy", "NOPE/Th", "--upstream", upstream.url], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and "--policy" in bad.stderr and "Traceback" not in bad.stderr
-    refused = subprocess.run(base + ["--policy", "FC", "--upstream", f"http://127.0.0.1:{_free_port()}/v1"],
-                             capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        base + ["--policy", "FC", "--upstream", f"http://127.0.0.1:{_free_port()}/v1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "does not answer" in refused.stderr
-    missing_key = subprocess.run(base + ["--policy", "FC", "--upstream", upstream.url, "--api-key-env", "NO_SUCH_VAR_X"],
-                                 capture_output=True, text=True, timeout=60)
+    missing_key = subprocess.run(
+        base + ["--policy", "FC", "--upstream", upstream.url, "--api-key-env", "NO_SUCH_VAR_X"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing_key.returncode == 2 and "NO_SUCH_VAR_X" in missing_key.stderr
 
     port = _free_port()
     env = {**os.environ, "UPSTREAM_KEY": "k-secret-123"}
-    process = subprocess.Popen(base + ["--policy", "OTRC/St", "--upstream", upstream.url, "--listen",
-                                       f"127.0.0.1:{port}", "--record", str(tmp_path), "--api-key-env", "UPSTREAM_KEY"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    process = subprocess.Popen(
+        base
+        + [
+            "--policy",
+            "OTRC/St",
+            "--upstream",
+            upstream.url,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--record",
+            str(tmp_path),
+            "--api-key-env",
+            "UPSTREAM_KEY",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -25,8 +25,16 @@ pytestmark = pytest.mark.llm
 
 REPO = Path(__file__).resolve().parents[1]
 GGUF = "qwen2.5-coder-0.5b-instruct-q4_k_m"
-MODEL_CFG = {"server": "llamacpp", "served_name": "qwen05b-proxy", "gguf": GGUF,
-             "ctx_size": 4096, "threads": 2, "parallel": 2, "prefix_caching": True, "seed": 1}
+MODEL_CFG = {
+    "server": "llamacpp",
+    "served_name": "qwen05b-proxy",
+    "gguf": GGUF,
+    "ctx_size": 4096,
+    "threads": 2,
+    "parallel": 2,
+    "prefix_caching": True,
+    "seed": 1,
+}
 THRESHOLD = 400  # the SDK conversation passes it at its third call
 OBSERVATION = "\n".join(f"line {i}: value = {i * 37 % 101}" for i in range(30))  # ~240 tokens
 
@@ -36,8 +44,9 @@ def llama(tmp_path_factory):
     from ctxpolicy.serving.models import cached_model
     from ctxpolicy.serving.server import start_server
 
-    require(cached_model(GGUF) is not None,
-            f"embedded model (python -m ctxpolicy.serving.models ensure --install {GGUF})")
+    require(
+        cached_model(GGUF) is not None, f"embedded model (python -m ctxpolicy.serving.models ensure --install {GGUF})"
+    )
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with start_server(MODEL_CFG, log_path=log, ready_timeout_s=180) as server:
         yield server
@@ -47,8 +56,13 @@ def llama(tmp_path_factory):
 def proxied(llama, tmp_path_factory):
     """(proxy base URL, record dir) for a recording TR/Th/0.5 proxy in front of llama.cpp."""
     record = tmp_path_factory.mktemp("proxy-real")
-    settings = ProxySettings(policy=parse_spec("TR/Th/0.5"), threshold=THRESHOLD, upstream_url=llama.base_url,
-                             upstream_model=None, summarizer_model=None)
+    settings = ProxySettings(
+        policy=parse_spec("TR/Th/0.5"),
+        threshold=THRESHOLD,
+        upstream_url=llama.base_url,
+        upstream_model=None,
+        summarizer_model=None,
+    )
     proxy = Proxy(ProxyConfig(settings=settings, upstream_url=llama.base_url, record_dir=record))
     with serve(build_app(proxy)) as url:
         yield f"{url}/v1", record, proxy
@@ -56,8 +70,10 @@ def proxied(llama, tmp_path_factory):
 
 
 def _task(text: str) -> list[dict]:
-    return [{"role": "system", "content": "You are terse. Answer in at most five words."},
-            {"role": "user", "content": text}]
+    return [
+        {"role": "system", "content": "You are terse. Answer in at most five words."},
+        {"role": "user", "content": text},
+    ]
 
 
 def _run_dir(record: Path, proxy: Proxy, conversation_text: str) -> Path:
@@ -71,11 +87,12 @@ def test_sdk_non_streaming_upstream_receives_the_compressed_history(proxied):
     messages = _task("Read the tool outputs and say OK.")
     prompts = []
     for _ in range(4):
-        response = client.chat.completions.create(model="qwen05b-proxy", messages=messages, max_tokens=4,
-                                                  temperature=0)
+        response = client.chat.completions.create(model="qwen05b-proxy", messages=messages, max_tokens=4, temperature=0)
         prompts.append(response.usage.prompt_tokens)
-        messages += [{"role": "assistant", "content": response.choices[0].message.content or "OK"},
-                     {"role": "user", "content": OBSERVATION}]
+        messages += [
+            {"role": "assistant", "content": response.choices[0].message.content or "OK"},
+            {"role": "user", "content": OBSERVATION},
+        ]
     settled(proxy)
     calls = list(read_jsonl(_run_dir(record, proxy, messages[1]["content"]) / "calls.jsonl"))
     assert [c["prompt_tokens"] for c in calls] == prompts  # what llama.cpp reported is what was recorded
@@ -89,12 +106,23 @@ def test_sdk_non_streaming_upstream_receives_the_compressed_history(proxied):
 def test_sdk_streaming_with_and_without_usage(proxied):
     url, _, _ = proxied
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=300)
-    plain = list(client.chat.completions.create(model="qwen05b-proxy", messages=_task("Say hello."), max_tokens=4,
-                                                temperature=0, stream=True))
+    plain = list(
+        client.chat.completions.create(
+            model="qwen05b-proxy", messages=_task("Say hello."), max_tokens=4, temperature=0, stream=True
+        )
+    )
     assert "".join(c.choices[0].delta.content or "" for c in plain if c.choices).strip()
     assert all(c.choices for c in plain)  # the usage chunk the proxy asked for is not passed on
-    counted = list(client.chat.completions.create(model="qwen05b-proxy", messages=_task("Say bye."), max_tokens=4,
-                                                  temperature=0, stream=True, stream_options={"include_usage": True}))
+    counted = list(
+        client.chat.completions.create(
+            model="qwen05b-proxy",
+            messages=_task("Say bye."),
+            max_tokens=4,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     assert counted[-1].usage is not None and counted[-1].usage.prompt_tokens > 10
 
 
@@ -104,10 +132,13 @@ def test_interleaved_conversations_and_a_history_rewrite(proxied):
     a, b = _task("Conversation A: count."), _task("Conversation B: count.")
     for step in range(2):
         for history in (a, b):
-            response = client.chat.completions.create(model="qwen05b-proxy", messages=history, max_tokens=3,
-                                                      temperature=0)
-            history += [{"role": "assistant", "content": response.choices[0].message.content or "1"},
-                        {"role": "user", "content": f"next {step}"}]
+            response = client.chat.completions.create(
+                model="qwen05b-proxy", messages=history, max_tokens=3, temperature=0
+            )
+            history += [
+                {"role": "assistant", "content": response.choices[0].message.content or "1"},
+                {"role": "user", "content": f"next {step}"},
+            ]
     rewrites = proxy.store.rewrites
     rewritten = _task("Conversation A: count.") + [{"role": "user", "content": "(earlier turns summarized) next 1"}]
     client.chat.completions.create(model="qwen05b-proxy", messages=rewritten, max_tokens=3, temperature=0)
@@ -124,15 +155,35 @@ def test_anthropic_messages_front_door_with_tool_use(proxied):
     import httpx
 
     url, record, proxy = proxied
-    messages = [{"role": "user", "content": "List the files."},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash",
-                                                   "input": {"command": "ls"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py b.py"},
-                                             {"type": "text", "text": "Which file is first?"}]}]
-    tools = [{"name": "bash", "description": "run a command",
-              "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
-    body = {"model": "qwen05b-proxy", "max_tokens": 4, "temperature": 0, "system": "You are terse.",
-            "messages": messages, "tools": tools}
+    messages = [
+        {"role": "user", "content": "List the files."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py b.py"},
+                {"type": "text", "text": "Which file is first?"},
+            ],
+        },
+    ]
+    tools = [
+        {
+            "name": "bash",
+            "description": "run a command",
+            "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+        }
+    ]
+    body = {
+        "model": "qwen05b-proxy",
+        "max_tokens": 4,
+        "temperature": 0,
+        "system": "You are terse.",
+        "messages": messages,
+        "tools": tools,
+    }
     base = url.removesuffix("/v1")
     answer = httpx.post(f"{base}/v1/messages", json=body, timeout=300)
     assert answer.status_code == 200, answer.text
@@ -167,12 +218,26 @@ def test_mini_swe_agent_litellm_model_through_the_proxy(proxied, tmp_path):
     workspace.mkdir()
     adapter.prepare_workspace(task, workspace)
     templates = load_templates("tool")
-    model = LitellmModel(model_name="openai/qwen05b-proxy", cost_tracking="ignore_errors",
-                         model_kwargs={"api_base": url, "api_key": "unused", "max_tokens": 40, "temperature": 0,
-                                       "extra_headers": {"X-Ctxpolicy-Conversation": "mini-swe-agent"}})
-    agent = DefaultAgent(model, adapter.make_environment(task, workspace, 30),
-                         system_template=templates.system_template, instance_template=templates.instance_template,
-                         step_limit=2, cost_limit=0, max_consecutive_format_errors=3)
+    model = LitellmModel(
+        model_name="openai/qwen05b-proxy",
+        cost_tracking="ignore_errors",
+        model_kwargs={
+            "api_base": url,
+            "api_key": "unused",
+            "max_tokens": 40,
+            "temperature": 0,
+            "extra_headers": {"X-Ctxpolicy-Conversation": "mini-swe-agent"},
+        },
+    )
+    agent = DefaultAgent(
+        model,
+        adapter.make_environment(task, workspace, 30),
+        system_template=templates.system_template,
+        instance_template=templates.instance_template,
+        step_limit=2,
+        cost_limit=0,
+        max_consecutive_format_errors=3,
+    )
     try:
         agent.run(task.instruction, submission_instructions=adapter.submission_instructions(task))
     except Exception as exc:  # the agent's own exits are not under test; the proxy's handling is
@@ -193,12 +258,17 @@ def test_records_validate_and_aggregate_after_shutdown(proxied, tmp_path_factory
     for run_dir in dirs:
         assert run_dir_problems(run_dir) == [], run_dir
         assert read_json(run_dir / "run.json")["identity"]["track"] == "proxy"
-    check = subprocess.run([sys.executable, "-m", "ctxpolicy.agent.validate", *map(str, dirs)], capture_output=True,
-                           text=True, timeout=60)
+    check = subprocess.run(
+        [sys.executable, "-m", "ctxpolicy.agent.validate", *map(str, dirs)], capture_output=True, text=True, timeout=60
+    )
     assert check.returncode == 0, check.stdout
     out = tmp_path_factory.mktemp("tables")
-    result = subprocess.run([sys.executable, "-m", "ctxpolicy", "aggregate", "--runs", str(record), "--out", str(out)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "ctxpolicy", "aggregate", "--runs", str(record), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     import pandas as pd
 

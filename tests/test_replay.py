@@ -47,18 +47,37 @@ def recorded(tmp_path_factory):
     config_path.write_text(yaml.safe_dump(config))
     workdir = tmp / "work"
     workdir.mkdir()
-    common = dict(instruction="List files.", task_id="scripted", attempt=1, config=str(config_path),
-                  benchmark="local", model="qwen05b", step_limit=str(STEPS))
+    common = dict(
+        instruction="List files.",
+        task_id="scripted",
+        attempt=1,
+        config=str(config_path),
+        benchmark="local",
+        model="qwen05b",
+        step_limit=str(STEPS),
+    )
     with ScriptedServer() as server:
-        run_task(environment=LocalEnvironment(cwd=str(workdir)), run_dir=tmp / "FC" / "scripted__a1",
-                 policy="FC", endpoint=server.url, **common)
+        run_task(
+            environment=LocalEnvironment(cwd=str(workdir)),
+            run_dir=tmp / "FC" / "scripted__a1",
+            policy="FC",
+            endpoint=server.url,
+            **common,
+        )
     sizes = [c["est_tokens_before"] for c in read_jsonl(tmp / "FC" / "scripted__a1" / "calls.jsonl")]
     threshold = (sizes[1] + sizes[-1]) // 2
     thresholds = tmp / "thresholds.json"
     thresholds.write_text(json.dumps({"tight": threshold, "primary": threshold, "loose": threshold}))
     with ScriptedServer() as server:
-        run_task(environment=LocalEnvironment(cwd=str(workdir)), run_dir=tmp / "TR" / "scripted__a1",
-                 policy="TR/Th/0.5", endpoint=server.url, setting="primary", thresholds=str(thresholds), **common)
+        run_task(
+            environment=LocalEnvironment(cwd=str(workdir)),
+            run_dir=tmp / "TR" / "scripted__a1",
+            policy="TR/Th/0.5",
+            endpoint=server.url,
+            setting="primary",
+            thresholds=str(thresholds),
+            **common,
+        )
     return tmp, threshold
 
 
@@ -137,8 +156,9 @@ def test_replay_runs_are_read_by_aggregate_as_their_own_track(recorded, tmp_path
     from ctxpolicy.metrics.aggregate import aggregate
 
     tmp, threshold = recorded
-    assert _replay(tmp, tmp_path / "replay", "--policy", "FC", "--policy", "TR/Th/0.5",
-                   "--threshold", str(threshold)) == 0
+    assert (
+        _replay(tmp, tmp_path / "replay", "--policy", "FC", "--policy", "TR/Th/0.5", "--threshold", str(threshold)) == 0
+    )
     tables = aggregate([tmp_path / "replay"], processes=1)
     assert tables.problems == []
     runs = tables.runs
@@ -149,8 +169,10 @@ def test_replay_runs_are_read_by_aggregate_as_their_own_track(recorded, tmp_path
     assert tr["prompt_tokens"] < fc["prompt_tokens"]
     # priced by the exact prefix simulation in local counts: under FC each prompt caches the whole
     # previous one (whole 16-token blocks)
-    prompts = [c["prompt_tokens"] for c in read_jsonl(_only_run(tmp_path / "replay" / "local" / "qwen05b" / "FC")
-                                                        / "calls.jsonl")]
+    prompts = [
+        c["prompt_tokens"]
+        for c in read_jsonl(_only_run(tmp_path / "replay" / "local" / "qwen05b" / "FC") / "calls.jsonl")
+    ]
     assert fc["cached_exact"] == sum(p // 16 * 16 for p in prompts[:-1])
     assert tr["billed_exact"] == tr["fresh_exact"] + 0.1 * tr["cached_exact"]
 
@@ -176,8 +198,21 @@ def test_synthetic_transcripts_are_valid_fc_runs_that_replay_with_events(tmp_pat
 def test_summaries_from_an_endpoint_are_real_calls_recorded_as_such(recorded, tmp_path):
     tmp, threshold = recorded
     with FakeLLMServer(model="summarizer-x") as server:
-        assert _replay(tmp, tmp_path, "--policy", "SU/Th/0.5", "--threshold", str(threshold),
-                       "--summarizer-url", server.url, "--summarizer-model", "summarizer-x") == 0
+        assert (
+            _replay(
+                tmp,
+                tmp_path,
+                "--policy",
+                "SU/Th/0.5",
+                "--threshold",
+                str(threshold),
+                "--summarizer-url",
+                server.url,
+                "--summarizer-model",
+                "summarizer-x",
+            )
+            == 0
+        )
         asked = len(server.requests)
     replay_dir = _only_run(tmp_path)
     summaries = [c for c in read_jsonl(replay_dir / "calls.jsonl") if c["kind"] == "summary"]

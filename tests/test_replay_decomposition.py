@@ -14,22 +14,54 @@ from ctxpolicy.metrics.compare import compare_to_baseline, resolve_rate, select
 from ctxpolicy.metrics.decomposition import decompose, decomposition_columns, missing_decompositions, task_ratios
 
 
-def _run(track, policy, setting, task, cost, tokens, calls, summary_calls=0, summarizer=None, resolved=True,
-         outcome="submitted"):
+def _run(
+    track,
+    policy,
+    setting,
+    task,
+    cost,
+    tokens,
+    calls,
+    summary_calls=0,
+    summarizer=None,
+    resolved=True,
+    outcome="submitted",
+):
     cell = ("" if track != "replay" else "r:") + policy + (f"__{setting}" if setting else "")
-    return {"benchmark": "local", "model": "m", "cohort": "main", "track": track, "policy": policy,
-            "setting": setting, "summarizer": summarizer, "cell": cell, "task_id": task, "attempt": 1,
-            "outcome": outcome, "resolved": resolved, "n_prompt_counts": 3, "wall_s": 1.0,
-            "billed_est": cost, "billed_exact": cost, "billed_measured": float("nan"), "total_tokens": tokens,
-            "agent_calls": calls, "summary_calls": summary_calls, "retrieval_cmds": 0, "execution_cmds": 0,
-            "outcome_class": "resolved"}
+    return {
+        "benchmark": "local",
+        "model": "m",
+        "cohort": "main",
+        "track": track,
+        "policy": policy,
+        "setting": setting,
+        "summarizer": summarizer,
+        "cell": cell,
+        "task_id": task,
+        "attempt": 1,
+        "outcome": outcome,
+        "resolved": resolved,
+        "n_prompt_counts": 3,
+        "wall_s": 1.0,
+        "billed_est": cost,
+        "billed_exact": cost,
+        "billed_measured": float("nan"),
+        "total_tokens": tokens,
+        "agent_calls": calls,
+        "summary_calls": summary_calls,
+        "retrieval_cmds": 0,
+        "execution_cmds": 0,
+        "outcome_class": "resolved",
+    }
 
 
 @pytest.fixture
 def runs() -> pd.DataFrame:
     rows = [
-        _run("full", "FC", None, "a", 100, 1000, 10), _run("full", "FC", None, "b", 200, 2000, 20),
-        _run("full", "TR/Th/0.5", "primary", "a", 90, 800, 12), _run("full", "TR/Th/0.5", "primary", "b", 160, 1400, 24),
+        _run("full", "FC", None, "a", 100, 1000, 10),
+        _run("full", "FC", None, "b", 200, 2000, 20),
+        _run("full", "TR/Th/0.5", "primary", "a", 90, 800, 12),
+        _run("full", "TR/Th/0.5", "primary", "b", 160, 1400, 24),
         _run("full", "OTRC/St", None, "a", 100, 1000, 10),  # no replay of it
         # replays: FC reproduces FC; TR halves the cost and tokens, keeps the calls
         _run("replay", "FC", None, "a", 100, 1000, 10, resolved=False),
@@ -56,7 +88,8 @@ def test_the_decomposition_splits_each_ratio_into_mechanical_and_behavioural(run
     assert per_task.loc[("a", "cost"), "mechanical"] == 0.5 and per_task.loc[("b", "cost"), "actual"] == 0.8
     assert math.isclose(per_task.loc[("b", "calls"), "behavioural"], 1.2)
     assert missing_decompositions(runs, model="m", benchmark="local") == [
-        "local/m/OTRC/St: no replay of this policy and setting"]
+        "local/m/OTRC/St: no replay of this policy and setting"
+    ]
 
 
 def test_replay_runs_never_enter_resolve_rates_or_the_baseline(runs):
@@ -75,9 +108,21 @@ def test_compare_prints_the_decomposition_columns_from_the_same_table(runs, tmp_
 
     path = tmp_path / "runs.parquet"
     runs.to_parquet(path)
-    args = SimpleNamespace(runs=path, replay=None, benchmark=None, model=None, track="full", setting=None,
-                           baseline="FC", attempts=None, resamples=100, seed=0, cost_method="estimated",
-                           json=True, csv=False)
+    args = SimpleNamespace(
+        runs=path,
+        replay=None,
+        benchmark=None,
+        model=None,
+        track="full",
+        setting=None,
+        baseline="FC",
+        attempts=None,
+        resamples=100,
+        seed=0,
+        cost_method="estimated",
+        json=True,
+        csv=False,
+    )
     assert cli_compare.main(args) == 0
     records = {r["policy"]: r for r in json.loads(capsys.readouterr().out)}
     assert math.isclose(records["TR/Th/0.5"]["decomposition"]["cost"]["mechanical"]["est"], 0.5)

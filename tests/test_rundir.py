@@ -26,13 +26,23 @@ def _run(path: Path, complete: bool | None = True) -> Path:
 
 
 def test_layout_names_a_run_directory_by_cell_task_and_attempt(tmp_path):
-    assert rundir.run_dir(tmp_path, "local", "qwen", "FC", "tinyweb-001", 2) == \
-        tmp_path / "local" / "qwen" / "FC" / "tinyweb-001__a2"
+    assert (
+        rundir.run_dir(tmp_path, "local", "qwen", "FC", "tinyweb-001", 2)
+        == tmp_path / "local" / "qwen" / "FC" / "tinyweb-001__a2"
+    )
 
 
-@pytest.mark.parametrize("content, complete", [
-    (None, False), ('{"complete": tr', False), ('{"complete": false}', False), ('{"complete": "true"}', False),
-    ('[true]', False), ('{"complete": true}', True)])
+@pytest.mark.parametrize(
+    "content, complete",
+    [
+        (None, False),
+        ('{"complete": tr', False),
+        ('{"complete": false}', False),
+        ('{"complete": "true"}', False),
+        ("[true]", False),
+        ('{"complete": true}', True),
+    ],
+)
 def test_only_a_parsable_run_json_saying_complete_true_counts(tmp_path, content, complete):
     if content is not None:
         (tmp_path / "run.json").write_text(content)
@@ -100,12 +110,26 @@ def test_reset_removes_a_previous_attempt_but_nothing_else(tmp_path):
 
 def _agent_call(**changes) -> dict:
     """A call line exactly as the agent harness wrote it before CallRecord (agent.ok_call)."""
-    line = {"index": 3, "kind": "agent", "step": 2, "start": 1764430000.12, "end": 1764430004.5,
-            "latency_s": 4.38, "status": "ok", "error": None, "prompt_tokens": 812, "completion_tokens": 95,
-            "cached_tokens": 640, "est_tokens_before": 830, "est_tokens_after": 790,
-            "message_ids": ["3fa2b4c6d8e0f1a2", "00112233445566ff"],
-            "events": [{"primitive": "TR", "trigger": "Th", "depth": 0.5, "note": "ü"}],
-            "attempts": 1, "finish_reason": "stop", "model": "qwen"}
+    line = {
+        "index": 3,
+        "kind": "agent",
+        "step": 2,
+        "start": 1764430000.12,
+        "end": 1764430004.5,
+        "latency_s": 4.38,
+        "status": "ok",
+        "error": None,
+        "prompt_tokens": 812,
+        "completion_tokens": 95,
+        "cached_tokens": 640,
+        "est_tokens_before": 830,
+        "est_tokens_after": 790,
+        "message_ids": ["3fa2b4c6d8e0f1a2", "00112233445566ff"],
+        "events": [{"primitive": "TR", "trigger": "Th", "depth": 0.5, "note": "ü"}],
+        "attempts": 1,
+        "finish_reason": "stop",
+        "model": "qwen",
+    }
     return {**line, **changes}
 
 
@@ -125,11 +149,14 @@ def test_usage_source_is_written_last_and_only_when_set():
 def test_call_record_fields_are_the_call_schema_properties_and_its_lines_validate():
     call_schema = schema("call")
     assert set(rundir.CALL_FIELDS) == set(call_schema["properties"])
-    assert list(rundir.CALL_FIELDS[:len(call_schema["required"])]) == call_schema["required"]
+    assert list(rundir.CALL_FIELDS[: len(call_schema["required"])]) == call_schema["required"]
     validator = Draft202012Validator(call_schema)
-    for changes in ({}, {"kind": "summary", "events": []}, {"usage_source": "local"},
-                    {"status": "error", "error": "EndpointError: HTTP 500", "prompt_tokens": None,
-                     "completion_tokens": None}):
+    for changes in (
+        {},
+        {"kind": "summary", "events": []},
+        {"usage_source": "local"},
+        {"status": "error", "error": "EndpointError: HTTP 500", "prompt_tokens": None, "completion_tokens": None},
+    ):
         line = json.loads(CallRecord(**{**_agent_call(), "events": [], **changes}).line())
         assert list(validator.iter_errors(line)) == [], changes
     assert rundir.CALL_KINDS == tuple(call_schema["properties"]["kind"]["enum"])

@@ -37,12 +37,12 @@ def test_argv_started_by_root_really_changes_the_host_user(tmp_path: Path) -> No
     assert "--unshare-all" not in argv and "--unshare-user" not in argv  # a user namespace would map to root
     assert "--unshare-net" in argv and "--unshare-pid" in argv
     switch = argv.index("setpriv")
-    assert argv[switch:switch + 3] == ["setpriv", "--reuid=4242", "--regid=4343"]
+    assert argv[switch : switch + 3] == ["setpriv", "--reuid=4242", "--regid=4343"]
     assert {"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"} <= set(argv[switch:])
     added = [argv[i + 1] for i, a in enumerate(argv) if a == "--cap-add"]
     assert added == ["CAP_DAC_READ_SEARCH", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]
     tmpfs = argv.index("--tmpfs")
-    assert argv[tmpfs - 4:tmpfs + 2] == ["--perms", "1777", "--size", str(7 << 20), "--tmpfs", "/tmp"]
+    assert argv[tmpfs - 4 : tmpfs + 2] == ["--perms", "1777", "--size", str(7 << 20), "--tmpfs", "/tmp"]
     assert "setpriv" not in bwrap_argv("true", tmp_path)  # an unprivileged caller stays itself
 
 
@@ -57,13 +57,15 @@ def test_per_process_limits_and_config_overrides() -> None:
 
 def test_container_runtimes_get_network_process_and_memory_caps() -> None:
     limits = SandboxLimits(pids=77, memory_mb=900)
-    docker = containers.minisweagent_environment_config("docker", "img", cwd="/testbed", timeout=5, env={},
-                                                        limits=limits)
+    docker = containers.minisweagent_environment_config(
+        "docker", "img", cwd="/testbed", timeout=5, env={}, limits=limits
+    )
     run_args = " ".join(docker["run_args"])
     assert "--network none" in run_args and "--pids-limit 77" in run_args and "--memory 900m" in run_args
     assert "--user" not in run_args  # the image's own user: the benchmark images expect root
-    apptainer = containers.minisweagent_environment_config("apptainer", "img", cwd="/testbed", timeout=5, env={},
-                                                           limits=limits)
+    apptainer = containers.minisweagent_environment_config(
+        "apptainer", "img", cwd="/testbed", timeout=5, env={}, limits=limits
+    )
     assert "--network none" in " ".join(apptainer["exec_args"]) and "--fakeroot" in apptainer["exec_args"]
     assert "--pids-limit" not in apptainer["exec_args"]  # cgroup caps only where asked for
     capped = containers.apptainer_limit_args(limits, cgroups=True)
@@ -112,8 +114,9 @@ def _marker() -> str:
 
 def test_timeout_kills_background_children(workspace: Path) -> None:
     marker = _marker()
-    result = run_sandboxed(f"sleep {marker} & (sleep {marker}; touch late.txt) & echo started; sleep 100",
-                           workspace, timeout_s=1.5)
+    result = run_sandboxed(
+        f"sleep {marker} & (sleep {marker}; touch late.txt) & echo started; sleep 100", workspace, timeout_s=1.5
+    )
     assert result.timed_out
     assert result.output == "started\n"
     assert result.duration_s < 10
@@ -167,16 +170,22 @@ def test_relative_cwd_is_inside_the_workspace(workspace: Path) -> None:
 
 
 def test_git_works_in_the_workspace(workspace: Path) -> None:
-    script = ("git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init "
-              "&& echo x > f && git add f && git diff --cached --stat")
+    script = (
+        "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init "
+        "&& echo x > f && git add f && git diff --cached --stat"
+    )
     result = run_sandboxed(script, workspace, timeout_s=30)
     assert result.returncode == 0, result.output
     assert "1 file changed" in result.output
 
 
 def test_output_keeps_head_and_tail_within_budget(workspace: Path) -> None:
-    result = run_sandboxed("echo FIRST; head -c 100000 /dev/zero | tr '\\0' a; echo; echo LAST",
-                           workspace, timeout_s=20, max_output_bytes=1000)
+    result = run_sandboxed(
+        "echo FIRST; head -c 100000 /dev/zero | tr '\\0' a; echo; echo LAST",
+        workspace,
+        timeout_s=20,
+        max_output_bytes=1000,
+    )
     assert result.output.startswith("FIRST\n") and result.output.endswith("LAST\n")
     assert "bytes of output omitted" in result.output
     assert len(result.output) < 1100

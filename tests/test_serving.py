@@ -22,8 +22,15 @@ from ctxpolicy.serving.commands import ModelConfigError, llamacpp_command, vllm_
 from ctxpolicy.serving.server import ServerError, launch_server, start_server
 
 VLLM_CFG = {
-    "server": "vllm", "served_name": "qwen3.5-35b-a3b", "hub_id": "Qwen/Qwen3.5-35B-A3B", "revision": "abc123",
-    "dtype": "bfloat16", "tensor_parallel": 4, "max_model_len": 102400, "max_num_seqs": 64, "prefix_caching": False,
+    "server": "vllm",
+    "served_name": "qwen3.5-35b-a3b",
+    "hub_id": "Qwen/Qwen3.5-35B-A3B",
+    "revision": "abc123",
+    "dtype": "bfloat16",
+    "tensor_parallel": 4,
+    "max_model_len": 102400,
+    "max_num_seqs": 64,
+    "prefix_caching": False,
 }
 
 
@@ -52,8 +59,14 @@ def test_vllm_command_carries_every_setting() -> None:
 
 
 def test_vllm_command_defaults_and_prefix_caching_on() -> None:
-    cfg = {"server": "vllm", "served_name": "m", "hub_id": "org/m", "max_model_len": 4096, "dtype": "bf16",
-           "vllm_executable": "/envs/vllm/bin/vllm"}
+    cfg = {
+        "server": "vllm",
+        "served_name": "m",
+        "hub_id": "org/m",
+        "max_model_len": 4096,
+        "dtype": "bf16",
+        "vllm_executable": "/envs/vllm/bin/vllm",
+    }
     cmd = vllm_command(cfg, 9000)
     assert cmd[0] == "/envs/vllm/bin/vllm"
     assert "--enable-prefix-caching" in cmd and "--no-enable-prefix-caching" not in cmd
@@ -62,19 +75,30 @@ def test_vllm_command_defaults_and_prefix_caching_on() -> None:
         assert absent not in cmd
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"hub_id": None}, "'hub_id' is required"),
-    ({"max_model_len": None}, "'max_model_len' is required"),
-    ({"dtype": "int3"}, "'dtype' has value 'int3'"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hub_id": None}, "'hub_id' is required"),
+        ({"max_model_len": None}, "'max_model_len' is required"),
+        ({"dtype": "int3"}, "'dtype' has value 'int3'"),
+    ],
+)
 def test_vllm_command_rejects_bad_entries(change: dict, message: str) -> None:
     with pytest.raises(ModelConfigError, match=message):
         vllm_command({**VLLM_CFG, **change}, 8000)
 
 
 def test_llamacpp_command() -> None:
-    cfg = {"server": "llamacpp", "served_name": "q", "gguf": "x", "ctx_size": 8192, "threads": 3, "parallel": 2,
-           "prefix_caching": False, "seed": 7}
+    cfg = {
+        "server": "llamacpp",
+        "served_name": "q",
+        "gguf": "x",
+        "ctx_size": 8192,
+        "threads": 3,
+        "parallel": 2,
+        "prefix_caching": False,
+        "seed": 7,
+    }
     cmd = llamacpp_command(cfg, Path("/m/x.gguf"), port=0, address_file=Path("/t/addr"), parent_pid=42)
     assert cmd[:3] == [sys.executable, "-m", "ctxpolicy.serving.llamacpp_main"]
     assert _flag(cmd, "--model") == "/m/x.gguf" and _flag(cmd, "--alias") == "q"
@@ -152,8 +176,9 @@ def test_endpoint_kind_is_only_checked(stub_server, tmp_path: Path) -> None:
         assert handle.process is None
     assert health.check(url).ok  # an endpoint is never stopped
     with pytest.raises(ServerError, match="endpoint not healthy"):
-        launch_server({"server": "endpoint", "endpoint": stub_server(status=503)}, log_path=tmp_path / "log",
-                      ready_timeout_s=1)
+        launch_server(
+            {"server": "endpoint", "endpoint": stub_server(status=503)}, log_path=tmp_path / "log", ready_timeout_s=1
+        )
 
 
 def test_serve_check_exit_codes(stub_server) -> None:
@@ -171,7 +196,7 @@ def test_unknown_server_kind(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- process lifecycle (stand-in vLLM)
 
-FAKE_VLLM = textwrap.dedent('''\
+FAKE_VLLM = textwrap.dedent("""\
     import json, os, signal, subprocess, sys, time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     args = sys.argv[1:]
@@ -197,7 +222,7 @@ FAKE_VLLM = textwrap.dedent('''\
         def log_message(self, *a): pass
     time.sleep(0.5)
     ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-''')
+""")
 
 
 @pytest.fixture
@@ -222,9 +247,17 @@ def test_vllm_start_serves_then_stop_ends_the_process_group(fake_vllm, tmp_path:
         assert handle.base_url.startswith("http://127.0.0.1:") and handle.base_url.endswith("/v1")
         assert health.check(handle.base_url).models == ("qwen3.5-35b-a3b",)
         assert handle.info == {
-            "kind": "vllm", "version": "0.0-fake", "url": handle.base_url,
-            "model": {"name": "qwen3.5-35b-a3b", "file": None, "sha256": None,
-                      "hub_id": "Qwen/Qwen3.5-35B-A3B", "revision": "abc123"}}
+            "kind": "vllm",
+            "version": "0.0-fake",
+            "url": handle.base_url,
+            "model": {
+                "name": "qwen3.5-35b-a3b",
+                "file": None,
+                "sha256": None,
+                "hub_id": "Qwen/Qwen3.5-35B-A3B",
+                "revision": "abc123",
+            },
+        }
         pids = fake_vllm.pids()
         assert all(_alive(p) for p in pids)
     assert _all_dead(pids)

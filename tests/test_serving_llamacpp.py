@@ -22,22 +22,41 @@ pytestmark = pytest.mark.llm
 
 REPO = Path(__file__).resolve().parents[1]
 GGUF = "qwen2.5-coder-0.5b-instruct-q4_k_m"
-MODEL_CFG = {"server": "llamacpp", "served_name": "qwen05b-test", "gguf": GGUF,
-             "ctx_size": 2048, "threads": 2, "parallel": 1, "prefix_caching": True, "seed": 1}
-SYSTEM = ("You are a careful software engineer. You answer in one short sentence. "
-          "You never write code unless asked. Keep every answer under ten words. ") * 3
+MODEL_CFG = {
+    "server": "llamacpp",
+    "served_name": "qwen05b-test",
+    "gguf": GGUF,
+    "ctx_size": 2048,
+    "threads": 2,
+    "parallel": 1,
+    "prefix_caching": True,
+    "seed": 1,
+}
+SYSTEM = (
+    "You are a careful software engineer. You answer in one short sentence. "
+    "You never write code unless asked. Keep every answer under ten words. "
+) * 3
 
 
 @pytest.fixture(scope="module")
 def model_available() -> None:
-    require(cached_model(GGUF) is not None,
-            f"embedded model (python -m ctxpolicy.serving.models ensure --install {GGUF})")
+    require(
+        cached_model(GGUF) is not None, f"embedded model (python -m ctxpolicy.serving.models ensure --install {GGUF})"
+    )
 
 
 def _chat(base_url: str, question: str) -> dict:
-    response = httpx.post(f"{base_url}/chat/completions", timeout=120, json={
-        "model": "qwen05b-test", "max_tokens": 4, "temperature": 0.2, "seed": 1,
-        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]})
+    response = httpx.post(
+        f"{base_url}/chat/completions",
+        timeout=120,
+        json={
+            "model": "qwen05b-test",
+            "max_tokens": 4,
+            "temperature": 0.2,
+            "seed": 1,
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+        },
+    )
     response.raise_for_status()
     return response.json()
 
@@ -71,8 +90,12 @@ def test_chat_reports_cached_prompt_tokens_and_stop_ends_the_server(model_availa
         assert first["usage"]["prompt_tokens_details"]["cached_tokens"] < cached
         assert 60 < cached < second["usage"]["prompt_tokens"]  # the shared system prefix, not the new question
 
-        check = subprocess.run([sys.executable, "-m", "ctxpolicy", "serve", "--check", server.base_url],
-                               capture_output=True, text=True, timeout=60)
+        check = subprocess.run(
+            [sys.executable, "-m", "ctxpolicy", "serve", "--check", server.base_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert check.returncode == 0 and "qwen05b-test" in check.stdout
         pid = server.pid
     assert _gone(pid)
@@ -83,9 +106,25 @@ def test_chat_reports_cached_prompt_tokens_and_stop_ends_the_server(model_availa
 def test_serve_command_runs_until_sigterm(model_available, tmp_path: Path) -> None:
     ready_file = tmp_path / "ready.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ctxpolicy", "serve", "--config", str(REPO / "config" / "config.yaml"),
-         "--model", "qwen05b", "--log", str(tmp_path / "server.log"), "--ready-file", str(ready_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "ctxpolicy",
+            "serve",
+            "--config",
+            str(REPO / "config" / "config.yaml"),
+            "--model",
+            "qwen05b",
+            "--log",
+            str(tmp_path / "server.log"),
+            "--ready-file",
+            str(ready_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 120
         while not ready_file.exists():

@@ -65,7 +65,9 @@ def test_assembles_verifies_and_caches(tmp_path: Path, parts: tuple[Path, bytes]
     assert path.read_bytes() == joined
     assert cached_model("fake", cache=cache, registry=registry) == path
     assert sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock")) == [
-        "fake.gguf", "fake.gguf.verified.json"]
+        "fake.gguf",
+        "fake.gguf.verified.json",
+    ]
 
     mtime = path.stat().st_mtime_ns
     for archive in wheels.iterdir():

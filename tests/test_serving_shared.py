@@ -55,8 +55,9 @@ def test_cells_share_one_server_that_dies_with_its_owner(study, owner, tmp_path,
     config = load_config(study)
     urls = []
     for cell in ("a", "b"):
-        with cell_endpoint(config, study, "qwen05b", url=None, served_name=None,
-                           log_path=tmp_path / cell / "server.log") as endpoint:
+        with cell_endpoint(
+            config, study, "qwen05b", url=None, served_name=None, log_path=tmp_path / cell / "server.log"
+        ) as endpoint:
             urls.append(endpoint.base_url)
             assert endpoint.server["kind"] == "vllm"
     assert urls[0] == urls[1] and health.check(urls[0]).ok  # one server, still up between cells

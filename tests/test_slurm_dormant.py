@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "SLURM_CONF": str(tmp_path / "slurm.conf"), "CTXPOLICY_SLURM_STATE": str(tmp_path / "state")}
-    return subprocess.run(["bash", str(ROOT / "scripts" / "slurm-local.sh"), *args], env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "slurm-local.sh"), *args], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_dormant_config_makes_scontrol_fail_at_once(tmp_path):
@@ -34,8 +35,12 @@ def test_dormant_config_makes_scontrol_fail_at_once(tmp_path):
         free_port = probe_socket.getsockname()[1]
     (tmp_path / "slurm.conf").write_text(conf + f"SlurmctldPort={free_port}\n")
     start = time.monotonic()
-    probe = subprocess.run(["scontrol", "show", "config"], env={**os.environ, "SLURM_CONF": str(tmp_path / "slurm.conf")},
-                           capture_output=True, timeout=120)
+    probe = subprocess.run(
+        ["scontrol", "show", "config"],
+        env={**os.environ, "SLURM_CONF": str(tmp_path / "slurm.conf")},
+        capture_output=True,
+        timeout=120,
+    )
     assert probe.returncode != 0 and time.monotonic() - start < 2.0
 
 

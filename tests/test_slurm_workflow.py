@@ -25,14 +25,20 @@ def slurm_ready() -> bool:
     ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
     nodes = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
     accounting = subprocess.run(["sacct", "-n", "-X", "-S", "now"], capture_output=True, text=True)
-    return ("UP" in ping.stdout and accounting.returncode == 0
-            and any(state.strip() in ("idle", "mixed", "allocated") for state in nodes.stdout.splitlines()))
+    return (
+        "UP" in ping.stdout
+        and accounting.returncode == 0
+        and any(state.strip() in ("idle", "mixed", "allocated") for state in nodes.stdout.splitlines())
+    )
 
 
 def sacct_jobs(since: str) -> list[dict]:
-    done = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "-A", ACCOUNT,
-                           "-o", "JobID,JobName,State,Account,ReqTRES,WorkDir"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-S", since, "-A", ACCOUNT, "-o", "JobID,JobName,State,Account,ReqTRES,WorkDir"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     keys = ("id", "name", "state", "account", "tres", "workdir")
     return [dict(zip(keys, line.split("|"))) for line in done.stdout.splitlines() if line.strip()]
 
@@ -56,9 +62,18 @@ def test_figure_through_the_slurm_profile(tmp_path):
     since = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
     time.sleep(1)
 
-    done = snakemake(tmp_path, config, "figures/fig2.pdf", "--profile", "slurm",
-                     "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "2",
-                     timeout=1800)
+    done = snakemake(
+        tmp_path,
+        config,
+        "figures/fig2.pdf",
+        "--profile",
+        "slurm",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--seconds-between-status-checks",
+        "2",
+        timeout=1800,
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
 
     for cell in ("FC", "TR_Th_0.5__primary"):

@@ -41,7 +41,9 @@ def test_summary_counts_cells_outcomes_figures_notes_and_warnings(tmp_path):
     lines = study_summary.summarize(config)
     assert lines[0] == f"cells done: 2 of {len(cells)}"
     assert lines[1] == "runs: 6 (time_limit 3, step_limit 2, submitted 1)"
-    assert lines[2].startswith("figures and tables written: 4 of ")  # fig2.pdf, .png, .notes.json; fig3.pdf and "missing: " in lines[2]
+    assert lines[2].startswith(
+        "figures and tables written: 4 of "
+    )  # fig2.pdf, .png, .notes.json; fig3.pdf and "missing: " in lines[2]
     assert lines[3] == "drawn with a missing-data note: 2"
     assert f"  {figures}/fig2: no FC run finished within the time limit" in lines
     assert f"  {figures}/fig3: no compression events" in lines

@@ -80,9 +80,12 @@ def test_no_real_model_names_anywhere_in_the_records(small):
 
 def test_the_audit_finds_compression_steps_and_anchors(small):
     out, _ = small
-    rows = [row for cell in ("TR_Th_0.5__primary", "SU_Th_0.5__primary", "OTRCplusTR_StplusTh_0.5__primary")
-            for run_dir in sorted((out / "runs" / "swebench" / "synth-a" / cell).iterdir())
-            for row in audit_run(run_dir)]
+    rows = [
+        row
+        for cell in ("TR_Th_0.5__primary", "SU_Th_0.5__primary", "OTRCplusTR_StplusTh_0.5__primary")
+        for run_dir in sorted((out / "runs" / "swebench" / "synth-a" / cell).iterdir())
+        for row in audit_run(run_dir)
+    ]
     assert rows
     assert sum(r["anchors_at_risk"] for r in rows) > 0
     assert sum(r["anchors_summarised"] for r in rows) > 0

@@ -13,8 +13,9 @@ POLICIES = ["FC", "TR/Th/0.5", "TRC/Th", "SU/Th/0.5"]
 
 
 def test_layout_and_contract_fields(tmp_path):
-    runs = make_runs(tmp_path, policies=POLICIES, settings=["tight", "primary"], tasks=3, attempts=2,
-                     calls_per_run=12, seed=5)
+    runs = make_runs(
+        tmp_path, policies=POLICIES, settings=["tight", "primary"], tasks=3, attempts=2, calls_per_run=12, seed=5
+    )
     # FC once, each other policy per setting: (1 + 3 * 2) cells * 3 tasks * 2 attempts
     assert len(runs) == 42 and len(set(runs)) == 42
     assert runs[0] == tmp_path / "local" / "qwen05b" / "FC" / "task-0000__a1"
@@ -36,7 +37,7 @@ def test_layout_and_contract_fields(tmp_path):
                 following = calls[c["index"] + 1]
                 assert following["kind"] == "agent" and following["step"] == c["step"] and following["events"]
             for event in c["events"]:  # one stage per policy here: the call's head is the unchanged prefix
-                head = c["message_ids"][:event["first_changed_index"]]
+                head = c["message_ids"][: event["first_changed_index"]]
                 assert event["unchanged_prefix_tokens"] == sum(store[m] for m in head)
 
 

@@ -20,16 +20,25 @@ def test_special_token_text_is_counted_as_plain_text():
 
 def test_message_counts_content_and_tool_call_arguments_but_never_extra():
     arguments = json.dumps({"command": "grep -rn 'def add' src/"})
-    message = {"role": "assistant", "content": "Let me look.",
-               "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}],
-               "extra": {"response": "a long raw response " * 50}}
+    message = {
+        "role": "assistant",
+        "content": "Let me look.",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}],
+        "extra": {"response": "a long raw response " * 50},
+    }
     assert count_message(message) == count_text("Let me look.") + count_text(arguments)
     assert count_message({"role": "assistant", "content": None}) == 0
 
 
 def test_multimodal_content_counts_text_parts():
-    message = {"role": "user", "content": [{"type": "text", "text": "first part"}, {"type": "image_url",
-                                           "image_url": {"url": "data:..."}}, {"type": "text", "text": "second"}]}
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "first part"},
+            {"type": "image_url", "image_url": {"url": "data:..."}},
+            {"type": "text", "text": "second"},
+        ],
+    }
     assert count_message(message) == count_text("first part") + count_text("second")
 
 

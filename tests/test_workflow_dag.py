@@ -63,8 +63,9 @@ def test_one_figure_runs_only_the_cells_it_draws(study):
     assert jobs["figure_fig2"] == 1 and len(jobs) == 5
 
 
-@pytest.mark.parametrize(("name", "benchmarks"), [("workstation.yaml", {"local"}),
-                                                  ("workstation-swebench.yaml", {"local", "swebench"})])
+@pytest.mark.parametrize(
+    ("name", "benchmarks"), [("workstation.yaml", {"local"}), ("workstation-swebench.yaml", {"local", "swebench"})]
+)
 def test_single_gpu_configs_plan_every_cell_and_figure(tmp_path, name, benchmarks):
     from ctxpolicy.config import REPO_ROOT
 
@@ -83,8 +84,10 @@ def test_bad_config_stops_with_one_line_naming_key_value_and_allowed(study):
     config.write_text(yaml.safe_dump(data))
     done = snakemake(workdir, config, "--dry-run")
     assert done.returncode != 0
-    assert ("config.yaml: grid.sweeps.settings[1]: 'medium' is not allowed; allowed: tight, primary, loose"
-            in done.stdout + done.stderr)
+    assert (
+        "config.yaml: grid.sweeps.settings[1]: 'medium' is not allowed; allowed: tight, primary, loose"
+        in done.stdout + done.stderr
+    )
 
 
 def fake_cell(workdir, cell) -> None:
@@ -115,14 +118,16 @@ def test_imported_bundle_leaves_no_run_evaluation_or_calibration_to_do(study, tm
     fake_results(workdir, config)
     bundle = workdir / "bundle.tar.gz"
     ctx = [sys.executable, "-m", "ctxpolicy", "bundle"]
-    subprocess.run([*ctx, "export", "--results", str(workdir / "results"), "--out", str(bundle)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*ctx, "export", "--results", str(workdir / "results"), "--out", str(bundle)], check=True, capture_output=True
+    )
 
     reviewer = tmp_path_factory.mktemp("reviewer")
     reviewer_config = reviewer / "config.yaml"
     reviewer_config.write_text(config.read_text())
-    subprocess.run([*ctx, "import", str(bundle), "--results", str(reviewer / "results")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*ctx, "import", str(bundle), "--results", str(reviewer / "results")], check=True, capture_output=True
+    )
     jobs = dry_run(reviewer, reviewer_config, "results/tables/runs.parquet")
     assert jobs == {"aggregate": 1}
 
@@ -175,16 +180,20 @@ def test_preset_thresholds_come_from_calibrate_preset_with_a_sidecar(tmp_path):
     from ctxpolicy.config import REPO_ROOT
 
     commands = planned_commands(tmp_path, REPO_ROOT / "config/paper.yaml", "results/thresholds/terminalbench/glm.json")
-    assert ("calibrate --preset --config" in commands and "--benchmark terminalbench --model glm "
-            "--out results/thresholds/terminalbench/glm.json && " in commands)
+    assert (
+        "calibrate --preset --config" in commands
+        and "--benchmark terminalbench --model glm --out results/thresholds/terminalbench/glm.json && " in commands
+    )
     assert "provenance record results/thresholds/terminalbench/glm.json --config" in commands
 
 
 def test_run_cell_is_given_the_cell_id_and_nothing_else_about_the_cell(study):
     workdir, config = study
     commands = planned_commands(workdir, config, "results/runs/local/qwen05b/TRC_Th__tight/cell.json")
-    assert ("run-cell --config config.yaml --cell local/qwen05b/TRC_Th__tight "
-            "--out results/runs/local/qwen05b/TRC_Th__tight > " in commands)
+    assert (
+        "run-cell --config config.yaml --cell local/qwen05b/TRC_Th__tight "
+        "--out results/runs/local/qwen05b/TRC_Th__tight > " in commands
+    )
     assert "--policy" not in commands.split("run-cell", 1)[1]
 
 
@@ -195,18 +204,27 @@ def test_bad_figures_block_stops_the_workflow_naming_file_key_and_value(study):
     config.write_text(yaml.safe_dump(data))
     done = snakemake(workdir, config, "--dry-run")
     assert done.returncode != 0
-    assert ("config.yaml: figures.fig2[0]: 'qwen05b/swebench': unknown benchmark 'swebench'; allowed: local"
-            in done.stdout + done.stderr)
+    assert (
+        "config.yaml: figures.fig2[0]: 'qwen05b/swebench': unknown benchmark 'swebench'; allowed: local"
+        in done.stdout + done.stderr
+    )
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
 def test_snakemake_lint_finds_nothing(name):
     from workflow_helpers import ROOT, SNAKEMAKE, workflow_env
 
-    done = subprocess.run([SNAKEMAKE, "--lint", "-n", "--configfile", str(ROOT / "config" / name)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=workflow_env())
+    done = subprocess.run(
+        [SNAKEMAKE, "--lint", "-n", "--configfile", str(ROOT / "config" / name)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=workflow_env(),
+    )
     assert done.returncode == 0 and "Congratulations, your workflow is in a good condition" in done.stdout, (
-        (done.stdout + done.stderr)[-3000:])
+        done.stdout + done.stderr
+    )[-3000:]
 
 
 def test_preset_thresholds_file_and_its_sidecar(study):

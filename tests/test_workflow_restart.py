@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from workflow_helpers import (ROOT, bubblewrap_ready, embedded_model_ready, snakemake_command, workflow_env,
-                              write_study)
+from workflow_helpers import ROOT, bubblewrap_ready, embedded_model_ready, snakemake_command, workflow_env, write_study
 
 TASKS = ["hello-world", "count-errors", "csv-sum"]
 CELL = "results/runs/local/qwen05b/FC"
@@ -58,8 +57,15 @@ def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
     command = snakemake_command(tmp_path, config, f"{CELL}/cell.json", "--cores", "2")
     cell_dir = tmp_path / CELL
 
-    first = subprocess.Popen(command, cwd=ROOT, env=workflow_env(), start_new_session=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=workflow_env(),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 1200
         while not complete_runs(cell_dir):
@@ -94,8 +100,14 @@ def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
     assert not (cell_dir / "cell.json").exists()
 
     # a hard kill leaves Snakemake's lock behind: --unlock, as Snakemake itself asks
-    unlock = subprocess.run(snakemake_command(tmp_path, config, "--unlock"), cwd=ROOT, env=workflow_env(),
-                            capture_output=True, text=True, timeout=300)
+    unlock = subprocess.run(
+        snakemake_command(tmp_path, config, "--unlock"),
+        cwd=ROOT,
+        env=workflow_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert unlock.returncode == 0, unlock.stderr[-2000:]
     second = subprocess.run(command, cwd=ROOT, env=workflow_env(), capture_output=True, text=True, timeout=1800)
     assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]

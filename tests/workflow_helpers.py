@@ -44,8 +44,14 @@ def snakemake_command(workdir: Path, config: Path, *args: str) -> list[str]:
 
 
 def snakemake(workdir: Path, config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(snakemake_command(workdir, config, *args), cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=workflow_env())
+    return subprocess.run(
+        snakemake_command(workdir, config, *args),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=workflow_env(),
+    )
 
 
 def workflow_env() -> dict[str, str]:

@@ -26,7 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grid": ("ctxpolicy.grid_cli", "print the expanded experiment grid of a config"),
     "provenance": ("ctxpolicy.provenance.cli", "show or verify where a figure or table came from"),
     "bundle": ("ctxpolicy.provenance.cli_bundle", "export or import a results bundle with checksums"),
-    "audit": ("ctxpolicy.analysis.cli_audit", "audit each compression step: anchors and constraints lost, reacquisition after"),
+    "audit": (
+        "ctxpolicy.analysis.cli_audit",
+        "audit each compression step: anchors and constraints lost, reacquisition after",
+    ),
     "proxy": ("ctxpolicy.proxy.cli", "serve a compression policy in front of any agent (OpenAI-compatible)"),
     "replay": ("ctxpolicy.replay.cli", "replay recorded FC runs through policies with the agent's actions fixed"),
 }
@@ -48,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name and module_name.startswith(exc.name):
                 continue  # command not built yet
             raise
-        p = sub.add_parser(name, help=help_text, description=module.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name, help=help_text, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         module.add_arguments(p)
         p.set_defaults(_module=module)
     return parser

@@ -143,8 +143,10 @@ def _check_cohort_limits(config: dict, fail) -> None:
     for b, bench in config["benchmarks"].items():
         for cohort in bench["cohort_limit"]:
             if cohort not in bench["cohorts"]:
-                fail(f"benchmarks.{b}.cohort_limit.{cohort}", f"{cohort!r} is not a cohort of benchmark {b!r}; "
-                     f"allowed: {', '.join(bench['cohorts'])}")
+                fail(
+                    f"benchmarks.{b}.cohort_limit.{cohort}",
+                    f"{cohort!r} is not a cohort of benchmark {b!r}; allowed: {', '.join(bench['cohorts'])}",
+                )
 
 
 def _check_model_files(config: dict, fail) -> None:
@@ -160,14 +162,21 @@ def _check_grid(config: dict, fail) -> None:
     models, benchmarks = config["models"], config["benchmarks"]
     for track in TRACKS:
         section = config["grid"].get(track, {})
-        for key, known, what in (("models", models, "model"), ("benchmarks", benchmarks, "benchmark"),
-                                 ("summarizers", models, "model")):
+        for key, known, what in (
+            ("models", models, "model"),
+            ("benchmarks", benchmarks, "benchmark"),
+            ("summarizers", models, "model"),
+        ):
             for i, name in enumerate(section.get(key, [])):
                 if name not in known:
-                    fail(f"grid.{track}.{key}[{i}]",
-                         f"{name!r} is not a {what} of this config; allowed: {', '.join(known)}")
+                    fail(
+                        f"grid.{track}.{key}[{i}]",
+                        f"{name!r} is not a {what} of this config; allowed: {', '.join(known)}",
+                    )
         cohort = section.get("cohort")
         for b in section.get("benchmarks", []):
             if cohort not in benchmarks[b]["cohorts"]:
-                fail(f"grid.{track}.cohort", f"{cohort!r} is not a cohort of benchmark {b!r}; "
-                     f"allowed: {', '.join(benchmarks[b]['cohorts'])}")
+                fail(
+                    f"grid.{track}.cohort",
+                    f"{cohort!r} is not a cohort of benchmark {b!r}; allowed: {', '.join(benchmarks[b]['cohorts'])}",
+                )

@@ -50,8 +50,9 @@ def request(
     return _run(send)
 
 
-async def _send(method: str, url: str, timeout_s: float, connect_s: float, body: Any,
-                headers: dict[str, str], trust_env: bool) -> httpx.Response:
+async def _send(
+    method: str, url: str, timeout_s: float, connect_s: float, body: Any, headers: dict[str, str], trust_env: bool
+) -> httpx.Response:
     timeout = httpx.Timeout(timeout_s, connect=connect_s)
     async with httpx.AsyncClient(timeout=timeout, trust_env=trust_env, verify=_ssl_context(trust_env)) as client:
         try:

@@ -18,8 +18,7 @@ GIT_TIMEOUT_S = 60
 def _git(where: Path, *args: str) -> str | None:
     """``git -C where ARGS`` stdout, or None where git is missing, fails or hangs."""
     try:
-        done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S)
+        done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None

@@ -31,11 +31,11 @@ TRACK_NAMES = dict(zip(TRACKS, ("calibration", "full", "sweep", "summarizer"), s
 
 @dataclass(frozen=True)
 class Cell:
-    track: str              # calibration | full | sweep | summarizer
+    track: str  # calibration | full | sweep | summarizer
     benchmark: str
     model: str
-    policy: str             # the P/T/D spec; depth is part of it
-    setting: str | None     # tight | primary | loose; None for policies without a threshold
+    policy: str  # the P/T/D spec; depth is part of it
+    setting: str | None  # tight | primary | loose; None for policies without a threshold
     cohort: str
     summarizer: str | None  # another model summarizes; None: the agent's own model
 
@@ -81,8 +81,9 @@ def expand_grid(config: dict) -> list[Cell]:
                     summarizer_name = summarizer
                 parsed = parse_spec(policy)
                 threshold = setting if parsed.needs_threshold else None
-                cell = Cell(TRACK_NAMES[track], benchmark, model, str(parsed), threshold,
-                            section["cohort"], summarizer_name)
+                cell = Cell(
+                    TRACK_NAMES[track], benchmark, model, str(parsed), threshold, section["cohort"], summarizer_name
+                )
                 cells.setdefault(cell.key, cell)
 
     calibration = grid.get("calibration", {})
@@ -150,8 +151,10 @@ def find_cell(cells: list[Cell], cell_id: str, source: str = "<config>") -> Cell
         return by_id[wanted]
     close = difflib.get_close_matches(wanted, list(by_id), n=5, cutoff=0.6)
     hint = f"closest: {', '.join(close)}" if close else f"{len(by_id)} cells; list them with `ctxpolicy grid --json`"
-    raise ConfigError(f"{source}: cell {cell_id!r} is not in the grid (ids are BENCHMARK/MODEL/SLUG, "
-                      f"as under results_dir/runs/); {hint}")
+    raise ConfigError(
+        f"{source}: cell {cell_id!r} is not in the grid (ids are BENCHMARK/MODEL/SLUG, "
+        f"as under results_dir/runs/); {hint}"
+    )
 
 
 # ---------------------------------------------------------------- thresholds
@@ -171,8 +174,10 @@ def resolve_threshold(config: dict, cell: Cell, thresholds_file: str | Path | No
     try:
         values = json.loads(path.read_text())
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the thresholds file of {cell.benchmark}/{cell.model} "
-                          f"({exc.strerror or exc}); {_how_to_write(config, cell, path)}") from None
+        raise ConfigError(
+            f"{path}: cannot read the thresholds file of {cell.benchmark}/{cell.model} "
+            f"({exc.strerror or exc}); {_how_to_write(config, cell, path)}"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     value = values.get(cell.setting) if isinstance(values, dict) else None
@@ -185,8 +190,10 @@ def _how_to_write(config: dict, cell: Cell, path: Path) -> str:
     source = config.get("thresholds", {}).get(cell.benchmark, {}).get(cell.model, {}).get("source")
     target = thresholds_path(config, cell.benchmark, cell.model)
     if source == "preset":
-        return (f"write it from the preset: ctxpolicy calibrate --preset --config CONFIG "
-                f"--benchmark {cell.benchmark} --model {cell.model} --out {path} (or snakemake {target})")
+        return (
+            f"write it from the preset: ctxpolicy calibrate --preset --config CONFIG "
+            f"--benchmark {cell.benchmark} --model {cell.model} --out {path} (or snakemake {target})"
+        )
     return f"run calibration first (snakemake {target})"
 
 
@@ -206,6 +213,7 @@ def validate_study(data: Mapping[str, Any], source: str = "<config>") -> dict:
 def check_study(config: dict, source: str = "<config>") -> dict:
     """The cross references a config alone cannot check: every policy spec parses and every cell
     with a threshold setting has a threshold source that gives it. Returns ``config``."""
+
     def fail(where: str, message: str) -> None:
         raise ConfigError(f"{source}: {where}: {message}")
 
@@ -217,10 +225,16 @@ def check_study(config: dict, source: str = "<config>") -> dict:
 def _check_policies(config: dict, fail) -> None:
     for track in TRACK_NAMES:
         section = config["grid"].get(track, {})
-        specs = [(f"grid.{track}.{key}[{i}]", spec) for key in ("policies", "invariant")
-                 for i, spec in enumerate(section.get(key, []))]
-        specs += [(f"grid.{track}.tunable[{i}]", f"{primitive}/Th/{depth:g}")
-                  for i, primitive in enumerate(section.get("tunable", [])) for depth in section.get("depths", [])]
+        specs = [
+            (f"grid.{track}.{key}[{i}]", spec)
+            for key in ("policies", "invariant")
+            for i, spec in enumerate(section.get(key, []))
+        ]
+        specs += [
+            (f"grid.{track}.tunable[{i}]", f"{primitive}/Th/{depth:g}")
+            for i, primitive in enumerate(section.get("tunable", []))
+            for depth in section.get("depths", [])
+        ]
         for where, spec in specs:
             try:
                 parse_spec(spec)
@@ -239,16 +253,21 @@ def _check_thresholds(config: dict, fail) -> None:
             if m not in models:
                 fail(f"thresholds.{b}.{m}", f"{m!r} is not a model of this config; allowed: {', '.join(models)}")
             if source_of["source"] == "calibrate" and (b, m) not in calibrated:
-                fail(f"thresholds.{b}.{m}", f"source 'calibrate' needs {m!r} and {b!r} in "
-                     "grid.calibration (its FC runs give the thresholds)")
+                fail(
+                    f"thresholds.{b}.{m}",
+                    f"source 'calibrate' needs {m!r} and {b!r} in grid.calibration (its FC runs give the thresholds)",
+                )
     for cell in cells:
         if cell.setting is None:
             continue
         source_of = config["thresholds"].get(cell.benchmark, {}).get(cell.model)
         where = f"thresholds.{cell.benchmark}.{cell.model}"
         if source_of is None:
-            fail(where, f"missing, but cell {cell.slug} needs a {cell.setting!r} threshold; "
-                 "allowed: {source: calibrate} or {source: preset, tight: N, primary: N, loose: N}")
+            fail(
+                where,
+                f"missing, but cell {cell.slug} needs a {cell.setting!r} threshold; "
+                "allowed: {source: calibrate} or {source: preset, tight: N, primary: N, loose: N}",
+            )
         if source_of["source"] == "preset" and cell.setting not in source_of:
             fail(where, f"preset has no {cell.setting!r} threshold, but cell {cell.slug} needs it")
 
@@ -264,13 +283,20 @@ def summarize(cells: list[Cell], config: dict) -> list[dict]:
         key = (cell.benchmark, cell.model, cell.track)
         counts[key] += 1
         runs[key] += run_count(cell, config)
-    return [{"benchmark": b, "model": m, "track": t, "cells": counts[(b, m, t)], "runs": runs[(b, m, t)]}
-            for (b, m, t) in counts]
+    return [
+        {"benchmark": b, "model": m, "track": t, "cells": counts[(b, m, t)], "runs": runs[(b, m, t)]}
+        for (b, m, t) in counts
+    ]
 
 
 def cell_record(cell: Cell, config: dict) -> dict:
-    return {**asdict(cell), "id": cell.id, "slug": cell.slug, "run_root": str(cell.run_root(config["results_dir"])),
-            "runs": run_count(cell, config)}
+    return {
+        **asdict(cell),
+        "id": cell.id,
+        "slug": cell.slug,
+        "run_root": str(cell.run_root(config["results_dir"])),
+        "runs": run_count(cell, config),
+    }
 
 
 # ---------------------------------------------------------------- scopes: which cells a table needs
@@ -283,10 +309,11 @@ SCOPES: dict[str, tuple[str, ...]] = {
     "summarizer": ("calibration", "full", "summarizer"),
     "all": ("calibration", "full", "sweep", "summarizer"),
 }
+
+
 def cells_in_scope(cells: list[Cell], scope: str) -> list[Cell]:
     return [c for c in cells if c.track in SCOPES[scope]]
 
 
 def calibration_cell(cells: list[Cell], benchmark: str, model: str) -> Cell | None:
-    return next((c for c in cells if c.track == "calibration" and c.benchmark == benchmark
-                 and c.model == model), None)
+    return next((c for c in cells if c.track == "calibration" and c.benchmark == benchmark and c.model == model), None)

@@ -43,8 +43,13 @@ def format_table(summary: list[dict], attempts: int) -> str:
     rows.append(("total", "", "", str(sum(r["cells"] for r in summary)), str(sum(r["runs"] for r in summary))))
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     align = lambda row: "  ".join(v.rjust(w) if i >= 3 else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths)))  # noqa: E731
-    lines = [align(header), "  ".join("-" * w for w in widths), *map(align, rows[:-1]),
-             "  ".join("-" * w for w in widths), align(rows[-1]),
-             f"runs = cohort tasks x {attempts} attempt(s); calibration = the FC cells, which are also "
-             "the FC reference of the full comparison; sweeps leave out the full comparison's cells"]
+    lines = [
+        align(header),
+        "  ".join("-" * w for w in widths),
+        *map(align, rows[:-1]),
+        "  ".join("-" * w for w in widths),
+        align(rows[-1]),
+        f"runs = cohort tasks x {attempts} attempt(s); calibration = the FC cells, which are also "
+        "the FC reference of the full comparison; sweeps leave out the full comparison's cells",
+    ]
     return "\n".join(line.rstrip() for line in lines)

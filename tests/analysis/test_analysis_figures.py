@@ -27,9 +27,13 @@ def events(tmp_path):
 
 def test_retention_rates_and_notes(events):
     data = retention.compute(events, CONFIG, n_boot=50, seed=0)
-    row, = data.table.to_dict("records")
+    (row,) = data.table.to_dict("records")
     assert (row["policy"], row["n_events"], row["anchor_retention"], row["constraint_retention"]) == (
-        "S-p/Th/0.5", 3, 0.25, 0.5)
+        "S-p/Th/0.5",
+        3,
+        0.25,
+        0.5,
+    )
     assert data.meta["combos"] == [("local", "tiny")]
     assert any("other threshold settings" in n for n in data.notes)
     fig = retention.plot(data)
@@ -51,7 +55,7 @@ def test_missing_events_table_is_a_note(tmp_path):
 def test_reacquisition_figure_gains_a_per_step_row(events):
     runs = pd.DataFrame(columns=["benchmark", "model", "policy", "cell", "track"])
     data = reacquisition.compute(runs, CONFIG, n_boot=50, seed=0, events=events)
-    per_step, = data.extra[reacquisition.PER_STEP].to_dict("records")
+    (per_step,) = data.extra[reacquisition.PER_STEP].to_dict("records")
     assert per_step["reacq_per_event"] == 2.0 and per_step["reacq_of_lost_share"] == 0.5
     assert "per_step" in set(data.numbers()["part"])  # the rates go to reacquisition.data.csv
     fig = reacquisition.plot(data)

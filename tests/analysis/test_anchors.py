@@ -12,9 +12,11 @@ KeyError: 'total'
 
 
 def test_paths_posix_windows_and_code_blocks():
-    text = ("Edit ./src/app.py and C:\\Users\\dev\\proj\\main.py.\n"
-            "```mswea_bash_command\ncat lib/util.py | head\n```\n"
-            "see https://example.org/a/b.py, version 1.2.3, date 2024/01/02, ratio 3/4, setup.cfg")
+    text = (
+        "Edit ./src/app.py and C:\\Users\\dev\\proj\\main.py.\n"
+        "```mswea_bash_command\ncat lib/util.py | head\n```\n"
+        "see https://example.org/a/b.py, version 1.2.3, date 2024/01/02, ratio 3/4, setup.cfg"
+    )
     assert a.paths(text) == {"src/app.py", "C:/Users/dev/proj/main.py", "lib/util.py", "setup.cfg"}
 
 
@@ -30,17 +32,26 @@ def test_symbols_definitions_and_qualified_names_not_files():
 
 def test_errors_and_exception_types():
     assert a.exceptions(TRACEBACK + "raise ValueError; caught CustomException") == {
-        "KeyError", "ValueError", "CustomException"}
+        "KeyError",
+        "ValueError",
+        "CustomException",
+    }
     assert a.error_lines(TRACEBACK) == {"Traceback (most recent call last):", "KeyError: 'total'"}
 
 
 def test_test_names_and_results():
-    text = ("tests/test_app.py::TestApp::test_add[1-2] PASSED\n"
-            "tests/test_app.py::test_sub FAILED\nran test_mul. ==== 1 failed, 3 passed in 0.1s ====\n"
-            "opened tests/test_app.py")
+    text = (
+        "tests/test_app.py::TestApp::test_add[1-2] PASSED\n"
+        "tests/test_app.py::test_sub FAILED\nran test_mul. ==== 1 failed, 3 passed in 0.1s ====\n"
+        "opened tests/test_app.py"
+    )
     assert a.tests(text) == {"tests/test_app.py::TestApp::test_add[1-2]", "tests/test_app.py::test_sub", "test_mul"}
-    assert a.test_results(text) == {"1 failed", "3 passed", "tests/test_app.py::TestApp::test_add[1-2] PASSED",
-                                    "tests/test_app.py::test_sub FAILED"}
+    assert a.test_results(text) == {
+        "1 failed",
+        "3 passed",
+        "tests/test_app.py::TestApp::test_add[1-2] PASSED",
+        "tests/test_app.py::test_sub FAILED",
+    }
 
 
 def test_numbers_line_numbers_ids_and_hashes():
@@ -51,8 +62,11 @@ def test_numbers_line_numbers_ids_and_hashes():
 def test_commands_only_from_the_agent():
     reply = {"role": "assistant", "content": "```mswea_bash_command\ncd src &&  ls -la\n```"}
     told = {"role": "user", "content": "```mswea_bash_command\nrm -rf /\n```"}
-    tool = {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "c1", "function": {"name": "bash", "arguments": '{"command": "cat a.py"}'}}]}
+    tool = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "function": {"name": "bash", "arguments": '{"command": "cat a.py"}'}}],
+    }
     commands = lambda m: {v for k, v in a.message_anchors(m) if k == "command"}  # noqa: E731
     assert commands(reply) == {"cd src && ls -la"}
     assert commands(told) == set()

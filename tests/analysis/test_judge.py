@@ -10,9 +10,15 @@ from fake_llm_server import FakeLLMServer, closed_port_url
 from transcripts import summarised_run
 
 from ctxpolicy.analysis.audit import audit_run
-from ctxpolicy.analysis.judge import (EndpointJudge, JudgeError, VerdictCache, load_template, parse_verdict,
-                                      render, sha256)
-
+from ctxpolicy.analysis.judge import (
+    EndpointJudge,
+    JudgeError,
+    VerdictCache,
+    load_template,
+    parse_verdict,
+    render,
+    sha256,
+)
 
 
 class ScriptedJudge(FakeLLMServer):
@@ -24,8 +30,13 @@ class ScriptedJudge(FakeLLMServer):
         prompt = body["messages"][1]["content"]
         rule = prompt.split("Rule given to the agent earlier:\n", 1)[1].split("\n", 1)[0]
         summary = prompt.split("Summary that replaced the earlier conversation:\n", 1)[1].split("\n\nDecide", 1)[0]
-        answer = ("contradicted" if "push" in summary else
-                  "PRESERVED." if rule.split()[0].lower() in summary.lower() else "I cannot tell.")
+        answer = (
+            "contradicted"
+            if "push" in summary
+            else "PRESERVED."
+            if rule.split()[0].lower() in summary.lower()
+            else "I cannot tell."
+        )
         return 200, {"choices": [{"message": {"role": "assistant", "content": answer}}], "model": self.model}
 
 
@@ -46,17 +57,17 @@ def test_verdicts_are_recorded_cached_and_reproducible(tmp_path):
     verdicts = tmp_path / "verdicts.jsonl"
     with ScriptedJudge(model="judge-x") as server:
         judge = EndpointJudge(server.url, "judge-x", cache=VerdictCache(verdicts))
-        row, = audit_run(run, judge)
+        (row,) = audit_run(run, judge)
         asked = len(server.requests)
         assert asked == 2  # the two at-risk constraints against the step's one summary
         assert server.requests[0]["temperature"] == 0
         assert (row["constraints_preserved"], row["constraints_lost"]) == (1, 1)  # "Always ..." / "Only ..."
         assert row["judge_model"] == "judge-x" and row["judge_endpoint"] == server.url
         assert row["judge_template_sha256"] == sha256("\x00".join(load_template()))
-        again, = audit_run(run, EndpointJudge(server.url, "judge-x", cache=VerdictCache(verdicts)))
+        (again,) = audit_run(run, EndpointJudge(server.url, "judge-x", cache=VerdictCache(verdicts)))
         assert len(server.requests) == asked and again == row  # served from the verdict file
     # reproducible from the records alone: the server is gone, the verdict file answers
-    replayed, = audit_run(run, EndpointJudge(closed_port_url(), "judge-x", cache=VerdictCache(verdicts)))
+    (replayed,) = audit_run(run, EndpointJudge(closed_port_url(), "judge-x", cache=VerdictCache(verdicts)))
     assert replayed["constraints_preserved"] == 1
     lines = verdicts.read_text().splitlines()
     assert len(lines) == 2 and all('"model": "judge-x"' in line for line in lines)

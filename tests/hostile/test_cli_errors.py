@@ -30,14 +30,19 @@ def compress(monkeypatch, stdin_text: str, *args: str) -> int:
     return cli.main(["compress", "--policy", "TR/Th/0.5", "--threshold", "100", *args])
 
 
-@pytest.mark.parametrize("messages, named", [
-    ([{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}], "messages[1].role: 'wizard'"),
-    ([{"role": "user", "content": 12345}], "messages[0].content: 12345 (int)"),
-    ([{"role": "assistant", "content": "x", "tool_calls": "notalist"}], "messages[0].tool_calls: 'notalist'"),
-    ([{"role": "user", "content": "ok"}, {"role": "user", "content": "bad \ud800 half"}],
-     "messages[1].content: unpaired surrogate '\\ud800'"),
-    ([{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}], "messages[0].content[0].text: unpaired"),
-])
+@pytest.mark.parametrize(
+    "messages, named",
+    [
+        ([{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}], "messages[1].role: 'wizard'"),
+        ([{"role": "user", "content": 12345}], "messages[0].content: 12345 (int)"),
+        ([{"role": "assistant", "content": "x", "tool_calls": "notalist"}], "messages[0].tool_calls: 'notalist'"),
+        (
+            [{"role": "user", "content": "ok"}, {"role": "user", "content": "bad \ud800 half"}],
+            "messages[1].content: unpaired surrogate '\\ud800'",
+        ),
+        ([{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}], "messages[0].content[0].text: unpaired"),
+    ],
+)
 def test_compress_names_the_message_and_field(monkeypatch, capsys, messages, named):
     assert compress(monkeypatch, json.dumps({"messages": messages})) == 2
     assert named in one_line_error(capsys)
@@ -67,9 +72,24 @@ def test_compress_refuses_a_context_window_below_one(monkeypatch, capsys, window
 
 def run_args(tmp_path: Path, *extra: str, endpoint: str | None = None) -> list[str]:
     # by default an endpoint where nothing listens: were a bad value accepted, no model server would start
-    return ["run", "--config", str(CONFIG), "--benchmark", "local", "--model", "qwen05b", "--policy", "TR/Th/0.5",
-            "--task", "hello-world", "--endpoint", endpoint or closed_port_url(),
-            "--out", str(tmp_path / "cell" / "hello-world__a1"), *extra]
+    return [
+        "run",
+        "--config",
+        str(CONFIG),
+        "--benchmark",
+        "local",
+        "--model",
+        "qwen05b",
+        "--policy",
+        "TR/Th/0.5",
+        "--task",
+        "hello-world",
+        "--endpoint",
+        endpoint or closed_port_url(),
+        "--out",
+        str(tmp_path / "cell" / "hello-world__a1"),
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("threshold", ["-5", "0"])
@@ -91,8 +111,27 @@ def test_a_bad_endpoint_is_one_line_and_leaves_no_lock(tmp_path, capsys, url):
     cell_dir = tmp_path / "cell"
     assert cli.main(run_args(tmp_path, "--threshold", "100", endpoint=url)) == 2
     assert "--endpoint" in one_line_error(capsys)
-    assert cli.main(["run-cell", "--config", str(CONFIG), "--benchmark", "local", "--model", "qwen05b",
-                     "--policy", "FC", "--endpoint", url, "--no-progress", "--out", str(cell_dir)]) == 2
+    assert (
+        cli.main(
+            [
+                "run-cell",
+                "--config",
+                str(CONFIG),
+                "--benchmark",
+                "local",
+                "--model",
+                "qwen05b",
+                "--policy",
+                "FC",
+                "--endpoint",
+                url,
+                "--no-progress",
+                "--out",
+                str(cell_dir),
+            ]
+        )
+        == 2
+    )
     assert "--endpoint" in one_line_error(capsys)
     assert not (cell_dir / ".lock").exists()
 

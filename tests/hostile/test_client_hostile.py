@@ -33,9 +33,15 @@ from ctxpolicy.serving.health import check
 
 BYTE_EVERY_S = 0.5  # far inside every read timeout below: only an overall deadline ends the call
 TRICKLE_FOR_S = 12  # then the server hangs up, so that a missing deadline fails the test instead of hanging it
-FAST = RunSettings(step_limit=3, wall_time_limit_s=60, command_timeout_s=5, format_error_limit=2,
-                   request_timeout_s=5.0, connect_timeout_s=1.0,
-                   retry=RetryPolicy(max_attempts=2, backoff_initial_s=0.01, backoff_max_s=0.02))
+FAST = RunSettings(
+    step_limit=3,
+    wall_time_limit_s=60,
+    command_timeout_s=5,
+    format_error_limit=2,
+    request_timeout_s=5.0,
+    connect_timeout_s=1.0,
+    retry=RetryPolicy(max_attempts=2, backoff_initial_s=0.01, backoff_max_s=0.02),
+)
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -80,8 +86,9 @@ class TricklingServer:
                 if self.phase == "headers":
                     conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
                 else:
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                 b"Content-Length: 1000000\r\n\r\n{")
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"
+                    )
                 give_up = time.monotonic() + TRICKLE_FOR_S
                 while not self._stop.wait(BYTE_EVERY_S) and time.monotonic() < give_up:
                     conn.sendall(b"a" if self.phase == "headers" else b" ")
@@ -96,25 +103,50 @@ def trickle_body():
 
 
 def endpoint(url: str) -> Endpoint:
-    return Endpoint(base_url=url, served_name="fake-model", server={"kind": "fake", "version": "0", "url": url},
-                    model={"name": "fake-model", "file": None, "sha256": None, "hub_id": None, "revision": None})
+    return Endpoint(
+        base_url=url,
+        served_name="fake-model",
+        server={"kind": "fake", "version": "0", "url": url},
+        model={"name": "fake-model", "file": None, "sha256": None, "hub_id": None, "revision": None},
+    )
 
 
 def fake_task(fault: str | None = None) -> Task:
     directive = f" FAULT:{fault}" if fault else ""
-    return Task(task_id=f"t-{fault or 'ok'}", stratum="fake", kind="terminal",
-                instruction=f"List the files, then submit.{directive}")
+    return Task(
+        task_id=f"t-{fault or 'ok'}",
+        stratum="fake",
+        kind="terminal",
+        instruction=f"List the files, then submit.{directive}",
+    )
 
 
 def identity_of(task: Task, policy: str = "FC", threshold: int | None = None):
-    return make_identity(config={"seed": 1}, benchmark="fake", cohort="main", model="fake", policy=parse_spec(policy),
-                         task=task, attempt=1, threshold_setting="fixed" if threshold else None,
-                         threshold_tokens=threshold, summarizer=None, cell="cell", track="full")
+    return make_identity(
+        config={"seed": 1},
+        benchmark="fake",
+        cohort="main",
+        model="fake",
+        policy=parse_spec(policy),
+        task=task,
+        attempt=1,
+        threshold_setting="fixed" if threshold else None,
+        threshold_tokens=threshold,
+        summarizer=None,
+        cell="cell",
+        track="full",
+    )
 
 
 def execute(run_dir: Path, url: str, task: Task, settings: RunSettings = FAST, **identity) -> RunResult:
-    return execute_run(identity=identity_of(task, **identity), task=task, adapter=FakeBenchmark([task]),
-                       settings=settings, endpoint=endpoint(url), run_dir=run_dir)
+    return execute_run(
+        identity=identity_of(task, **identity),
+        task=task,
+        adapter=FakeBenchmark([task]),
+        settings=settings,
+        endpoint=endpoint(url),
+        run_dir=run_dir,
+    )
 
 
 # --- a trickling server meets a deadline ---------------------------------------------------------
@@ -151,8 +183,9 @@ def test_a_run_against_a_trickling_server_ends_at_its_wall_time_limit(tmp_path, 
 
 def test_summary_calls_end_at_their_deadline(trickle_body):
     client = ChatClient(trickle_body.url, request_timeout_s=600.0, retry=RetryPolicy(max_attempts=1))
-    recording = RecordingSummarizer(client, model="m", temperature=0.0, max_tokens=8,
-                                    deadline=lambda: time.time() + 1.5)
+    recording = RecordingSummarizer(
+        client, model="m", temperature=0.0, max_tokens=8, deadline=lambda: time.time() + 1.5
+    )
     t0 = time.monotonic()
     call = recording.summarize(BODY["messages"])
     assert call.error and "DeadlineExceeded" in call.error and time.monotonic() - t0 < 3
@@ -173,11 +206,14 @@ def test_the_health_check_ends_at_its_deadline():
 # --- bad answers are recorded calls with a named error ----------------------------------------------
 
 
-@pytest.mark.parametrize("fault, named", [
-    ("usage_lots", "usage.prompt_tokens: 'lots'"),
-    ("cached_abc", "usage.prompt_tokens_details.cached_tokens: 'abc'"),
-    ("no_choices", "choices: []"),
-])
+@pytest.mark.parametrize(
+    "fault, named",
+    [
+        ("usage_lots", "usage.prompt_tokens: 'lots'"),
+        ("cached_abc", "usage.prompt_tokens_details.cached_tokens: 'abc'"),
+        ("no_choices", "choices: []"),
+    ],
+)
 def test_a_bad_answer_is_a_recorded_failed_call_and_the_run_has_an_outcome(tmp_path, fault, named):
     with FakeLLMServer() as server:
         result = execute(tmp_path / "run", server.url, fake_task(fault))
@@ -195,12 +231,21 @@ def test_a_bad_summary_answer_is_a_failed_summary_call_not_a_crash(tmp_path):
     # the agent's server answers well; the summarizer's answers every request with prompt_tokens "lots"
     task = fake_task()
     with FakeLLMServer() as server, FakeLLMServer(fault="usage_lots", model="other") as summarizer:
-        summary = Endpoint(base_url=summarizer.url, served_name="other",
-                           server={"kind": "fake", "version": "0", "url": summarizer.url},
-                           model={"name": "other", "file": None, "sha256": None, "hub_id": None, "revision": None})
-        result = execute_run(identity=identity_of(task, "SU/Th/0.5", 150), task=task, adapter=FakeBenchmark([task]),
-                             settings=FAST, endpoint=endpoint(server.url), summarizer_endpoint=summary,
-                             run_dir=tmp_path / "run")
+        summary = Endpoint(
+            base_url=summarizer.url,
+            served_name="other",
+            server={"kind": "fake", "version": "0", "url": summarizer.url},
+            model={"name": "other", "file": None, "sha256": None, "hub_id": None, "revision": None},
+        )
+        result = execute_run(
+            identity=identity_of(task, "SU/Th/0.5", 150),
+            task=task,
+            adapter=FakeBenchmark([task]),
+            settings=FAST,
+            endpoint=endpoint(server.url),
+            summarizer_endpoint=summary,
+            run_dir=tmp_path / "run",
+        )
     record = read_json(result.run_dir / "run.json")
     summaries = [c for c in read_jsonl(result.run_dir / "calls.jsonl") if c["kind"] == "summary"]
     assert summaries and all(c["status"] == "error" and "usage.prompt_tokens" in c["error"] for c in summaries)
@@ -213,9 +258,15 @@ def test_every_run_a_cell_counts_has_a_run_json(tmp_path):
     tasks = [fake_task(fault) for fault in faults]
     cell_dir = tmp_path / "cell"
     with FakeLLMServer() as server:
-        runs = [PlannedRun(cell_dir / run_dir_name(t.task_id, 1), t.task_id, 1,
-                           lambda t=t: execute(cell_dir / run_dir_name(t.task_id, 1), server.url, t))
-                for t in tasks]
+        runs = [
+            PlannedRun(
+                cell_dir / run_dir_name(t.task_id, 1),
+                t.task_id,
+                1,
+                lambda t=t: execute(cell_dir / run_dir_name(t.task_id, 1), server.url, t),
+            )
+            for t in tasks
+        ]
         results = run_cell(runs, cell_dir=cell_dir, cell_info={"slug": "FC"}, concurrency=2, progress=False)
     assert [r.outcome for r in results] == ["error", "error", "error", "submitted"]
     cell = read_json(cell_dir / CELL_JSON)
@@ -263,8 +314,24 @@ def study(tmp_path):
 
 
 def run_argv(study: Path, url: str, out: Path, *extra: str) -> list[str]:
-    return ["run", "--config", str(study), "--benchmark", "local", "--model", "qwen05b", "--policy", "FC",
-            "--task", "hello-world", "--endpoint", url, "--out", str(out), *extra]
+    return [
+        "run",
+        "--config",
+        str(study),
+        "--benchmark",
+        "local",
+        "--model",
+        "qwen05b",
+        "--policy",
+        "FC",
+        "--task",
+        "hello-world",
+        "--endpoint",
+        url,
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_ctxpolicy_run_with_a_bad_usage_answer_records_an_error_run(study, tmp_path, capsys):

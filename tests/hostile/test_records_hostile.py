@@ -37,6 +37,7 @@ def _edit_call(field: str, value, line: int = 1):
         calls = [json.loads(text) for text in path.read_text().splitlines()]
         calls[line][field] = value
         path.write_text("".join(json.dumps(call) + "\n" for call in calls))
+
     return edit
 
 
@@ -49,6 +50,7 @@ def _into_directory(name: str):
         (run_dir / name).unlink(missing_ok=True)
         (run_dir / name).mkdir()
         (run_dir / name / "x").write_text("{}")
+
     return edit
 
 
@@ -61,19 +63,29 @@ def _edit_message_tokens(run_dir: Path) -> None:
 
 def _write_verdict(resolved):
     return lambda run_dir: (run_dir / "verdict.json").write_text(
-        json.dumps({"resolved": resolved, "harness": "h", "report": {}, "log": ""}))
+        json.dumps({"resolved": resolved, "harness": "h", "report": {}, "log": ""})
+    )
 
 
 # name -> (how the run is spoiled, the file blamed, what the reason must say)
 BAD = {
-    "attempt-word": (_edit_run(lambda r: r["identity"].update(attempt="one")), "run.json",
-                     ["identity.attempt", "'one'", "integer"]),
+    "attempt-word": (
+        _edit_run(lambda r: r["identity"].update(attempt="one")),
+        "run.json",
+        ["identity.attempt", "'one'", "integer"],
+    ),
     "totals-word": (_edit_run(lambda r: r.update(totals="lots")), "run.json", ["totals", "'lots'", "object"]),
     "timing-list": (_edit_run(lambda r: r.update(timing=[1, 2])), "run.json", ["timing", "[1, 2]", "object"]),
-    "wall-word": (_edit_run(lambda r: r["timing"].update(wall_s="slow")), "run.json",
-                  ["timing.wall_s", "'slow'", "number"]),
-    "depth-word": (_edit_run(lambda r: r["identity"].update(depth="half")), "run.json",
-                   ["identity.depth", "'half'", "number"]),
+    "wall-word": (
+        _edit_run(lambda r: r["timing"].update(wall_s="slow")),
+        "run.json",
+        ["timing.wall_s", "'slow'", "number"],
+    ),
+    "depth-word": (
+        _edit_run(lambda r: r["identity"].update(depth="half")),
+        "run.json",
+        ["identity.depth", "'half'", "number"],
+    ),
     "no-outcome": (_edit_run(lambda r: r.pop("outcome")), "run.json", ["field outcome is missing"]),
     "unknown-outcome": (_edit_run(lambda r: r.update(outcome="won")), "run.json", ["outcome", "'won'"]),
     "run-json-directory": (_into_directory("run.json"), "run.json", ["directory"]),
@@ -193,12 +205,14 @@ def test_rewriting_a_run_and_its_recorded_hash_together_is_detected(good_runs, t
         for entry in sidecar["inputs"]:
             if Path(table_sidecar.parent, entry["path"]).resolve() == run_json.resolve():
                 entry["sha256"] = _sha256(run_json)
+
     _edit_json(table_sidecar, forge)
     assert verify(table)[1] == []  # the table's own sidecar now agrees with the forged run
 
     _, problems = verify(figure)
     assert [(p.path, p.problem, p.sidecar) for p in problems] == [
-        (table_sidecar.as_posix(), "changed", sidecar_path(figure).as_posix())]
+        (table_sidecar.as_posix(), "changed", sidecar_path(figure).as_posix())
+    ]
     capsys.readouterr()
     assert cli.main(["provenance", "verify", str(figure)]) == 1
     assert f"changed  {table_sidecar.as_posix()}" in capsys.readouterr().out

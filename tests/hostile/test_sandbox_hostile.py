@@ -19,6 +19,7 @@ pytestmark = pytest.mark.sandbox
 def workspace(sandbox_workspace: Path) -> Path:
     return sandbox_workspace
 
+
 SMALL = SandboxLimits(tmp_mb=32, disk_mb=64)
 
 
@@ -41,8 +42,9 @@ def test_fork_bomb_is_capped_and_gone_at_the_timeout(workspace: Path) -> None:
     assert "Resource temporarily unavailable" in result.output  # the process cap, not the machine, stopped it
 
 
-def test_without_a_cgroup_the_process_limit_still_caps_the_bomb(workspace: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_cgroup_the_process_limit_still_caps_the_bomb(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("ctxpolicy.sandbox.bwrap.PidsCgroup.create", lambda max_pids: None)  # RLIMIT_NPROC path
     assert int(run_sandboxed("ulimit -u", workspace, timeout_s=20).output) >= SandboxLimits().pids
     marker = f"bomb{uuid.uuid4().hex}"
@@ -53,8 +55,9 @@ def test_without_a_cgroup_the_process_limit_still_caps_the_bomb(workspace: Path,
 
 
 def test_a_2_gb_file_in_the_workspace_hits_the_disk_quota(workspace: Path) -> None:
-    result = run_sandboxed("dd if=/dev/zero of=big bs=1M count=2048 status=none; echo exit=$?", workspace,
-                           timeout_s=30, limits=SMALL)
+    result = run_sandboxed(
+        "dd if=/dev/zero of=big bs=1M count=2048 status=none; echo exit=$?", workspace, timeout_s=30, limits=SMALL
+    )
     assert result.limit == "disk" and "disk quota exceeded" in result.reason
     assert "[sandbox: disk quota exceeded" in result.output
     assert (workspace / "big").stat().st_size <= SMALL.disk_bytes
@@ -68,8 +71,12 @@ def test_many_files_in_the_workspace_stop_the_command(workspace: Path) -> None:
 
 
 def test_a_2_gb_file_in_tmp_hits_the_tmpfs_size(workspace: Path) -> None:
-    result = run_sandboxed("dd if=/dev/zero of=/tmp/big bs=1M count=2048 status=none; df -m /tmp | tail -1",
-                           workspace, timeout_s=30, limits=SMALL)
+    result = run_sandboxed(
+        "dd if=/dev/zero of=/tmp/big bs=1M count=2048 status=none; df -m /tmp | tail -1",
+        workspace,
+        timeout_s=30,
+        limits=SMALL,
+    )
     assert "No space left on device" in result.output, result.output
     assert f" {SMALL.tmp_mb} " in result.output  # df shows the tmpfs's size in MiB
 
@@ -88,9 +95,11 @@ def test_disk_quota_ends_the_agent_run_as_an_error(workspace: Path) -> None:
 
 
 def test_no_route_out(workspace: Path) -> None:
-    probe = ("python - <<'EOF'\nimport socket\nfor host in ('1.1.1.1', '8.8.8.8'):\n    try:\n"
-             "        socket.create_connection((host, 53), timeout=3)\n        print('reached', host)\n"
-             "    except OSError as e:\n        print('blocked', host, e)\nEOF")
+    probe = (
+        "python - <<'EOF'\nimport socket\nfor host in ('1.1.1.1', '8.8.8.8'):\n    try:\n"
+        "        socket.create_connection((host, 53), timeout=3)\n        print('reached', host)\n"
+        "    except OSError as e:\n        print('blocked', host, e)\nEOF"
+    )
     result = run_sandboxed(probe, workspace, timeout_s=20)
     assert "reached" not in result.output
     assert result.output.count("Network is unreachable") == 2, result.output
@@ -112,13 +121,20 @@ def test_a_fifo_left_in_the_workspace_does_not_break_grading(workspace: Path, tm
 
     adapter = get_adapter("local", {"adapter": "local", "environment": "bwrap", "cohorts": {}}, tmp_path)
     # copying a FIFO fails (shutil) or blocks (a plain open); either way one run must not stop the cell's grading
-    assert run_sandboxed("mkfifo trap && python -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'",
-                         workspace, timeout_s=20).returncode == 0
+    assert (
+        run_sandboxed(
+            "mkfifo trap && python -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'",
+            workspace,
+            timeout_s=20,
+        ).returncode
+        == 0
+    )
     log_dir = tmp_path / "log"
     log_dir.mkdir()
     verdicts: list = []
-    grader = threading.Thread(target=lambda: verdicts.append(adapter.grade_state("hello-world", workspace, log_dir)),
-                              daemon=True)
+    grader = threading.Thread(
+        target=lambda: verdicts.append(adapter.grade_state("hello-world", workspace, log_dir)), daemon=True
+    )
     grader.start()
     grader.join(60)
     assert not grader.is_alive(), "grading blocked on a FIFO the agent left behind"

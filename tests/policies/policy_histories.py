@@ -20,9 +20,11 @@ def observation_text(n_words: int, seed: int, returncode: int = 0) -> str:
 
 def text_step(i: int, thought_words: int, output_words: int) -> list[dict]:
     return [
-        {"role": "assistant",
-         "content": f"THOUGHT: {words(thought_words, i)}\n\n```mswea_bash_command\ncat file{i}.py\n```",
-         "extra": {"actions": [{"command": f"cat file{i}.py"}], "step": i}},
+        {
+            "role": "assistant",
+            "content": f"THOUGHT: {words(thought_words, i)}\n\n```mswea_bash_command\ncat file{i}.py\n```",
+            "extra": {"actions": [{"command": f"cat file{i}.py"}], "step": i},
+        },
         {"role": "user", "content": observation_text(output_words, i + 1000), "extra": {"returncode": 0, "step": i}},
     ]
 
@@ -30,14 +32,27 @@ def text_step(i: int, thought_words: int, output_words: int) -> list[dict]:
 def tool_step(i: int, thought_words: int, output_words: list[int]) -> list[dict]:
     ids = [f"call_{i}_{k}" for k in range(len(output_words))]
     assistant = {
-        "role": "assistant", "content": words(thought_words, i) if thought_words else None,
-        "tool_calls": [{"id": cid, "type": "function",
-                        "function": {"name": "bash", "arguments": json.dumps({"command": f"cat file{i}_{k}.py"})}}
-                       for k, cid in enumerate(ids)],
+        "role": "assistant",
+        "content": words(thought_words, i) if thought_words else None,
+        "tool_calls": [
+            {
+                "id": cid,
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": f"cat file{i}_{k}.py"})},
+            }
+            for k, cid in enumerate(ids)
+        ],
         "extra": {"actions": [{"command": f"cat file{i}_{k}.py", "tool_call_id": cid} for k, cid in enumerate(ids)]},
     }
-    results = [{"role": "tool", "tool_call_id": cid, "content": observation_text(n, i * 10 + k),
-                "extra": {"returncode": 0, "step": i}} for k, (cid, n) in enumerate(zip(ids, output_words))]
+    results = [
+        {
+            "role": "tool",
+            "tool_call_id": cid,
+            "content": observation_text(n, i * 10 + k),
+            "extra": {"returncode": 0, "step": i},
+        }
+        for k, (cid, n) in enumerate(zip(ids, output_words))
+    ]
     return [assistant, *results]
 
 
@@ -56,8 +71,9 @@ def tool_history(steps: list[tuple[int, list[int]]]) -> list[dict]:
 
 
 text_steps = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 300)), min_size=0, max_size=25)
-tool_steps = st.lists(st.tuples(st.integers(0, 60), st.lists(st.integers(0, 300), min_size=1, max_size=3)),
-                      min_size=0, max_size=20)
+tool_steps = st.lists(
+    st.tuples(st.integers(0, 60), st.lists(st.integers(0, 300), min_size=1, max_size=3)), min_size=0, max_size=20
+)
 
 
 histories = st.one_of(text_steps.map(text_history), tool_steps.map(tool_history))

@@ -20,19 +20,27 @@ def run_compress(monkeypatch, capsys, stdin_text, *args):
 
 
 def test_compress_reads_stdin_and_writes_messages_and_events(monkeypatch, capsys):
-    code, out, err = run_compress(monkeypatch, capsys, json.dumps({"messages": HISTORY}),
-                                  "--policy", "TR/Th/0.5", "--threshold", "100")
+    code, out, err = run_compress(
+        monkeypatch, capsys, json.dumps({"messages": HISTORY}), "--policy", "TR/Th/0.5", "--threshold", "100"
+    )
     assert code == 0 and err == ""
     payload = json.loads(out)
-    assert payload["messages"] == HISTORY[:2] + HISTORY[len(HISTORY) - len(payload["messages"]) + 2:]
-    event, = payload["events"]
+    assert payload["messages"] == HISTORY[:2] + HISTORY[len(HISTORY) - len(payload["messages"]) + 2 :]
+    (event,) = payload["events"]
     assert event["primitive"] == "TR" and event["total_tokens_before"] == count_messages(HISTORY)
     assert payload["summary_calls"] == []
 
 
 def test_under_threshold_returns_the_history_unchanged_without_events(monkeypatch, capsys):
-    code, out, _ = run_compress(monkeypatch, capsys, json.dumps({"messages": HISTORY}),
-                                "--policy", "SU/Th/0.5", "--threshold", str(count_messages(HISTORY)))
+    code, out, _ = run_compress(
+        monkeypatch,
+        capsys,
+        json.dumps({"messages": HISTORY}),
+        "--policy",
+        "SU/Th/0.5",
+        "--threshold",
+        str(count_messages(HISTORY)),
+    )
     assert code == 0
     assert json.loads(out) == {"messages": HISTORY, "events": [], "summary_calls": []}
 
@@ -41,8 +49,9 @@ def test_calls_option_controls_otrc(tmp_path, monkeypatch, capsys):
     source = tmp_path / "in.json"
     source.write_text(json.dumps({"messages": tool_history([(5, [50])] * 6)}))
     target = tmp_path / "out" / "result.json"
-    code, out, _ = run_compress(monkeypatch, capsys, "", "--policy", "OTRC/St", "--calls", "2",
-                                "-i", str(source), "-o", str(target))
+    code, out, _ = run_compress(
+        monkeypatch, capsys, "", "--policy", "OTRC/St", "--calls", "2", "-i", str(source), "-o", str(target)
+    )
     assert code == 0 and out == "" and json.loads(target.read_text())["events"] == []
     run_compress(monkeypatch, capsys, "", "--policy", "OTRC/St", "-i", str(source), "-o", str(target))
     assert json.loads(target.read_text())["events"][0]["primitive"] == "OTRC"
@@ -52,11 +61,13 @@ def test_setting_names_resolve_through_a_thresholds_file(tmp_path, monkeypatch, 
     thresholds = tmp_path / "qwen05b.json"
     thresholds.write_text(json.dumps({"source": "preset", "tight": 10, "primary": 10**6, "loose": 10**7}))
     history = json.dumps({"messages": HISTORY})
-    _, out, _ = run_compress(monkeypatch, capsys, history, "--policy", "TR/Th/0.5", "--threshold", "primary",
-                             "--thresholds", str(thresholds))
+    _, out, _ = run_compress(
+        monkeypatch, capsys, history, "--policy", "TR/Th/0.5", "--threshold", "primary", "--thresholds", str(thresholds)
+    )
     assert json.loads(out)["events"] == []
-    _, out, _ = run_compress(monkeypatch, capsys, history, "--policy", "TR/Th/0.5", "--threshold", "tight",
-                             "--thresholds", str(thresholds))
+    _, out, _ = run_compress(
+        monkeypatch, capsys, history, "--policy", "TR/Th/0.5", "--threshold", "tight", "--thresholds", str(thresholds)
+    )
     assert json.loads(out)["events"]
 
 
@@ -69,16 +80,22 @@ def test_presets_take_their_threshold_from_the_context_window(monkeypatch, capsy
     assert code == 2 and "needs a summarizer" in err
 
 
-@pytest.mark.parametrize("stdin_text, args, expected", [
-    ("not json", ["--policy", "TR/Th/0.5", "--threshold", "5"], "stdin: not JSON"),
-    ('{"msgs": []}', ["--policy", "TR/Th/0.5", "--threshold", "5"], "field 'messages'"),
-    ('{"messages": [{"content": "x"}]}', ["--policy", "TR/Th/0.5", "--threshold", "5"],
-     "messages[0]: missing field 'role'"),
-    ('{"messages": []}', ["--policy", "TR/Th/0.5"], "needs --threshold"),
-    ('{"messages": []}', ["--policy", "TR/Xh"], "valid forms"),
-    ('{"messages": []}', ["--policy", "TR/Th/0.5", "--threshold", "many"], "expected tokens or one of"),
-    ('{"messages": []}', ["--policy", "TR/Th/0.5", "--threshold", "primary"], "needs --thresholds FILE"),
-])
+@pytest.mark.parametrize(
+    "stdin_text, args, expected",
+    [
+        ("not json", ["--policy", "TR/Th/0.5", "--threshold", "5"], "stdin: not JSON"),
+        ('{"msgs": []}', ["--policy", "TR/Th/0.5", "--threshold", "5"], "field 'messages'"),
+        (
+            '{"messages": [{"content": "x"}]}',
+            ["--policy", "TR/Th/0.5", "--threshold", "5"],
+            "messages[0]: missing field 'role'",
+        ),
+        ('{"messages": []}', ["--policy", "TR/Th/0.5"], "needs --threshold"),
+        ('{"messages": []}', ["--policy", "TR/Xh"], "valid forms"),
+        ('{"messages": []}', ["--policy", "TR/Th/0.5", "--threshold", "many"], "expected tokens or one of"),
+        ('{"messages": []}', ["--policy", "TR/Th/0.5", "--threshold", "primary"], "needs --thresholds FILE"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_code_2(monkeypatch, capsys, stdin_text, args, expected):
     code, out, err = run_compress(monkeypatch, capsys, stdin_text, *args)
     assert code == 2 and out == ""
@@ -86,7 +103,12 @@ def test_bad_input_is_one_line_and_exit_code_2(monkeypatch, capsys, stdin_text, 
 
 
 def test_installed_command_runs_as_a_subprocess():
-    process = subprocess.run([sys.executable, "-m", "ctxpolicy", "compress", "--policy", "FC"],
-                             input=json.dumps({"messages": HISTORY}), capture_output=True, text=True, check=False)
+    process = subprocess.run(
+        [sys.executable, "-m", "ctxpolicy", "compress", "--policy", "FC"],
+        input=json.dumps({"messages": HISTORY}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert process.returncode == 0, process.stderr
     assert json.loads(process.stdout)["messages"] == HISTORY

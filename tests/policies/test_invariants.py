@@ -16,17 +16,35 @@ from ctxpolicy.tokens import count_message, count_messages
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-RULE_BASED = ["TR/Th/0.5", "TR/Th/0.3", "TR/Th/0.7", "TRC/Th", "OTRC/St", "OTRC+TR/St+Th/0.5", "CC/Th",
-              "DIGEST/Th/0.5", "CT+DIGEST/Th/0.5"]
-SUMMARIZING = ["SU/Th/0.5", "S/Th/0.5", "SU-p/Th/0.3", "S-p/Th/0.7", "TRC+SU/Th", "TRC+S/Th",
-               "OTRC+SU-p/St+Th/0.5", "OTRC+S-p/St+Th/0.5", "CT+S-p/Th/0.5"]
+RULE_BASED = [
+    "TR/Th/0.5",
+    "TR/Th/0.3",
+    "TR/Th/0.7",
+    "TRC/Th",
+    "OTRC/St",
+    "OTRC+TR/St+Th/0.5",
+    "CC/Th",
+    "DIGEST/Th/0.5",
+    "CT+DIGEST/Th/0.5",
+]
+SUMMARIZING = [
+    "SU/Th/0.5",
+    "S/Th/0.5",
+    "SU-p/Th/0.3",
+    "S-p/Th/0.7",
+    "TRC+SU/Th",
+    "TRC+S/Th",
+    "OTRC+SU-p/St+Th/0.5",
+    "OTRC+S-p/St+Th/0.5",
+    "CT+S-p/Th/0.5",
+]
 ALL = RULE_BASED + SUMMARIZING
 
 thresholds = st.integers(min_value=1, max_value=4000)
 
 
 def window_tokens(messages):
-    return count_messages(messages[protected_prefix_length(messages):])
+    return count_messages(messages[protected_prefix_length(messages) :])
 
 
 @pytest.mark.parametrize("spec", ALL)
@@ -40,10 +58,22 @@ def test_prefix_intact_input_untouched_and_api_valid(spec, history, threshold):
     assert result.messages[:prefix] == history[:prefix]
     assert tool_pairs_are_well_formed(result.messages)
     for event in result.events:
-        assert set(event) == {"primitive", "trigger", "depth", "window_tokens_before", "window_tokens_after",
-                              "total_tokens_before", "total_tokens_after", "target_tokens", "messages_removed",
-                              "messages_cleared", "summary_tokens", "first_changed_index",
-                              "unchanged_prefix_tokens", "fallback"}
+        assert set(event) == {
+            "primitive",
+            "trigger",
+            "depth",
+            "window_tokens_before",
+            "window_tokens_after",
+            "total_tokens_before",
+            "total_tokens_after",
+            "target_tokens",
+            "messages_removed",
+            "messages_cleared",
+            "summary_tokens",
+            "first_changed_index",
+            "unchanged_prefix_tokens",
+            "fallback",
+        }
         assert event["first_changed_index"] is None or event["first_changed_index"] >= prefix
     if result.events:
         assert result.events[-1]["total_tokens_after"] == count_messages(result.messages)
@@ -70,7 +100,7 @@ def test_tr_reaches_target_unless_only_the_last_unit_is_left_and_keeps_the_last_
         assert result.messages[-1] is history[-1]
         last_unit_start = units(window)[-1][0] if window else 0
         assert window_tokens(result.messages) <= target or last_unit_start == 0
-        assert result.messages[prefix:] == history[len(history) - len(window):]  # whole oldest messages dropped
+        assert result.messages[prefix:] == history[len(history) - len(window) :]  # whole oldest messages dropped
 
 
 @PROPERTY_SETTINGS
@@ -92,9 +122,12 @@ def test_trc_keeps_three_most_recent_results_and_reaches_target_when_reachable(h
         assert window_tokens(result.messages) <= target
         assert event["messages_removed"] == 0 and len(result.messages) == len(history)
         for before, after in zip(history, result.messages):
-            assert after is before or (after["content"] == PLACEHOLDER and after["role"] == before["role"]
-                                        and after.get("extra") == before.get("extra")
-                                        and after.get("tool_call_id") == before.get("tool_call_id"))
+            assert after is before or (
+                after["content"] == PLACEHOLDER
+                and after["role"] == before["role"]
+                and after.get("extra") == before.get("extra")
+                and after.get("tool_call_id") == before.get("tool_call_id")
+            )
 
 
 @PROPERTY_SETTINGS
@@ -102,14 +135,19 @@ def test_trc_keeps_three_most_recent_results_and_reaches_target_when_reachable(h
 def test_otrc_replaces_exactly_the_ninth_message_from_the_end(history, calls):
     result = apply_policy("OTRC/St", history, calls=calls)
     position = len(history) - 9
-    fires = (calls >= 5 and len(history) >= 10 and position >= protected_prefix_length(history)
-             and history[position]["content"] != PLACEHOLDER)
+    fires = (
+        calls >= 5
+        and len(history) >= 10
+        and position >= protected_prefix_length(history)
+        and history[position]["content"] != PLACEHOLDER
+    )
     assert len(result.messages) == len(history)
     for index, (before, after) in enumerate(zip(history, result.messages)):
         if fires and index == position:
             assert after["content"] == PLACEHOLDER
-            assert {k: v for k, v in after.items() if k != "content"} == {k: v for k, v in before.items()
-                                                                           if k != "content"}
+            assert {k: v for k, v in after.items() if k != "content"} == {
+                k: v for k, v in before.items() if k != "content"
+            }
         else:
             assert after is before
     assert len(result.events) == (1 if fires else 0)
@@ -130,19 +168,20 @@ def test_partial_summary_keeps_the_longest_verbatim_tail_within_half_the_allowan
     event = result.events[0]
     if event["fallback"] is not None:
         return
-    summary, tail = result.messages[prefix], result.messages[prefix + 1:]
+    summary, tail = result.messages[prefix], result.messages[prefix + 1 :]
     assert summary["role"] == "user" and summary["content"].startswith("[ctxpolicy:summary]")
-    assert all(a is b for a, b in zip(tail, window[len(window) - len(tail):]))
+    assert all(a is b for a, b in zip(tail, window[len(window) - len(tail) :]))
     assert count_messages(tail) <= target // 2
     spans = units(window)
     tail_start = len(window) - len(tail)
     previous = next((s for s in spans if s[1] == tail_start), None)
     assert previous is not None
-    assert count_messages(tail) + sum(count_message(m) for m in window[previous[0]:previous[1]]) > target // 2
+    assert count_messages(tail) + sum(count_message(m) for m in window[previous[0] : previous[1]]) > target // 2
 
 
-@pytest.mark.parametrize("spec", ["TR/Th/0.5", "TRC/Th", "OTRC/St", "SU/Th/0.5", "S-p/Th/0.5", "CC/Th",
-                                  "DIGEST/Th/0.3"])
+@pytest.mark.parametrize(
+    "spec", ["TR/Th/0.5", "TRC/Th", "OTRC/St", "SU/Th/0.5", "S-p/Th/0.5", "CC/Th", "DIGEST/Th/0.3"]
+)
 @PROPERTY_SETTINGS
 @given(history=histories)
 def test_first_changed_index_marks_the_end_of_the_identical_prefix(spec, history):

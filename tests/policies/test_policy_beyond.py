@@ -32,8 +32,9 @@ def _cc_history(tool_mode):
     for n, index in enumerate(observations):
         history[index]["content"] = long_output if n % 2 == 0 else short_output
     first_assistant = history[2]
-    first_assistant["content"] = ("T" * 400) + "\n```mswea_bash_command\ncat file0.py\n```" if not tool_mode \
-        else "T" * 400
+    first_assistant["content"] = (
+        ("T" * 400) + "\n```mswea_bash_command\ncat file0.py\n```" if not tool_mode else "T" * 400
+    )
     return history
 
 
@@ -45,13 +46,13 @@ def test_cc_compacts_older_turns_and_keeps_the_recent_turns_whole(tool_mode):
     assert block["role"] == "user" and block["content"].startswith(COMPACTED_MARKER)
     recent = result.messages[3:]
     assert sum(1 for m in recent if m["role"] == "assistant") == 4
-    assert recent == history[len(history) - len(recent):]
+    assert recent == history[len(history) - len(recent) :]
     lines = block["content"].splitlines()
     assert "  result: (800 characters deleted)" in lines and "  result: ok" in lines
     assert any(line.startswith("assistant: " + "T" * 299 + "…") for line in lines)
     assert any("cat file0" in line for line in lines if line.startswith("  ran: "))
     assert tool_pairs_are_well_formed(result.messages)
-    event, = result.events
+    (event,) = result.events
     assert event["primitive"] == "CC" and event["target_tokens"] is None and event["messages_removed"] == 6
 
 
@@ -61,7 +62,7 @@ def test_cc_discards_the_previous_block_instead_of_compacting_it_again():
     grown = first + text_history([(5, 1)] * 3)[2:]
     second = apply_policy("CC/Th", grown, threshold=0).messages
     blocks = [m for m in second if m["content"].startswith(COMPACTED_MARKER)]
-    assert len(blocks) == 1 and COMPACTED_MARKER not in blocks[0]["content"][len(COMPACTED_MARKER):]
+    assert len(blocks) == 1 and COMPACTED_MARKER not in blocks[0]["content"][len(COMPACTED_MARKER) :]
     assert "cat file0" not in blocks[0]["content"]  # the first block's content is gone
     assert "cat file3" in blocks[0]["content"]
 
@@ -87,8 +88,13 @@ def test_ct_in_tool_mode_keeps_tool_calls():
 
 def test_dump_writes_the_full_history_and_the_summary_names_it(tmp_path):
     history = text_history([(10, 50)] * 4)
-    result = apply_policy("DUMP+SU/Th/0.5", history, threshold=0, summarizer=DeterministicSummarizer(),
-                          dump=HistoryDump(tmp_path / "ws", visible_dir="/workspace"))
+    result = apply_policy(
+        "DUMP+SU/Th/0.5",
+        history,
+        threshold=0,
+        summarizer=DeterministicSummarizer(),
+        dump=HistoryDump(tmp_path / "ws", visible_dir="/workspace"),
+    )
     written = tmp_path / "ws" / ".ctxpolicy-history-0004.json"
     assert json.loads(written.read_text())["messages"] == history
     assert result.messages[2]["content"].endswith("saved as JSON at /workspace/.ctxpolicy-history-0004.json")
@@ -103,8 +109,11 @@ def test_dump_without_a_directory_is_an_error():
 
 def test_digest_extracts_commands_errors_tests_and_paths_without_a_model_call():
     history = text_history([(5, 60)] * 3)
-    history[3] = {**history[3], "content": "<returncode>1</returncode>\n<output>\nTraceback (most recent call last)\n"
-                  "  File \"src/calc.py\", line 3\nAssertionError: 1 != 2\n</output>"}
+    history[3] = {
+        **history[3],
+        "content": "<returncode>1</returncode>\n<output>\nTraceback (most recent call last)\n"
+        '  File "src/calc.py", line 3\nAssertionError: 1 != 2\n</output>',
+    }
     history[5] = {**history[5], "content": "<returncode>0</returncode>\n<output>\n3 passed in 0.01s\n</output>"}
     result = apply_policy("DIGEST/Th/0.5", history, threshold=0)
     assert result.summary_calls == []

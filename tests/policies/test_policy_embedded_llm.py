@@ -15,7 +15,6 @@ from ctxpolicy.policies import SUMMARY_MARKER, EndpointSummarizer, apply_policy
 pytestmark = pytest.mark.llm
 
 
-
 @pytest.fixture(scope="module")
 def summarizer(tmp_path_factory):
     with embedded_llm_server(tmp_path_factory.mktemp("llm") / "server.log") as server:
@@ -25,7 +24,7 @@ def summarizer(tmp_path_factory):
 def test_structured_partial_summary_in_text_mode(summarizer):
     history = text_history([(5, 20)] * 3)  # small: two shared CPU cores
     result = apply_policy("S-p/Th/0.5", history, threshold=0, summarizer=summarizer)
-    call, = result.summary_calls
+    (call,) = result.summary_calls
     assert call.error is None, call.error
     assert [m["role"] for m in call.request_messages] == ["system", "user"]  # the model's chat template takes both
     assert call.text.strip() and call.prompt_tokens > 100 and call.completion_tokens > 0
@@ -33,7 +32,7 @@ def test_structured_partial_summary_in_text_mode(summarizer):
     summary = result.messages[2]
     assert summary["role"] == "user" and summary["content"].startswith(SUMMARY_MARKER)
     assert result.messages[:2] == history[:2]
-    event, = result.events
+    (event,) = result.events
     assert event["primitive"] == "S-p" and event["summary_tokens"] > 0
 
 
@@ -41,6 +40,6 @@ def test_free_summary_in_tool_calling_mode(summarizer):
     history = tool_history([(5, [30])] * 4)
     result = apply_policy("TRC+SU/Th", history, threshold=0, summarizer=summarizer)
     assert [e["primitive"] for e in result.events] == ["TRC", "SU"]
-    call, = result.summary_calls
+    (call,) = result.summary_calls
     assert call.error is None, call.error
     assert result.messages[2]["content"].startswith(SUMMARY_MARKER) and len(result.messages) == 3

@@ -6,7 +6,7 @@ from policy_histories import text_history, tool_history, tool_pairs_are_well_for
 from ctxpolicy.policies import PLACEHOLDER, PolicyError, apply_policy
 from ctxpolicy.tokens import count_messages
 
-TEXT = text_history([(10, 200)] * 8)          # 2 + 16 messages, observations dominate
+TEXT = text_history([(10, 200)] * 8)  # 2 + 16 messages, observations dominate
 TOOL = tool_history([(10, [200])] * 8)
 TOOL_MULTI = tool_history([(5, [150, 150])] * 5)  # assistant + two results per step
 
@@ -21,10 +21,10 @@ def test_tr_drops_oldest_whole_messages_until_at_or_under_target(history):
     target = int(0.5 * count_messages(window(history)))
     kept = window(result.messages)
     assert count_messages(kept) <= target
-    assert kept == history[len(history) - len(kept):]
+    assert kept == history[len(history) - len(kept) :]
     # dropping one message fewer would have been over target
-    assert count_messages(history[len(history) - len(kept) - 1:]) > target or len(kept) == len(window(history))
-    event, = result.events
+    assert count_messages(history[len(history) - len(kept) - 1 :]) > target or len(kept) == len(window(history))
+    (event,) = result.events
     assert event["primitive"] == "TR" and event["messages_removed"] == len(history) - len(result.messages)
     assert event["first_changed_index"] == 2 and event["target_tokens"] == target
 
@@ -57,16 +57,16 @@ def test_trc_clears_oldest_results_keeps_assistants_and_three_recent_results(his
     cleared_message = result.messages[cleared[0]]
     assert cleared_message["extra"] == history[cleared[0]]["extra"]
     assert cleared_message.get("tool_call_id") == history[cleared[0]].get("tool_call_id")
-    event, = result.events
+    (event,) = result.events
     assert event["messages_cleared"] == len(cleared) and event["fallback"] is None
     assert event["first_changed_index"] == cleared[0]
-    assert event["unchanged_prefix_tokens"] == count_messages(history[:cleared[0]])
+    assert event["unchanged_prefix_tokens"] == count_messages(history[: cleared[0]])
 
 
 def test_trc_falls_back_to_tr_when_clearing_cannot_reach_the_target():
     history = text_history([(300, 30)] * 6)  # assistants dominate, clearing cannot halve the window
     result = apply_policy("TRC/Th", history, threshold=0)
-    event, = result.events
+    (event,) = result.events
     assert event["fallback"] == "TR" and event["messages_removed"] > 0
     assert count_messages(window(result.messages)) <= event["target_tokens"]
 
@@ -77,7 +77,7 @@ def test_trc_skips_placeholders_and_summaries():
     steps[1] = {**steps[1], "content": PLACEHOLDER}
     history = text_history([])[:2] + [summary] + steps
     result = apply_policy("TRC/Th", history, threshold=0)
-    event, = result.events
+    (event,) = result.events
     assert event["fallback"] is None
     assert result.messages[2] is summary and result.messages[4] is history[4]
     assert event["messages_cleared"] == sum(1 for a, b in zip(history, result.messages) if a is not b)
@@ -89,10 +89,10 @@ def test_otrc_clears_the_result_before_the_four_most_recent_results(history):
     index = len(history) - 9
     assert result.messages[index]["content"] == PLACEHOLDER
     observation_role = "tool" if history is TOOL else "user"
-    later_results = [m for m in history[index + 1:] if m["role"] == observation_role]
+    later_results = [m for m in history[index + 1 :] if m["role"] == observation_role]
     assert history[index]["role"] == observation_role and len(later_results) == 4
     assert [m for i, m in enumerate(result.messages) if i != index] == [m for i, m in enumerate(history) if i != index]
-    event, = result.events
+    (event,) = result.events
     assert event["trigger"] == "St" and event["target_tokens"] is None and event["first_changed_index"] == index
     assert event["unchanged_prefix_tokens"] == count_messages(history[:index])
 

@@ -11,21 +11,24 @@ from ctxpolicy.policies import (
 )
 
 
-@pytest.mark.parametrize("text, canonical, slug", [
-    ("TR/Th/0.5", "TR/Th/0.5", "TR_Th_0.5"),
-    ("SU-p/Th/0.3", "SU-p/Th/0.3", "SU-p_Th_0.3"),
-    ("TRC/Th", "TRC/Th", "TRC_Th"),
-    ("TRC/Th/0.5", "TRC/Th", "TRC_Th"),
-    ("OTRC+S-p/St+Th/0.5", "OTRC+S-p/St+Th/0.5", "OTRCplusS-p_StplusTh_0.5"),
-    ("OTRC+TR/St+Th", "OTRC+TR/St+Th/0.5", "OTRCplusTR_StplusTh_0.5"),
-    ("OTRC/St", "OTRC/St", "OTRC_St"),
-    ("FC", "FC", "FC"),
-    ("S/Th", "S/Th/0.5", "S_Th_0.5"),
-    ("TR/St/0.7", "TR/St/0.7", "TR_St_0.7"),
-    ("CC/Th", "CC/Th", "CC_Th"),
-    ("CT+DUMP+S-p/Th/0.3", "CT+DUMP+S-p/Th/0.3", "CTplusDUMPplusS-p_Th_0.3"),
-    (" TRC+S/Th ", "TRC+S/Th", "TRCplusS_Th"),
-])
+@pytest.mark.parametrize(
+    "text, canonical, slug",
+    [
+        ("TR/Th/0.5", "TR/Th/0.5", "TR_Th_0.5"),
+        ("SU-p/Th/0.3", "SU-p/Th/0.3", "SU-p_Th_0.3"),
+        ("TRC/Th", "TRC/Th", "TRC_Th"),
+        ("TRC/Th/0.5", "TRC/Th", "TRC_Th"),
+        ("OTRC+S-p/St+Th/0.5", "OTRC+S-p/St+Th/0.5", "OTRCplusS-p_StplusTh_0.5"),
+        ("OTRC+TR/St+Th", "OTRC+TR/St+Th/0.5", "OTRCplusTR_StplusTh_0.5"),
+        ("OTRC/St", "OTRC/St", "OTRC_St"),
+        ("FC", "FC", "FC"),
+        ("S/Th", "S/Th/0.5", "S_Th_0.5"),
+        ("TR/St/0.7", "TR/St/0.7", "TR_St_0.7"),
+        ("CC/Th", "CC/Th", "CC_Th"),
+        ("CT+DUMP+S-p/Th/0.3", "CT+DUMP+S-p/Th/0.3", "CTplusDUMPplusS-p_Th_0.3"),
+        (" TRC+S/Th ", "TRC+S/Th", "TRCplusS_Th"),
+    ],
+)
 def test_parse_prints_canonical_form_and_slug(text, canonical, slug):
     spec = parse_spec(text)
     assert str(spec) == canonical
@@ -56,27 +59,30 @@ def test_every_study_primitive_parses_and_tunability_matches_the_tuples():
         assert (primitive in DEPTH_INVARIANT) != (primitive in DEPTH_TUNABLE)
 
 
-@pytest.mark.parametrize("bad, reason", [
-    ("XYZ/Th", "unknown primitive"),
-    ("TR", "trigger"),
-    ("TR/Th/0", "outside"),
-    ("TR/Th/1.2", "outside"),
-    ("TR/Th/0.5.1", "not a number"),
-    ("TRC/Th/0.3", "depth-invariant"),
-    ("OTRC+TR/St+Th/0.7", "depth-invariant"),
-    ("OTRC/Th", "step-triggered"),
-    ("OTRC/St/0.5", "takes no depth"),
-    ("OTRC+S-p/Th/0.5", "St+Th"),
-    ("TR/St+Th/0.5", "St+Th needs OTRC"),
-    ("CC/St", "threshold-triggered"),
-    ("SU+TRC/Th", "stages must be"),
-    ("TR+SU/Th", "stages must be"),
-    ("CT+TR/Th", "need one of"),
-    ("TRC+TR/Th", "falls back"),
-    ("FC/Th", "FC takes"),
-    ("TR/Xh/0.5", "ill-formed"),
-    ("", "ill-formed"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        ("XYZ/Th", "unknown primitive"),
+        ("TR", "trigger"),
+        ("TR/Th/0", "outside"),
+        ("TR/Th/1.2", "outside"),
+        ("TR/Th/0.5.1", "not a number"),
+        ("TRC/Th/0.3", "depth-invariant"),
+        ("OTRC+TR/St+Th/0.7", "depth-invariant"),
+        ("OTRC/Th", "step-triggered"),
+        ("OTRC/St/0.5", "takes no depth"),
+        ("OTRC+S-p/Th/0.5", "St+Th"),
+        ("TR/St+Th/0.5", "St+Th needs OTRC"),
+        ("CC/St", "threshold-triggered"),
+        ("SU+TRC/Th", "stages must be"),
+        ("TR+SU/Th", "stages must be"),
+        ("CT+TR/Th", "need one of"),
+        ("TRC+TR/Th", "falls back"),
+        ("FC/Th", "FC takes"),
+        ("TR/Xh/0.5", "ill-formed"),
+        ("", "ill-formed"),
+    ],
+)
 def test_bad_specs_name_the_problem_and_list_the_valid_forms(bad, reason):
     with pytest.raises(PolicySpecError) as info:
         parse_spec(bad)

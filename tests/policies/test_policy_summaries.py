@@ -30,20 +30,20 @@ def test_su_replaces_the_window_with_one_user_summary_built_from_the_window_only
     summarizer = DeterministicSummarizer()
     result = apply_policy("SU/Th/0.5", history, threshold=0, summarizer=summarizer)
     assert result.messages[:2] == history[:2]
-    summary, = result.messages[2:]
+    (summary,) = result.messages[2:]
     assert summary["role"] == "user" and summary["content"].startswith(SUMMARY_MARKER)
     assert "extra" not in summary
-    request, = summarizer.requests
+    (request,) = summarizer.requests
     assert [m["role"] for m in request] == ["system", "user"]
     prompt = "\n".join(m["content"] for m in request)
     assert TASK["content"] not in prompt and history[0]["content"] not in prompt
     assert "### assistant" in prompt and "### tool result" in prompt
     assert "cat file5" in prompt  # the commands, from text blocks or tool calls
     assert f"approximately {round(0.75 * target_of(history))} words" in request[1]["content"]
-    event, = result.events
+    (event,) = result.events
     assert event["primitive"] == "SU" and event["messages_removed"] == len(history) - 2
     assert event["summary_tokens"] == event["window_tokens_after"]
-    call, = result.summary_calls
+    (call,) = result.summary_calls
     assert call.model == "deterministic" and call.error is None and call.request_messages == request
 
 
@@ -86,7 +86,7 @@ def test_partial_summaries_split_the_allowance_between_tail_and_head_summary(his
     prompt = summarizer.requests[0][1]["content"]
     assert f"approximately {round(0.75 * (target - target // 2))} words" in prompt
     summary, *tail = result.messages[2:]
-    assert summary["content"].startswith(SUMMARY_MARKER) and tail == history[len(history) - len(tail):]
+    assert summary["content"].startswith(SUMMARY_MARKER) and tail == history[len(history) - len(tail) :]
     assert tail and count_messages(tail) <= target // 2
     assert tail[0]["role"] == "assistant"  # in tool mode a tail never starts with an orphan result
     assert history[-len(tail) - 1]["content"][:20] in prompt or history[-len(tail) - 1].get("tool_calls")
@@ -95,7 +95,7 @@ def test_partial_summaries_split_the_allowance_between_tail_and_head_summary(his
 def test_partial_summary_over_target_falls_back_to_tr_which_may_drop_the_summary():
     history = text_history([(5, 40)] * 4)
     result = apply_policy("SU-p/Th/0.5", history, threshold=0, summarizer=DeterministicSummarizer(words=500))
-    event, = result.events
+    (event,) = result.events
     assert event["fallback"] == "TR"
     assert not any(m["content"].startswith(SUMMARY_MARKER) for m in result.messages)
     assert result.messages[-1] is history[-1]
@@ -122,7 +122,7 @@ def test_an_earlier_summary_is_part_of_the_next_transcript():
 
 def test_failed_summary_falls_back_to_tr_and_is_still_reported():
     result = apply_policy("SU/Th/0.5", HISTORY, threshold=0, summarizer=DeterministicSummarizer(fail=True))
-    event, = result.events
+    (event,) = result.events
     assert event["fallback"] == "TR:summary-error" and event["messages_removed"] > 0
     assert result.summary_calls[0].error
     assert not any(m["content"].startswith(SUMMARY_MARKER) for m in result.messages)
@@ -140,9 +140,11 @@ class _StubHandler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 (http.server naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).bodies.append((self.path, body))
-        payload = {"model": body["model"], "choices": [{"message": {"role": "assistant", "content": "summary text"}}],
-                   "usage": {"prompt_tokens": 321, "completion_tokens": 12,
-                             "prompt_tokens_details": {"cached_tokens": 256}}}
+        payload = {
+            "model": body["model"],
+            "choices": [{"message": {"role": "assistant", "content": "summary text"}}],
+            "usage": {"prompt_tokens": 321, "completion_tokens": 12, "prompt_tokens_details": {"cached_tokens": 256}},
+        }
         data = json.dumps(payload if self.status == 200 else {"error": "boom"}).encode()
         self.send_response(self.status)
         self.send_header("Content-Type", "application/json")

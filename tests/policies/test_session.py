@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 from policy_histories import text_history, text_step, tool_history
 
-from ctxpolicy.policies import (CLEARED_MARKER, DeterministicSummarizer, PolicyError, PolicySession, apply_policy,
-                                parse_spec)
+from ctxpolicy.policies import (
+    CLEARED_MARKER,
+    DeterministicSummarizer,
+    PolicyError,
+    PolicySession,
+    apply_policy,
+    parse_spec,
+)
 from ctxpolicy.tokens import count_messages
 
 
@@ -15,7 +21,7 @@ def feed(session: PolicySession, history: list[dict], prefix: int = 2):
     session.append(history[:prefix])
     turns = [session.prepare()]
     for start in range(prefix, len(history), 2):
-        session.append(history[start:start + 2])
+        session.append(history[start : start + 2])
         turns.append(session.prepare())
     return turns
 
@@ -63,7 +69,7 @@ def test_session_matches_the_stateless_engine_step_by_step():
     spec = parse_spec("OTRC+TR/St+Th/0.5")
     session = PolicySession(spec, threshold=500)
     context: list[dict] = []
-    chunks = [history[:2]] + [history[start:start + 3] for start in range(2, len(history), 3)]
+    chunks = [history[:2]] + [history[start : start + 3] for start in range(2, len(history), 3)]
     for calls, chunk in enumerate(chunks):
         expected = apply_policy(spec, context + chunk, threshold=500, calls=calls)
         session.append(chunk)

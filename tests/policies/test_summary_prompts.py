@@ -54,7 +54,7 @@ def test_structured_prompt_asks_for_the_five_sections_in_order_between_the_marke
     block = summary_block(user)
     assert block.startswith("[CONTEXT SUMMARY]\n") and block.endswith("\n[END CONTEXT SUMMARY]")
     assert re.findall(r"^## .*$", block, re.MULTILINE) == SECTIONS
-    rules = user[user.index("[END CONTEXT SUMMARY]") + 1:]
+    rules = user[user.index("[END CONTEXT SUMMARY]") + 1 :]
     assert "None" in rules and "nothing before [CONTEXT SUMMARY]" in rules and "do not guess" in rules
 
 
@@ -62,14 +62,17 @@ def test_placeholders_are_replaced_literally_in_one_pass():
     template = "{target_words} words; {history_text}; kept: {words} {transcript} {x}"
     history = "### assistant\nprint('{target_words}') and {history_text}"
     assert render_prompt(template, target_words=38, history_text=history) == (
-        "38 words; ### assistant\nprint('{target_words}') and {history_text}; kept: {words} {transcript} {x}")
+        "38 words; ### assistant\nprint('{target_words}') and {history_text}; kept: {words} {transcript} {x}"
+    )
 
 
 def test_s_block_is_cut_from_the_begin_marker_to_the_end_marker():
     assert summary_block("Sure.\n[CONTEXT SUMMARY]\n## Task\nx\n[END CONTEXT SUMMARY]\nBye.") == (
-        "[CONTEXT SUMMARY]\n## Task\nx\n[END CONTEXT SUMMARY]")
+        "[CONTEXT SUMMARY]\n## Task\nx\n[END CONTEXT SUMMARY]"
+    )
     assert summary_block("ok [CONTEXT SUMMARY]\n## Task\ncut off by max_tokens") == (
-        "[CONTEXT SUMMARY]\n## Task\ncut off by max_tokens")
+        "[CONTEXT SUMMARY]\n## Task\ncut off by max_tokens"
+    )
     assert summary_block("no markers at all") == "no markers at all"
 
 
@@ -80,12 +83,16 @@ def test_partial_stages_use_the_same_pair_with_only_the_older_head(stage, name, 
     summarizer = DeterministicSummarizer(words=5)
     result = apply_policy(f"{stage}/Th/0.5", HISTORY, threshold=0, summarizer=summarizer)
     tail = result.messages[3:]
-    head = HISTORY[2:len(HISTORY) - len(tail)]
-    assert tail and head and tail == HISTORY[len(HISTORY) - len(tail):]
+    head = HISTORY[2 : len(HISTORY) - len(tail)]
+    assert tail and head and tail == HISTORY[len(HISTORY) - len(tail) :]
     target = result.events[0]["target_tokens"]
     words = round(0.75 * (target - target // 2))
-    assert summarizer.requests == [[{"role": "system", "content": f"sys {words}"},
-                                    {"role": "user", "content": f"user {words}\n{transcript(head)}"}]]
+    assert summarizer.requests == [
+        [
+            {"role": "system", "content": f"sys {words}"},
+            {"role": "user", "content": f"user {words}\n{transcript(head)}"},
+        ]
+    ]
 
 
 def test_an_old_single_file_template_anywhere_on_the_search_path_is_an_error(tmp_path, monkeypatch):
@@ -121,8 +128,19 @@ def test_compress_reports_an_old_template_in_one_line_with_exit_code_2(tmp_path,
     (tmp_path / "summarize_structured.txt").write_text("{words} {transcript}")
     monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(tmp_path))
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({"messages": HISTORY})))
-    code = cli.main(["compress", "--policy", "S/Th/0.5", "--threshold", "1",
-                     "--summarizer-url", "http://127.0.0.1:9/v1", "--summarizer-model", "m"])
+    code = cli.main(
+        [
+            "compress",
+            "--policy",
+            "S/Th/0.5",
+            "--threshold",
+            "1",
+            "--summarizer-url",
+            "http://127.0.0.1:9/v1",
+            "--summarizer-model",
+            "m",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1
     assert str(tmp_path / "summarize_structured.txt") in err and "summarize_structured.user.txt" in err
@@ -153,41 +171,73 @@ def run_su_through_the_harness(run_dir: Path):
     from ctxpolicy.policies import parse_spec
 
     task = Task(task_id="t", stratum="fake", kind="terminal", instruction="List the files. FAULT:loop")
-    identity = make_identity(config={"seed": 1}, benchmark="fake", cohort="main", model="fake",
-                             policy=parse_spec("SU/Th/0.5"), task=task, attempt=1, threshold_setting="fixed",
-                             threshold_tokens=150, summarizer=None, cell="cell", track="full")
-    settings = RunSettings(step_limit=3, wall_time_limit_s=60, command_timeout_s=5, format_error_limit=2,
-                           request_timeout_s=5.0, connect_timeout_s=1.0,
-                           retry=RetryPolicy(max_attempts=1, backoff_initial_s=0.01, backoff_max_s=0.02))
+    identity = make_identity(
+        config={"seed": 1},
+        benchmark="fake",
+        cohort="main",
+        model="fake",
+        policy=parse_spec("SU/Th/0.5"),
+        task=task,
+        attempt=1,
+        threshold_setting="fixed",
+        threshold_tokens=150,
+        summarizer=None,
+        cell="cell",
+        track="full",
+    )
+    settings = RunSettings(
+        step_limit=3,
+        wall_time_limit_s=60,
+        command_timeout_s=5,
+        format_error_limit=2,
+        request_timeout_s=5.0,
+        connect_timeout_s=1.0,
+        retry=RetryPolicy(max_attempts=1, backoff_initial_s=0.01, backoff_max_s=0.02),
+    )
     with FakeLLMServer() as server:
         url = server.url
-        endpoint = Endpoint(base_url=url, served_name="fake-model", server={"kind": "fake", "version": "0", "url": url},
-                            model={"name": "fake-model", "file": None, "sha256": None, "hub_id": None,
-                                   "revision": None})
-        return execute_run(identity=identity, task=task, adapter=FakeBenchmark([task]), settings=settings,
-                           endpoint=endpoint, run_dir=run_dir)
+        endpoint = Endpoint(
+            base_url=url,
+            served_name="fake-model",
+            server={"kind": "fake", "version": "0", "url": url},
+            model={"name": "fake-model", "file": None, "sha256": None, "hub_id": None, "revision": None},
+        )
+        return execute_run(
+            identity=identity,
+            task=task,
+            adapter=FakeBenchmark([task]),
+            settings=settings,
+            endpoint=endpoint,
+            run_dir=run_dir,
+        )
 
 
 def test_a_dropped_in_pair_is_exactly_what_the_run_records_for_the_summarizer(tmp_path, monkeypatch):
     from ctxpolicy.agent.record import read_json, read_jsonl
 
     published = tmp_path / "prompts"
-    write_pair(published, "summarize_free", "Published system text ({target_words} words).",
-               "Published user text: approximately {target_words} words, {braces} kept.\n\n{history_text}")
+    write_pair(
+        published,
+        "summarize_free",
+        "Published system text ({target_words} words).",
+        "Published user text: approximately {target_words} words, {braces} kept.\n\n{history_text}",
+    )
     monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(published))
     result = run_su_through_the_harness(tmp_path / "run")
 
     store = {line["id"]: line["message"] for line in read_jsonl(result.run_dir / "messages.jsonl")}
     calls = list(read_jsonl(result.run_dir / "calls.jsonl"))
     summary = next(c for c in calls if c["kind"] == "summary")
-    event, = next(c for c in calls if c["kind"] == "agent" and c["step"] == summary["step"])["events"]
+    (event,) = next(c for c in calls if c["kind"] == "agent" and c["step"] == summary["step"])["events"]
     trajectory = read_json(result.run_dir / "trajectory.json")["messages"]
-    window = trajectory[2:2 + event["messages_removed"]]  # the first summary replaces the whole window
+    window = trajectory[2 : 2 + event["messages_removed"]]  # the first summary replaces the whole window
     words = round(0.75 * max(50, event["target_tokens"]))
     assert [store[mid] for mid in summary["message_ids"]] == [
         {"role": "system", "content": f"Published system text ({words} words)."},
-        {"role": "user", "content": f"Published user text: approximately {words} words, {{braces}} kept.\n\n"
-                                    f"{transcript(window)}"},
+        {
+            "role": "user",
+            "content": f"Published user text: approximately {words} words, {{braces}} kept.\n\n{transcript(window)}",
+        },
     ]
     assert "### assistant" in transcript(window) and "### tool result" in transcript(window)
 

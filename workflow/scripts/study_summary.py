@@ -61,13 +61,14 @@ def summarize(config: dict) -> list[str]:
         if isinstance(record, dict):
             warnings += [f"{path}: {w}" for w in _strings(record.get("warnings"))]
     runs = ", ".join(f"{k} {v}" for k, v in outcomes.most_common()) or "none"
-    lines = [f"cells done: {done} of {len(cells)}",
-             f"runs: {sum(outcomes.values())} ({runs})"]
+    lines = [f"cells done: {done} of {len(cells)}", f"runs: {sum(outcomes.values())} ({runs})"]
     outputs = [Path(p) for spec in targets_for(config).values() for p in spec["outputs"]]
     written = [p for p in outputs if p.exists()]
     missing = [str(p) for p in outputs if not p.exists()]
-    lines.append(f"figures and tables written: {len(written)} of {len(outputs)}"
-                 + (f" (missing: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''})" if missing else ""))
+    lines.append(
+        f"figures and tables written: {len(written)} of {len(outputs)}"
+        + (f" (missing: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''})" if missing else "")
+    )
     noted = {}
     for path in written:
         notes = figure_notes(path)

@@ -120,8 +120,14 @@ class PolicyAgent(DefaultAgent):
 
     def _call(self, step: int, est_before: int, events: list[dict]) -> ChatResponse:
         message_ids = self.recorder.store(self.context)
-        call = {"kind": "agent", "step": step, "est_tokens_before": est_before,
-                "est_tokens_after": count_messages(self.context), "message_ids": message_ids, "events": events}
+        call = {
+            "kind": "agent",
+            "step": step,
+            "est_tokens_before": est_before,
+            "est_tokens_after": count_messages(self.context),
+            "message_ids": message_ids,
+            "events": events,
+        }
         start, t0 = time.time(), time.perf_counter()
         try:
             response = self.model.complete(self.context, deadline=self.deadline)
@@ -148,34 +154,70 @@ class PolicyAgent(DefaultAgent):
         message_ids = self.recorder.store(call.request_messages)
         estimate = count_messages(call.request_messages)
         self.llm_s += latency_s
-        self.recorder.record_call(CallRecord(
-            kind="summary", step=self._step, start=call.start, end=call.end, latency_s=latency_s,
-            status="error" if call.error else "ok", error=call.error,
-            prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
-            cached_tokens=call.cached_tokens, est_tokens_before=estimate, est_tokens_after=estimate,
-            message_ids=message_ids, events=[], attempts=attempts, finish_reason=None, model=call.model,
-        ))
+        self.recorder.record_call(
+            CallRecord(
+                kind="summary",
+                step=self._step,
+                start=call.start,
+                end=call.end,
+                latency_s=latency_s,
+                status="error" if call.error else "ok",
+                error=call.error,
+                prompt_tokens=call.prompt_tokens,
+                completion_tokens=call.completion_tokens,
+                cached_tokens=call.cached_tokens,
+                est_tokens_before=estimate,
+                est_tokens_after=estimate,
+                message_ids=message_ids,
+                events=[],
+                attempts=attempts,
+                finish_reason=None,
+                model=call.model,
+            )
+        )
 
 
 def ok_call(call: dict, response: ChatResponse) -> CallRecord:
     return CallRecord(
-        kind=call["kind"], step=call["step"], start=response.start, end=response.end,
-        latency_s=response.latency_s, status="ok", error=None,
-        prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-        cached_tokens=response.cached_tokens, est_tokens_before=call["est_tokens_before"],
-        est_tokens_after=call["est_tokens_after"], message_ids=call["message_ids"], events=call["events"],
-        attempts=response.attempts, finish_reason=response.finish_reason, model=response.model,
+        kind=call["kind"],
+        step=call["step"],
+        start=response.start,
+        end=response.end,
+        latency_s=response.latency_s,
+        status="ok",
+        error=None,
+        prompt_tokens=response.prompt_tokens,
+        completion_tokens=response.completion_tokens,
+        cached_tokens=response.cached_tokens,
+        est_tokens_before=call["est_tokens_before"],
+        est_tokens_after=call["est_tokens_after"],
+        message_ids=call["message_ids"],
+        events=call["events"],
+        attempts=response.attempts,
+        finish_reason=response.finish_reason,
+        model=response.model,
     )
 
 
 def failed_call(call: dict, exc: EndpointError, start: float, end: float, latency_s: float) -> CallRecord:
     return CallRecord(
-        kind=call["kind"], step=call["step"], start=start, end=end, latency_s=latency_s,
-        status="error", error=f"{type(exc).__name__}: {exc}",
-        prompt_tokens=None, completion_tokens=None, cached_tokens=None,
-        est_tokens_before=call["est_tokens_before"], est_tokens_after=call["est_tokens_after"],
-        message_ids=call["message_ids"], events=call["events"], attempts=exc.attempts,
-        finish_reason=None, model=None,
+        kind=call["kind"],
+        step=call["step"],
+        start=start,
+        end=end,
+        latency_s=latency_s,
+        status="error",
+        error=f"{type(exc).__name__}: {exc}",
+        prompt_tokens=None,
+        completion_tokens=None,
+        cached_tokens=None,
+        est_tokens_before=call["est_tokens_before"],
+        est_tokens_after=call["est_tokens_after"],
+        message_ids=call["message_ids"],
+        events=call["events"],
+        attempts=exc.attempts,
+        finish_reason=None,
+        model=None,
     )
 
 

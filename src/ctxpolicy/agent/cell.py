@@ -63,8 +63,13 @@ def expected_threshold(cell_info: dict) -> object:
     return cell_info["threshold_tokens"] if "threshold_tokens" in cell_info else ANY_THRESHOLD
 
 
-def survey(runs: Sequence[PlannedRun], *, threshold: object = ANY_THRESHOLD, redo_errors: bool = False,
-           redo_stale: bool = False) -> Survey:
+def survey(
+    runs: Sequence[PlannedRun],
+    *,
+    threshold: object = ANY_THRESHOLD,
+    redo_errors: bool = False,
+    redo_stale: bool = False,
+) -> Survey:
     """Sort the runs by what their directories hold; reads only, changes nothing."""
     state = Survey(redo_stale=redo_stale)
     for run in runs:
@@ -81,8 +86,9 @@ def survey(runs: Sequence[PlannedRun], *, threshold: object = ANY_THRESHOLD, red
             if redo_stale:
                 state.pending.append(run)
                 continue
-        state.done[run.run_dir] = RunResult(run.run_dir, record.get("outcome", "error"), record.get("error"),
-                                            skipped=True)
+        state.done[run.run_dir] = RunResult(
+            run.run_dir, record.get("outcome", "error"), record.get("error"), skipped=True
+        )
     return state
 
 
@@ -94,12 +100,16 @@ def previous_result(run: PlannedRun, redo_errors: bool) -> RunResult | None:
 def report_stale(state: Survey) -> None:
     for run in state.stale:
         action = "moved to stale/ and run again" if state.redo_stale else "kept (--redo-stale reruns it)"
-        print(f"ctxpolicy: {run.run_dir}: stale threshold: run has threshold_tokens {run.threshold_tokens}, "
-              f"the cell now {run.expected}; {action}", file=sys.stderr)
+        print(
+            f"ctxpolicy: {run.run_dir}: stale threshold: run has threshold_tokens {run.threshold_tokens}, "
+            f"the cell now {run.expected}; {action}",
+            file=sys.stderr,
+        )
 
 
-def _prepare(runs: Sequence[PlannedRun], cell_dir: Path, cell_info: dict, redo_errors: bool,
-             redo_stale: bool) -> tuple[Survey, list[dict]]:
+def _prepare(
+    runs: Sequence[PlannedRun], cell_dir: Path, cell_info: dict, redo_errors: bool, redo_stale: bool
+) -> tuple[Survey, list[dict]]:
     cell_dir.mkdir(parents=True, exist_ok=True)
     state = survey(runs, threshold=expected_threshold(cell_info), redo_errors=redo_errors, redo_stale=redo_stale)
     report_stale(state)
@@ -139,8 +149,13 @@ def run_cell(
     start = time.time()
     state, moved = _prepare(runs, cell_dir, cell_info, redo_errors, redo_stale)
     results = dict(state.done)
-    bar = tqdm(total=len(runs), initial=len(results), desc=cell_info.get("slug", cell_dir.name),
-               unit="run", disable=not progress)
+    bar = tqdm(
+        total=len(runs),
+        initial=len(results),
+        desc=cell_info.get("slug", cell_dir.name),
+        unit="run",
+        disable=not progress,
+    )
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
     try:
         with bar:
@@ -159,10 +174,11 @@ def run_cell(
     ordered = [results[run.run_dir] for run in runs]
     unrecorded = [r.run_dir.name for r in ordered if not is_complete(r.run_dir)]
     if unrecorded:  # a cell counts only runs with a record; starting it again redoes these
-        raise RunsUnrecorded(f"{cell_dir}: {len(unrecorded)} run(s) ended without a complete {RUN_JSON}: "
-                             f"{', '.join(unrecorded[:10])}; no {CELL_JSON} written")
-    write_cell_json(cell_dir,
-                    cell_record(cell_info, ordered, cell_dir, start, time.time(), state.kept_stale, moved))
+        raise RunsUnrecorded(
+            f"{cell_dir}: {len(unrecorded)} run(s) ended without a complete {RUN_JSON}: "
+            f"{', '.join(unrecorded[:10])}; no {CELL_JSON} written"
+        )
+    write_cell_json(cell_dir, cell_record(cell_info, ordered, cell_dir, start, time.time(), state.kept_stale, moved))
     return ordered
 
 
@@ -206,8 +222,10 @@ def run_cell_with_harness(
             results.append(RunResult(run.run_dir, record.get("outcome", "error"), record.get("error")))
     missing = [run.run_dir.name for run in runs if not is_complete(run.run_dir)]
     if missing:
-        raise HarnessError(f"{cell_dir / HARNESS_LOG}: the harness left {len(missing)} run(s) without a complete "
-                           f"run.json: {', '.join(missing[:10])}")
+        raise HarnessError(
+            f"{cell_dir / HARNESS_LOG}: the harness left {len(missing)} run(s) without a complete "
+            f"run.json: {', '.join(missing[:10])}"
+        )
     kept = survey(runs, threshold=expected_threshold(cell_info)).stale  # the harness may have redone some
     write_cell_json(cell_dir, cell_record(cell_info, results, cell_dir, start, time.time(), kept, moved))
     return results
@@ -228,12 +246,21 @@ def limit_warnings(results: Sequence[RunResult]) -> list[str]:
     limited = sum(r.outcome == "time_limit" for r in results)
     if not results or limited * 2 <= len(results):
         return []
-    return [f"{limited} of {len(results)} runs hit the wall-time limit: the cell's resource ratios are undefined; "
-            "raise limits.wall_time_limit_s or run on a less busy machine"]
+    return [
+        f"{limited} of {len(results)} runs hit the wall-time limit: the cell's resource ratios are undefined; "
+        "raise limits.wall_time_limit_s or run on a less busy machine"
+    ]
 
 
-def cell_record(cell_info: dict, results: Sequence[RunResult], cell_dir: Path, start: float, end: float,
-                stale: Sequence[StaleRun] = (), redone_stale: Sequence[dict] = ()) -> dict:
+def cell_record(
+    cell_info: dict,
+    results: Sequence[RunResult],
+    cell_dir: Path,
+    start: float,
+    end: float,
+    stale: Sequence[StaleRun] = (),
+    redone_stale: Sequence[dict] = (),
+) -> dict:
     return {
         "schema_version": 1,
         "complete": True,

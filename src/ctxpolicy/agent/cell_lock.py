@@ -30,8 +30,9 @@ def cell_lock(cell_dir: Path) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise CellBusy(f"{cell_dir}: another run-cell (pid {holder}) is working on this cell "
-                           f"(lock {path})") from None
+            raise CellBusy(
+                f"{cell_dir}: another run-cell (pid {holder}) is working on this cell (lock {path})"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield path

@@ -55,19 +55,25 @@ the cell directory:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = f"{CELL_FORMS_HELP}\n\n{ENDPOINT_HELP}\n\n{CELL_HELP}"
-    parser.add_argument("--cell", metavar="BENCHMARK/MODEL/SLUG",
-                        help="a cell of the config's grid, by its path under results_dir/runs/ "
-                             "(instead of --benchmark, --model, --policy, --setting, --summarizer, --cohort, --track)")
+    parser.add_argument(
+        "--cell",
+        metavar="BENCHMARK/MODEL/SLUG",
+        help="a cell of the config's grid, by its path under results_dir/runs/ "
+        "(instead of --benchmark, --model, --policy, --setting, --summarizer, --cohort, --track)",
+    )
     add_common_arguments(parser, cell_flags_required=False)
     parser.add_argument("--cohort", help="cohort of tasks (default: main)")
     parser.add_argument("--concurrency", type=int, help="runs at once (default: the benchmark's concurrency)")
     parser.add_argument("--attempts", type=int, help="attempts per task (default: the config's attempts)")
     parser.add_argument("--tasks", help="comma-separated task ids: run only these of the cell's tasks")
     parser.add_argument("--redo-errors", action="store_true", help="run again the runs whose outcome was error")
-    parser.add_argument("--redo-stale", action="store_true",
-                        help="move complete runs whose threshold_tokens differ from the cell's now (e.g. after "
-                             "recalibration) to CELL_DIR/stale/ and run them again; without it they are kept, "
-                             "reported on stderr and listed in cell.json stale_threshold_runs")
+    parser.add_argument(
+        "--redo-stale",
+        action="store_true",
+        help="move complete runs whose threshold_tokens differ from the cell's now (e.g. after "
+        "recalibration) to CELL_DIR/stale/ and run them again; without it they are kept, "
+        "reported on stderr and listed in cell.json stale_threshold_runs",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--out", type=Path, required=True, help="the cell directory")
 
@@ -96,10 +102,19 @@ class CellPlan:
     def info(self) -> dict:
         """The cell's description at the top of cell.json."""
         cell = self.cell
-        return {"slug": cell.slug, "track": cell.track, "benchmark": cell.benchmark, "model": cell.model,
-                "policy": str(cell.spec), "threshold_setting": cell.setting, "threshold_tokens": self.threshold,
-                "cohort": cell.cohort, "summarizer": cell.summarizer, "attempts": self.attempts,
-                "concurrency": self.concurrency}
+        return {
+            "slug": cell.slug,
+            "track": cell.track,
+            "benchmark": cell.benchmark,
+            "model": cell.model,
+            "policy": str(cell.spec),
+            "threshold_setting": cell.setting,
+            "threshold_tokens": self.threshold,
+            "cohort": cell.cohort,
+            "summarizer": cell.summarizer,
+            "attempts": self.attempts,
+            "concurrency": self.concurrency,
+        }
 
 
 def select_cell(args: argparse.Namespace, config: dict) -> Any:
@@ -115,8 +130,10 @@ def select_cell(args: argparse.Namespace, config: dict) -> Any:
         return find_cell(expand_grid(config), args.cell, source=str(args.config))
     missing = [f"--{name}" for name in ("benchmark", "model", "policy") if getattr(args, name) is None]
     if missing:
-        raise PlanError(f"name the cell: --cell BENCHMARK/MODEL/SLUG, or --benchmark, --model and --policy "
-                        f"(missing: {', '.join(missing)})")
+        raise PlanError(
+            f"name the cell: --cell BENCHMARK/MODEL/SLUG, or --benchmark, --model and --policy "
+            f"(missing: {', '.join(missing)})"
+        )
     return cell_from_flags(args, cohort=args.cohort or "main")
 
 
@@ -129,8 +146,9 @@ def plan_cell(args: argparse.Namespace) -> CellPlan:
     config = load_study(args)
     cell = select_cell(args, config)
     threshold = resolve_threshold(config, cell, args.thresholds)
-    thresholds_file = None if cell.setting is None else \
-        (args.thresholds or thresholds_path(config, cell.benchmark, cell.model))
+    thresholds_file = (
+        None if cell.setting is None else (args.thresholds or thresholds_path(config, cell.benchmark, cell.model))
+    )
     for option, value in (("--concurrency", args.concurrency), ("--attempts", args.attempts)):
         if value is not None and value < 1:  # 0 must not fall back to the config's value
             raise PlanError(f"{option} {value}: must be 1 or more")
@@ -140,14 +158,20 @@ def plan_cell(args: argparse.Namespace) -> CellPlan:
         asked = args.tasks.split(",")
         unknown = sorted(set(asked) - set(wanted))
         if unknown:
-            raise PlanError(f"--tasks: {', '.join(unknown)} not among the cell's tasks (cohort {cell.cohort}, "
-                            "cut to the benchmark's cohort_limit)")
+            raise PlanError(
+                f"--tasks: {', '.join(unknown)} not among the cell's tasks (cohort {cell.cohort}, "
+                "cut to the benchmark's cohort_limit)"
+            )
         wanted = asked
     tasks = [t for t in adapter.tasks(cell.cohort) if t.task_id in set(wanted)]
     attempts = args.attempts or int(config.get("attempts", 1))
     concurrency = args.concurrency or int(config["benchmarks"][cell.benchmark].get("concurrency", 1))
-    settings_of = {t.task_id: build_settings(config, cell.benchmark, cell.model, task_timeout_s=t.timeout_s,
-                                             overrides=settings_overrides(args)) for t in tasks}
+    settings_of = {
+        t.task_id: build_settings(
+            config, cell.benchmark, cell.model, task_timeout_s=t.timeout_s, overrides=settings_overrides(args)
+        )
+        for t in tasks
+    }
     return CellPlan(config, adapter, tasks, attempts, concurrency, cell, threshold, thresholds_file, settings_of)
 
 
@@ -156,8 +180,11 @@ def planned_runs(plan: CellPlan, out: Path) -> list:
     from ctxpolicy.agent.cell import PlannedRun
     from ctxpolicy.agent.plan import run_dir_name
 
-    return [PlannedRun(out / run_dir_name(task.task_id, attempt), task.task_id, attempt)
-            for task in plan.tasks for attempt in range(1, plan.attempts + 1)]
+    return [
+        PlannedRun(out / run_dir_name(task.task_id, attempt), task.task_id, attempt)
+        for task in plan.tasks
+        for attempt in range(1, plan.attempts + 1)
+    ]
 
 
 def bind_runs(plan: CellPlan, runs: list, endpoint: Any, summary_endpoint: Any, cancel: threading.Event) -> list:
@@ -170,10 +197,22 @@ def bind_runs(plan: CellPlan, runs: list, endpoint: Any, summary_endpoint: Any, 
     for run in runs:
         task = tasks[run.task_id]
         identity = cell_identity(plan.config, plan.cell, task=task, attempt=run.attempt, threshold=plan.threshold)
-        bound.append(dataclasses.replace(run, execute=functools.partial(
-            execute_run, identity=identity, task=task, adapter=plan.adapter,
-            settings=plan.settings_of[task.task_id], endpoint=endpoint,
-            summarizer_endpoint=summary_endpoint, run_dir=run.run_dir, cancel=cancel)))
+        bound.append(
+            dataclasses.replace(
+                run,
+                execute=functools.partial(
+                    execute_run,
+                    identity=identity,
+                    task=task,
+                    adapter=plan.adapter,
+                    settings=plan.settings_of[task.task_id],
+                    endpoint=endpoint,
+                    summarizer_endpoint=summary_endpoint,
+                    run_dir=run.run_dir,
+                    cancel=cancel,
+                ),
+            )
+        )
     return bound
 
 
@@ -194,8 +233,9 @@ def previous_endpoint(out: Path, runs: list) -> dict | None:
 
 
 @contextlib.contextmanager
-def cell_endpoint(config: dict, config_path: Path, model: str, *, url: str | None, served_name: str | None,
-                  log_path: Path):
+def cell_endpoint(
+    config: dict, config_path: Path, model: str, *, url: str | None, served_name: str | None, log_path: Path
+):
     """The endpoint of ``model`` for this cell: the session's shared server when a local Snakemake
     run announced one (never for --endpoint or `server: endpoint`), else ``model_endpoint``'s."""
     from ctxpolicy.agent.cli_common import model_endpoint
@@ -218,12 +258,17 @@ def harness_command(plan: CellPlan, args: argparse.Namespace, endpoint: Any):
     """For benchmarks graded by their own harness (Terminal-Bench): the command running given tasks."""
     from ctxpolicy.agent.terminal_bench import harness_kwargs
 
-    kwargs = harness_kwargs(args, cell=plan.cell, thresholds=plan.thresholds_file, cell_dir=args.out,
-                            endpoint=endpoint)
+    kwargs = harness_kwargs(args, cell=plan.cell, thresholds=plan.thresholds_file, cell_dir=args.out, endpoint=endpoint)
     run_id = f"{plan.cell.slug}-{time.strftime('%Y%m%dT%H%M%S')}"
     return lambda task_ids: plan.adapter.harness_argv(
-        task_ids, model=endpoint.served_name, run_id=run_id, cell_dir=args.out, n_concurrent=plan.concurrency,
-        n_attempts=plan.attempts, agent_kwargs=kwargs)
+        task_ids,
+        model=endpoint.served_name,
+        run_id=run_id,
+        cell_dir=args.out,
+        n_concurrent=plan.concurrency,
+        n_attempts=plan.attempts,
+        agent_kwargs=kwargs,
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -240,8 +285,10 @@ def main(args: argparse.Namespace) -> int:
                 return _run(plan, args)
             except Interrupted as exc:  # still holding the lock, further signals ignored
                 kill_descendants()
-                print(f"ctxpolicy: {args.out}: {exc} received; runs in flight killed and not recorded, "
-                      "no cell.json", file=sys.stderr)
+                print(
+                    f"ctxpolicy: {args.out}: {exc} received; runs in flight killed and not recorded, no cell.json",
+                    file=sys.stderr,
+                )
                 # Worker threads may still wait on a hung request: they must not delay the exit.
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -259,34 +306,68 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
     runs = planned_runs(plan, out)
     todo = survey(runs, threshold=plan.threshold, redo_errors=args.redo_errors, redo_stale=args.redo_stale)
     if not todo.pending:  # nothing to execute: no server (minutes of GPU) for a cell.json
-        results = run_cell(runs, cell_dir=out, cell_info={**plan.info(), "endpoint": previous_endpoint(out, runs)},
-                           concurrency=1, progress=False)
+        results = run_cell(
+            runs,
+            cell_dir=out,
+            cell_info={**plan.info(), "endpoint": previous_endpoint(out, runs)},
+            concurrency=1,
+            progress=False,
+        )
         return _summary(out, results)
     cancel = threading.Event()
     asked = time.monotonic()
     try:
         with contextlib.ExitStack() as servers:
             cell = plan.cell
-            endpoint = servers.enter_context(cell_endpoint(
-                plan.config, args.config, cell.model, url=args.endpoint, served_name=args.served_name,
-                log_path=out / "server.log"))
+            endpoint = servers.enter_context(
+                cell_endpoint(
+                    plan.config,
+                    args.config,
+                    cell.model,
+                    url=args.endpoint,
+                    served_name=args.served_name,
+                    log_path=out / "server.log",
+                )
+            )
             summary_endpoint = None
             if cell.summarizer and cell.summarizer != cell.model:
-                summary_endpoint = servers.enter_context(cell_endpoint(
-                    plan.config, args.config, cell.summarizer, url=args.summarizer_endpoint, served_name=None,
-                    log_path=out / f"server-{cell.summarizer}.log"))
+                summary_endpoint = servers.enter_context(
+                    cell_endpoint(
+                        plan.config,
+                        args.config,
+                        cell.summarizer,
+                        url=args.summarizer_endpoint,
+                        served_name=None,
+                        log_path=out / f"server-{cell.summarizer}.log",
+                    )
+                )
             # seconds until the model server(s) answered: a start-up, or ~0 for a shared or given one
-            cell_info = {**plan.info(), "endpoint": endpoint.server,
-                         "server_wait_s": round(time.monotonic() - asked, 3)}
+            cell_info = {
+                **plan.info(),
+                "endpoint": endpoint.server,
+                "server_wait_s": round(time.monotonic() - asked, 3),
+            }
             if hasattr(plan.adapter, "harness_argv"):
-                results = run_cell_with_harness(runs, argv_for=harness_command(plan, args, endpoint),
-                                                cell_dir=out, cell_info=cell_info, redo_errors=args.redo_errors,
-                                                redo_stale=args.redo_stale)
+                results = run_cell_with_harness(
+                    runs,
+                    argv_for=harness_command(plan, args, endpoint),
+                    cell_dir=out,
+                    cell_info=cell_info,
+                    redo_errors=args.redo_errors,
+                    redo_stale=args.redo_stale,
+                )
             else:
                 runs = bind_runs(plan, runs, endpoint, summary_endpoint, cancel)
-                results = run_cell(runs, cell_dir=out, cell_info=cell_info, concurrency=plan.concurrency,
-                                   redo_errors=args.redo_errors, redo_stale=args.redo_stale,
-                                   progress=not args.no_progress, cancel=cancel)
+                results = run_cell(
+                    runs,
+                    cell_dir=out,
+                    cell_info=cell_info,
+                    concurrency=plan.concurrency,
+                    redo_errors=args.redo_errors,
+                    redo_stale=args.redo_stale,
+                    progress=not args.no_progress,
+                    cancel=cancel,
+                )
     except (*serving_errors(), HarnessError) as exc:
         print(f"ctxpolicy: {exc}", file=sys.stderr)
         return 1

@@ -30,20 +30,29 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cell_flags_required
     parser.add_argument("--config", default="config/config.yaml", help="study config (default: %(default)s)")
     parser.add_argument("--benchmark", required=cell_flags_required, help="benchmark name from the config")
     parser.add_argument("--model", required=cell_flags_required, help="model name from the config")
-    parser.add_argument("--policy", required=cell_flags_required,
-                        help="policy spec P/T/D, e.g. FC, TR/Th/0.5, OTRC+S-p/St+Th/0.5")
-    parser.add_argument("--setting", choices=("tight", "primary", "loose"),
-                        help="threshold setting for Th policies (default: primary)")
-    parser.add_argument("--thresholds", type=Path,
-                        help="thresholds file to read the setting's tokens from "
-                             "(default: {results_dir}/thresholds/{benchmark}/{model}.json)")
+    parser.add_argument(
+        "--policy", required=cell_flags_required, help="policy spec P/T/D, e.g. FC, TR/Th/0.5, OTRC+S-p/St+Th/0.5"
+    )
+    parser.add_argument(
+        "--setting", choices=("tight", "primary", "loose"), help="threshold setting for Th policies (default: primary)"
+    )
+    parser.add_argument(
+        "--thresholds",
+        type=Path,
+        help="thresholds file to read the setting's tokens from "
+        "(default: {results_dir}/thresholds/{benchmark}/{model}.json)",
+    )
     parser.add_argument("--summarizer", help="model (from the config) that writes summaries; default: the agent's")
-    parser.add_argument("--endpoint",
-                        help="OpenAI-compatible base URL (…/v1) of a running server; no server is started")
+    parser.add_argument(
+        "--endpoint", help="OpenAI-compatible base URL (…/v1) of a running server; no server is started"
+    )
     parser.add_argument("--served-name", help="model name to send to --endpoint (default: the model's served_name)")
     parser.add_argument("--summarizer-endpoint", help="base URL of a running server for --summarizer")
-    parser.add_argument("--mode", choices=("text", "tool"),
-                        help="text: fenced bash blocks; tool: the OpenAI bash tool (default: config/agent/agent.yaml)")
+    parser.add_argument(
+        "--mode",
+        choices=("text", "tool"),
+        help="text: fenced bash blocks; tool: the OpenAI bash tool (default: config/agent/agent.yaml)",
+    )
     parser.add_argument("--step-limit", type=int, help="override the benchmark's step limit")
     parser.add_argument("--max-tokens", type=int, help="override the model's max output tokens")
     parser.add_argument("--track", help="grid track recorded in the identity (default: full)")
@@ -119,8 +128,9 @@ def make_adapter(config: dict, benchmark: str) -> Any:
 
 
 @contextlib.contextmanager
-def model_endpoint(config: dict, model: str, *, url: str | None, served_name: str | None,
-                   log_path: Path) -> Iterator[Any]:
+def model_endpoint(
+    config: dict, model: str, *, url: str | None, served_name: str | None, log_path: Path
+) -> Iterator[Any]:
     """The endpoint of ``model``: the given URL as is, else the server the config describes,
     started (llamacpp, vllm) or health-checked (endpoint) by ``ctxpolicy.serving`` and stopped after."""
     from ctxpolicy.agent.plan import endpoint_for_server, endpoint_for_url

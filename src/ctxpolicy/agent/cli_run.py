@@ -39,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attempt", type=int, default=1, help="attempt number, 1-based (default: 1)")
     parser.add_argument("--cell", help="cell slug recorded in the identity (default: from policy and setting)")
     parser.add_argument("--out", type=Path, required=True, help="the run directory")
-    parser.add_argument("--force", action="store_true",
-                        help="replace a complete run already in --out (default: refuse, exit 2)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace a complete run already in --out (default: refuse, exit 2)"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -67,10 +68,17 @@ def main(args: argparse.Namespace) -> int:
         adapter = make_adapter(config, cell.benchmark)
         task, cohort = find_task(adapter, config, cell.benchmark, args.task, args.cohort)
         cell = dataclasses.replace(cell, cohort=cohort)
-        settings = build_settings(config, cell.benchmark, cell.model, task_timeout_s=task.timeout_s,
-                                  overrides=settings_overrides(args))
-        identity = cell_identity(config, cell, task=task, attempt=args.attempt, threshold=threshold,
-                                 threshold_setting="fixed" if fixed else None)
+        settings = build_settings(
+            config, cell.benchmark, cell.model, task_timeout_s=task.timeout_s, overrides=settings_overrides(args)
+        )
+        identity = cell_identity(
+            config,
+            cell,
+            task=task,
+            attempt=args.attempt,
+            threshold=threshold,
+            threshold_setting="fixed" if fixed else None,
+        )
         if args.cell:
             identity = dataclasses.replace(identity, cell=args.cell)
     except input_errors() as exc:
@@ -102,16 +110,35 @@ def _run_unless_complete(args, config, identity, task, adapter, settings) -> int
         return fail(f"--out: {out} holds a complete run (outcome {outcome}); --force replaces it")
     try:
         with contextlib.ExitStack() as servers:
-            endpoint = servers.enter_context(model_endpoint(
-                config, args.model, url=args.endpoint, served_name=args.served_name,
-                log_path=out.parent / "server.log"))
+            endpoint = servers.enter_context(
+                model_endpoint(
+                    config,
+                    args.model,
+                    url=args.endpoint,
+                    served_name=args.served_name,
+                    log_path=out.parent / "server.log",
+                )
+            )
             summary_endpoint = None
             if args.summarizer and args.summarizer != args.model:
-                summary_endpoint = servers.enter_context(model_endpoint(
-                    config, args.summarizer, url=args.summarizer_endpoint, served_name=None,
-                    log_path=out.parent / f"server-{args.summarizer}.log"))
-            result = execute_run(identity=identity, task=task, adapter=adapter, settings=settings, endpoint=endpoint,
-                                 summarizer_endpoint=summary_endpoint, run_dir=out)
+                summary_endpoint = servers.enter_context(
+                    model_endpoint(
+                        config,
+                        args.summarizer,
+                        url=args.summarizer_endpoint,
+                        served_name=None,
+                        log_path=out.parent / f"server-{args.summarizer}.log",
+                    )
+                )
+            result = execute_run(
+                identity=identity,
+                task=task,
+                adapter=adapter,
+                settings=settings,
+                endpoint=endpoint,
+                summarizer_endpoint=summary_endpoint,
+                run_dir=out,
+            )
     except serving_errors() as exc:
         print(f"ctxpolicy: {exc}", file=sys.stderr)
         return 1

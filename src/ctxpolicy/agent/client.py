@@ -166,8 +166,9 @@ class ChatClient:
                 with attempt:
                     attempts += 1
                     payload = self._post_once(body, deadline)
-                    response = parse_chat_payload(payload, start=start, end=time.time(),
-                                                  latency_s=time.perf_counter() - t0, attempts=attempts)
+                    response = parse_chat_payload(
+                        payload, start=start, end=time.time(), latency_s=time.perf_counter() - t0, attempts=attempts
+                    )
         except TransientEndpointError as exc:
             if _past(deadline):
                 final: EndpointError = DeadlineExceeded(f"wall-time limit reached waiting for the endpoint: {exc}")
@@ -188,8 +189,14 @@ class ChatClient:
                 raise DeadlineExceeded("wall-time limit reached before the request was sent")
         url = f"{self.base_url}/chat/completions"
         try:
-            response = deadline_http.request("POST", url, json=body, headers=self._headers, timeout_s=timeout_s,
-                                             connect_timeout_s=self.connect_timeout_s)
+            response = deadline_http.request(
+                "POST",
+                url,
+                json=body,
+                headers=self._headers,
+                timeout_s=timeout_s,
+                connect_timeout_s=self.connect_timeout_s,
+            )
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:  # no retry mends the URL
             raise EndpointError(f"not a usable endpoint URL: {url}: {exc}") from exc
         except httpx.TimeoutException as exc:

@@ -174,5 +174,3 @@ def _namespace(tool_call: dict) -> SimpleNamespace:
         id=tool_call.get("id"),
         function=SimpleNamespace(name=function.get("name"), arguments=function.get("arguments") or ""),
     )
-
-

@@ -53,14 +53,25 @@ def make_identity(
     )
 
 
-def cell_identity(config: dict, cell: Any, *, task: Any, attempt: int, threshold: int | None,
-                  threshold_setting: str | None = None) -> RunIdentity:
+def cell_identity(
+    config: dict, cell: Any, *, task: Any, attempt: int, threshold: int | None, threshold_setting: str | None = None
+) -> RunIdentity:
     """The identity of one run of ``cell`` (a ``ctxpolicy.grid.Cell``); ``threshold_setting``
     replaces the cell's setting where a run was given tokens directly (``fixed``)."""
-    return make_identity(config=config, benchmark=cell.benchmark, cohort=cell.cohort, model=cell.model,
-                         policy=cell.spec, task=task, attempt=attempt,
-                         threshold_setting=threshold_setting or cell.setting, threshold_tokens=threshold,
-                         summarizer=cell.summarizer, cell=cell.slug, track=cell.track)
+    return make_identity(
+        config=config,
+        benchmark=cell.benchmark,
+        cohort=cell.cohort,
+        model=cell.model,
+        policy=cell.spec,
+        task=task,
+        attempt=attempt,
+        threshold_setting=threshold_setting or cell.setting,
+        threshold_tokens=threshold,
+        summarizer=cell.summarizer,
+        cell=cell.slug,
+        track=cell.track,
+    )
 
 
 def find_task(adapter: Any, config: dict, benchmark: str, task_id: str, cohort: str | None) -> tuple[Any, str]:
@@ -84,8 +95,13 @@ def endpoint_for_url(url: str, model: str, model_cfg: dict, served_name: str | N
         base_url=url.rstrip("/"),
         served_name=name,
         server={"kind": "endpoint", "version": None, "url": url.rstrip("/")},
-        model={"name": name, "file": None, "sha256": None,
-               "hub_id": model_cfg.get("hub_id"), "revision": model_cfg.get("revision")},
+        model={
+            "name": name,
+            "file": None,
+            "sha256": None,
+            "hub_id": model_cfg.get("hub_id"),
+            "revision": model_cfg.get("revision"),
+        },
     )
 
 

@@ -28,9 +28,22 @@ from ctxpolicy.rundir import is_complete_run as is_complete
 from ctxpolicy.rundir import write_record as atomic_write_json
 
 # The run directory's contract (ctxpolicy.rundir), re-exported for the agent room, and the recorder.
-__all__ = ["CALLS_JSONL", "MESSAGES_JSONL", "PATCH_DIFF", "RUN_JSON", "TRAJECTORY_JSON", "WORKSPACE", "CallRecord",
-           "RunRecorder", "atomic_write_json", "is_complete", "read_json", "read_jsonl", "rebuild_prompts",
-           "reset_run_dir"]
+__all__ = [
+    "CALLS_JSONL",
+    "MESSAGES_JSONL",
+    "PATCH_DIFF",
+    "RUN_JSON",
+    "TRAJECTORY_JSON",
+    "WORKSPACE",
+    "CallRecord",
+    "RunRecorder",
+    "atomic_write_json",
+    "is_complete",
+    "read_json",
+    "read_jsonl",
+    "rebuild_prompts",
+    "reset_run_dir",
+]
 
 
 def rebuild_prompts(run_dir: Path) -> list[list[dict]]:

@@ -169,8 +169,18 @@ def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_en
         if summarizer_endpoint is not None and summarizer_endpoint.base_url != endpoint.base_url:
             summary_client = cleanup.enter_context(_client(summarizer_endpoint, settings))
         state.recorder = cleanup.enter_context(RunRecorder(run_dir, count_message))
-        agent = state.agent = build_agent(identity, settings, templates, env, workspace, state.recorder,
-                                          agent_client, endpoint, summary_client, summarizer_endpoint or endpoint)
+        agent = state.agent = build_agent(
+            identity,
+            settings,
+            templates,
+            env,
+            workspace,
+            state.recorder,
+            agent_client,
+            endpoint,
+            summary_client,
+            summarizer_endpoint or endpoint,
+        )
         t1 = time.perf_counter()
         try:
             exit_extra = agent.run(task.instruction, submission_instructions=adapter.submission_instructions(task))
@@ -186,8 +196,9 @@ def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_en
                 atomic_write_text(run_dir / PATCH_DIFF, state.submission)
 
 
-def build_agent(identity, settings, templates, env, workspace, recorder, agent_client, endpoint,
-                summary_client, summary_endpoint):
+def build_agent(
+    identity, settings, templates, env, workspace, recorder, agent_client, endpoint, summary_client, summary_endpoint
+):
     """The policy agent for one run, its model and its summarizer, all on our chat client."""
     # Imported here: mini-swe-agent takes a second to import.
     from ctxpolicy.agent.agent import PolicyAgent
@@ -288,8 +299,13 @@ def run_record(identity, settings, endpoint, summarizer_endpoint, state, start, 
         "error": state.error,
         "submission": state.submission,
         "timing": {
-            "start": start, "end": end, "wall_s": end - start,
-            "setup_s": state.setup_s, "agent_s": state.agent_s, "llm_s": llm_s, "tool_s": tool_s,
+            "start": start,
+            "end": end,
+            "wall_s": end - start,
+            "setup_s": state.setup_s,
+            "agent_s": state.agent_s,
+            "llm_s": llm_s,
+            "tool_s": tool_s,
         },
         "totals": totals_of(calls, agent.n_calls if agent else 0, agent.format_errors if agent else 0),
         "settings": settings.record(),
@@ -297,8 +313,9 @@ def run_record(identity, settings, endpoint, summarizer_endpoint, state, start, 
             **software_versions(),
             "model": endpoint.model,
             "server": endpoint.server,
-            "summarizer": None if summarizer_endpoint is None else {
-                "model": summarizer_endpoint.model, "server": summarizer_endpoint.server},
+            "summarizer": None
+            if summarizer_endpoint is None
+            else {"model": summarizer_endpoint.model, "server": summarizer_endpoint.server},
         },
         "hardware": hardware(),
         "trajectory_file": TRAJECTORY_JSON,

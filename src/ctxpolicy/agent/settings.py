@@ -121,8 +121,11 @@ def describe_error(exc: ValidationError) -> str:
         return f"{where}: unknown key (value {error['input']!r}){allowed}"
     if error["type"] == "missing":
         return f"{where}: missing"
-    problem = "expected a number" if union and error["type"] in ("int_type", "int_parsing", "float_type") \
+    problem = (
+        "expected a number"
+        if union and error["type"] in ("int_type", "int_parsing", "float_type")
         else error["msg"][0].lower() + error["msg"][1:]
+    )
     return f"{where}: {error['input']!r}: {problem}"
 
 
@@ -131,8 +134,9 @@ def _fields_at(loc: list[str]) -> list[str]:
     for part in loc:
         field = model.model_fields.get(part)
         model = getattr(field, "annotation", None) if field else None
-        model = next((m for m in getattr(model, "__args__", (model,)) if isinstance(m, type)
-                      and issubclass(m, BaseModel)), None)
+        model = next(
+            (m for m in getattr(model, "__args__", (model,)) if isinstance(m, type) and issubclass(m, BaseModel)), None
+        )
         if model is None:
             return []
     return list(model.model_fields)
@@ -172,8 +176,12 @@ def load_templates(mode: str, agent_dir: Path = AGENT_DIR) -> Templates:
     return Templates(**{key: data[key] for key in TEMPLATE_KEYS})
 
 
-MODEL_KEYS = {"temperature": "temperature", "max_tokens": "max_tokens", "cache_block_tokens": "cache_block_tokens",
-              "agent_mode": "mode"}  # models.<name> key -> RunSettings field
+MODEL_KEYS = {
+    "temperature": "temperature",
+    "max_tokens": "max_tokens",
+    "cache_block_tokens": "cache_block_tokens",
+    "agent_mode": "mode",
+}  # models.<name> key -> RunSettings field
 LIMIT_KEYS = ("step_limit", "wall_time_limit_s", "command_timeout_s", "format_error_limit", "request_timeout_s")
 
 

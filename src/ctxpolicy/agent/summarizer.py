@@ -51,16 +51,28 @@ class RecordingSummarizer:
             response = self.client.complete(body, deadline=self._deadline())
         except EndpointError as exc:
             call = SummaryCall(
-                request_messages=request_messages, text="", prompt_tokens=None, completion_tokens=None,
-                cached_tokens=None, start=start, end=time.time(), model=self.model,
+                request_messages=request_messages,
+                text="",
+                prompt_tokens=None,
+                completion_tokens=None,
+                cached_tokens=None,
+                start=start,
+                end=time.time(),
+                model=self.model,
                 error=f"{type(exc).__name__}: {exc}",
             )
             self._report(call, time.perf_counter() - t0, exc.attempts)
             return call
         call = SummaryCall(
-            request_messages=request_messages, text=response.content or "", prompt_tokens=response.prompt_tokens,
-            completion_tokens=response.completion_tokens, cached_tokens=response.cached_tokens,
-            start=response.start, end=response.end, model=response.model or self.model, error=None,
+            request_messages=request_messages,
+            text=response.content or "",
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            cached_tokens=response.cached_tokens,
+            start=response.start,
+            end=response.end,
+            model=response.model or self.model,
+            error=None,
         )
         self._report(call, response.latency_s, response.attempts)
         return call

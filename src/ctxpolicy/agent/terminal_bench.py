@@ -45,21 +45,50 @@ def harness_kwargs(args: Any, *, cell: Any, thresholds: Path | None, cell_dir: P
     """The agent kwargs for the harness: the cell (a ``ctxpolicy.grid.Cell``) and its thresholds
     file, where to write, which endpoint, and the run-setting overrides."""
     values = {name: getattr(args, name, None) for name in HARNESS_OPTIONS}
-    values.update(config=str(Path(args.config).resolve()), benchmark=cell.benchmark, model=cell.model,
-                  policy=cell.policy, setting=cell.setting, summarizer=cell.summarizer, cohort=cell.cohort,
-                  track=cell.track, thresholds=str(Path(thresholds).resolve()) if thresholds else None)
-    kwargs = {"cell_dir": str(Path(cell_dir).resolve()), "endpoint": endpoint.base_url,
-              "served_name": endpoint.served_name}
+    values.update(
+        config=str(Path(args.config).resolve()),
+        benchmark=cell.benchmark,
+        model=cell.model,
+        policy=cell.policy,
+        setting=cell.setting,
+        summarizer=cell.summarizer,
+        cohort=cell.cohort,
+        track=cell.track,
+        thresholds=str(Path(thresholds).resolve()) if thresholds else None,
+    )
+    kwargs = {
+        "cell_dir": str(Path(cell_dir).resolve()),
+        "endpoint": endpoint.base_url,
+        "served_name": endpoint.served_name,
+    }
     kwargs.update({name: str(value) for name, value in values.items() if value is not None})
     return kwargs
 
 
-def run_task(*, instruction: str, environment: Any, task_id: str, attempt: int, run_dir: str | Path,
-             config: str, model: str, policy: str, endpoint: str, benchmark: str = "terminalbench",
-             cohort: str = "main", track: str = "full", setting: str | None = None, thresholds: str | None = None,
-             summarizer: str | None = None, summarizer_endpoint: str | None = None, served_name: str | None = None,
-             mode: str | None = None, step_limit: str | None = None, max_tokens: str | None = None,
-             **ignored: Any) -> dict:
+def run_task(
+    *,
+    instruction: str,
+    environment: Any,
+    task_id: str,
+    attempt: int,
+    run_dir: str | Path,
+    config: str,
+    model: str,
+    policy: str,
+    endpoint: str,
+    benchmark: str = "terminalbench",
+    cohort: str = "main",
+    track: str = "full",
+    setting: str | None = None,
+    thresholds: str | None = None,
+    summarizer: str | None = None,
+    summarizer_endpoint: str | None = None,
+    served_name: str | None = None,
+    mode: str | None = None,
+    step_limit: str | None = None,
+    max_tokens: str | None = None,
+    **ignored: Any,
+) -> dict:
     """One trial as one run; returns the run record (run.json's content)."""
     from ctxpolicy.benchmarks import get_adapter
     from ctxpolicy.benchmarks.base import TERMINAL_SUBMISSION, Task
@@ -73,8 +102,9 @@ def run_task(*, instruction: str, environment: Any, task_id: str, attempt: int, 
     threshold = resolve_threshold(study, cell, thresholds)
     task = Task(task_id=task_id, stratum="terminal-bench", kind="terminal", instruction=instruction)
     try:  # the dataset's own record of the task, for its stratum and timeout, where it is at hand
-        known, _ = find_task(get_adapter(benchmark, study["benchmarks"][benchmark], repo_root()), study, benchmark,
-                             task_id, cohort)
+        known, _ = find_task(
+            get_adapter(benchmark, study["benchmarks"][benchmark], repo_root()), study, benchmark, task_id, cohort
+        )
         task = Task(task_id, known.stratum, "terminal", instruction, known.timeout_s, known.metadata)
     except Exception:  # no dataset at hand (or not this task): the harness's instruction is enough
         pass
@@ -85,9 +115,15 @@ def run_task(*, instruction: str, environment: Any, task_id: str, attempt: int, 
     summary = None
     if summarizer and summarizer != model and summarizer_endpoint:
         summary = endpoint_for_url(summarizer_endpoint, summarizer, study["models"][summarizer])
-    result = execute_run(identity=identity, task=task, adapter=HarnessEnvironment(environment, TERMINAL_SUBMISSION),
-                         settings=settings, endpoint=endpoint_for_url(endpoint, model, model_cfg, served_name),
-                         summarizer_endpoint=summary, run_dir=Path(run_dir))
+    result = execute_run(
+        identity=identity,
+        task=task,
+        adapter=HarnessEnvironment(environment, TERMINAL_SUBMISSION),
+        settings=settings,
+        endpoint=endpoint_for_url(endpoint, model, model_cfg, served_name),
+        summarizer_endpoint=summary,
+        run_dir=Path(run_dir),
+    )
     return read_json(result.run_dir / RUN_JSON)
 
 

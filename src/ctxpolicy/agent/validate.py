@@ -17,8 +17,10 @@ from ctxpolicy.schemas import validator
 
 
 def _schema_problems(name: str, data: object, where: str) -> list[str]:
-    return [f"{where}: {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-            for e in validator(name).iter_errors(data)]
+    return [
+        f"{where}: {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+        for e in validator(name).iter_errors(data)
+    ]
 
 
 def run_dir_problems(run_dir: Path) -> list[str]:

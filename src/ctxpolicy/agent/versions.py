@@ -55,8 +55,12 @@ def _memory_gib() -> float | None:
 
 def _gpus() -> list[str]:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
@@ -67,5 +71,10 @@ def hardware() -> dict:
     """The host a run's harness ran on (the model server may be elsewhere: see versions.server)."""
     import os
 
-    return {"host_cpu": _cpu_model(), "host_cores": os.cpu_count(), "host_memory_gib": _memory_gib(),
-            "gpus": _gpus(), "platform": platform.platform()}
+    return {
+        "host_cpu": _cpu_model(),
+        "host_cores": os.cpu_count(),
+        "host_memory_gib": _memory_gib(),
+        "gpus": _gpus(),
+        "platform": platform.platform(),
+    }

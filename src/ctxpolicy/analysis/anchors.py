@@ -20,23 +20,67 @@ from ctxpolicy.policies.history import text_of
 
 KINDS = ("path", "symbol", "error", "exception", "test", "test_result", "command", "number")
 
-EXTENSIONS = ("py", "pyi", "js", "jsx", "ts", "tsx", "c", "h", "cc", "cpp", "hpp", "rs", "go",
-              "java", "kt", "rb", "php", "sh", "bash", "toml", "yaml", "yml", "json", "cfg",
-              "ini", "txt", "md", "rst", "html", "css", "sql", "lock", "xml", "csv", "diff",
-              "patch", "log", "mk", "cmake", "ipynb", "r", "jl", "lua", "swift", "scala")
+EXTENSIONS = (
+    "py",
+    "pyi",
+    "js",
+    "jsx",
+    "ts",
+    "tsx",
+    "c",
+    "h",
+    "cc",
+    "cpp",
+    "hpp",
+    "rs",
+    "go",
+    "java",
+    "kt",
+    "rb",
+    "php",
+    "sh",
+    "bash",
+    "toml",
+    "yaml",
+    "yml",
+    "json",
+    "cfg",
+    "ini",
+    "txt",
+    "md",
+    "rst",
+    "html",
+    "css",
+    "sql",
+    "lock",
+    "xml",
+    "csv",
+    "diff",
+    "patch",
+    "log",
+    "mk",
+    "cmake",
+    "ipynb",
+    "r",
+    "jl",
+    "lua",
+    "swift",
+    "scala",
+)
 _EXT = "|".join(sorted(EXTENSIONS, key=len, reverse=True))
 # a path with at least one separator (POSIX, Windows drive or UNC-less backslash form) ...
-SEPARATED_PATH = re.compile(
-    r"(?<![\w.:/\\-])((?:[A-Za-z]:[\\/]|~/|\.{1,2}[\\/]|/)?(?:[\w.+-]+[\\/])+[\w.+-]*[\w+-])")
+SEPARATED_PATH = re.compile(r"(?<![\w.:/\\-])((?:[A-Za-z]:[\\/]|~/|\.{1,2}[\\/]|/)?(?:[\w.+-]+[\\/])+[\w.+-]*[\w+-])")
 # ... or a bare file name with a known extension
 BARE_FILE = re.compile(rf"(?<![\w./\\-])([\w-][\w.-]*\.(?:{_EXT}))(?![\w-])", re.IGNORECASE)
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 DEFINITION = re.compile(r"\b(?:def|class|function|func|fn|struct|enum|trait|interface|impl)\s+([A-Za-z_]\w*)")
 QUALIFIED = re.compile(r"(?<![\w./\\-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w/\\-])")
 EXCEPTION = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning|Interrupt|Exit))\b")
-ERROR_LINE = re.compile(r"^.*(?:\b[A-Z]\w*(?:Error|Exception)\b|\berror\b|\bfatal\b|\bFAILED\b|"
-                        r"\bTraceback\b|\bpanicked\b|\bSegmentation fault\b).*$",
-                        re.IGNORECASE | re.MULTILINE)
+ERROR_LINE = re.compile(
+    r"^.*(?:\b[A-Z]\w*(?:Error|Exception)\b|\berror\b|\bfatal\b|\bFAILED\b|"
+    r"\bTraceback\b|\bpanicked\b|\bSegmentation fault\b).*$",
+    re.IGNORECASE | re.MULTILINE,
+)
 TEST_NAME = re.compile(r"(?<![\w./\\-])((?:[\w./\\-]+::)?(?:[A-Za-z_]\w*::)*test_\w+(?:\[[^\]\s]*\])?)(?!\w|\.\w)")
 TEST_RESULT = re.compile(r"\b(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
 TEST_STATUS = re.compile(r"((?:[\w./-]+::)+\w+(?:\[[^\]\s]*\])?) (PASSED|FAILED|ERROR|SKIPPED)\b")
@@ -108,8 +152,15 @@ def numbers(text: str) -> set[str]:
     return {n for n in found if n}
 
 
-TEXT_EXTRACTORS = {"path": paths, "symbol": symbols, "error": error_lines, "exception": exceptions,
-                   "test": tests, "test_result": test_results, "number": numbers}
+TEXT_EXTRACTORS = {
+    "path": paths,
+    "symbol": symbols,
+    "error": error_lines,
+    "exception": exceptions,
+    "test": tests,
+    "test_result": test_results,
+    "number": numbers,
+}
 
 
 def message_anchors(message: Mapping[str, Any]) -> set[Anchor]:

@@ -28,17 +28,60 @@ from ctxpolicy.analysis.reacquisition import count_after, removed_outputs
 from ctxpolicy.analysis.windows import RecordError, Step, Transcript, read_transcript
 from ctxpolicy.policies.history import SUMMARY_MARKER, marker_of
 
-IDENTITY = ("cell", "track", "benchmark", "model", "policy", "primitive", "trigger", "depth",
-            "threshold_setting", "summarizer", "task_id", "attempt")
-COUNTS = ("anchors_before", "anchors_at_risk", "anchors_kept", "anchors_summarised", "anchors_lost",
-          *(f"lost_{k}" for k in anchors_.KINDS),
-          "constraints_at_risk", "constraints_kept", "constraints_preserved", "constraints_lost",
-          "constraints_contradicted",
-          "removed_outputs", "reacq_commands", "reacq_of_lost", "retrieval_after", "commands_after",
-          "steps_after")
-COLUMNS = ("run_dir", *IDENTITY, "outcome", "event", "call_index", "step", "primitives", "event_depth",
-           "n_stages", "summary_calls", "window_tokens_before", "total_tokens_before", "total_tokens_after",
-           *COUNTS, "steps_to_reacq", "judge_model", "judge_endpoint", "judge_template_sha256", "lost_anchors")
+IDENTITY = (
+    "cell",
+    "track",
+    "benchmark",
+    "model",
+    "policy",
+    "primitive",
+    "trigger",
+    "depth",
+    "threshold_setting",
+    "summarizer",
+    "task_id",
+    "attempt",
+)
+COUNTS = (
+    "anchors_before",
+    "anchors_at_risk",
+    "anchors_kept",
+    "anchors_summarised",
+    "anchors_lost",
+    *(f"lost_{k}" for k in anchors_.KINDS),
+    "constraints_at_risk",
+    "constraints_kept",
+    "constraints_preserved",
+    "constraints_lost",
+    "constraints_contradicted",
+    "removed_outputs",
+    "reacq_commands",
+    "reacq_of_lost",
+    "retrieval_after",
+    "commands_after",
+    "steps_after",
+)
+COLUMNS = (
+    "run_dir",
+    *IDENTITY,
+    "outcome",
+    "event",
+    "call_index",
+    "step",
+    "primitives",
+    "event_depth",
+    "n_stages",
+    "summary_calls",
+    "window_tokens_before",
+    "total_tokens_before",
+    "total_tokens_after",
+    *COUNTS,
+    "steps_to_reacq",
+    "judge_model",
+    "judge_endpoint",
+    "judge_template_sha256",
+    "lost_anchors",
+)
 
 
 def read_identity(run_dir: Path) -> tuple[dict, str | None]:
@@ -70,8 +113,9 @@ def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> 
     before, after = transcript.messages(step.before_ids), transcript.messages(step.after_ids)
     after_ids, before_ids = set(step.after_ids), set(step.before_ids)
     removed = [m for mid, m in zip(step.before_ids, before) if mid not in after_ids]
-    summary_ids = {mid for mid, m in zip(step.after_ids, after)
-                   if mid not in before_ids and marker_of(m) == SUMMARY_MARKER}
+    summary_ids = {
+        mid for mid, m in zip(step.after_ids, after) if mid not in before_ids and marker_of(m) == SUMMARY_MARKER
+    }
     kept_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid not in summary_ids)
     summary_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid in summary_ids)
 
@@ -82,29 +126,43 @@ def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> 
 
     verdicts = _constraint_verdicts(constraints_of(removed), kept_text, summary_text, judge)
     gone = removed_outputs(before, [i for i, mid in enumerate(step.before_ids) if mid in after_ids])
-    reacq = count_after(transcript.replies, step.step, until, gone,
-                        {v for k, v in lost if k == "command"}, {v for k, v in lost if k == "path"})
+    reacq = count_after(
+        transcript.replies,
+        step.step,
+        until,
+        gone,
+        {v for k, v in lost if k == "command"},
+        {v for k, v in lost if k == "path"},
+    )
     steps_after = sum(1 for s in transcript.agent_steps if s >= step.step and (until is None or s < until))
     first, last = step.events[0], step.events[-1]
     return {
-        "call_index": step.call_index, "step": step.step,
+        "call_index": step.call_index,
+        "step": step.step,
         "primitives": "+".join(str(e.get("primitive")) for e in step.events),
         "event_depth": next((e["depth"] for e in step.events if e.get("depth") is not None), None),
-        "n_stages": len(step.events), "summary_calls": step.summary_calls,
+        "n_stages": len(step.events),
+        "summary_calls": step.summary_calls,
         "window_tokens_before": first.get("window_tokens_before"),
         "total_tokens_before": first.get("total_tokens_before"),
         "total_tokens_after": last.get("total_tokens_after"),
-        "anchors_before": len(anchors_.anchors_of(before)), "anchors_at_risk": len(at_risk),
-        "anchors_kept": len(kept), "anchors_summarised": len(summarised), "anchors_lost": len(lost),
+        "anchors_before": len(anchors_.anchors_of(before)),
+        "anchors_at_risk": len(at_risk),
+        "anchors_kept": len(kept),
+        "anchors_summarised": len(summarised),
+        "anchors_lost": len(lost),
         **{f"lost_{k}": n for k, n in anchors_.count_by_kind(lost).items()},
         "constraints_at_risk": len(verdicts),
-        **{f"constraints_{v}": list(verdicts.values()).count(v)
-           for v in ("kept", "preserved", "lost", "contradicted")},
+        **{f"constraints_{v}": list(verdicts.values()).count(v) for v in ("kept", "preserved", "lost", "contradicted")},
         "removed_outputs": len(gone.commands) + len(gone.paths),
-        "reacq_commands": reacq.commands, "reacq_of_lost": reacq.of_lost,
-        "retrieval_after": reacq.retrieval, "commands_after": reacq.total, "steps_after": steps_after,
+        "reacq_commands": reacq.commands,
+        "reacq_of_lost": reacq.of_lost,
+        "retrieval_after": reacq.retrieval,
+        "commands_after": reacq.total,
+        "steps_after": steps_after,
         "steps_to_reacq": reacq.first_step,
-        "judge_model": judge.identity.model, "judge_endpoint": judge.identity.endpoint,
+        "judge_model": judge.identity.model,
+        "judge_endpoint": judge.identity.endpoint,
         "judge_template_sha256": judge.identity.template_sha256,
         "lost_anchors": json.dumps(sorted(lost), ensure_ascii=False),
     }
@@ -125,5 +183,4 @@ def _constraint_verdicts(constraints: list[str], kept_text: str, summary_text: s
 def empty_row_types() -> Mapping[str, str]:
     """pandas dtypes of the columns, so an empty table still has its schema."""
     ints = set(COUNTS) | {"event", "call_index", "step", "n_stages", "summary_calls", "attempt"}
-    return {c: ("Int64" if c in ints else "Float64" if c in ("depth", "event_depth") else "object")
-            for c in COLUMNS}
+    return {c: ("Int64" if c in ints else "Float64" if c in ("depth", "event_depth") else "object") for c in COLUMNS}

@@ -19,14 +19,26 @@ from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", nargs="+", action="extend", required=True, type=Path, metavar="DIR",
-                   help="cell directories (or any folders above run directories); repeatable")
+    p.add_argument(
+        "--runs",
+        nargs="+",
+        action="extend",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="cell directories (or any folders above run directories); repeatable",
+    )
     p.add_argument("--out", required=True, type=Path, help="the events table to write (.parquet)")
-    p.add_argument("--judge-url",
-                   help="OpenAI-compatible base URL of a constraint judge (e.g. http://127.0.0.1:8080/v1)")
+    p.add_argument(
+        "--judge-url", help="OpenAI-compatible base URL of a constraint judge (e.g. http://127.0.0.1:8080/v1)"
+    )
     p.add_argument("--judge-model", help="the judge's model name (required with --judge-url)")
-    p.add_argument("--judge-templates", type=Path, metavar="DIR",
-                   help="folder with judge_constraints.system.txt / .user.txt (default: as the summary templates)")
+    p.add_argument(
+        "--judge-templates",
+        type=Path,
+        metavar="DIR",
+        help="folder with judge_constraints.system.txt / .user.txt (default: as the summary templates)",
+    )
     p.add_argument("--verdicts", type=Path, help="the judge's verdict file (default: OUT.verdicts.jsonl)")
     p.add_argument("--resamples", type=int, default=2000, help="task-bootstrap resamples of the printed rates")
     p.add_argument("--seed", type=int, default=0)
@@ -50,8 +62,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.judge_url:
             verdicts = args.verdicts or args.out.with_suffix(".verdicts.jsonl")
-            judge = EndpointJudge(args.judge_url, args.judge_model, cache=VerdictCache(verdicts),
-                                  template_dir=args.judge_templates)
+            judge = EndpointJudge(
+                args.judge_url, args.judge_model, cache=VerdictCache(verdicts), template_dir=args.judge_templates
+            )
         else:
             judge = LexicalJudge()
         run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
@@ -77,9 +90,10 @@ def _per_policy(table, resamples: int, seed: int) -> str:
 
     lines = []
     for row in by_policy(table, n_boot=resamples, seed=seed).to_dict("records"):
-        lines.append(f"  {row['benchmark']}/{row['model']} {row['policy']} ({row['threshold_setting']}): "
-                     f"{row['n_events']} steps, anchors {rate(row, 'anchor_retention')}, "
-                     f"constraints {rate(row, 'constraint_retention')}, "
-                     f"reacquisitions/step {rate(row, 'reacq_per_event')}")
+        lines.append(
+            f"  {row['benchmark']}/{row['model']} {row['policy']} ({row['threshold_setting']}): "
+            f"{row['n_events']} steps, anchors {rate(row, 'anchor_retention')}, "
+            f"constraints {rate(row, 'constraint_retention')}, "
+            f"reacquisitions/step {rate(row, 'reacq_per_event')}"
+        )
     return "\n".join(lines) or "  no compression steps"
-

@@ -123,12 +123,20 @@ class LexicalJudge:
 
 
 class EndpointJudge:
-    def __init__(self, base_url: str, model: str, *, cache: VerdictCache | None = None,
-                 template_dir: Path | None = None, timeout_s: float = 300.0):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        cache: VerdictCache | None = None,
+        template_dir: Path | None = None,
+        timeout_s: float = 300.0,
+    ):
         self.base_url = base_url.rstrip("/")
         self.system, self.user = load_template(template_dir)
-        self.identity = Identity(model=model, endpoint=self.base_url,
-                                 template_sha256=sha256(self.system + "\x00" + self.user))
+        self.identity = Identity(
+            model=model, endpoint=self.base_url, template_sha256=sha256(self.system + "\x00" + self.user)
+        )
         self.cache = cache or VerdictCache()
         self.timeout_s = timeout_s
 
@@ -145,9 +153,16 @@ class EndpointJudge:
     def _ask(self, constraint: str, summary: str) -> str:
         import httpx
 
-        body = {"model": self.identity.model, "temperature": 0, "seed": 0, "max_tokens": MAX_TOKENS,
-                "messages": [{"role": "system", "content": render(self.system, constraint, summary)},
-                             {"role": "user", "content": render(self.user, constraint, summary)}]}
+        body = {
+            "model": self.identity.model,
+            "temperature": 0,
+            "seed": 0,
+            "max_tokens": MAX_TOKENS,
+            "messages": [
+                {"role": "system", "content": render(self.system, constraint, summary)},
+                {"role": "user", "content": render(self.user, constraint, summary)},
+            ],
+        }
         try:
             response = httpx.post(f"{self.base_url}/chat/completions", json=body, timeout=self.timeout_s)
             response.raise_for_status()
@@ -157,7 +172,13 @@ class EndpointJudge:
 
 
 def _verdict(identity: Identity, constraint: str, summary: str, verdict: str, raw: str) -> Verdict:
-    return Verdict(key=verdict_key(constraint, summary, identity.template_sha256, identity.model),
-                   verdict=verdict, raw=raw, model=identity.model, endpoint=identity.endpoint,
-                   template_sha256=identity.template_sha256, constraint=constraint,
-                   summary_sha256=sha256(summary))
+    return Verdict(
+        key=verdict_key(constraint, summary, identity.template_sha256, identity.model),
+        verdict=verdict,
+        raw=raw,
+        model=identity.model,
+        endpoint=identity.endpoint,
+        template_sha256=identity.template_sha256,
+        constraint=constraint,
+        summary_sha256=sha256(summary),
+    )

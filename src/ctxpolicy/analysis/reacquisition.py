@@ -87,15 +87,21 @@ def reacquires(command: str, removed: Removed) -> bool:
 
 @dataclass
 class Reacquisition:
-    commands: int = 0           # reacquisition commands in the window after the event
-    of_lost: int = 0            # ... that read back an anchor the event lost (not kept, not summarised)
-    retrieval: int = 0          # all retrieval commands in the window
-    total: int = 0              # all commands in the window
+    commands: int = 0  # reacquisition commands in the window after the event
+    of_lost: int = 0  # ... that read back an anchor the event lost (not kept, not summarised)
+    retrieval: int = 0  # all retrieval commands in the window
+    total: int = 0  # all commands in the window
     first_step: int | None = None  # 1 = the first reply after the event
 
 
-def count_after(replies: Sequence[tuple[int, Mapping[str, Any]]], event_step: int, until_step: int | None,
-                removed: Removed, lost_commands: set[str], lost_paths: set[str]) -> Reacquisition:
+def count_after(
+    replies: Sequence[tuple[int, Mapping[str, Any]]],
+    event_step: int,
+    until_step: int | None,
+    removed: Removed,
+    lost_commands: set[str],
+    lost_paths: set[str],
+) -> Reacquisition:
     """Count over the replies made at steps ``event_step`` .. ``until_step - 1`` (to the end if None)."""
     result = Reacquisition()
     lost = Removed(commands={command_key(c) for c in lost_commands}, paths=set(lost_paths))

@@ -26,12 +26,12 @@ RATES = {
 def _per_task(events: pd.DataFrame) -> pd.DataFrame:
     columns = sorted({c for num, den in RATES.values() for c in (*num, *den)})
     table = events.assign(**{c: pd.to_numeric(events[c], errors="coerce").fillna(0) for c in columns})
-    return table.groupby("task_id", sort=True).agg(n_events=("task_id", "size"),
-                                                   **{c: (c, "sum") for c in columns})
+    return table.groupby("task_id", sort=True).agg(n_events=("task_id", "size"), **{c: (c, "sum") for c in columns})
 
 
-def rate_with_interval(per_task: pd.DataFrame, numerator: tuple[str, ...], denominator: tuple[str, ...],
-                       *, n_boot: int, seed: int) -> tuple[float, float, float]:
+def rate_with_interval(
+    per_task: pd.DataFrame, numerator: tuple[str, ...], denominator: tuple[str, ...], *, n_boot: int, seed: int
+) -> tuple[float, float, float]:
     num = per_task[list(numerator)].sum(axis=1).to_numpy(float)
     den = (per_task[list(denominator)].sum(axis=1) if denominator else per_task["n_events"]).to_numpy(float)
     total = den.sum()
@@ -41,13 +41,15 @@ def rate_with_interval(per_task: pd.DataFrame, numerator: tuple[str, ...], denom
     return point, lo, hi
 
 
-def by_policy(events: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0,
-              group: tuple[str, ...] = GROUP) -> pd.DataFrame:
+def by_policy(
+    events: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0, group: tuple[str, ...] = GROUP
+) -> pd.DataFrame:
     """One row per policy (and ``group``): event and task counts, each rate with lo/hi."""
     rows = []
     if events.empty:
-        return pd.DataFrame(columns=[*group, "n_events", "n_tasks",
-                                     *(f"{r}{s}" for r in RATES for s in ("", "_lo", "_hi"))])
+        return pd.DataFrame(
+            columns=[*group, "n_events", "n_tasks", *(f"{r}{s}" for r in RATES for s in ("", "_lo", "_hi"))]
+        )
     keyed = events.assign(**{g: events[g].astype("object").where(events[g].notna(), "none") for g in group})
     for key, part in keyed.groupby(list(group), sort=True, dropna=False):
         per_task = _per_task(part)
@@ -55,7 +57,8 @@ def by_policy(events: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0,
         row.update(n_events=len(part), n_tasks=len(per_task))
         for name, (num, den) in RATES.items():
             row[name], row[f"{name}_lo"], row[f"{name}_hi"] = rate_with_interval(
-                per_task, num, den, n_boot=n_boot, seed=seed)
+                per_task, num, den, n_boot=n_boot, seed=seed
+            )
         reached = pd.to_numeric(part["steps_to_reacq"], errors="coerce").dropna()
         row["median_steps_to_reacq"] = float(reached.median()) if len(reached) else float("nan")
         row["events_with_reacq"] = int(len(reached))
@@ -72,4 +75,3 @@ def lost_vs_reacquired(events: pd.DataFrame) -> float:
     if lost.nunique() < 2 or reacq.nunique() < 2:
         return float("nan")
     return float(lost.corr(reacq, method="spearman"))
-

@@ -102,8 +102,8 @@ def _calls(path: Path, store: dict[str, dict]) -> list[dict]:
 def _appended(previous: list[str], prompt: list[str], store: dict[str, dict]) -> list[str]:
     """What the agent added since the previous prompt: everything after it when the prompt
     extends it, else the messages at the end that are new and written by no policy."""
-    if prompt[:len(previous)] == previous:
-        return prompt[len(previous):]
+    if prompt[: len(previous)] == previous:
+        return prompt[len(previous) :]
     known = set(previous)
     tail: list[str] = []
     for mid in reversed(prompt):
@@ -130,8 +130,16 @@ def read_transcript(run_dir: str | Path) -> Transcript:
         if previous_step is not None:
             transcript.replies += [(previous_step, store[m]) for m in added if store[m].get("role") == "assistant"]
         if call.get("events"):
-            transcript.steps.append(Step(call.get("index", -1), call["step"], list(call["events"]),
-                                         previous + added, list(prompt), summaries_of_step.get(call["step"], 0)))
+            transcript.steps.append(
+                Step(
+                    call.get("index", -1),
+                    call["step"],
+                    list(call["events"]),
+                    previous + added,
+                    list(prompt),
+                    summaries_of_step.get(call["step"], 0),
+                )
+            )
         previous, previous_step = list(prompt), call["step"]
         transcript.agent_steps.append(call["step"])
         if call.get("status", "ok") == "ok":

@@ -26,9 +26,7 @@ __all__ = ["ADAPTERS", "BenchmarkAdapter", "BenchmarkError", "Task", "Verdict", 
 def get_adapter(name: str, bench_cfg: dict[str, Any], repo_root: Path) -> BenchmarkAdapter:
     kind = (bench_cfg or {}).get("adapter")
     if kind not in ADAPTERS:
-        raise BenchmarkError(
-            f"benchmarks.{name}.adapter: {kind!r} is not one of {', '.join(sorted(ADAPTERS))}"
-        )
+        raise BenchmarkError(f"benchmarks.{name}.adapter: {kind!r} is not one of {', '.join(sorted(ADAPTERS))}")
     module_name, class_name = ADAPTERS[kind].split(":")
     adapter_class = getattr(importlib.import_module(module_name), class_name)
     return adapter_class(bench_cfg, Path(repo_root), name=name)

@@ -55,9 +55,7 @@ def require_known(ids: Sequence[str], known: Iterable[str], source: str) -> None
         raise BenchmarkError(f"{source}: unknown task id(s): {shown}")
 
 
-def stratified_sample(
-    items: Sequence[tuple[str, str]], quotas: Mapping[str, int], seed: int
-) -> list[str]:
+def stratified_sample(items: Sequence[tuple[str, str]], quotas: Mapping[str, int], seed: int) -> list[str]:
     """Draw quotas[stratum] ids from each stratum of (task_id, stratum) items, without replacement."""
     by_stratum: dict[str, list[str]] = {}
     for task_id, stratum in items:
@@ -92,7 +90,9 @@ def cohort_problems(
     if expected is not None and not missing:
         counts = stratum_counts(ids, stratum_of)
         if counts != dict(expected):
-            problems.append(f"strata {dict(sorted(counts.items()))} differ from expected {dict(sorted(expected.items()))}")
+            problems.append(
+                f"strata {dict(sorted(counts.items()))} differ from expected {dict(sorted(expected.items()))}"
+            )
     if subset_of is not None:
         outside = unknown_ids(ids, subset_of)
         if outside:

@@ -33,21 +33,30 @@ class ContainerExecEnvironment(LocalEnvironment):
         wrapped = ["timeout", "-k", "5", str(limit), "bash", "-c", command]
         try:
             result = self.container.exec_run(
-                wrapped, workdir=cwd or self.config.cwd, environment=self.config.env or None,
-                user=self.config.user, demux=False,
+                wrapped,
+                workdir=cwd or self.config.cwd,
+                environment=self.config.env or None,
+                user=self.config.user,
+                demux=False,
             )
             output = (result.output or b"").decode("utf-8", errors="replace")
             if result.exit_code in (124, 137):
                 message = f"Command '{shlex.quote(command)}' timed out after {limit} seconds"
-                out = {"output": output, "returncode": -1,
-                       "exception_info": f"An error occurred while executing the command: {message}",
-                       "extra": {"exception_type": "TimeoutExpired", "exception": message}}
+                out = {
+                    "output": output,
+                    "returncode": -1,
+                    "exception_info": f"An error occurred while executing the command: {message}",
+                    "extra": {"exception_type": "TimeoutExpired", "exception": message},
+                }
             else:
                 out = {"output": output, "returncode": result.exit_code, "exception_info": ""}
         except Exception as e:
-            out = {"output": "", "returncode": -1,
-                   "exception_info": f"An error occurred while executing the command: {e}",
-                   "extra": {"exception_type": type(e).__name__, "exception": str(e)}}
+            out = {
+                "output": "",
+                "returncode": -1,
+                "exception_info": f"An error occurred while executing the command: {e}",
+                "extra": {"exception_type": type(e).__name__, "exception": str(e)},
+            }
         self._check_finished(out)
         return out
 

@@ -62,8 +62,13 @@ def apptainer_build_argv(image: str, sif: Path, executable: str = "apptainer") -
 
 
 def apptainer_exec_argv(
-    sif: Path, command: str, *, binds: dict[Path, str] | None = None, cwd: str = "/testbed",
-    executable: str = "apptainer", limit_args: list[str] | None = None,
+    sif: Path,
+    command: str,
+    *,
+    binds: dict[Path, str] | None = None,
+    cwd: str = "/testbed",
+    executable: str = "apptainer",
+    limit_args: list[str] | None = None,
 ) -> list[str]:
     limit_args = apptainer_limit_args() if limit_args is None else limit_args
     argv = [executable, "exec", *APPTAINER_EXEC_ARGS, *limit_args, "--pwd", cwd]
@@ -103,18 +108,37 @@ def apptainer_cgroup_limits(cfg: dict[str, Any]) -> bool:
 
 
 def minisweagent_environment_config(
-    kind: str, image: str, *, cwd: str, timeout: int, env: dict[str, str], sif: Path | None = None,
-    executable: str | None = None, limits: SandboxLimits = DEFAULT_LIMITS, apptainer_cgroups: bool = False,
+    kind: str,
+    image: str,
+    *,
+    cwd: str,
+    timeout: int,
+    env: dict[str, str],
+    sif: Path | None = None,
+    executable: str | None = None,
+    limits: SandboxLimits = DEFAULT_LIMITS,
+    apptainer_cgroups: bool = False,
 ) -> dict[str, Any]:
     """The config mini-swe-agent's `get_environment` takes for a Docker or Apptainer run."""
     if kind == "docker":
-        config = {"environment_class": "docker", "image": image, "cwd": cwd, "timeout": timeout, "env": env,
-                  "interpreter": ["bash", "-c"], "run_args": docker_run_args(limits)}
+        config = {
+            "environment_class": "docker",
+            "image": image,
+            "cwd": cwd,
+            "timeout": timeout,
+            "env": env,
+            "interpreter": ["bash", "-c"],
+            "run_args": docker_run_args(limits),
+        }
     elif kind == "apptainer":
-        config = {"environment_class": "singularity", "cwd": cwd, "timeout": timeout, "env": env,
-                  "image": str(sif) if sif is not None and Path(sif).is_file() else docker_uri(image),
-                  "exec_args": [*MINISWEAGENT_APPTAINER_ARGS,
-                                *apptainer_limit_args(limits, cgroups=apptainer_cgroups)]}
+        config = {
+            "environment_class": "singularity",
+            "cwd": cwd,
+            "timeout": timeout,
+            "env": env,
+            "image": str(sif) if sif is not None and Path(sif).is_file() else docker_uri(image),
+            "exec_args": [*MINISWEAGENT_APPTAINER_ARGS, *apptainer_limit_args(limits, cgroups=apptainer_cgroups)],
+        }
     else:
         raise ValueError(f"no container environment for kind {kind!r}")
     if executable:

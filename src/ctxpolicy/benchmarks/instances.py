@@ -10,7 +10,16 @@ from ctxpolicy.benchmarks.base import BenchmarkError
 
 LOCAL_SUFFIXES = (".json", ".jsonl", ".parquet")
 # what grading with swebench 5 reads from an instance (swebench.harness.utils.make_test_spec)
-GRADING_COLUMNS = ("instance_id", "repo", "version", "FAIL_TO_PASS", "PASS_TO_PASS", "eval_script", "log_parser", "eval_type")
+GRADING_COLUMNS = (
+    "instance_id",
+    "repo",
+    "version",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "eval_script",
+    "log_parser",
+    "eval_type",
+)
 
 
 def missing_dataset_message(bench: str, name: str, path: Path | None, reason: str) -> str:
@@ -33,9 +42,7 @@ def load_instances(
         if not path.is_file():
             raise BenchmarkError(missing_dataset_message(bench, name, path, "missing file"))
         if path.suffix not in LOCAL_SUFFIXES:
-            raise BenchmarkError(
-                f"benchmarks.{bench}.dataset.path: {path} is not one of {', '.join(LOCAL_SUFFIXES)}"
-            )
+            raise BenchmarkError(f"benchmarks.{bench}.dataset.path: {path} is not one of {', '.join(LOCAL_SUFFIXES)}")
         source = str(path)
     else:
         source = name

@@ -116,14 +116,18 @@ class LocalAdapter:
         sandbox.hand_over(workspace, self.limits)
         if task.kind != "repo":
             setup = (self.terminal[task.task_id]["path"] / "setup.sh").read_text(encoding="utf-8")
-            result = sandbox.run_sandboxed(setup, workspace, timeout_s=SETUP_TIMEOUT_S, env=AGENT_ENV,
-                                           limits=self.limits)
+            result = sandbox.run_sandboxed(
+                setup, workspace, timeout_s=SETUP_TIMEOUT_S, env=AGENT_ENV, limits=self.limits
+            )
             if result.returncode != 0 or result.timed_out:
-                raise BenchmarkError(f"task {task.task_id}: setup.sh failed ({result.returncode}): {result.output[-500:]}")
+                raise BenchmarkError(
+                    f"task {task.task_id}: setup.sh failed ({result.returncode}): {result.output[-500:]}"
+                )
 
     def make_environment(self, task: Task, workspace: Path, command_timeout_s: int) -> Any:
-        return sandbox.SandboxEnvironment(Path(workspace), timeout=command_timeout_s, env=dict(AGENT_ENV),
-                                          limits=self.limits)
+        return sandbox.SandboxEnvironment(
+            Path(workspace), timeout=command_timeout_s, env=dict(AGENT_ENV), limits=self.limits
+        )
 
     def submission_instructions(self, task: Task) -> str:
         return submission_instructions_for(task)
@@ -134,7 +138,10 @@ class LocalAdapter:
         if task.kind != "repo" or not (Path(workspace) / ".git").is_dir():
             return submission_text
         result = sandbox.run_sandboxed(
-            "git add -A && git diff --cached --binary HEAD", Path(workspace), timeout_s=60, env=AGENT_ENV,
+            "git add -A && git diff --cached --binary HEAD",
+            Path(workspace),
+            timeout_s=60,
+            env=AGENT_ENV,
             max_output_bytes=None,  # a patch must stay whole
             limits=self.limits,
         )
@@ -148,8 +155,10 @@ class LocalAdapter:
         log_dir = Path(log_dir).resolve()  # the sandbox reads a relative cwd as inside its workspace
         workers = int(self.cfg.get("eval_workers") or self.cfg.get("concurrency") or 1)
         verdicts: dict[Path, Verdict] = {}
-        with ThreadPoolExecutor(max_workers=workers) as pool, \
-                tqdm(total=len(runs), desc=f"grading {self.name}", unit="run", disable=None) as bar:
+        with (
+            ThreadPoolExecutor(max_workers=workers) as pool,
+            tqdm(total=len(runs), desc=f"grading {self.name}", unit="run", disable=None) as bar,
+        ):
             futures = {pool.submit(self.grade_run, run, Path(log_dir) / run.run_dir.name): run for run in runs}
             for future in as_completed(futures):
                 verdicts[futures[future].run_dir] = future.result()
@@ -185,7 +194,11 @@ class LocalAdapter:
                 applied, log = True, "no patch submitted: the tests run on the unchanged snapshot\n"
             if applied:
                 result = sandbox.run_sandboxed(
-                    instance["eval_script"], root, timeout_s=TEST_TIMEOUT_S, env=AGENT_ENV, cwd=repo,
+                    instance["eval_script"],
+                    root,
+                    timeout_s=TEST_TIMEOUT_S,
+                    env=AGENT_ENV,
+                    cwd=repo,
                     limits=self.limits,
                 )
                 log += result.output
@@ -278,8 +291,9 @@ def apply_patch(root: Path, repo: Path, patch_file: Path, limits: SandboxLimits)
     output = ""
     for attempt, command in enumerate(GIT_APPLY_CMDS):
         clean = "{ git checkout -- . ; git clean -fdq ; } >/dev/null 2>&1 ; " if attempt else ""
-        result = sandbox.run_sandboxed(f"{clean}{command} {patch_file}", root, timeout_s=SETUP_TIMEOUT_S, env=env,
-                                       cwd=repo, limits=limits)
+        result = sandbox.run_sandboxed(
+            f"{clean}{command} {patch_file}", root, timeout_s=SETUP_TIMEOUT_S, env=env, cwd=repo, limits=limits
+        )
         output = result.output
         if result.returncode == 0 and not result.timed_out:
             return True, output

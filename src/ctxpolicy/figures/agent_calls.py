@@ -37,23 +37,29 @@ def calls_change_metric(config: Mapping[str, Any]):
     need = solved_threshold(comparisons.planned_attempts(config))
 
     def metric(runs, *, model, benchmark, n_boot, seed, **_):
-        table = execution_length(runs, model=model, benchmark=benchmark, solved_min=need,
-                                 n_boot=n_boot, seed=seed)
+        table = execution_length(runs, model=model, benchmark=benchmark, solved_min=need, n_boot=n_boot, seed=seed)
         if table.empty:
             return table
-        out = table.assign(calls_change_est=table["pct_change"] / 100, calls_change_lo=table["pct_change_lo"] / 100,
-                           calls_change_hi=table["pct_change_hi"] / 100, calls_change_n_tasks=table["n_tasks"],
-                           solved_min=need)
+        out = table.assign(
+            calls_change_est=table["pct_change"] / 100,
+            calls_change_lo=table["pct_change_lo"] / 100,
+            calls_change_hi=table["pct_change_hi"] / 100,
+            calls_change_n_tasks=table["n_tasks"],
+            solved_min=need,
+        )
         few = out["n_tasks"] < MIN_TASKS_FOR_INTERVAL
         out.loc[few, ["calls_change_lo", "calls_change_hi"]] = np.nan
         return out.drop(columns=["pct_change", "pct_change_lo", "pct_change_hi"])
+
     return metric
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-            pairs: list[tuple[str, str]] | None = None) -> Prepared:
-    data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed,
-                                               metric=calls_change_metric(config), pairs=pairs)
+def compute(
+    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+) -> Prepared:
+    data = comparisons.compare_full_comparison(
+        runs, config, n_boot=n_boot, seed=seed, metric=calls_change_metric(config), pairs=pairs
+    )
     if data.empty:
         return data
     table = data.table
@@ -61,43 +67,68 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
         none = rows.loc[rows["n_tasks"] == 0, "policy"].astype(str)
         few = rows.loc[(rows["n_tasks"] > 0) & (rows["n_tasks"] < MIN_TASKS_FOR_INTERVAL), "policy"].astype(str)
         if len(none):
-            data.notes.append(f"no task solved by both FC and {', '.join(style.order_policies(none))} "
-                              f"({model} on {benchmark}).")
+            data.notes.append(
+                f"no task solved by both FC and {', '.join(style.order_policies(none))} ({model} on {benchmark})."
+            )
         if len(few):
-            data.notes.append(f"no interval drawn for {', '.join(style.order_policies(few))} ({model} on "
-                              f"{benchmark}): fewer than {MIN_TASKS_FOR_INTERVAL} shared solved tasks.")
+            data.notes.append(
+                f"no interval drawn for {', '.join(style.order_policies(few))} ({model} on "
+                f"{benchmark}): fewer than {MIN_TASKS_FOR_INTERVAL} shared solved tasks."
+            )
     return data
 
 
 def plot(data: Prepared, name: str = "fig21"):
-    title = (f"{style.figure_name(name)}: agent calls relative to FC on shared solved tasks "
-             f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold, D = 0.5)")
+    title = (
+        f"{style.figure_name(name)}: agent calls relative to FC on shared solved tasks "
+        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold, D = 0.5)"
+    )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"].astype(str).unique())
     models = len({m for _, m in combos})
-    fig, panels = ax_.pair_facets(combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6),
-                                  width=min(style.FULL_WIDTH, 2.4 * models + 0.9))
+    fig, panels = ax_.pair_facets(
+        combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
+    )
     y = np.arange(len(specs))[::-1]
     limits: dict[str, list[float]] = {}
     for (benchmark, model), ax in panels.items():
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         rows = rows.drop_duplicates("policy").set_index(rows["policy"].astype(str).drop_duplicates()).reindex(specs)
-        ax.barh(y, ax_.value(rows, "calls_change", 100.0), color=[style.policy_color(p) for p in specs],
-                xerr=ax_.interval(rows, "calls_change", 100.0), height=0.65,
-                error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
+        ax.barh(
+            y,
+            ax_.value(rows, "calls_change", 100.0),
+            color=[style.policy_color(p) for p in specs],
+            xerr=ax_.interval(rows, "calls_change", 100.0),
+            height=0.65,
+            error_kw={"elinewidth": 0.7, "ecolor": "#333333"},
+        )
         ax.axvline(0, color="#666666", linewidth=0.6)
         ax.set_ylim(-0.6, len(specs) - 0.4)
         ax.set_yticks(y, [style.short_label(p) for p in specs])
         ax.grid(axis="y", visible=False)
         for yi, n in zip(y, rows["n_tasks"]):
             if pd.notna(n):
-                ax.annotate(f"{n:.0f}", (1.0, yi), xycoords=("axes fraction", "data"), xytext=(2, 0),
-                            textcoords="offset points", ha="left", va="center", fontsize=5.5, color="#444444",
-                            annotation_clip=False)
-        ends = np.concatenate([rows[c].astype(float).to_numpy() * 100 for c in
-                               ("calls_change_est", "calls_change_lo", "calls_change_hi") if c in rows])
+                ax.annotate(
+                    f"{n:.0f}",
+                    (1.0, yi),
+                    xycoords=("axes fraction", "data"),
+                    xytext=(2, 0),
+                    textcoords="offset points",
+                    ha="left",
+                    va="center",
+                    fontsize=5.5,
+                    color="#444444",
+                    annotation_clip=False,
+                )
+        ends = np.concatenate(
+            [
+                rows[c].astype(float).to_numpy() * 100
+                for c in ("calls_change_est", "calls_change_lo", "calls_change_hi")
+                if c in rows
+            ]
+        )
         ends = ends[np.isfinite(ends)]
         if ends.size:
             low, high = limits.setdefault(benchmark, [0.0, 0.0])

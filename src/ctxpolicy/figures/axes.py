@@ -34,19 +34,27 @@ def interval(table: pd.DataFrame, key: str, scale: float = 1.0) -> np.ndarray | 
 def policy_point(ax, x: float, y: float, spec: str, *, xerr=None, yerr=None, **kw) -> None:
     """One policy's point; ``markerfacecolor="none"`` draws it hollow (in the policy's colour)."""
     color = style.policy_color(spec)
-    look = {"elinewidth": 0.8, "markersize": 5, "markeredgecolor": "white", "markeredgewidth": 0.4,
-            "zorder": 3}
+    look = {"elinewidth": 0.8, "markersize": 5, "markeredgecolor": "white", "markeredgewidth": 0.4, "zorder": 3}
     if kw.get("markerfacecolor") == "none":
         look.update(markeredgecolor=color, markeredgewidth=0.9)
-    ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=style.policy_marker(spec), color=color,
-                ecolor=color, **{**look, **kw})
+    ax.errorbar(
+        [x], [y], xerr=xerr, yerr=yerr, fmt=style.policy_marker(spec), color=color, ecolor=color, **{**look, **kw}
+    )
 
 
 def policy_handles(specs: Iterable[str], settings: dict[str, str] | None = None) -> list[Line2D]:
-    return [Line2D([], [], linestyle="none", marker=style.policy_marker(s),
-                   color=style.policy_color(s), markersize=5,
-                   label=style.policy_label(s, (settings or {}).get(s)))
-            for s in specs]
+    return [
+        Line2D(
+            [],
+            [],
+            linestyle="none",
+            marker=style.policy_marker(s),
+            color=style.policy_color(s),
+            markersize=5,
+            label=style.policy_label(s, (settings or {}).get(s)),
+        )
+        for s in specs
+    ]
 
 
 def legend_top(fig, handles, ncol: int | None = None, title: str | None = None) -> None:
@@ -57,9 +65,16 @@ def legend_top(fig, handles, ncol: int | None = None, title: str | None = None) 
         if title:
             fig.suptitle(title, x=0.0, ha="left")
         return
-    legend = fig.legend(handles=handles, loc="outside upper center", ncol=ncol or min(len(handles), 6),
-                        frameon=False, handletextpad=0.3, columnspacing=1.0, title=title,
-                        alignment="left" if title else "center")
+    legend = fig.legend(
+        handles=handles,
+        loc="outside upper center",
+        ncol=ncol or min(len(handles), 6),
+        frameon=False,
+        handletextpad=0.3,
+        columnspacing=1.0,
+        title=title,
+        alignment="left" if title else "center",
+    )
     if title:
         legend.get_title().set_fontsize(mpl.rcParams["figure.titlesize"])
 
@@ -72,10 +87,10 @@ def combos_with_data(data, combos) -> list[tuple[str, str]]:
     return [c for c in combos if c in present]
 
 
-def grid(nrows: int, ncols: int, *, width: float = style.FULL_WIDTH, row_height: float = 1.9,
-         **kw):
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width, row_height * nrows + 0.3),
-                             squeeze=False, layout="constrained", **kw)
+def grid(nrows: int, ncols: int, *, width: float = style.FULL_WIDTH, row_height: float = 1.9, **kw):
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(width, row_height * nrows + 0.3), squeeze=False, layout="constrained", **kw
+    )
     return fig, axes
 
 
@@ -90,8 +105,9 @@ def threshold_tokens(runs_like: pd.DataFrame, setting: str) -> float | None:
     """The threshold (tokens) a table's rows ran at for one setting: their median, None if unknown."""
     if "threshold_tokens" not in runs_like or "setting" not in runs_like:
         return None
-    values = pd.to_numeric(runs_like.loc[runs_like["setting"].astype("object") == setting, "threshold_tokens"],
-                           errors="coerce").dropna()
+    values = pd.to_numeric(
+        runs_like.loc[runs_like["setting"].astype("object") == setting, "threshold_tokens"], errors="coerce"
+    ).dropna()
     return float(values.median()) if len(values) else None
 
 
@@ -102,16 +118,27 @@ def facet_legend(grid, handles: list, *, title: str | None = None) -> None:
     fig = getattr(grid, "figure", grid)
     if handles:
         fits = max(4, int(fig.get_figheight() * 72 / 12) - 3)  # entries a column holds beside the panels
-        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.45), frameon=False, title=title,
-                   handletextpad=0.3, borderaxespad=0.2, ncol=-(-len(handles) // fits))
+        fig.legend(
+            handles=handles,
+            loc="center left",
+            bbox_to_anchor=(1.0, 0.45),
+            frameon=False,
+            title=title,
+            handletextpad=0.3,
+            borderaxespad=0.2,
+            ncol=-(-len(handles) // fits),
+        )
 
 
 def no_pair_figure(title: str, name: str):
     """A numbered figure the grid has no model/benchmark pair for: one line saying so."""
     from ctxpolicy.figures import notes, style
 
-    return notes.note_figure(title, f"{style.figure_name(name)} has no model/benchmark pair in this "
-                                    "study's grid: no runs to draw.", height=0.9)
+    return notes.note_figure(
+        title,
+        f"{style.figure_name(name)} has no model/benchmark pair in this study's grid: no runs to draw.",
+        height=0.9,
+    )
 
 
 def threshold_table(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:
@@ -121,10 +148,16 @@ def threshold_table(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:
     known = runs[pd.to_numeric(runs["threshold_tokens"], errors="coerce").notna() & runs["setting"].notna()]
     if known.empty:
         return {}
-    medians = (known.assign(threshold_tokens=pd.to_numeric(known["threshold_tokens"]),
-                            benchmark=known["benchmark"].astype(str), model=known["model"].astype(str),
-                            setting=known["setting"].astype(str))
-               .groupby(["benchmark", "model", "setting"])["threshold_tokens"].median())
+    medians = (
+        known.assign(
+            threshold_tokens=pd.to_numeric(known["threshold_tokens"]),
+            benchmark=known["benchmark"].astype(str),
+            model=known["model"].astype(str),
+            setting=known["setting"].astype(str),
+        )
+        .groupby(["benchmark", "model", "setting"])["threshold_tokens"]
+        .median()
+    )
     return {key: float(v) for key, v in medians.items()}
 
 
@@ -135,8 +168,14 @@ def pair_threshold_label(thresholds: dict, benchmark: str, model: str, setting: 
     return style.threshold_label(setting, thresholds.get((benchmark, model, str(setting))))
 
 
-def pair_facets(combos, *, width: float = style.FULL_WIDTH, panel_height: float = 2.0,
-                sharex: bool | str = False, sharey: bool | str = False):
+def pair_facets(
+    combos,
+    *,
+    width: float = style.FULL_WIDTH,
+    panel_height: float = 2.0,
+    sharex: bool | str = False,
+    sharey: bool | str = False,
+):
     """Model × benchmark panels laid out by seaborn (``FacetGrid``: one row per benchmark, one
     column per model, in the order of ``combos``, a list of (benchmark, model) pairs); the model is
     the top row's titles, the benchmark the left column's y label. Axes are not shared by default: a
@@ -151,8 +190,18 @@ def pair_facets(combos, *, width: float = style.FULL_WIDTH, panel_height: float 
     frame = pd.DataFrame(list(combos), columns=["benchmark", "model"])
     height = panel_height
     aspect = (width / max(len(models), 1)) / height
-    grid = sns.FacetGrid(frame, row="benchmark", col="model", row_order=benchmarks, col_order=models,
-                         sharex=sharex, sharey=sharey, height=height, aspect=aspect, despine=False)
+    grid = sns.FacetGrid(
+        frame,
+        row="benchmark",
+        col="model",
+        row_order=benchmarks,
+        col_order=models,
+        sharex=sharex,
+        sharey=sharey,
+        height=height,
+        aspect=aspect,
+        despine=False,
+    )
     # The benchmark is the left column's y label, not a margin title on the right, where the
     # panels' own annotations (n per bar, factors) go.
     grid.set_titles(template="")

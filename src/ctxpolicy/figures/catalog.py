@@ -110,15 +110,17 @@ def _layout(name: str, entry: dict, results_dir: str, figures_dir: str) -> dict:
         outputs = [f"{figures_dir}/{stem}{s}" for stem in entry["tables"] for s in TABLE_SUFFIXES]
     else:
         outputs = [f"{figures_dir}/{name}{s}" for s in FIGURE_SUFFIXES]
-    return {"notebook": f"notebooks/{entry['notebook']}.ipynb",
-            "executed": f"{results_dir}/notebooks/{name}.ipynb",
-            "outputs": outputs,
-            "inputs": inputs,
-            "tables_dir": tables_dir,
-            "params": dict(entry.get("params") or {}),
-            "scope": entry["scope"],
-            "number": entry.get("number"),
-            "pairs": copy.deepcopy(entry.get("pairs"))}
+    return {
+        "notebook": f"notebooks/{entry['notebook']}.ipynb",
+        "executed": f"{results_dir}/notebooks/{name}.ipynb",
+        "outputs": outputs,
+        "inputs": inputs,
+        "tables_dir": tables_dir,
+        "params": dict(entry.get("params") or {}),
+        "scope": entry["scope"],
+        "number": entry.get("number"),
+        "pairs": copy.deepcopy(entry.get("pairs")),
+    }
 
 
 TARGETS: dict[str, dict] = {name: _layout(name, entry, "results", "figures") for name, entry in _catalog().items()}
@@ -140,9 +142,11 @@ def cohort_files(config: Mapping[str, Any]) -> list[str]:
 def threshold_files(config: Mapping[str, Any]) -> list[str]:
     """``{results_dir}/thresholds/{benchmark}/{model}.json`` for every entry of ``thresholds``."""
     results_dir = str(config.get("results_dir") or "results").rstrip("/")
-    return [f"{results_dir}/thresholds/{benchmark}/{model}.json"
-            for benchmark, models in (config.get("thresholds") or {}).items()
-            for model in (models or {})]
+    return [
+        f"{results_dir}/thresholds/{benchmark}/{model}.json"
+        for benchmark, models in (config.get("thresholds") or {}).items()
+        for model in (models or {})
+    ]
 
 
 def track_pairs(config: Mapping[str, Any], track: str) -> list[tuple[str, str]]:
@@ -169,17 +173,22 @@ def figure_pairs_block(config: Mapping[str, Any], source: str = "<config>") -> d
     checked = {}
     for stem, items in block.items():
         if stem not in figures:
-            raise ConfigError(f"{source}: figures.{stem}: {stem!r} is not a figure that shows pairs; "
-                              f"allowed: {', '.join(figures)}")
+            raise ConfigError(
+                f"{source}: figures.{stem}: {stem!r} is not a figure that shows pairs; allowed: {', '.join(figures)}"
+            )
         pairs = []
         for i, item in enumerate(items or []):
             model, _, benchmark = str(item).partition("/")
             if model not in (config.get("models") or {}):
-                raise ConfigError(f"{source}: figures.{stem}[{i}]: {item!r}: unknown model {model!r}; "
-                                  f"allowed: {', '.join(config.get('models') or {})}")
+                raise ConfigError(
+                    f"{source}: figures.{stem}[{i}]: {item!r}: unknown model {model!r}; "
+                    f"allowed: {', '.join(config.get('models') or {})}"
+                )
             if benchmark not in (config.get("benchmarks") or {}):
-                raise ConfigError(f"{source}: figures.{stem}[{i}]: {item!r}: unknown benchmark {benchmark!r}; "
-                                  f"allowed: {', '.join(config.get('benchmarks') or {})}")
+                raise ConfigError(
+                    f"{source}: figures.{stem}[{i}]: {item!r}: unknown benchmark {benchmark!r}; "
+                    f"allowed: {', '.join(config.get('benchmarks') or {})}"
+                )
             pairs.append((model, benchmark))
         checked[stem] = pairs
     return checked
@@ -197,7 +206,7 @@ def default_pairs(spec: Mapping[str, Any], computed: list[tuple[str, str]]) -> l
     if default == "first-benchmark":
         return [p for p in computed if computed and p[1] == computed[0][1]]
     nth = default["nth"]
-    return computed[nth:nth + 1]
+    return computed[nth : nth + 1]
 
 
 def _family(spec: Mapping[str, Any]) -> tuple:
@@ -234,30 +243,49 @@ def targets_for(config: Mapping[str, Any], source: str = "<config>") -> dict[str
             continue
         for model, benchmark in track_pairs(config, resolved[main]["pairs"]["from"]):
             if (model, benchmark) not in shown:
-                resolved[f"{main}-{model}-{benchmark}"] = _variant(resolved[main], model, benchmark,
-                                                                   results_dir, figures_dir)
+                resolved[f"{main}-{model}-{benchmark}"] = _variant(
+                    resolved[main], model, benchmark, results_dir, figures_dir
+                )
     return resolved
 
 
 def _variant(main: dict, model: str, benchmark: str, results_dir: str, figures_dir: str) -> dict:
     stem = f"{main['params']['name']}-{model}-{benchmark}"
     spec = copy.deepcopy(main)
-    spec.update(executed=f"{results_dir}/notebooks/{stem}.ipynb",
-                outputs=[f"{figures_dir}/{stem}{s}" for s in FIGURE_SUFFIXES],
-                variant_of=main["params"]["name"])
+    spec.update(
+        executed=f"{results_dir}/notebooks/{stem}.ipynb",
+        outputs=[f"{figures_dir}/{stem}{s}" for s in FIGURE_SUFFIXES],
+        variant_of=main["params"]["name"],
+    )
     spec["params"].update(name=stem, pairs=pair_name((model, benchmark)))
     return spec
 
 
-def papermill_args(name: str, *, config_path: str, tables_dir: str = "results/tables",
-                   out_dir: str = "figures", executed: str | None = None,
-                   extra: Mapping[str, Any] | None = None) -> list[str]:
+def papermill_args(
+    name: str,
+    *,
+    config_path: str,
+    tables_dir: str = "results/tables",
+    out_dir: str = "figures",
+    executed: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> list[str]:
     """The papermill command line (without the program name) for one main target, every pair shown."""
     spec = TARGETS[name]
     params = {**spec["params"], **({"name": name} if spec["pairs"] else {}), **(extra or {})}
-    args = [spec["notebook"], executed or spec["executed"],
-            "-p", "tables_dir", tables_dir, "-p", "config_path", config_path,
-            "-p", "out_dir", out_dir]
+    args = [
+        spec["notebook"],
+        executed or spec["executed"],
+        "-p",
+        "tables_dir",
+        tables_dir,
+        "-p",
+        "config_path",
+        config_path,
+        "-p",
+        "out_dir",
+        out_dir,
+    ]
     for key, value in params.items():
         args += ["-p", key, str(value)]
     return args

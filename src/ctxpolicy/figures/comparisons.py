@@ -30,12 +30,14 @@ def planned_attempts(config: Mapping[str, Any]) -> int:
     return max(1, int(config.get("attempts") or 1))
 
 
-def compare_against_fc(runs: pd.DataFrame, *, model: str, benchmark: str, n_boot: int, seed: int,
-                       attempts: int, cost_method: str) -> pd.DataFrame:
+def compare_against_fc(
+    runs: pd.DataFrame, *, model: str, benchmark: str, n_boot: int, seed: int, attempts: int, cost_method: str
+) -> pd.DataFrame:
     """One row per non-FC cell under ``ctxpolicy compare``'s keys: the one comparison that
     `ctxpolicy compare` prints too, so a number in a figure and the same number there are equal."""
-    return compare_to_baseline(runs, model=model, benchmark=benchmark, attempts=attempts,
-                               cost_method=cost_method, n_boot=n_boot, seed=seed)
+    return compare_to_baseline(
+        runs, model=model, benchmark=benchmark, attempts=attempts, cost_method=cost_method, n_boot=n_boot, seed=seed
+    )
 
 
 def cost_label(method: str) -> str:
@@ -58,8 +60,9 @@ def resource_gaps(own: pd.DataFrame, table: pd.DataFrame, model: str, benchmark:
     return [notes.why_ratios_undefined(style.order_policies(undefined), model, benchmark)] if len(undefined) else []
 
 
-def pair_combos(config: Mapping[str, Any], block_name: str, pairs: list[tuple[str, str]] | None
-                ) -> tuple[list[tuple[str, str]], list[str]]:
+def pair_combos(
+    config: Mapping[str, Any], block_name: str, pairs: list[tuple[str, str]] | None
+) -> tuple[list[tuple[str, str]], list[str]]:
     """The (benchmark, model) combos of a grid block that a figure draws: all of them in config
     order (``pairs`` None), or the given (model, benchmark) pairs in the order given, with a note
     for each pair the block does not have (``inputs.parse_pairs`` reads the notebook parameter)."""
@@ -80,8 +83,9 @@ def policies_of(config: Mapping[str, Any], block_name: str) -> list[str]:
     from ctxpolicy.grid import TRACK_NAMES, expand_grid
 
     track = TRACK_NAMES.get(block_name, block_name)
-    return style.order_policies(c.policy for c in expand_grid(dict(config))
-                                if c.track == track and c.policy != style.FC)
+    return style.order_policies(
+        c.policy for c in expand_grid(dict(config)) if c.track == track and c.policy != style.FC
+    )
 
 
 def cohort_tasks(config: Mapping[str, Any], benchmark: str, cohort: str | None) -> set[str] | None:
@@ -100,36 +104,60 @@ def restrict_tasks(runs: pd.DataFrame, tasks: set[str] | None) -> pd.DataFrame:
     return runs if tasks is None else runs[runs["task_id"].astype(str).isin(tasks)]
 
 
-def runs_of(runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model: str,
-            cohort: str | None = None) -> pd.DataFrame:
+def runs_of(
+    runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model: str, cohort: str | None = None
+) -> pd.DataFrame:
     """One (benchmark, model)'s runs, restricted to a cohort's tasks when the config names the
     cohort (sweep figures use the sweep subset, which the main cohort's runs also cover)."""
     own = inputs.select(runs, benchmark=benchmark, model=model)
     return restrict_tasks(own, cohort_tasks(config, benchmark, cohort))
 
 
-def compare_full_comparison(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-                            metric=None, pairs: list[tuple[str, str]] | None = None,
-                            combos: list[tuple[str, str]] | None = None) -> Prepared:
+def compare_full_comparison(
+    runs: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int,
+    seed: int,
+    metric=None,
+    pairs: list[tuple[str, str]] | None = None,
+    combos: list[tuple[str, str]] | None = None,
+) -> Prepared:
     """``compare_block`` over the full comparison, at its threshold setting, for its policies;
     ``pairs`` (model, benchmark) restricts it to some pairs (None: all), ``combos`` (benchmark,
     model) gives the pairs' order when a figure has already chosen them (``pair_combos``)."""
     block = inputs.block(config, "full_comparison")
     if combos is None:
         combos = pair_combos(config, "full_comparison", pairs)[0]
-    data = compare_block(inputs.select_pairs(runs, pairs), config, "full_comparison", n_boot=n_boot,
-                         seed=seed, combos=combos,
-                         setting=block.get("setting", PRIMARY),
-                         policies=policies_of(config, "full_comparison"), metric=metric)
+    data = compare_block(
+        inputs.select_pairs(runs, pairs),
+        config,
+        "full_comparison",
+        n_boot=n_boot,
+        seed=seed,
+        combos=combos,
+        setting=block.get("setting", PRIMARY),
+        policies=policies_of(config, "full_comparison"),
+        metric=metric,
+    )
     data.meta["setting"] = block.get("setting", PRIMARY)
     return data
 
 
-def compare_block(runs: pd.DataFrame, config: Mapping[str, Any], block_name: str, *,
-                  n_boot: int, seed: int, combos: list[tuple[str, str]] | None = None,
-                  setting: str | None = None, cohort: str | None = None,
-                  policies: list[str] | None = None, own_summarizer: bool = True,
-                  metric=None) -> Prepared:
+def compare_block(
+    runs: pd.DataFrame,
+    config: Mapping[str, Any],
+    block_name: str,
+    *,
+    n_boot: int,
+    seed: int,
+    combos: list[tuple[str, str]] | None = None,
+    setting: str | None = None,
+    cohort: str | None = None,
+    policies: list[str] | None = None,
+    own_summarizer: bool = True,
+    metric=None,
+) -> Prepared:
     """``compare_to_fc`` (or another ``ctxpolicy.metrics.compare`` function with the same
     signature, ``metric``) for each (benchmark, model) of a block, one row per cell.
     ``own_summarizer`` keeps only cells where the agent summarizes for itself."""
@@ -147,8 +175,15 @@ def compare_block(runs: pd.DataFrame, config: Mapping[str, Any], block_name: str
         if not (own["policy"].astype(str) == style.FC).any():
             said.append(notes.why_no_fc(model, benchmark))
             continue
-        table = metric(own, model=model, benchmark=benchmark, n_boot=n_boot, seed=seed,
-                       attempts=planned_attempts(config), cost_method=method)
+        table = metric(
+            own,
+            model=model,
+            benchmark=benchmark,
+            n_boot=n_boot,
+            seed=seed,
+            attempts=planned_attempts(config),
+            cost_method=method,
+        )
         if table.empty:
             said.append(f"no compressed-policy runs for {model} on {benchmark}.")
             continue

@@ -27,8 +27,12 @@ from ctxpolicy.threshold_settings import PRIMARY
 GAIN, LOSS = "#009E73", "#D55E00"
 KEPT, MISSED = "#9E9E9E", "#F0F0F0"  # solved by both; solved by neither
 # a task's state for one policy, as drawn: (code, colour, legend label)
-STATES = ((0, LOSS, "lost: FC solves, policy misses"), (1, KEPT, "solved by both"),
-          (2, GAIN, "gained: FC misses, policy solves"), (3, MISSED, "missed by both"))
+STATES = (
+    (0, LOSS, "lost: FC solves, policy misses"),
+    (1, KEPT, "solved by both"),
+    (2, GAIN, "gained: FC misses, policy solves"),
+    (3, MISSED, "missed by both"),
+)
 LABEL_TASKS_MAX = 30  # task ids are printed only up to this many tasks per panel
 
 
@@ -38,10 +42,13 @@ def _gains_losses(config: Mapping[str, Any]):
     attempts = comparisons.planned_attempts(config)
 
     def metric(runs, *, model, benchmark, **_):  # no resampling in coverage counts
-        table = gains_losses(runs, model=model, benchmark=benchmark, attempts=attempts,
-                             solved_min=solved_threshold(attempts))
-        return with_task_states(with_compare_keys(table, runs), runs, model=model, benchmark=benchmark,
-                                attempts=attempts)
+        table = gains_losses(
+            runs, model=model, benchmark=benchmark, attempts=attempts, solved_min=solved_threshold(attempts)
+        )
+        return with_task_states(
+            with_compare_keys(table, runs), runs, model=model, benchmark=benchmark, attempts=attempts
+        )
+
     return metric
 
 
@@ -51,12 +58,14 @@ def with_compare_keys(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     counts; compare's ``n_tasks`` means all compared tasks, so the name is not reused)."""
     if table.empty:
         return table
-    return table.rename(columns={"policy_solved": "solved", "fc_solved": "baseline_solved",
-                                 "n_tasks": "gains_losses_tasks"})
+    return table.rename(
+        columns={"policy_solved": "solved", "fc_solved": "baseline_solved", "n_tasks": "gains_losses_tasks"}
+    )
 
 
-def with_task_states(table: pd.DataFrame, runs: pd.DataFrame, *, model: str, benchmark: str,
-                     attempts: int) -> pd.DataFrame:
+def with_task_states(
+    table: pd.DataFrame, runs: pd.DataFrame, *, model: str, benchmark: str, attempts: int
+) -> pd.DataFrame:
     """Add the two states the gains/losses rows leave implicit, per cell: ``kept_tasks`` (solved by
     both) and ``missed_tasks`` (by neither), over the same counted tasks and the same ≥⌈2A/3⌉ rule
     (``ctxpolicy.metrics.compare.solved_tasks``); with ``gain_tasks`` and ``loss_tasks`` they place
@@ -82,27 +91,45 @@ def with_task_states(table: pd.DataFrame, runs: pd.DataFrame, *, model: str, ben
         p, f = policy[counted].to_numpy(bool), fc[counted].to_numpy(bool)
         kept[cell] = sorted(map(str, counted[p & f]))
         missed[cell] = sorted(map(str, counted[~p & ~f]))
-    return table.assign(kept_tasks=table["cell"].map(lambda c: kept.get(c, [])),
-                        missed_tasks=table["cell"].map(lambda c: missed.get(c, [])))
+    return table.assign(
+        kept_tasks=table["cell"].map(lambda c: kept.get(c, [])),
+        missed_tasks=table["cell"].map(lambda c: missed.get(c, [])),
+    )
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0,
-            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(
+    runs: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int = 0,
+    seed: int = 0,
+    pairs: list[tuple[str, str]] | None = None,
+) -> Prepared:
     """Figure 4: per policy of the full comparison, on its main cohort (``pairs``: the (model,
     benchmark) pairs to draw; None: all of the block's)."""
     combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
     own = inputs.select_pairs(runs, pairs)
-    data = comparisons.compare_full_comparison(own, config, n_boot=n_boot, seed=seed, metric=_gains_losses(config),
-                                               combos=combos)
+    data = comparisons.compare_full_comparison(
+        own, config, n_boot=n_boot, seed=seed, metric=_gains_losses(config), combos=combos
+    )
     data.notes = said + data.notes
-    data.meta.update(thresholds=ax_.threshold_table(own),
-                     setting=inputs.block(config, "full_comparison").get("setting", PRIMARY),
-                     attempts=comparisons.planned_attempts(config))
+    data.meta.update(
+        thresholds=ax_.threshold_table(own),
+        setting=inputs.block(config, "full_comparison").get("setting", PRIMARY),
+        attempts=comparisons.planned_attempts(config),
+    )
     return data
 
 
-def compute_sweep(runs: pd.DataFrame, config: Mapping[str, Any], *, setting: str,
-                  n_boot: int = 0, seed: int = 0, pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute_sweep(
+    runs: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    setting: str,
+    n_boot: int = 0,
+    seed: int = 0,
+    pairs: list[tuple[str, str]] | None = None,
+) -> Prepared:
     """Figures 16–18: per sweep policy at one threshold setting, on the sweep subset, for one pair:
     the first of ``pairs`` (``[]``: none, the figure says so), else the sweep block's first."""
     from ctxpolicy.figures.sweep import sweep_policies
@@ -112,15 +139,36 @@ def compute_sweep(runs: pd.DataFrame, config: Mapping[str, Any], *, setting: str
         return Prepared(pd.DataFrame(), [], {"no_pair": True, "setting": setting})
     combos, said = comparisons.pair_combos(config, "sweeps", pairs[:1] if pairs else None)
     combos = combos[:1]
-    meta = {"combos": combos, "setting": setting, "attempts": comparisons.planned_attempts(config),
-            "thresholds": ax_.threshold_table(inputs.select_pairs(runs, pairs))}
+    meta = {
+        "combos": combos,
+        "setting": setting,
+        "attempts": comparisons.planned_attempts(config),
+        "thresholds": ax_.threshold_table(inputs.select_pairs(runs, pairs)),
+    }
     if setting not in (sweeps.get("settings") or []):
-        return Prepared(pd.DataFrame(), said + [(f"the config's sweep has no {setting!r} threshold setting "
-                                                f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'}).")],
-                        meta)
-    data = comparisons.compare_block(runs, config, "sweeps", n_boot=n_boot, seed=seed, combos=combos,
-                                     cohort=sweeps.get("cohort", "sweep"), setting=setting,
-                                     policies=sweep_policies(config), metric=_gains_losses(config))
+        return Prepared(
+            pd.DataFrame(),
+            said
+            + [
+                (
+                    f"the config's sweep has no {setting!r} threshold setting "
+                    f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'})."
+                )
+            ],
+            meta,
+        )
+    data = comparisons.compare_block(
+        runs,
+        config,
+        "sweeps",
+        n_boot=n_boot,
+        seed=seed,
+        combos=combos,
+        cohort=sweeps.get("cohort", "sweep"),
+        setting=setting,
+        policies=sweep_policies(config),
+        metric=_gains_losses(config),
+    )
     if not data.empty:  # threshold-free policies are not part of a threshold's figure
         data.table = data.table[data.table["setting"].astype("object") == setting]
     data.notes = said + data.notes
@@ -138,8 +186,12 @@ def task_grid(rows: pd.DataFrame, specs: list[str]) -> tuple[pd.DataFrame, int]:
         if spec not in by_policy.index:
             continue
         r = by_policy.loc[spec]
-        states[spec] = {**{t: 0 for t in r["loss_tasks"]}, **{t: 1 for t in r["kept_tasks"]},
-                        **{t: 2 for t in r["gain_tasks"]}, **{t: 3 for t in r["missed_tasks"]}}
+        states[spec] = {
+            **{t: 0 for t in r["loss_tasks"]},
+            **{t: 1 for t in r["kept_tasks"]},
+            **{t: 2 for t in r["gain_tasks"]},
+            **{t: 3 for t in r["missed_tasks"]},
+        }
     grid = pd.DataFrame.from_dict(states, orient="index").reindex(specs)
     if grid.empty:
         return grid, 0
@@ -148,6 +200,7 @@ def task_grid(rows: pd.DataFrame, specs: list[str]) -> tuple[pd.DataFrame, int]:
 
     def ordered(tasks, moved_code):
         return sorted(tasks, key=lambda t: (-(grid[t] == moved_code).sum(), t))
+
     return grid[ordered(fc_solved, 0) + ordered(fc_missed, 2)], len(fc_solved)
 
 
@@ -156,10 +209,20 @@ def _draw_grid(ax, grid: pd.DataFrame, n_solved: int, row_labels: list[str], row
     policy's counts at the right."""
     cmap = ListedColormap([colour for _, colour, _ in STATES])
     values = grid.astype(float)
-    sns.heatmap(values, ax=ax, cmap=cmap, vmin=-0.5, vmax=len(STATES) - 0.5, cbar=False, linewidths=0.5,
-                linecolor="white", mask=values.isna(), square=False,
-                xticklabels=list(grid.columns) if len(grid.columns) <= LABEL_TASKS_MAX else False,
-                yticklabels=row_labels)
+    sns.heatmap(
+        values,
+        ax=ax,
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=len(STATES) - 0.5,
+        cbar=False,
+        linewidths=0.5,
+        linecolor="white",
+        mask=values.isna(),
+        square=False,
+        xticklabels=list(grid.columns) if len(grid.columns) <= LABEL_TASKS_MAX else False,
+        yticklabels=row_labels,
+    )
     ax.tick_params(axis="x", labelsize=5, rotation=90, length=0)
     ax.tick_params(axis="y", labelsize=6.5, rotation=0, length=0)
     for tick, spec in zip(ax.get_yticklabels(), grid.index):
@@ -174,19 +237,29 @@ def _draw_grid(ax, grid: pd.DataFrame, n_solved: int, row_labels: list[str], row
     for i, spec in enumerate(grid.index):
         if spec in counts.index and pd.notna(counts.loc[spec, "gains_losses_tasks"]):
             r = counts.loc[spec]
-            ax.text(n + 0.3, i + 0.5, f"+{r['gains']:.0f} −{r['losses']:.0f} → {r['solved']:.0f}",
-                    ha="left", va="center", fontsize=6)
+            ax.text(
+                n + 0.3,
+                i + 0.5,
+                f"+{r['gains']:.0f} −{r['losses']:.0f} → {r['solved']:.0f}",
+                ha="left",
+                va="center",
+                fontsize=6,
+            )
     ax.set_xlabel("")
     ax.set_ylabel("")
 
 
 def _state_handles(grid_values) -> list[Patch]:
     present = set(np.unique(np.asarray(grid_values, dtype=float)[np.isfinite(np.asarray(grid_values, dtype=float))]))
-    handles = [Patch(facecolor=colour, edgecolor="#BBBBBB", linewidth=0.4, label=label)
-               for code, colour, label in STATES if code in present]
+    handles = [
+        Patch(facecolor=colour, edgecolor="#BBBBBB", linewidth=0.4, label=label)
+        for code, colour, label in STATES
+        if code in present
+    ]
     if np.isnan(np.asarray(grid_values, dtype=float)).any():
-        handles.append(Patch(facecolor="white", edgecolor="#BBBBBB", linewidth=0.4,
-                             label="not counted (attempts missing)"))
+        handles.append(
+            Patch(facecolor="white", edgecolor="#BBBBBB", linewidth=0.4, label="not counted (attempts missing)")
+        )
     return handles
 
 
@@ -202,8 +275,14 @@ def plot(data: Prepared, title: str | None = None, name: str = "fig4"):
     specs = style.order_policies(data.table["policy"])
     # plt.subplots, not a FacetGrid: each pair's grid has its own tasks (columns), one panel per pair
     heights = [0.17 * len(specs) + 0.55 for _ in combos]
-    fig, axes = plt.subplots(len(combos), 1, figsize=(style.FULL_WIDTH, sum(heights) + 0.6), squeeze=False,
-                             layout="constrained", gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        len(combos),
+        1,
+        figsize=(style.FULL_WIDTH, sum(heights) + 0.6),
+        squeeze=False,
+        layout="constrained",
+        gridspec_kw={"height_ratios": heights},
+    )
     drawn = []
     thresholds = data.meta.get("thresholds") or {}
     for ax, (benchmark, model) in zip(axes[:, 0], combos):
@@ -211,12 +290,18 @@ def plot(data: Prepared, title: str | None = None, name: str = "fig4"):
         grid, n_solved = task_grid(rows, specs)
         _draw_grid(ax, grid, n_solved, [style.short_label(s) for s in grid.index], rows)
         drawn.append(grid.to_numpy(dtype=float).ravel())
-        ax.set_title(f"{model} · {benchmark} · {ax_.pair_threshold_label(thresholds, benchmark, model, data.meta.get('setting'))}",
-                     loc="left", pad=14)
+        ax.set_title(
+            f"{model} · {benchmark} · {ax_.pair_threshold_label(thresholds, benchmark, model, data.meta.get('setting'))}",
+            loc="left",
+            pad=14,
+        )
     many = max(len(d) for d in drawn) // max(1, len(specs)) > LABEL_TASKS_MAX
-    fig.suptitle(f"{title} ({_rule(data.meta.get('attempts', 1))}; depth-tunable policies at D = 0.5; right: "
-                 f"gained, lost → solved" + ("; task ids in the data file" if many else "") + ")",
-                 x=0.01, ha="left")
+    fig.suptitle(
+        f"{title} ({_rule(data.meta.get('attempts', 1))}; depth-tunable policies at D = 0.5; right: "
+        f"gained, lost → solved" + ("; task ids in the data file" if many else "") + ")",
+        x=0.01,
+        ha="left",
+    )
     fig.legend(handles=_state_handles(np.concatenate(drawn)), loc="outside lower center", ncol=3, frameon=False)
     return notes.finish(fig, data.notes)
 
@@ -233,13 +318,18 @@ def plot_sweep(data: Prepared, name: str):
     benchmark, model = data.table["benchmark"].iloc[0], data.table["model"].iloc[0]
     grid, n_solved = task_grid(data.table, specs)
     fig, ax = plt.subplots(figsize=(style.FULL_WIDTH, 0.17 * len(specs) + 1.5), layout="constrained")
-    labels = [style.short_label(s) + (f" D = {style.depth_of(s):g}" if style.depth_of(s) is not None else "")
-              for s in grid.index]
+    labels = [
+        style.short_label(s) + (f" D = {style.depth_of(s):g}" if style.depth_of(s) is not None else "")
+        for s in grid.index
+    ]
     _draw_grid(ax, grid, n_solved, labels, data.table)
     label = ax_.pair_threshold_label(data.meta.get("thresholds") or {}, benchmark, model, setting)
     title = f"{style.figure_name(name)}: task coverage against FC, {label} threshold"
-    ax.set_title(f"{model} · {benchmark} · sweep subset ({_rule(data.meta.get('attempts', 1))}; right: gained, "
-                 "lost → solved)", loc="left", pad=14)
+    ax.set_title(
+        f"{model} · {benchmark} · sweep subset ({_rule(data.meta.get('attempts', 1))}; right: gained, lost → solved)",
+        loc="left",
+        pad=14,
+    )
     fig.suptitle(title, x=0.01, ha="left")
     fig.legend(handles=_state_handles(grid.to_numpy(dtype=float)), loc="outside lower center", ncol=3, frameon=False)
     return notes.finish(fig, data.notes)

@@ -44,8 +44,15 @@ def read_replays(tables_dir: str | Path) -> pd.DataFrame:
     return inputs.read_runs(replay_tables_dir(tables_dir))
 
 
-def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int,
-            seed: int, pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(
+    runs: pd.DataFrame,
+    replays: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int,
+    seed: int,
+    pairs: list[tuple[str, str]] | None = None,
+) -> Prepared:
     from ctxpolicy.metrics.cost import DEFAULT_METHOD
     from ctxpolicy.metrics.decomposition import decompose, missing_decompositions
 
@@ -59,8 +66,9 @@ def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any]
     if not combos:
         found.append("the config has no grid.full_comparison block with models and benchmarks.")
     if replays.empty:
-        found.append("no replay runs (ctxpolicy replay of the FC cells; workflow/rules/replay.smk): "
-                     "nothing to decompose.")
+        found.append(
+            "no replay runs (ctxpolicy replay of the FC cells; workflow/rules/replay.smk): nothing to decompose."
+        )
         return Prepared(pd.DataFrame(), found, {"combos": combos, "cost_method": cost_method})
     for benchmark, model in combos:
         own = comparisons.runs_of(runs, config, benchmark, model)
@@ -68,28 +76,42 @@ def compute(runs: pd.DataFrame, replays: pd.DataFrame, config: Mapping[str, Any]
         if own.empty:
             found.append(notes.why_no_runs(model, benchmark))
             continue
-        table = decompose(pd.concat([own, own_replays], ignore_index=True), model=model, benchmark=benchmark,
-                          cost_method=cost_method, n_boot=n_boot, seed=seed)
-        found += [f"{note} ({model} on {benchmark})."
-                  for note in missing_decompositions(own, own_replays, model=model, benchmark=benchmark)
-                  if any(p in note for p in policies) or "no replay runs" in note or "no FC replay" in note]
-        table = table[table["policy"].astype(str).isin(policies)
-                      & inputs.setting_matches(table["setting"], setting).to_numpy()]
+        table = decompose(
+            pd.concat([own, own_replays], ignore_index=True),
+            model=model,
+            benchmark=benchmark,
+            cost_method=cost_method,
+            n_boot=n_boot,
+            seed=seed,
+        )
+        found += [
+            f"{note} ({model} on {benchmark})."
+            for note in missing_decompositions(own, own_replays, model=model, benchmark=benchmark)
+            if any(p in note for p in policies) or "no replay runs" in note or "no FC replay" in note
+        ]
+        table = table[
+            table["policy"].astype(str).isin(policies) & inputs.setting_matches(table["setting"], setting).to_numpy()
+        ]
         if table.empty:
             found.append(f"no policy of the full comparison could be decomposed for {model} on {benchmark}.")
             continue
         frames.append(table)
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not out.empty and (out["replay_summaries"] == "placeholder").any():
-        found.append("summary policies were replayed with placeholder summaries of the requested length "
-                     "(no summarizer endpoint): their mechanical ratios count sizes, not content.")
+        found.append(
+            "summary policies were replayed with placeholder summaries of the requested length "
+            "(no summarizer endpoint): their mechanical ratios count sizes, not content."
+        )
     return Prepared(out, found, {"combos": combos, "cost_method": cost_method, "setting": setting})
 
 
 def plot(data: Prepared, name: str = STEM):
-    title = ax_.figure_title(name, "cost decomposition: mechanical saving (replay) vs behavioural factor "
-                                   f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} "
-                                   "threshold, D = 0.5)")
+    title = ax_.figure_title(
+        name,
+        "cost decomposition: mechanical saving (replay) vs behavioural factor "
+        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} "
+        "threshold, D = 0.5)",
+    )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
@@ -108,16 +130,31 @@ def plot(data: Prepared, name: str = STEM):
                 for i, spec in enumerate(specs):
                     if np.isnan(est.iloc[i]):
                         continue
-                    ax.errorbar([est.iloc[i]], [y[i] + offset], xerr=None if err is None else err[:, i:i + 1],
-                                fmt=marker, color=style.policy_color(spec), markersize=4.5,
-                                markerfacecolor="white" if part == "mechanical" else style.policy_color(spec),
-                                elinewidth=0.8, zorder=3)
+                    ax.errorbar(
+                        [est.iloc[i]],
+                        [y[i] + offset],
+                        xerr=None if err is None else err[:, i : i + 1],
+                        fmt=marker,
+                        color=style.policy_color(spec),
+                        markersize=4.5,
+                        markerfacecolor="white" if part == "mechanical" else style.policy_color(spec),
+                        elinewidth=0.8,
+                        zorder=3,
+                    )
             factor = rows[f"{resource}_behavioural_est"].astype(float)
             for i, value in enumerate(factor):
                 if not np.isnan(value):
-                    ax.annotate(f"×{value:.2f}", (1.0, y[i]), xycoords=("axes fraction", "data"),
-                                xytext=(2, 0), textcoords="offset points", fontsize=6, va="center",
-                                color="#444444", annotation_clip=False)
+                    ax.annotate(
+                        f"×{value:.2f}",
+                        (1.0, y[i]),
+                        xycoords=("axes fraction", "data"),
+                        xytext=(2, 0),
+                        textcoords="offset points",
+                        fontsize=6,
+                        va="center",
+                        color="#444444",
+                        annotation_clip=False,
+                    )
             ax.axvline(1.0, color="#666666", linewidth=0.6)
             ax.grid(axis="y", visible=False)
             if r == 0:
@@ -125,12 +162,34 @@ def plot(data: Prepared, name: str = STEM):
             notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
         row_axes[0].set_yticks(y, [style.short_label(p) for p in specs])
         row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
-    ax_.legend_top(fig, [Line2D([], [], linestyle="none", marker=m, color="#555555",
-                                markerfacecolor="white" if part == "mechanical" else "#555555", label=lab)
-                         for part, m, lab in PARTS]
-                   + [Line2D([], [], linestyle="none", marker="$×$", color="#444444",
-                             label="behavioural factor = actual / mechanical")]
-                   + ax_.policy_handles(specs), ncol=4, title=title)
+    ax_.legend_top(
+        fig,
+        [
+            Line2D(
+                [],
+                [],
+                linestyle="none",
+                marker=m,
+                color="#555555",
+                markerfacecolor="white" if part == "mechanical" else "#555555",
+                label=lab,
+            )
+            for part, m, lab in PARTS
+        ]
+        + [
+            Line2D(
+                [],
+                [],
+                linestyle="none",
+                marker="$×$",
+                color="#444444",
+                label="behavioural factor = actual / mechanical",
+            )
+        ]
+        + ax_.policy_handles(specs),
+        ncol=4,
+        title=title,
+    )
     cost_method = data.meta.get("cost_method")
     footer = f"actual cost: {cost_method} method; replay cost: exact prefix simulation in local counts."
     return notes.finish(fig, [footer, *data.notes])

@@ -112,8 +112,12 @@ def collisions(fig, *, tolerance: float = TOLERANCE_PX) -> list[Problem]:
                 problems.append(Problem("overlap", _name(texts[i]), _name(texts[j])))
     saved = fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans)
     for text, polygon in zip(texts, polygons):
-        if (polygon[:, 0].min() < saved.x0 - tolerance or polygon[:, 0].max() > saved.x1 + tolerance
-                or polygon[:, 1].min() < saved.y0 - tolerance or polygon[:, 1].max() > saved.y1 + tolerance):
+        if (
+            polygon[:, 0].min() < saved.x0 - tolerance
+            or polygon[:, 0].max() > saved.x1 + tolerance
+            or polygon[:, 1].min() < saved.y0 - tolerance
+            or polygon[:, 1].max() > saved.y1 + tolerance
+        ):
             problems.append(Problem("clipped", _name(text)))
     return problems
 

@@ -48,16 +48,19 @@ def why_no_fc(model: str, benchmark: str) -> str:
 
 def why_no_eligible_fc(model: str, benchmark: str, *, all_time_limited: bool) -> str:
     if all_time_limited:
-        return (f"no FC run for {model} on {benchmark} finished within the time limit: "
-                "resource ratios undefined.")
-    return (f"no FC run for {model} on {benchmark} is eligible for resource ratios "
-            "(each needs two recorded prompt counts and no time limit): resource ratios undefined.")
+        return f"no FC run for {model} on {benchmark} finished within the time limit: resource ratios undefined."
+    return (
+        f"no FC run for {model} on {benchmark} is eligible for resource ratios "
+        "(each needs two recorded prompt counts and no time limit): resource ratios undefined."
+    )
 
 
 def why_ratios_undefined(policies: Iterable[str], model: str, benchmark: str) -> str:
     names = ", ".join(policies)
-    return (f"resource ratios undefined for {names} ({model} on {benchmark}): no task has eligible "
-            "runs (finished within the time limit, two prompt counts) on both sides.")
+    return (
+        f"resource ratios undefined for {names} ({model} on {benchmark}): no task has eligible "
+        "runs (finished within the time limit, two prompt counts) on both sides."
+    )
 
 
 def why_interval_missing(what: str, n_min: int) -> str:
@@ -104,14 +107,22 @@ def note_on_axes(ax, message: str | Iterable[str], *, width: int = 48) -> None:
         spine.set_visible(True)
         spine.set_color("#BBBBBB")
         spine.set_linestyle((0, (3, 2)))
-    ax.text(0.5, 0.5, textwrap.fill(" ".join(messages), width), transform=ax.transAxes,
-            ha="center", va="center", fontsize=7, color=NOTE_COLOR, wrap=True)
+    ax.text(
+        0.5,
+        0.5,
+        textwrap.fill(" ".join(messages), width),
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize=7,
+        color=NOTE_COLOR,
+        wrap=True,
+    )
     for m in messages:
         record(_root(ax.figure), m)
 
 
-def note_figure(title: str, message: str | Iterable[str], *, width: float = style.FULL_WIDTH,
-                height: float = 1.6):
+def note_figure(title: str, message: str | Iterable[str], *, width: float = style.FULL_WIDTH, height: float = 1.6):
     """A whole figure that only says what is missing (one message or a figure's notes)."""
     messages = [message] if isinstance(message, str) else [m for m in message if m]
     fig, ax = plt.subplots(figsize=(width, height))
@@ -125,8 +136,16 @@ def footnote(fig, message: str | Iterable[str]) -> None:
     messages = [message] if isinstance(message, str) else [m for m in message if m]
     if not messages:
         return
-    fig.text(0.0, 0.0, textwrap.fill("Note: " + " ".join(messages), 140), ha="left", va="top",
-             fontsize=6.5, color=NOTE_COLOR, transform=fig.transFigure)
+    fig.text(
+        0.0,
+        0.0,
+        textwrap.fill("Note: " + " ".join(messages), 140),
+        ha="left",
+        va="top",
+        fontsize=6.5,
+        color=NOTE_COLOR,
+        transform=fig.transFigure,
+    )
     for m in messages:
         record(_root(fig), m)
 
@@ -153,8 +172,11 @@ def has_plotted_data(ax) -> bool:
         if _finite(line.get_xdata()) and _finite(line.get_ydata()):
             return True
     for patch in ax.patches:
-        if (patch.get_gid() == REFERENCE or not isinstance(patch, Rectangle)
-                or patch.get_data_transform() is not ax.transData):  # axhspan/axvspan: guides, not data
+        if (
+            patch.get_gid() == REFERENCE
+            or not isinstance(patch, Rectangle)
+            or patch.get_data_transform() is not ax.transData
+        ):  # axhspan/axvspan: guides, not data
             continue
         w, h = patch.get_width(), patch.get_height()
         if _finite([w]) and _finite([h]) and (w != 0 and h != 0):

@@ -33,9 +33,14 @@ from ctxpolicy.threshold_settings import PRIMARY
 LABEL_PAD_PX = 2.0  # a percentage label is drawn only where it fits inside its segment with this margin
 
 
-
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0,
-            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(
+    runs: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int = 0,
+    seed: int = 0,
+    pairs: list[tuple[str, str]] | None = None,
+) -> Prepared:
     block = inputs.block(config, "full_comparison")
     wanted = [style.FC, *comparisons.policies_of(config, "full_comparison")]
     attempts = comparisons.planned_attempts(config)
@@ -45,13 +50,14 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, s
     rows, said = [], []
     for benchmark, model in combos:
         own = comparisons.runs_of(runs, config, benchmark, model, cohort)
-        own = own[inputs.setting_matches(own["setting"], block.get("setting", PRIMARY))
-                  & own["summarizer"].isna()]
+        own = own[inputs.setting_matches(own["setting"], block.get("setting", PRIMARY)) & own["summarizer"].isna()]
         tasks = comparisons.cohort_tasks(config, benchmark, cohort)
         if tasks is None:
             tasks = set(own["task_id"].astype(str))
-            said.append(f"the config names no {cohort} cohort for {benchmark}: the planned tasks are "
-                        f"those with runs ({len(tasks)}).")
+            said.append(
+                f"the config names no {cohort} cohort for {benchmark}: the planned tasks are "
+                f"those with runs ({len(tasks)})."
+            )
         if own.empty:
             said.append(f"no runs for {model} on {benchmark}: every planned attempt is missing.")
         if not tasks:
@@ -60,38 +66,66 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, s
             counts = planned_outcome_counts(own[own["policy"].astype(str) == policy], sorted(tasks), attempts)
             n = len(tasks) * attempts
             for outcome, k in counts.items():
-                rows.append({"benchmark": benchmark, "model": model, "policy": policy,
-                             "outcome_class": outcome, "n": k, "planned": n, "share": k / n})
-    return Prepared(pd.DataFrame(rows), said, {"combos": combos, "attempts": attempts,
-                                               "setting": block.get("setting", "primary")})
+                rows.append(
+                    {
+                        "benchmark": benchmark,
+                        "model": model,
+                        "policy": policy,
+                        "outcome_class": outcome,
+                        "n": k,
+                        "planned": n,
+                        "share": k / n,
+                    }
+                )
+    return Prepared(
+        pd.DataFrame(rows), said, {"combos": combos, "attempts": attempts, "setting": block.get("setting", "primary")}
+    )
 
 
 def plot(data: Prepared, name: str = "fig20"):
-    title = (f"{style.figure_name(name)}: run outcomes at the primary configurations "
-             f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold, D = 0.5)")
+    title = (
+        f"{style.figure_name(name)}: run outcomes at the primary configurations "
+        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold, D = 0.5)"
+    )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
     models = len({m for _, m in combos})
-    fig, panels = ax_.pair_facets(combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6),
-                                  width=min(style.FULL_WIDTH, 2.6 * models + 0.8))
+    fig, panels = ax_.pair_facets(
+        combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.6 * models + 0.8)
+    )
     y = np.arange(len(specs))[::-1]
     labels = []
     for (benchmark, model), ax in panels.items():
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        shares = (rows.pivot_table(index="policy", columns="outcome_class", values="share", aggfunc="sum")
-                  .reindex(index=specs, columns=list(style.OUTCOME_ORDER)).fillna(0.0))
+        shares = (
+            rows.pivot_table(index="policy", columns="outcome_class", values="share", aggfunc="sum")
+            .reindex(index=specs, columns=list(style.OUTCOME_ORDER))
+            .fillna(0.0)
+        )
         planned = rows.groupby("policy")["planned"].first().reindex(specs).dropna().unique()
         left = np.zeros(len(specs))
         for outcome in style.OUTCOME_ORDER:
             values = 100 * shares[outcome].to_numpy()
-            bars = ax.barh(y, values, left=left, color=style.OUTCOME_COLORS[outcome], height=0.75,
-                           edgecolor="white", linewidth=0.3)
+            bars = ax.barh(
+                y, values, left=left, color=style.OUTCOME_COLORS[outcome], height=0.75, edgecolor="white", linewidth=0.3
+            )
             for bar, v in zip(bars, values):
                 if v > 0:
-                    labels.append((bar, ax.text(bar.get_x() + v / 2, bar.get_y() + bar.get_height() / 2,
-                                                f"{v:.0f}%", ha="center", va="center", fontsize=5)))
+                    labels.append(
+                        (
+                            bar,
+                            ax.text(
+                                bar.get_x() + v / 2,
+                                bar.get_y() + bar.get_height() / 2,
+                                f"{v:.0f}%",
+                                ha="center",
+                                va="center",
+                                fontsize=5,
+                            ),
+                        )
+                    )
             left += values
         ax.set_xlim(0, 100)
         ax.set_ylim(-0.6, len(specs) - 0.4)
@@ -101,8 +135,11 @@ def plot(data: Prepared, name: str = "fig20"):
         ax.set_title(f"{model} ({n})")
     ax_.hide_inner_labels(panels)
     fig.supxlabel("planned attempts (%); segments too narrow for their percentage are unlabelled", fontsize=7)
-    ax_.legend_top(fig, [Patch(color=style.OUTCOME_COLORS[o], label=style.OUTCOME_LABELS[o])
-                         for o in style.OUTCOME_ORDER], title=title)
+    ax_.legend_top(
+        fig,
+        [Patch(color=style.OUTCOME_COLORS[o], label=style.OUTCOME_LABELS[o]) for o in style.OUTCOME_ORDER],
+        title=title,
+    )
     fig = notes.finish(fig, data.notes)
     _drop_labels_that_do_not_fit(fig, labels)
     return fig

@@ -28,13 +28,19 @@ def figure_bytes(fig, fmt: str) -> bytes:
     buf = io.BytesIO()
     metadata = METADATA.get(fmt)
     with mpl.rc_context({"svg.hashsalt": "ctxpolicy"}):
-        fig.savefig(buf, format=fmt, metadata=metadata, dpi=PNG_DPI,
-                    bbox_inches="tight", pad_inches=0.02)
+        fig.savefig(buf, format=fmt, metadata=metadata, dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.02)
     return buf.getvalue()
 
 
-def save_figure(fig, out_dir: str | os.PathLike, stem: str, numbers: pd.DataFrame | None = None,
-                formats: tuple[str, ...] = ("pdf", "png"), *, synthetic: bool = False) -> list[Path]:
+def save_figure(
+    fig,
+    out_dir: str | os.PathLike,
+    stem: str,
+    numbers: pd.DataFrame | None = None,
+    formats: tuple[str, ...] = ("pdf", "png"),
+    *,
+    synthetic: bool = False,
+) -> list[Path]:
     """Write ``{out_dir}/{stem}.pdf`` and ``.png``, the numbers the figure draws as
     ``{stem}.data.csv`` and the notes it carries (``ctxpolicy.figures.notes``) as
     ``{stem}.notes.json`` (a JSON list of strings, empty when none); return the paths.
@@ -49,8 +55,9 @@ def save_figure(fig, out_dir: str | os.PathLike, stem: str, numbers: pd.DataFram
     paths = [atomic_write_bytes(out / f"{stem}.{fmt}", figure_bytes(fig, fmt)) for fmt in formats]
     said = recorded(fig)
     paths.append(atomic_write_bytes(out / f"{stem}.data.csv", data_csv(numbers, said).encode()))
-    paths.append(atomic_write_bytes(out / f"{stem}.notes.json",
-                                    (json.dumps(said, ensure_ascii=False, indent=1) + "\n").encode()))
+    paths.append(
+        atomic_write_bytes(out / f"{stem}.notes.json", (json.dumps(said, ensure_ascii=False, indent=1) + "\n").encode())
+    )
     return paths
 
 
@@ -69,6 +76,7 @@ def _formatted(table: pd.DataFrame, float_format: str) -> pd.DataFrame:
         if isinstance(v, float):
             return str(int(v)) if v.is_integer() and abs(v) < 1e15 else format(v, float_format)
         return str(v)
+
     return table.map(cell) if len(table.columns) else table
 
 
@@ -79,10 +87,24 @@ def to_markdown(table: pd.DataFrame, float_format: str = ".3g", note: str | None
     return text + "\n"
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}", "●": r"$\bullet$", "○": r"$\circ$",
-                  "−": "$-$", "±": r"$\pm$", "×": r"$\times$", "★": r"$\star$"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "●": r"$\bullet$",
+    "○": r"$\circ$",
+    "−": "$-$",
+    "±": r"$\pm$",
+    "×": r"$\times$",
+    "★": r"$\star$",
+}
 _LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIAL))
 
 
@@ -90,8 +112,13 @@ def latex_escape(text: str) -> str:
     return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group()], text)
 
 
-def to_latex(table: pd.DataFrame, float_format: str = ".3g", caption: str | None = None,
-             label: str | None = None, note: str | None = None) -> str:
+def to_latex(
+    table: pd.DataFrame,
+    float_format: str = ".3g",
+    caption: str | None = None,
+    label: str | None = None,
+    note: str | None = None,
+) -> str:
     """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``)."""
     cells = _formatted(table, float_format)
     cols = [latex_escape(str(c)) for c in cells.columns]
@@ -100,8 +127,7 @@ def to_latex(table: pd.DataFrame, float_format: str = ".3g", caption: str | None
         lines.append(rf"\caption{{{latex_escape(caption)}}}")
     if label:
         lines.append(rf"\label{{{label}}}")
-    lines += [r"\begin{tabular}{" + "l" * max(len(cols), 1) + "}", r"\toprule",
-              " & ".join(cols) + r" \\", r"\midrule"]
+    lines += [r"\begin{tabular}{" + "l" * max(len(cols), 1) + "}", r"\toprule", " & ".join(cols) + r" \\", r"\midrule"]
     for row in cells.itertuples(index=False):
         lines.append(" & ".join(latex_escape(str(v)) for v in row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
@@ -115,9 +141,15 @@ def to_csv(table: pd.DataFrame, float_format: str = ".6g") -> str:
     return _formatted(table, float_format).to_csv(index=False, lineterminator="\n")
 
 
-def save_table(table: pd.DataFrame, out_dir: str | os.PathLike, stem: str, *,
-               caption: str | None = None, note: str | None = None,
-               float_format: str = ".3g") -> list[Path]:
+def save_table(
+    table: pd.DataFrame,
+    out_dir: str | os.PathLike,
+    stem: str,
+    *,
+    caption: str | None = None,
+    note: str | None = None,
+    float_format: str = ".3g",
+) -> list[Path]:
     """Write ``{stem}.csv``, ``{stem}.md`` and ``{stem}.tex``; a note (e.g. what is missing)
     goes under the Markdown and LaTeX tables and, for CSV, into a ``note`` column when the
     table is empty."""
@@ -128,6 +160,5 @@ def save_table(table: pd.DataFrame, out_dir: str | os.PathLike, stem: str, *,
     return [
         atomic_write_bytes(out / f"{stem}.csv", to_csv(csv_table).encode()),
         atomic_write_bytes(out / f"{stem}.md", to_markdown(table, float_format, note).encode()),
-        atomic_write_bytes(out / f"{stem}.tex",
-                           to_latex(table, float_format, caption, f"tab:{stem}", note).encode()),
+        atomic_write_bytes(out / f"{stem}.tex", to_latex(table, float_format, caption, f"tab:{stem}", note).encode()),
     ]

@@ -22,16 +22,24 @@ SUMMARY_COLOR = "#AA3377"
 
 
 def pick_policy(config: Mapping[str, Any], runs: pd.DataFrame) -> str | None:
-    candidates = [p for p in inputs.block(config, "full_comparison").get("policies") or []
-                  if style.primitive_of(p) == "TR"]
+    candidates = [
+        p for p in inputs.block(config, "full_comparison").get("policies") or [] if style.primitive_of(p) == "TR"
+    ]
     candidates += sorted({p for p in runs["policy"].dropna().astype(str) if style.primitive_of(p) == "TR"})
     present = set(runs["policy"].dropna().astype(str))
     return next((p for p in candidates if p in present), None)
 
 
-def compute(runs: pd.DataFrame, calls: pd.DataFrame, config: Mapping[str, Any], *,
-            model: str = "", benchmark: str = "", task_id: str = "",
-            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(
+    runs: pd.DataFrame,
+    calls: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    model: str = "",
+    benchmark: str = "",
+    task_id: str = "",
+    pairs: list[tuple[str, str]] | None = None,
+) -> Prepared:
     """``pairs``: the first (model, benchmark) pair is drawn unless ``model`` and ``benchmark`` are
     given (``[]``: no pair, the figure says so); else the full comparison's first pair."""
     combos = inputs.combos(config, "full_comparison")
@@ -50,8 +58,11 @@ def compute(runs: pd.DataFrame, calls: pd.DataFrame, config: Mapping[str, Any], 
     if policy is None:
         return Prepared(pd.DataFrame(), [f"no TR runs for {model} on {benchmark}."], meta)
     fc = own[own["policy"].astype(str) == style.FC]
-    tr = own[(own["policy"].astype(str) == policy) & inputs.setting_matches(own["setting"], setting)
-             & own["summarizer"].isna()]
+    tr = own[
+        (own["policy"].astype(str) == policy)
+        & inputs.setting_matches(own["setting"], setting)
+        & own["summarizer"].isna()
+    ]
     shared = sorted(set(fc["task_id"].astype(str)) & set(tr["task_id"].astype(str)))
     if task_id:
         shared = [t for t in shared if t == task_id]
@@ -62,8 +73,7 @@ def compute(runs: pd.DataFrame, calls: pd.DataFrame, config: Mapping[str, Any], 
     fc_first = fc_first.drop_duplicates("task_id")
     longest = fc_first.sort_values(["agent_calls", "task_id"], ascending=[False, True]).iloc[0]
     task = str(longest["task_id"])
-    chosen = {style.FC: longest,
-              policy: tr[tr["task_id"].astype(str) == task].sort_values("attempt").iloc[0]}
+    chosen = {style.FC: longest, policy: tr[tr["task_id"].astype(str) == task].sort_values("attempt").iloc[0]}
     frames = []
     for spec, run in chosen.items():
         c = calls[calls["run_dir"].astype(str) == str(run["run_dir"])].sort_values("index")
@@ -83,24 +93,34 @@ def plot(data: Prepared, name: str = "fig6"):
     for ax, spec in zip(grid[:, 0], specs):
         rows = data.table[data.table["policy"] == spec].reset_index(drop=True)
         colors = [SUMMARY_COLOR if k == "summary" else style.policy_color(spec) for k in rows["kind"]]
-        ax.bar(range(1, len(rows) + 1), rows["prompt_tokens"].astype(float), width=0.8,
-               color=colors, linewidth=0)
+        ax.bar(range(1, len(rows) + 1), rows["prompt_tokens"].astype(float), width=0.8, color=colors, linewidth=0)
         fired = rows.index[rows["n_events"].fillna(0).astype(int) > 0]
         if len(fired):
-            ax.plot(fired + 1, rows.loc[fired, "prompt_tokens"].astype(float), linestyle="none",
-                    marker="v", color="black", markersize=3, label="compression")
+            ax.plot(
+                fired + 1,
+                rows.loc[fired, "prompt_tokens"].astype(float),
+                linestyle="none",
+                marker="v",
+                color="black",
+                markersize=3,
+                label="compression",
+            )
         threshold = pd.to_numeric(rows["threshold_tokens"], errors="coerce").dropna()
         if len(threshold):
             ax.axhline(float(threshold.iloc[0]), color="#666666", linestyle="--", linewidth=0.7)
-        shown = style.policy_label(spec) + (f", {style.threshold_label(None if spec == style.FC else 'primary', float(threshold.iloc[0]))} threshold"
-                                            if len(threshold) else "")
+        shown = style.policy_label(spec) + (
+            f", {style.threshold_label(None if spec == style.FC else 'primary', float(threshold.iloc[0]))} threshold"
+            if len(threshold)
+            else ""
+        )
         ax.set_title(f"{shown} — {data.meta['task_id']} ({data.meta['model']} · {data.meta['benchmark']})", loc="left")
         ax.set_ylabel("prompt tokens")
     grid[-1, 0].set_xlabel("model call")
     handles = [Patch(color=style.policy_color(s), label=style.policy_label(s)) for s in specs]
-    handles += [Patch(color=SUMMARY_COLOR, label="summary call"),
-                Line2D([], [], linestyle="none", marker="v", color="black", markersize=3,
-                       label="compression event"),
-                Line2D([], [], linestyle="--", color="#666666", label="threshold")]
+    handles += [
+        Patch(color=SUMMARY_COLOR, label="summary call"),
+        Line2D([], [], linestyle="none", marker="v", color="black", markersize=3, label="compression event"),
+        Line2D([], [], linestyle="--", color="#666666", label="threshold"),
+    ]
     ax_.legend_top(fig, handles)
     return notes.finish(fig, data.notes)

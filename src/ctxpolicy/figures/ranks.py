@@ -21,38 +21,61 @@ from ctxpolicy.threshold_settings import PRIMARY
 
 # (A, B) by primitive, drawn as A − B: the study's four pairs (S is the structured summary).
 PAIRS = (("S-p", "S"), ("TRC+S", "S"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"))
-RANKED = (("resolve_rate", "resolve", False), ("latency_ratio_est", "latency", True),
-          ("cost_ratio_est", "cost", True))
+RANKED = (("resolve_rate", "resolve", False), ("latency_ratio_est", "latency", True), ("cost_ratio_est", "cost", True))
 SIGNIFICANT = "∗"
 RANK_CMAP = "Blues_r"  # darker = better (rank 1 darkest)
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(
+    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+) -> Prepared:
     """``pairs``: the (model, benchmark) pairs to compare (None: all of the full comparison's)."""
     block = inputs.block(config, "full_comparison")
     setting = block.get("setting", PRIMARY)
     combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
     runs = inputs.select_pairs(runs, pairs)
-    compared = comparisons.compare_block(runs, config, "full_comparison", n_boot=n_boot, seed=seed,
-                                         setting=setting, combos=combos,
-                                         policies=comparisons.policies_of(config, "full_comparison"))
+    compared = comparisons.compare_block(
+        runs,
+        config,
+        "full_comparison",
+        n_boot=n_boot,
+        seed=seed,
+        setting=setting,
+        combos=combos,
+        policies=comparisons.policies_of(config, "full_comparison"),
+    )
     ranks = rank_table(compared.table) if not compared.empty else pd.DataFrame()
     pair_table, pair_notes = paired(runs, config, compared.table, n_boot=n_boot, seed=seed)
-    return Prepared(ranks, said + compared.notes + pair_notes,
-                    {"combos": compared.meta["combos"], "pairs": pair_table, "cost_method": compared.meta["cost_method"],
-                     "attempts": comparisons.planned_attempts(config)},
-                    {"ranks": ranks, "pairs": pair_table})
+    return Prepared(
+        ranks,
+        said + compared.notes + pair_notes,
+        {
+            "combos": compared.meta["combos"],
+            "pairs": pair_table,
+            "cost_method": compared.meta["cost_method"],
+            "attempts": comparisons.planned_attempts(config),
+        },
+        {"ranks": ranks, "pairs": pair_table},
+    )
 
 
 def rank_table(compared: pd.DataFrame) -> pd.DataFrame:
     """Per (benchmark, model): FC and each policy ranked on each measure (1 = best)."""
     frames = []
     for (benchmark, model), rows in compared.groupby(["benchmark", "model"], sort=False):
-        fc = pd.DataFrame([{"policy": style.FC, "resolve_rate": rows["baseline_resolve_rate"].iloc[0],
-                            "latency_ratio_est": 1.0, "cost_ratio_est": 1.0}])
-        both = pd.concat([fc, rows[["policy", "resolve_rate", "latency_ratio_est", "cost_ratio_est"]]],
-                         ignore_index=True).assign(policy=lambda t: t["policy"].astype(str))
+        fc = pd.DataFrame(
+            [
+                {
+                    "policy": style.FC,
+                    "resolve_rate": rows["baseline_resolve_rate"].iloc[0],
+                    "latency_ratio_est": 1.0,
+                    "cost_ratio_est": 1.0,
+                }
+            ]
+        )
+        both = pd.concat(
+            [fc, rows[["policy", "resolve_rate", "latency_ratio_est", "cost_ratio_est"]]], ignore_index=True
+        ).assign(policy=lambda t: t["policy"].astype(str))
         for column, _, ascending in RANKED:
             both[f"{column}_rank"] = both[column].rank(ascending=ascending, method="min")
         frames.append(both.assign(benchmark=benchmark, model=model))
@@ -64,13 +87,13 @@ def _cell_of(compared: pd.DataFrame, primitive: str) -> str | None:
     return str(rows["cell"].iloc[0]) if len(rows) else None
 
 
-def paired(runs: pd.DataFrame, config: Mapping[str, Any], compared: pd.DataFrame, *,
-           n_boot: int, seed: int) -> tuple[pd.DataFrame, list[str]]:
+def paired(
+    runs: pd.DataFrame, config: Mapping[str, Any], compared: pd.DataFrame, *, n_boot: int, seed: int
+) -> tuple[pd.DataFrame, list[str]]:
     from ctxpolicy.metrics.compare import paired_differences
 
     frames, missing = [], set()
-    for (benchmark, model), rows in (compared.groupby(["benchmark", "model"], sort=False)
-                                     if not compared.empty else []):
+    for (benchmark, model), rows in compared.groupby(["benchmark", "model"], sort=False) if not compared.empty else []:
         pairs, labels = [], []
         for a, b in PAIRS:
             ca, cb = _cell_of(rows, a), _cell_of(rows, b)
@@ -82,8 +105,7 @@ def paired(runs: pd.DataFrame, config: Mapping[str, Any], compared: pd.DataFrame
         if not pairs:
             continue
         own = comparisons.runs_of(runs, config, benchmark, model)
-        table = paired_differences(own, model=model, benchmark=benchmark, pairs=pairs,
-                                   n_boot=n_boot, seed=seed)
+        table = paired_differences(own, model=model, benchmark=benchmark, pairs=pairs, n_boot=n_boot, seed=seed)
         frames.append(table.assign(benchmark=benchmark, model=model, pair=labels))
     note = [f"pairs without both policies in the config or runs: {', '.join(sorted(missing))}."] if missing else []
     if frames:  # a pair whose policies share no task has no difference to draw
@@ -103,19 +125,31 @@ def plot(data: Prepared, name: str = "fig5"):
     fig = plt.figure(figsize=(style.FULL_WIDTH, 0.2 * len(specs) + 3.3), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[0.2 * len(specs) + 1.2, 2.0])
     _heatmap(top.subplots(), data.table, combos, specs)
-    top.suptitle(f"(a) rank within model and benchmark (1 = best, darker = better; outlined: best; cost: "
-                 f"{data.meta.get('cost_method')} method)", x=0.01, ha="left", fontsize=8)
-    fig.suptitle(f"{title} (primary threshold; depth-tunable policies at D = 0.5; "
-                 f"{data.meta.get('attempts', 1)} attempt(s) per task)", x=0.01, ha="left")
+    top.suptitle(
+        f"(a) rank within model and benchmark (1 = best, darker = better; outlined: best; cost: "
+        f"{data.meta.get('cost_method')} method)",
+        x=0.01,
+        ha="left",
+        fontsize=8,
+    )
+    fig.suptitle(
+        f"{title} (primary threshold; depth-tunable policies at D = 0.5; "
+        f"{data.meta.get('attempts', 1)} attempt(s) per task)",
+        x=0.01,
+        ha="left",
+    )
     pairs = data.meta["pairs"]
     ncols = min(3, max(1, len(combos)))  # at most three pair panels a row: their titles and ticks stay legible
     nrows = -(-max(1, len(combos)) // ncols)
     axs = bottom.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True).ravel()
-    for ax in axs[len(combos):]:
+    for ax in axs[len(combos) :]:
         ax.set_visible(False)
-    bottom.suptitle(f"(b) paired resolve-rate differences (pp, first − second), 95 % intervals; "
-                    f"{SIGNIFICANT} excludes 0",
-                    x=0.01, ha="left", fontsize=8)
+    bottom.suptitle(
+        f"(b) paired resolve-rate differences (pp, first − second), 95 % intervals; {SIGNIFICANT} excludes 0",
+        x=0.01,
+        ha="left",
+        fontsize=8,
+    )
     for ax, (benchmark, model) in zip(axs, combos):
         rows = pairs[(pairs["benchmark"] == benchmark) & (pairs["model"] == model)] if not pairs.empty else pairs
         ax.set_title(ax_.combo_title(benchmark, model), loc="left")
@@ -123,16 +157,29 @@ def plot(data: Prepared, name: str = "fig5"):
             notes.note_on_axes(ax, "no policy pair of the study in this comparison", width=28)
             continue
         y = np.arange(len(rows))[::-1]
-        ax.errorbar(rows["diff_pp"], y, xerr=ax_.interval(rows, "diff_pp"), fmt="o", color="#333333",
-                    elinewidth=0.8, markersize=4)
+        ax.errorbar(
+            rows["diff_pp"],
+            y,
+            xerr=ax_.interval(rows, "diff_pp"),
+            fmt="o",
+            color="#333333",
+            elinewidth=0.8,
+            markersize=4,
+        )
         for yi, (_, r) in zip(y, rows.iterrows()):
             if r["excludes_zero"]:
-                ax.annotate(SIGNIFICANT, (r["diff_pp_hi"], yi), xytext=(3, 0), textcoords="offset points",
-                            va="center", fontsize=7)
+                ax.annotate(
+                    SIGNIFICANT,
+                    (r["diff_pp_hi"], yi),
+                    xytext=(3, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=7,
+                )
         ax.axvline(0, color="#666666", linewidth=0.6)
         ax.set_yticks(y, rows["pair"])
         ax.grid(axis="y", visible=False)
-    for ax in axs[max(0, len(combos) - ncols):len(combos)]:
+    for ax in axs[max(0, len(combos) - ncols) : len(combos)]:
         ax.set_xlabel("Δ resolve (pp)")
     return notes.finish(fig, data.notes)
 
@@ -146,10 +193,21 @@ def _heatmap(ax, table: pd.DataFrame, combos, specs) -> None:
         rows = table[(table["benchmark"] == b) & (table["model"] == m)].set_index("policy")
         grid[:, j] = rows[f"{c}_rank"].reindex(specs).to_numpy(dtype=float)
     worst = max(2.0, float(np.nanmax(grid)) if np.isfinite(grid).any() else 2.0)
-    frame = pd.DataFrame(grid, index=[style.short_label(s) for s in specs],
-                         columns=[label for *_, label in columns])
-    sns.heatmap(frame, ax=ax, cmap=RANK_CMAP, vmin=1, vmax=worst, annot=True, fmt=".0f", cbar=False,
-                linewidths=0.5, linecolor="white", mask=frame.isna(), annot_kws={"fontsize": 5.5})
+    frame = pd.DataFrame(grid, index=[style.short_label(s) for s in specs], columns=[label for *_, label in columns])
+    sns.heatmap(
+        frame,
+        ax=ax,
+        cmap=RANK_CMAP,
+        vmin=1,
+        vmax=worst,
+        annot=True,
+        fmt=".0f",
+        cbar=False,
+        linewidths=0.5,
+        linecolor="white",
+        mask=frame.isna(),
+        annot_kws={"fontsize": 5.5},
+    )
     for i, j in zip(*np.nonzero(grid == 1)):
         ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="black", linewidth=1.1))
     ax.tick_params(axis="x", rotation=90, labelsize=6, length=0)

@@ -28,8 +28,15 @@ KINDS = (("retrieval_ratio", "retrieval", ""), ("execution_ratio", "execution", 
 PER_STEP = "per_step"  # the part of ``Prepared.extra`` (and of data.csv) with the audit's rates
 
 
-def compute(runs, config: Mapping[str, Any], *, n_boot: int, seed: int,
-            events: pd.DataFrame | None = None, pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(
+    runs,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int,
+    seed: int,
+    events: pd.DataFrame | None = None,
+    pairs: list[tuple[str, str]] | None = None,
+) -> Prepared:
     data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed, pairs=pairs)
     if events is not None:
         from ctxpolicy.figures.retention import policy_rates
@@ -37,8 +44,7 @@ def compute(runs, config: Mapping[str, Any], *, n_boot: int, seed: int,
         compared = set(comparisons.policies_of(config, "full_comparison"))
         if not events.empty and compared:  # the full comparison's policies, as in the top row
             events = events[events["policy"].astype(str).isin(compared)]
-        per_step = policy_rates(events, config, n_boot=n_boot, seed=seed, what="reacquisition per step",
-                                pairs=pairs)
+        per_step = policy_rates(events, config, n_boot=n_boot, seed=seed, what="reacquisition per step", pairs=pairs)
         data.extra[PER_STEP] = per_step.table
         data.meta[PER_STEP] = per_step.meta.get("combos") or []
         data.notes += [f"Per compression step: {n}" for n in per_step.notes]
@@ -49,13 +55,22 @@ RATIOS, STEPS = "commands per run / FC", "reacquisitions per step"
 
 
 def plot(data: Prepared, name: str = "reacquisition"):
-    title = ax_.figure_title(name, "reacquisition: retrieval and execution commands relative to FC "
-                                   f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} "
-                                   "threshold, D = 0.5)")
+    title = ax_.figure_title(
+        name,
+        "reacquisition: retrieval and execution commands relative to FC "
+        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} "
+        "threshold, D = 0.5)",
+    )
     per_step = data.extra.get(PER_STEP)
-    step_combos = ([c for c in data.meta.get(PER_STEP) or []
-                    if c in set(zip(per_step["benchmark"].astype(str), per_step["model"].astype(str)))]
-                   if per_step is not None and not per_step.empty else [])
+    step_combos = (
+        [
+            c
+            for c in data.meta.get(PER_STEP) or []
+            if c in set(zip(per_step["benchmark"].astype(str), per_step["model"].astype(str)))
+        ]
+        if per_step is not None and not per_step.empty
+        else []
+    )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos and not step_combos:
         return notes.note_figure(title, data.notes)
@@ -67,8 +82,9 @@ def plot(data: Prepared, name: str = "reacquisition"):
     # sorted by part, then benchmark, in config order: the ratios' rows above the per-step rows
     order = {c: i for i, c in enumerate(dict.fromkeys(b for b, _ in [*combos, *step_combos]))}
     facets.sort(key=lambda f: (f[0].endswith(STEPS), order[f[0].split("\n")[0]]))
-    fig, panels = ax_.pair_facets(facets, panel_height=max(1.3, 0.2 * len(specs) + 0.6),
-                                  width=min(style.FULL_WIDTH, 2.4 * models + 0.9))
+    fig, panels = ax_.pair_facets(
+        facets, panel_height=max(1.3, 0.2 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
+    )
     y = np.arange(len(specs))[::-1]
     for (row_name, model), ax in panels.items():
         benchmark, part = row_name.split("\n", 1)
@@ -81,11 +97,16 @@ def plot(data: Prepared, name: str = "reacquisition"):
         ax.grid(axis="y", visible=False)
     ax_.hide_inner_labels(panels)
     fig.supxlabel("x: the row label's measure", fontsize=7)
-    handles = [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{kind} commands")
-               for _, kind, h in KINDS] if combos else []
+    handles = (
+        [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=f"{kind} commands") for _, kind, h in KINDS]
+        if combos
+        else []
+    )
     if step_combos:
-        handles += [Patch(facecolor="#BBBBBB", label="reacquisitions per compression step"),
-                    Patch(facecolor="#222222", label="... of an anchor the step lost")]
+        handles += [
+            Patch(facecolor="#BBBBBB", label="reacquisitions per compression step"),
+            Patch(facecolor="#222222", label="... of an anchor the step lost"),
+        ]
     ax_.legend_top(fig, handles + ax_.policy_handles(specs), ncol=4, title=title)
     gaps = [n for n in data.notes if "resource ratios" in n]
     return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
@@ -97,9 +118,18 @@ def _plot_ratios(ax, data: Prepared, benchmark: str, model: str, specs, y) -> No
     for k, (ratio, _label, hatch) in enumerate(KINDS):
         if f"{ratio}_est" not in rows:
             continue
-        ax.barh(y + (0.2 if k == 0 else -0.2), ax_.value(rows, ratio) - 1.0, left=1.0,
-                height=0.38, xerr=ax_.interval(rows, ratio), hatch=hatch, edgecolor="white", linewidth=0.3,
-                color=[style.policy_color(p) for p in specs], error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
+        ax.barh(
+            y + (0.2 if k == 0 else -0.2),
+            ax_.value(rows, ratio) - 1.0,
+            left=1.0,
+            height=0.38,
+            xerr=ax_.interval(rows, ratio),
+            hatch=hatch,
+            edgecolor="white",
+            linewidth=0.3,
+            color=[style.policy_color(p) for p in specs],
+            error_kw={"elinewidth": 0.7, "ecolor": "#333333"},
+        )
     ax.axvline(1.0, color="#666666", linewidth=0.6)
     notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
 
@@ -111,7 +141,14 @@ def _plot_per_step(ax, per_step: pd.DataFrame, benchmark: str, model: str, specs
     rows = part.set_index(part["policy"].astype(str)).reindex(specs)
     total = rows["reacq_per_event"].astype(float)
     of_lost = (total * rows["reacq_of_lost_share"].astype(float)).fillna(0.0)
-    ax.barh(y, total.fillna(0.0), height=0.7, color=[style.policy_color(p) for p in specs], edgecolor="white",
-            linewidth=0.3, xerr=ax_.interval(rows, "reacq_per_event"),
-            error_kw={"elinewidth": 0.7, "ecolor": "#333333"})
+    ax.barh(
+        y,
+        total.fillna(0.0),
+        height=0.7,
+        color=[style.policy_color(p) for p in specs],
+        edgecolor="white",
+        linewidth=0.3,
+        xerr=ax_.interval(rows, "reacq_per_event"),
+        error_kw={"elinewidth": 0.7, "ecolor": "#333333"},
+    )
     ax.barh(y, of_lost, height=0.3, color="#222222")

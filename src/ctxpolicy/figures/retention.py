@@ -37,16 +37,28 @@ def event_combos(events: pd.DataFrame, config: Mapping[str, Any]) -> list[tuple[
     return [c for c in ordered if c in present] + sorted(present - set(ordered))
 
 
-def policy_rates(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-                 what: str, pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def policy_rates(
+    events: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int,
+    seed: int,
+    what: str,
+    pairs: list[tuple[str, str]] | None = None,
+) -> Prepared:
     """``by_policy`` over the primary-setting steps, with notes on what is missing; ``pairs``
     (model, benchmark) keeps only those pairs' steps."""
     from ctxpolicy.analysis.summary import by_policy
 
     events = inputs.select_pairs(events, pairs)
     if events.empty:
-        return Prepared(pd.DataFrame(), [f"no audited compression steps (events.parquet is missing or "
-                                         f"empty: run `ctxpolicy audit`), so no {what} to show."])
+        return Prepared(
+            pd.DataFrame(),
+            [
+                f"no audited compression steps (events.parquet is missing or "
+                f"empty: run `ctxpolicy audit`), so no {what} to show."
+            ],
+        )
     chosen = events[inputs.setting_matches(events["threshold_setting"], SETTING)]
     table = by_policy(chosen, n_boot=n_boot, seed=seed, group=GROUP)
     data = Prepared(table, meta={"combos": event_combos(chosen, config)})
@@ -55,8 +67,14 @@ def policy_rates(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int
     return data
 
 
-def compute(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(
+    events: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int,
+    seed: int,
+    pairs: list[tuple[str, str]] | None = None,
+) -> Prepared:
     data = policy_rates(events, config, n_boot=n_boot, seed=seed, what="retention", pairs=pairs)
     if not data.empty and not (data.table["n_events"] > 0).any():
         data.notes.append("no compression steps.")
@@ -65,8 +83,10 @@ def compute(events: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, see
     return data
 
 
-NO_CONSTRAINTS = ("no step had a constraint at risk (rules stated in the task are protected by every "
-                  "policy), so there is no constraint retention to draw.")
+NO_CONSTRAINTS = (
+    "no step had a constraint at risk (rules stated in the task are protected by every "
+    "policy), so there is no constraint retention to draw."
+)
 
 
 def _bars(ax, rows: pd.DataFrame, y: np.ndarray, specs: list[str], column: str, hatched: str | None) -> None:
@@ -75,8 +95,17 @@ def _bars(ax, rows: pd.DataFrame, y: np.ndarray, specs: list[str], column: str, 
     if hatched:
         solid = rows[hatched].astype(float).fillna(0.0)
         ax.barh(y, solid, height=0.7, color=colors, edgecolor="white", linewidth=0.3)
-        ax.barh(y, values - solid, left=solid, height=0.7, color=colors, alpha=0.45, hatch="//",
-                edgecolor="white", linewidth=0.3)
+        ax.barh(
+            y,
+            values - solid,
+            left=solid,
+            height=0.7,
+            color=colors,
+            alpha=0.45,
+            hatch="//",
+            edgecolor="white",
+            linewidth=0.3,
+        )
     else:
         ax.barh(y, values, height=0.7, color=colors, edgecolor="white", linewidth=0.3)
     err = ax_.interval(rows, column)
@@ -87,13 +116,16 @@ def _bars(ax, rows: pd.DataFrame, y: np.ndarray, specs: list[str], column: str, 
             ax.text(0.02, yy, "none at risk" if n else "no steps", va="center", fontsize=6, color="#666666")
 
 
-PANELS = (("anchor_retention", "anchor_verbatim", "anchors at risk that survive"),
-          ("constraint_retention", None, "constraints at risk that survive"))
+PANELS = (
+    ("anchor_retention", "anchor_verbatim", "anchors at risk that survive"),
+    ("constraint_retention", None, "constraints at risk that survive"),
+)
 
 
 def plot(data: Prepared, name: str = "retention"):
-    title = ax_.figure_title(name, f"retention per compression step: anchors and constraints ({SETTING} "
-                                   "threshold and policies without one)")
+    title = ax_.figure_title(
+        name, f"retention per compression step: anchors and constraints ({SETTING} threshold and policies without one)"
+    )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
@@ -102,10 +134,11 @@ def plot(data: Prepared, name: str = "retention"):
     # one block of benchmark rows per measure: a FacetGrid over (measure, benchmark) × model
     rows_of = [(label, b) for _, _, label in panels_of for b in dict.fromkeys(b for b, _ in combos)]
     models = list(dict.fromkeys(m for _, m in combos))
-    fig, panels = ax_.pair_facets([(f"{b}\n{label}", m) for label, b in rows_of for m in models
-                                   if (b, m) in set(combos)],
-                                  panel_height=max(1.3, 0.2 * len(specs) + 0.6),
-                                  width=min(style.FULL_WIDTH, 2.4 * len(models) + 0.9))
+    fig, panels = ax_.pair_facets(
+        [(f"{b}\n{label}", m) for label, b in rows_of for m in models if (b, m) in set(combos)],
+        panel_height=max(1.3, 0.2 * len(specs) + 0.6),
+        width=min(style.FULL_WIDTH, 2.4 * len(models) + 0.9),
+    )
     y = np.arange(len(specs))[::-1]
     for (row_name, model), ax in panels.items():
         benchmark, label = row_name.split("\n", 1)
@@ -114,8 +147,13 @@ def plot(data: Prepared, name: str = "retention"):
         rows = part.set_index(part["policy"].astype(str)).reindex(specs)
         rows["n_events"] = rows["n_events"].fillna(0)
         if rows[column].isna().all():
-            notes.note_on_axes(ax, NO_CONSTRAINTS if column == "constraint_retention" else
-                               f"no anchor at risk in any step of {model} on {benchmark}.", width=30)
+            notes.note_on_axes(
+                ax,
+                NO_CONSTRAINTS
+                if column == "constraint_retention"
+                else f"no anchor at risk in any step of {model} on {benchmark}.",
+                width=30,
+            )
             continue
         _bars(ax, rows, y, specs, column, hatched)
         ax.set_xlim(0, 1.02)
@@ -124,7 +162,14 @@ def plot(data: Prepared, name: str = "retention"):
         ax.grid(axis="y", visible=False)
     ax_.hide_inner_labels(panels)
     fig.supxlabel("share of the items at risk in a step that survive it (row label: which items)", fontsize=7)
-    ax_.legend_top(fig, [Patch(facecolor="#808080", label="kept verbatim"),
-                         Patch(facecolor="#808080", alpha=0.45, hatch="//", label="only in a summary")]
-                   + ax_.policy_handles(specs), ncol=5, title=title)
+    ax_.legend_top(
+        fig,
+        [
+            Patch(facecolor="#808080", label="kept verbatim"),
+            Patch(facecolor="#808080", alpha=0.45, hatch="//", label="only in a summary"),
+        ]
+        + ax_.policy_handles(specs),
+        ncol=5,
+        title=title,
+    )
     return notes.finish(fig, data.notes)

@@ -57,8 +57,12 @@ ENCODINGS: dict[str, Encoding] = {
 }
 # Any other primitive (and any string that is not a spec): chosen by a stable hash of its name,
 # never by what else a figure shows.
-SPARE_ENCODINGS = (Encoding("#888888", "3"), Encoding("#BBBBBB", "4"), Encoding("#000000", "+"),
-                   Encoding("#117799", "x"))
+SPARE_ENCODINGS = (
+    Encoding("#888888", "3"),
+    Encoding("#BBBBBB", "4"),
+    Encoding("#000000", "+"),
+    Encoding("#117799", "x"),
+)
 
 PRIMITIVE_ORDER = tuple(ENCODINGS)
 # Kept for figures that colour by primitive name.
@@ -73,15 +77,23 @@ DEPTH_FILLSTYLES = {0.3: "none", 0.5: "full", 0.7: "bottom"}
 SPARE_LINESTYLES = ("-.", (0, (1, 1)), (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
 
 OUTCOME_ORDER = OUTCOME_CLASSES  # the metrics room owns the classes and their order
-OUTCOME_LABELS = {"success": "success", "time_limited": "time-limited",
-                  "step_limited": "step-limited",
-                  "submitted_unsuccessful": "submitted, unsuccessful",
-                  "other": "other / missing"}
-OUTCOME_COLORS = {"success": "#009E73", "time_limited": "#E69F00", "step_limited": "#56B4E9",
-                  "submitted_unsuccessful": "#CC79A7", "other": "#BBBBBB"}
+OUTCOME_LABELS = {
+    "success": "success",
+    "time_limited": "time-limited",
+    "step_limited": "step-limited",
+    "submitted_unsuccessful": "submitted, unsuccessful",
+    "other": "other / missing",
+}
+OUTCOME_COLORS = {
+    "success": "#009E73",
+    "time_limited": "#E69F00",
+    "step_limited": "#56B4E9",
+    "submitted_unsuccessful": "#CC79A7",
+    "other": "#BBBBBB",
+}
 
 REGION_SHADE = "#E5E5E5"  # where a policy's bill exceeds FC's
-FULL_WIDTH = 6.75          # inches: a two-column paper's text width
+FULL_WIDTH = 6.75  # inches: a two-column paper's text width
 COLUMN_WIDTH = 3.25
 SYNTHETIC_MARK = "synthetic data"
 SYNTHETIC_COLOR = "#B2182B"
@@ -266,5 +278,14 @@ def mark_synthetic(fig) -> None:
     """A visible mark on a figure drawn from synthetic data (top right, above everything)."""
     if any(t.get_gid() == "ctxpolicy-synthetic-mark" for t in fig.texts):
         return
-    fig.text(0.995, 0.999, SYNTHETIC_MARK, ha="right", va="bottom", fontsize=7, color=SYNTHETIC_COLOR,
-             fontweight="bold", gid="ctxpolicy-synthetic-mark")
+    fig.text(
+        0.995,
+        0.999,
+        SYNTHETIC_MARK,
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color=SYNTHETIC_COLOR,
+        fontweight="bold",
+        gid="ctxpolicy-synthetic-mark",
+    )

@@ -30,13 +30,17 @@ def sweep_policies(config: Mapping[str, Any]) -> list[str]:
     the sweep subset)."""
     swept = comparisons.policies_of(config, "sweeps")
     kinds = {(style.primitive_of(p), style.trigger_of(p)) for p in swept}
-    extra = [p for p in comparisons.policies_of(config, "full_comparison")
-             if (style.primitive_of(p), style.trigger_of(p)) in kinds]
+    extra = [
+        p
+        for p in comparisons.policies_of(config, "full_comparison")
+        if (style.primitive_of(p), style.trigger_of(p)) in kinds
+    ]
     return style.order_policies(swept + extra)
 
 
-def _sweep_combo(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None, slot: int | None
-                 ) -> tuple[tuple[str, str] | None, list[str]]:
+def _sweep_combo(
+    config: Mapping[str, Any], pairs: list[tuple[str, str]] | None, slot: int | None
+) -> tuple[tuple[str, str] | None, list[str]]:
     """The one (benchmark, model) a sweep figure draws: the first of ``pairs``, else the sweep
     block's ``slot``-th (0 by default), with a note when there is none."""
     combos = inputs.combos(config, "sweeps")
@@ -47,13 +51,25 @@ def _sweep_combo(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None,
     if slot < len(combos):
         return combos[slot], []
     have = ", ".join(f"{m} on {b}" for b, m in combos) or "none"
-    return None, [(f"the config's sweep covers {len(combos)} model/benchmark pair(s) ({have}); "
-                  f"this figure is for pair {slot + 1}.")]
+    return None, [
+        (
+            f"the config's sweep covers {len(combos)} model/benchmark pair(s) ({have}); "
+            f"this figure is for pair {slot + 1}."
+        )
+    ]
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-            pairs: list[tuple[str, str]] | None = None, slot: int | None = None,
-            calls: pd.DataFrame | None = None, summaries: bool = True) -> Prepared:
+def compute(
+    runs: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int,
+    seed: int,
+    pairs: list[tuple[str, str]] | None = None,
+    slot: int | None = None,
+    calls: pd.DataFrame | None = None,
+    summaries: bool = True,
+) -> Prepared:
     """``compare_to_fc`` rows of one (benchmark, model) of the sweep on the sweep tasks: the first
     of ``pairs`` ((model, benchmark), ``inputs.parse_pairs``; ``[]``: none, the figure says so),
     else the sweep block's ``slot``-th pair (kept for callers that number pairs).
@@ -70,32 +86,47 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed:
     policies = sweep_policies(config)
     settings = sorted(inputs.block(config, "sweeps").get("settings") or [], key=style.setting_sort_key)
     cohort = inputs.block(config, "sweeps").get("cohort", "sweep")
-    compared = comparisons.compare_block(runs, config, "sweeps", n_boot=n_boot, seed=seed,
-                                         combos=[combo], cohort=cohort, policies=policies)
+    compared = comparisons.compare_block(
+        runs, config, "sweeps", n_boot=n_boot, seed=seed, combos=[combo], cohort=cohort, policies=policies
+    )
     own = comparisons.runs_of(runs, config, combo[0], combo[1], cohort)
     frequency, freq_notes, summary = pd.DataFrame(), [], pd.DataFrame()
     if summaries:  # Figure 3's frequency curves and table (``summaries=False``: the ablation figures)
         frequency, freq_notes = firings_per_attempt(own[own["outcome_class"].astype(str) != TIME_LIMITED], calls)
-        summary = all_attempts_summary(own, policies, settings, comparisons.cost_method(config),
-                                       attempts=comparisons.planned_attempts(config))
-    return Prepared(_with_depth(compared.table), said + compared.notes + freq_notes,
-                    {"combo": combo, "settings": settings, "policies": policies,
-                     "cost_method": comparisons.cost_method(config), "thresholds": ax_.threshold_table(own)},
-                    {"frequency": frequency, "summary": summary})
+        summary = all_attempts_summary(
+            own, policies, settings, comparisons.cost_method(config), attempts=comparisons.planned_attempts(config)
+        )
+    return Prepared(
+        _with_depth(compared.table),
+        said + compared.notes + freq_notes,
+        {
+            "combo": combo,
+            "settings": settings,
+            "policies": policies,
+            "cost_method": comparisons.cost_method(config),
+            "thresholds": ax_.threshold_table(own),
+        },
+        {"frequency": frequency, "summary": summary},
+    )
 
 
 def _with_depth(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return table
-    return table.assign(policy=table["policy"].astype(str), setting=table["setting"].astype(str),
-                        depth=[style.depth_of(p) for p in table["policy"].astype(str)])
+    return table.assign(
+        policy=table["policy"].astype(str),
+        setting=table["setting"].astype(str),
+        depth=[style.depth_of(p) for p in table["policy"].astype(str)],
+    )
 
 
 def _setting_labels(data: Prepared) -> dict[str, str]:
     """``Tight (10K)`` for each setting, from the thresholds the pair's runs ran at."""
     benchmark, model = data.meta["combo"]
-    return {s: ax_.pair_threshold_label(data.meta.get("thresholds") or {}, benchmark, model, s)
-            for s in data.meta["settings"]}
+    return {
+        s: ax_.pair_threshold_label(data.meta.get("thresholds") or {}, benchmark, model, s)
+        for s in data.meta["settings"]
+    }
 
 
 def _depths(policies: list[str]) -> list[float]:
@@ -108,18 +139,42 @@ def sweep_handles(policies: list[str], *, depth_by: str = "linestyle", fc_refere
     (grey, by line style or marker fill) and FC's level."""
     tunable = style.order_policies({style.primitive_of(p) for p in policies if style.depth_of(p) is not None})
     invariant = [p for p in style.order_policies(policies) if style.depth_of(p) is None]
-    handles = [Line2D([], [], color=style.policy_color(p), marker=style.policy_marker(p), markersize=4,
-                      label=style.short_label(p)) for p in tunable]
-    handles += [Line2D([], [], color=style.policy_color(p), linestyle=INVARIANT_STYLE, linewidth=1.2,
-                       label=f"{style.short_label(p)} (no depth)") for p in invariant]
+    handles = [
+        Line2D(
+            [], [], color=style.policy_color(p), marker=style.policy_marker(p), markersize=4, label=style.short_label(p)
+        )
+        for p in tunable
+    ]
+    handles += [
+        Line2D(
+            [],
+            [],
+            color=style.policy_color(p),
+            linestyle=INVARIANT_STYLE,
+            linewidth=1.2,
+            label=f"{style.short_label(p)} (no depth)",
+        )
+        for p in invariant
+    ]
     depths = _depths(policies) if depth_by != "position" else []  # "position": depth is the x axis
     for d in depths:
         if depth_by == "linestyle":
-            handles.append(Line2D([], [], color="#666666", linestyle=style.depth_linestyle(d, depths),
-                                  label=style.depth_label(d)))
+            handles.append(
+                Line2D([], [], color="#666666", linestyle=style.depth_linestyle(d, depths), label=style.depth_label(d))
+            )
         else:
-            handles.append(Line2D([], [], color="#666666", marker="o", linestyle="none", markersize=4,
-                                  fillstyle=style.depth_fillstyle(d, depths), label=style.depth_label(d)))
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    color="#666666",
+                    marker="o",
+                    linestyle="none",
+                    markersize=4,
+                    fillstyle=style.depth_fillstyle(d, depths),
+                    label=style.depth_label(d),
+                )
+            )
     if fc_reference:
         handles.append(Line2D([], [], color="#666666", linewidth=0.6, label="FC"))
     return handles
@@ -134,8 +189,14 @@ def _invariant_levels(ax, rows: pd.DataFrame, key: str, xs: dict, half: float = 
         y = float(ax_.value(rows.loc[[r.Index]], key, scale).iloc[0])
         if np.isfinite(y) and r.setting in xs:
             x = xs[r.setting]
-            ax.plot([x - half, x + half], [y, y], color=style.policy_color(r.policy), linestyle=INVARIANT_STYLE,
-                    linewidth=1.2, zorder=2)
+            ax.plot(
+                [x - half, x + half],
+                [y, y],
+                color=style.policy_color(r.policy),
+                linestyle=INVARIANT_STYLE,
+                linewidth=1.2,
+                zorder=2,
+            )
 
 
 def _line(ax, table: pd.DataFrame, policy: str, settings: list[str], key: str, depths) -> None:
@@ -144,10 +205,19 @@ def _line(ax, table: pd.DataFrame, policy: str, settings: list[str], key: str, d
     if values.isna().all():
         return
     depth = style.depth_of(policy)
-    ax.errorbar(np.arange(len(settings)), values, yerr=ax_.interval(rows, key), color=style.policy_color(policy),
-                marker=style.policy_marker(policy), markersize=3.5,
-                fillstyle=style.depth_fillstyle(depth, depths), linestyle=style.depth_linestyle(depth, depths),
-                elinewidth=0.6, linewidth=0.9, label=style.policy_label(policy))
+    ax.errorbar(
+        np.arange(len(settings)),
+        values,
+        yerr=ax_.interval(rows, key),
+        color=style.policy_color(policy),
+        marker=style.policy_marker(policy),
+        markersize=3.5,
+        fillstyle=style.depth_fillstyle(depth, depths),
+        linestyle=style.depth_linestyle(depth, depths),
+        elinewidth=0.6,
+        linewidth=0.9,
+        label=style.policy_label(policy),
+    )
 
 
 def plot_fig3(data: Prepared, name: str = "fig3"):
@@ -166,9 +236,11 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
     fig = plt.figure(figsize=(style.FULL_WIDTH, 4.4), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.15])
     axs = left.subplots(3, 1, sharex=True)
-    panels = ((freq, "firings_per_attempt", "compressions\nper attempt"),
-              (data.table, "cost_ratio", f"billed cost / FC\n({data.meta.get('cost_method')})"),
-              (data.table, "latency_ratio", "latency / FC"))
+    panels = (
+        (freq, "firings_per_attempt", "compressions\nper attempt"),
+        (data.table, "cost_ratio", f"billed cost / FC\n({data.meta.get('cost_method')})"),
+        (data.table, "latency_ratio", "latency / FC"),
+    )
     for ax, (table, key, label) in zip(axs, panels):
         if not table.empty:
             for policy in policies:
@@ -183,8 +255,16 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
     axs[-1].set_xticks(range(len(settings)), [labels[s].replace(" (", "\n(") for s in settings])
     axs[-1].set_xlim(-0.5, len(settings) - 0.5)
     axs[-1].set_xlabel("threshold (time-limited runs excluded)")
-    left.legend(handles=sweep_handles(policies), loc="outside lower center", ncol=4, frameon=False,
-                handlelength=1.6, columnspacing=0.8, handletextpad=0.3, fontsize=6)
+    left.legend(
+        handles=sweep_handles(policies),
+        loc="outside lower center",
+        ncol=4,
+        frameon=False,
+        handlelength=1.6,
+        columnspacing=0.8,
+        handletextpad=0.3,
+        fontsize=6,
+    )
     benchmark, model = data.meta["combo"]
     fig.suptitle(f"{title}: {model} · {benchmark} · sweep subset", x=0.01, ha="left")
     _summary_table(right.subplots(), summary, settings, labels)
@@ -193,8 +273,11 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
 
 
 YELLOW, GREEN = "#F6E27F", "#A8DDB5"
-SUMMARY_MEASURES = (("resolve_rate", "res.", "{:.0%}"), ("cost_ratio_all", "cost", "{:.2f}"),
-                    ("latency_s", "lat. s", "{:.0f}"))
+SUMMARY_MEASURES = (
+    ("resolve_rate", "res.", "{:.0%}"),
+    ("cost_ratio_all", "cost", "{:.2f}"),
+    ("latency_s", "lat. s", "{:.0f}"),
+)
 
 
 def _row_label(policy: str) -> str:
@@ -224,8 +307,10 @@ def _summary_table(ax, rows: pd.DataFrame, settings: list[str], labels: dict[str
                 if key == "latency_s" and r is not None and bool(r["best_latency"]):
                     cell += "○"
                 line.append(cell)
-                best = r is not None and ((key == "resolve_rate" and bool(r["best_resolve"]))
-                                          or (key == "cost_ratio_all" and bool(r["best_cost"])))
+                best = r is not None and (
+                    (key == "resolve_rate" and bool(r["best_resolve"]))
+                    or (key == "cost_ratio_all" and bool(r["best_cost"]))
+                )
                 mark.append((YELLOW if key == "resolve_rate" else GREEN) if best else None)
         text.append(line)
         marks.append(mark)
@@ -238,12 +323,20 @@ def _summary_table(ax, rows: pd.DataFrame, settings: list[str], labels: dict[str
         cell.set_height(0.038 if i else 0.07)
         if i and marks[i - 1][j]:
             cell.set_facecolor(marks[i - 1][j])
-    ax.set_title("all attempts, per threshold: resolve rate, billed cost / FC, latency (s);\n"
-                 "best across depths per primitive: yellow resolve, green cost, ○ latency", loc="left", fontsize=6.5)
+    ax.set_title(
+        "all attempts, per threshold: resolve rate, billed cost / FC, latency (s);\n"
+        "best across depths per primitive: yellow resolve, green cost, ○ latency",
+        loc="left",
+        fontsize=6.5,
+    )
 
 
-ABLATION_ROWS = (("resolve_delta", "Δ resolve (pp)", 0.0, 100.0), ("tokens_ratio", "tokens / FC", 1.0, 1.0),
-                 ("latency_ratio", "latency / FC", 1.0, 1.0), ("cost_ratio", "billed cost / FC", 1.0, 1.0))
+ABLATION_ROWS = (
+    ("resolve_delta", "Δ resolve (pp)", 0.0, 100.0),
+    ("tokens_ratio", "tokens / FC", 1.0, 1.0),
+    ("latency_ratio", "latency / FC", 1.0, 1.0),
+    ("cost_ratio", "billed cost / FC", 1.0, 1.0),
+)
 
 
 def _ablation_long(data: Prepared, labels: dict[str, str]) -> pd.DataFrame:
@@ -252,10 +345,20 @@ def _ablation_long(data: Prepared, labels: dict[str, str]) -> pd.DataFrame:
     for key, label, _, scale in ABLATION_ROWS:
         y = ax_.value(table, key, scale)
         err = ax_.interval(table, key, scale)
-        frames.append(pd.DataFrame({
-            "measure": label, "key": key, "setting": table["setting"].map(labels), "policy": table["policy"],
-            "depth": table["depth"], "y": y.to_numpy(),
-            "ylo": np.nan if err is None else err[0], "yhi": np.nan if err is None else err[1]}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "measure": label,
+                    "key": key,
+                    "setting": table["setting"].map(labels),
+                    "policy": table["policy"],
+                    "depth": table["depth"],
+                    "y": y.to_numpy(),
+                    "ylo": np.nan if err is None else err[0],
+                    "yhi": np.nan if err is None else err[1],
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -274,13 +377,29 @@ def _ablation_facet(data: pd.DataFrame, *, depths: list[float], **_) -> None:
             continue
         dodge = (k - (len(primitives) - 1) / 2) * 0.012 * (hi - lo or 1.0)  # side by side: intervals stay legible
         yerr = None if line["ylo"].isna().all() else np.vstack([line["ylo"], line["yhi"]])
-        ax.errorbar(line["depth"] + dodge, line["y"], yerr=yerr, color=style.policy_color(primitive),
-                    marker=style.policy_marker(primitive), markersize=3.5, linewidth=0.9, elinewidth=0.6,
-                    markeredgecolor="white", markeredgewidth=0.3, zorder=3)
+        ax.errorbar(
+            line["depth"] + dodge,
+            line["y"],
+            yerr=yerr,
+            color=style.policy_color(primitive),
+            marker=style.policy_marker(primitive),
+            markersize=3.5,
+            linewidth=0.9,
+            elinewidth=0.6,
+            markeredgecolor="white",
+            markeredgewidth=0.3,
+            zorder=3,
+        )
     for r in data[data["policy"].map(style.depth_of).isna()].itertuples():
         if np.isfinite(r.y):
-            ax.plot([lo - pad, hi + pad], [r.y, r.y], color=style.policy_color(r.policy), linestyle=INVARIANT_STYLE,
-                    linewidth=1.0, zorder=2)
+            ax.plot(
+                [lo - pad, hi + pad],
+                [r.y, r.y],
+                color=style.policy_color(r.policy),
+                linestyle=INVARIANT_STYLE,
+                linewidth=1.0,
+                zorder=2,
+            )
 
 
 def plot_ablation(data: Prepared, name: str):
@@ -293,9 +412,18 @@ def plot_ablation(data: Prepared, name: str):
     labels = _setting_labels(data)
     depths = _depths(policies)
     long = _ablation_long(data, labels)
-    grid = sns.FacetGrid(long, row="measure", col="setting", row_order=[label for _, label, _, _ in ABLATION_ROWS],
-                         col_order=[labels[s] for s in settings], sharex=True, sharey="row", height=1.15,
-                         aspect=1.45, despine=False)
+    grid = sns.FacetGrid(
+        long,
+        row="measure",
+        col="setting",
+        row_order=[label for _, label, _, _ in ABLATION_ROWS],
+        col_order=[labels[s] for s in settings],
+        sharex=True,
+        sharey="row",
+        height=1.15,
+        aspect=1.45,
+        despine=False,
+    )
     grid.map_dataframe(_ablation_facet, depths=depths)
     grid.set_titles(template="")
     for (r, c), ax in np.ndenumerate(grid.axes):
@@ -303,23 +431,38 @@ def plot_ablation(data: Prepared, name: str):
         ax.axhline(ref, color="#666666", linewidth=0.6, zorder=1)
         if r == 0:
             ax.set_title(f"({'abcdefghij'[c]}) {grid.col_names[c]}", loc="left")
-        ax.set_ylabel((f"{label}\n({data.meta.get('cost_method')})" if key == "cost_ratio" else label) if c == 0 else "")
+        ax.set_ylabel(
+            (f"{label}\n({data.meta.get('cost_method')})" if key == "cost_ratio" else label) if c == 0 else ""
+        )
         ax.set_xlabel("depth D" if r == len(ABLATION_ROWS) - 1 else "")
         if depths:
             ax.set_xticks(depths, [f"{d:g}" for d in depths])
     benchmark, model = data.meta["combo"]
     fig = grid.figure
-    fig.suptitle(f"{title}: {model} · {benchmark} · sweep subset\n(one column per trigger threshold, "
-                 "in tokens; x: depth D)", x=0.01, ha="left")
+    fig.suptitle(
+        f"{title}: {model} · {benchmark} · sweep subset\n(one column per trigger threshold, in tokens; x: depth D)",
+        x=0.01,
+        ha="left",
+    )
     grid.tight_layout()
-    ax_.facet_legend(grid, sweep_handles(policies, depth_by="position", fc_reference=False)
-                     + [Line2D([], [], color="#666666", linewidth=0.6, label="no change vs FC")])
+    ax_.facet_legend(
+        grid,
+        sweep_handles(policies, depth_by="position", fc_reference=False)
+        + [Line2D([], [], color="#666666", linewidth=0.6, label="no change vs FC")],
+    )
     gaps = [n for n in data.notes if "resource ratios" in n]
     return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
 
 
-def compute_ablation(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-                     pairs: list[tuple[str, str]] | None = None, slot: int | None = None) -> Prepared:
+def compute_ablation(
+    runs: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int,
+    seed: int,
+    pairs: list[tuple[str, str]] | None = None,
+    slot: int | None = None,
+) -> Prepared:
     """Figures 9–15: ``compute`` for one pair, without Figure 3's frequency curves and table."""
     data = compute(runs, config, n_boot=n_boot, seed=seed, pairs=pairs, slot=slot, summaries=False)
     data.extra = {}

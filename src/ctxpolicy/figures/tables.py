@@ -21,8 +21,12 @@ from ctxpolicy import rundir
 from ctxpolicy.figures import style
 
 FILLED, OPEN = "●", "○"
-TRACK_LABELS = {"calibration": "calibration (FC)", "full": "full comparison",
-                "sweep": "threshold/depth sweep", "summarizer": "summarizer comparison"}
+TRACK_LABELS = {
+    "calibration": "calibration (FC)",
+    "full": "full comparison",
+    "sweep": "threshold/depth sweep",
+    "summarizer": "summarizer comparison",
+}
 
 
 # ---------------------------------------------------------------- Table 1/4: the grid
@@ -31,6 +35,7 @@ TRACK_LABELS = {"calibration": "calibration (FC)", "full": "full comparison",
 def grid_cells(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> list:
     """The grid's cells (``ctxpolicy.grid.expand_grid``), only those of ``pairs`` when given."""
     from ctxpolicy.grid import expand_grid
+
     cells = expand_grid(dict(config))
     return cells if pairs is None else [c for c in cells if (c.model, c.benchmark) in set(pairs)]
 
@@ -47,8 +52,11 @@ def table1(cells: list) -> pd.DataFrame:
         mine = [c for c in cells if c.policy == spec]
         parsed = style.spec_of(spec)
         trigger, depth = (parsed.trigger, parsed.depth) if parsed else (None, None)
-        row = {"policy": style.policy_label(spec), "trigger": trigger or "–",
-               "depth": "–" if depth is None else f"{depth:g}"}
+        row = {
+            "policy": style.policy_label(spec),
+            "trigger": trigger or "–",
+            "depth": "–" if depth is None else f"{depth:g}",
+        }
         for s in settings:
             row[s] = _mark({c.track for c in mine if c.setting == s})
         row["no threshold"] = _mark({c.track for c in mine if not c.setting})
@@ -62,13 +70,24 @@ def table1(cells: list) -> pd.DataFrame:
 def table4(cells: list, config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | None]:
     """Cells and runs per track, benchmark and model."""
     from ctxpolicy.grid import cohort_tasks
+
     rows: dict[tuple, dict] = {}
     unreadable: set[str] = set()
     for c in cells:
         key = (c.track, c.benchmark, c.model)
-        row = rows.setdefault(key, {"track": TRACK_LABELS.get(c.track, c.track),
-                                    "benchmark": c.benchmark, "model": c.model, "cohort": c.cohort,
-                                    "policies": set(), "cells": 0, "tasks": 0, "runs": 0})
+        row = rows.setdefault(
+            key,
+            {
+                "track": TRACK_LABELS.get(c.track, c.track),
+                "benchmark": c.benchmark,
+                "model": c.model,
+                "cohort": c.cohort,
+                "policies": set(),
+                "cells": 0,
+                "tasks": 0,
+                "runs": 0,
+            },
+        )
         row["policies"].add(c.policy)
         row["cells"] += 1
         try:
@@ -79,8 +98,7 @@ def table4(cells: list, config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | 
         row["tasks"] = max(row["tasks"], n)
         row["runs"] += n * int(config.get("attempts", 1))
     table = pd.DataFrame([{**r, "policies": len(r["policies"])} for r in rows.values()])
-    note = (f"cohort files unreadable, counted as 0 tasks: {', '.join(sorted(unreadable))}"
-            if unreadable else None)
+    note = f"cohort files unreadable, counted as 0 tasks: {', '.join(sorted(unreadable))}" if unreadable else None
     return table, note
 
 
@@ -94,8 +112,9 @@ def default_stratum(task_id: str) -> str:
     return stem.replace("__", "/") if stem != task_id else "other"
 
 
-def table3(config: Mapping[str, Any], runs: pd.DataFrame | None = None,
-           pairs: list[tuple[str, str]] | None = None) -> tuple[pd.DataFrame, str | None]:
+def table3(
+    config: Mapping[str, Any], runs: pd.DataFrame | None = None, pairs: list[tuple[str, str]] | None = None
+) -> tuple[pd.DataFrame, str | None]:
     """Tasks the study runs per benchmark, cohort and stratum (``cohort_limit`` applied, as
     ``ctxpolicy.grid.cohort_tasks`` applies it); strata as the runs recorded them."""
     from ctxpolicy.cohort_file import CohortError, read_cohort
@@ -179,16 +198,22 @@ def table5(runs: pd.DataFrame, pairs: list[tuple[str, str]] | None = None) -> tu
     for rec in records:
         model = str((rec.get("identity") or {}).get("model", "?"))
         flat: dict[str, str] = {}
-        _flatten("", {"versions": rec.get("versions") or {}, "settings": rec.get("settings") or {},
-                      "hardware": rec.get("hardware") or {}}, flat)
+        _flatten(
+            "",
+            {
+                "versions": rec.get("versions") or {},
+                "settings": rec.get("settings") or {},
+                "hardware": rec.get("hardware") or {},
+            },
+            flat,
+        )
         for field, value in flat.items():
             if field.endswith(IGNORED_FIELDS):
                 continue
             if field.endswith(("git_commit", "sha256")):
                 value = value[:12]
             values.setdefault((model, field), set()).add(value)
-    rows = [{"model": m, "field": f, "value": " | ".join(sorted(v))}
-            for (m, f), v in sorted(values.items())]
+    rows = [{"model": m, "field": f, "value": " | ".join(sorted(v))} for (m, f), v in sorted(values.items())]
     note = f"cells without a readable run.json: {', '.join(unreadable)}" if unreadable else None
     return pd.DataFrame(rows), note
 
@@ -213,9 +238,14 @@ def table6(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None
                 missing.append(str(path))
                 continue
             preset = str(values.get("source", spec.get("source"))) == "preset"
-            rows.append({"benchmark": benchmark, "model": model,
-                         "source": "preset*" if preset else "calibrated",
-                         **{s: values.get(s) for s in style.SETTING_ORDER}})
+            rows.append(
+                {
+                    "benchmark": benchmark,
+                    "model": model,
+                    "source": "preset*" if preset else "calibrated",
+                    **{s: values.get(s) for s in style.SETTING_ORDER},
+                }
+            )
     notes = []
     if any(r["source"].startswith("preset") for r in rows):
         notes.append("* preset thresholds from the config, not calibrated")
@@ -223,5 +253,7 @@ def table6(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None
         notes.append(f"no thresholds file yet: {', '.join(missing)}")
     if not rows and not missing:
         notes.append("the config lists no thresholds")
-    return (pd.DataFrame(rows, columns=["benchmark", "model", "source", *style.SETTING_ORDER]),
-            "; ".join(notes) or None)
+    return (
+        pd.DataFrame(rows, columns=["benchmark", "model", "source", *style.SETTING_ORDER]),
+        "; ".join(notes) or None,
+    )

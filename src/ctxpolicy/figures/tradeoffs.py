@@ -22,13 +22,16 @@ from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.threshold_settings import PRIMARY
 
 # (key, label, reference line, scale): resolve_delta is a fraction, drawn in percentage points
-PANELS = (("resolve_delta", "Δ resolve rate (pp)", 0.0, 100.0),
-          ("latency_ratio", "latency / FC", 1.0, 1.0),
-          ("cost_ratio", "billed input cost / FC", 1.0, 1.0))
+PANELS = (
+    ("resolve_delta", "Δ resolve rate (pp)", 0.0, 100.0),
+    ("latency_ratio", "latency / FC", 1.0, 1.0),
+    ("cost_ratio", "billed input cost / FC", 1.0, 1.0),
+)
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int,
-            pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(
+    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+) -> Prepared:
     """``pairs``: the (model, benchmark) pairs to draw (None: every pair of the full comparison)."""
     combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
     own = inputs.select_pairs(runs, pairs)
@@ -45,20 +48,33 @@ def _long(data: Prepared, combos) -> pd.DataFrame:
     for benchmark, model in combos:
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         rows = rows.assign(policy=rows["policy"].astype(str)).reset_index(drop=True)
-        row_label = (f"{model}\n{benchmark}\n"
-                     f"{ax_.pair_threshold_label(data.meta.get('thresholds') or {}, benchmark, model, data.meta.get('setting'))}")
+        row_label = (
+            f"{model}\n{benchmark}\n"
+            f"{ax_.pair_threshold_label(data.meta.get('thresholds') or {}, benchmark, model, data.meta.get('setting'))}"
+        )
         x = ax_.value(rows, "tokens_ratio")
         xerr = ax_.interval(rows, "tokens_ratio")
         for key, _label, _ref, scale in PANELS:
             y = ax_.value(rows, key, scale)
             yerr = ax_.interval(rows, key, scale)
             hollow = x.isna() & (key == "resolve_delta")
-            frames.append(pd.DataFrame({
-                "pair": row_label, "panel": _panel_title(key, data), "key": key, "policy": rows["policy"],
-                "x": x.where(~hollow, 1.0), "y": y, "hollow": hollow,
-                "xlo": np.nan if xerr is None else np.where(hollow, np.nan, xerr[0]),
-                "xhi": np.nan if xerr is None else np.where(hollow, np.nan, xerr[1]),
-                "ylo": np.nan if yerr is None else yerr[0], "yhi": np.nan if yerr is None else yerr[1]}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "pair": row_label,
+                        "panel": _panel_title(key, data),
+                        "key": key,
+                        "policy": rows["policy"],
+                        "x": x.where(~hollow, 1.0),
+                        "y": y,
+                        "hollow": hollow,
+                        "xlo": np.nan if xerr is None else np.where(hollow, np.nan, xerr[0]),
+                        "xhi": np.nan if xerr is None else np.where(hollow, np.nan, xerr[1]),
+                        "ylo": np.nan if yerr is None else yerr[0],
+                        "yhi": np.nan if yerr is None else yerr[1],
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -77,8 +93,9 @@ def _points(data: pd.DataFrame, **_) -> None:
             continue
         xerr = None if not np.isfinite(r.xlo) else [[r.xlo], [r.xhi]]
         yerr = None if not np.isfinite(r.ylo) else [[r.ylo], [r.yhi]]
-        ax_.policy_point(ax, r.x, r.y, r.policy, xerr=xerr, yerr=yerr,
-                         **({"markerfacecolor": "none"} if r.hollow else {}))
+        ax_.policy_point(
+            ax, r.x, r.y, r.policy, xerr=xerr, yerr=yerr, **({"markerfacecolor": "none"} if r.hollow else {})
+        )
 
 
 def plot(data: Prepared, name: str = "fig2"):
@@ -90,9 +107,18 @@ def plot(data: Prepared, name: str = "fig2"):
     specs = style.order_policies(data.table["policy"])
     # seaborn lays out the pair × measure panels; the drawing itself is per point (asymmetric
     # intervals from ctxpolicy.metrics, never seaborn's own estimates)
-    grid = sns.FacetGrid(long, row="pair", col="panel", row_order=list(dict.fromkeys(long["pair"])),
-                         col_order=[_panel_title(k, data) for k, *_ in PANELS], sharex=True, sharey="col",
-                         height=1.7 if len(combos) > 1 else 2.0, aspect=1.1, despine=False)
+    grid = sns.FacetGrid(
+        long,
+        row="pair",
+        col="panel",
+        row_order=list(dict.fromkeys(long["pair"])),
+        col_order=[_panel_title(k, data) for k, *_ in PANELS],
+        sharex=True,
+        sharey="col",
+        height=1.7 if len(combos) > 1 else 2.0,
+        aspect=1.1,
+        despine=False,
+    )
     grid.map_dataframe(_points)
     grid.set_titles(template="")
     grid.set_axis_labels("tokens / FC", "")
@@ -111,9 +137,12 @@ def plot(data: Prepared, name: str = "fig2"):
         benchmark, model = combos[r]
         notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
     fig = grid.figure
-    fig.suptitle(f"{style.figure_name(name)}: success and resources against FC\n"
-                 f"({style.threshold_label(data.meta.get('setting'))} threshold; depth-tunable policies at D = 0.5)",
-                 x=0.01, ha="left")
+    fig.suptitle(
+        f"{style.figure_name(name)}: success and resources against FC\n"
+        f"({style.threshold_label(data.meta.get('setting'))} threshold; depth-tunable policies at D = 0.5)",
+        x=0.01,
+        ha="left",
+    )
     grid.tight_layout()
     ax_.facet_legend(grid, ax_.policy_handles(specs))  # after the layout: it widens the figure for itself
     gaps = [n for n in data.notes if "resource ratios" in n]

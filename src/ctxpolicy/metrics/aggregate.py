@@ -22,12 +22,38 @@ from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
 from ctxpolicy.metrics.records import CALL_KINDS, RUN_COLUMNS, RecordError, find_run_dirs, read_run
 
 CALL_RUN_COLUMNS = ("run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt")
-CALL_COLUMNS = ("index", "kind", "step", "start", "end", "latency_s", "prompt_tokens",
-                "completion_tokens", "cached_tokens", "est_tokens_before", "est_tokens_after",
-                "n_events", "cached_exact", "cached_est")
+CALL_COLUMNS = (
+    "index",
+    "kind",
+    "step",
+    "start",
+    "end",
+    "latency_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "est_tokens_before",
+    "est_tokens_after",
+    "n_events",
+    "cached_exact",
+    "cached_est",
+)
 LEFT_OUT_FILE = "left_out.json"  # the runs an aggregate left out, and why (docs/schema.md)
-CATEGORICAL_RUN_COLUMNS = ("cell", "track", "benchmark", "cohort", "model", "policy", "primitive",
-                           "trigger", "setting", "summarizer", "stratum", "outcome", "outcome_class")
+CATEGORICAL_RUN_COLUMNS = (
+    "cell",
+    "track",
+    "benchmark",
+    "cohort",
+    "model",
+    "policy",
+    "primitive",
+    "trigger",
+    "setting",
+    "summarizer",
+    "stratum",
+    "outcome",
+    "outcome_class",
+)
 
 
 @dataclass
@@ -52,14 +78,20 @@ def _read_chunk(run_dirs: list[Path], block: int, discount: float):
     return rows, lengths, merged, problems
 
 
-def aggregate(roots: list[Path], *, block: int = DEFAULT_BLOCK, discount: float = DEFAULT_DISCOUNT,
-              processes: int | None = None, progress: bool = False) -> Tables:
+def aggregate(
+    roots: list[Path],
+    *,
+    block: int = DEFAULT_BLOCK,
+    discount: float = DEFAULT_DISCOUNT,
+    processes: int | None = None,
+    progress: bool = False,
+) -> Tables:
     from tqdm import tqdm
 
     run_dirs = find_run_dirs([Path(r) for r in roots])
     processes = processes or min(len(os.sched_getaffinity(0)), 8)
     chunk = max(1, min(500, len(run_dirs) // (processes * 8) + 1))
-    chunks = [run_dirs[i:i + chunk] for i in range(0, len(run_dirs), chunk)]
+    chunks = [run_dirs[i : i + chunk] for i in range(0, len(run_dirs), chunk)]
     work = partial(_read_chunk, block=block, discount=discount)
     results = []
     bar = tqdm(total=len(run_dirs), disable=not progress, desc="aggregate", unit="run")
@@ -77,16 +109,26 @@ def aggregate(roots: list[Path], *, block: int = DEFAULT_BLOCK, discount: float 
     problems = [RecordError(Path(path), reason) for r in results for path, reason in r[3]]
     runs = runs_frame(rows)
     lengths = np.concatenate([r[1] for r in results]) if results else np.zeros(0, np.int64)
-    call_columns = {k: np.concatenate([r[2][k] for r in results]) if results else np.zeros(0)
-                    for k in CALL_COLUMNS}
+    call_columns = {k: np.concatenate([r[2][k] for r in results]) if results else np.zeros(0) for k in CALL_COLUMNS}
     return Tables(runs, calls_frame(runs, lengths, call_columns), problems)
 
 
 def runs_frame(rows: list[dict]) -> pd.DataFrame:
     runs = pd.DataFrame(rows, columns=list(rows[0]) if rows else list(RUN_COLUMNS))
-    for column in ("depth", "threshold_tokens", "wall_s", "compression_freq", "peak_prompt_tokens",
-                   "billed_exact", "fresh_exact", "cached_exact", "billed_measured", "cached_measured",
-                   "format_errors", "seed"):
+    for column in (
+        "depth",
+        "threshold_tokens",
+        "wall_s",
+        "compression_freq",
+        "peak_prompt_tokens",
+        "billed_exact",
+        "fresh_exact",
+        "cached_exact",
+        "billed_measured",
+        "cached_measured",
+        "format_errors",
+        "seed",
+    ):
         runs[column] = pd.to_numeric(runs[column], errors="coerce").astype("float64")
     for column in CATEGORICAL_RUN_COLUMNS:
         runs[column] = runs[column].astype("category")
@@ -126,9 +168,11 @@ def write_left_out(tables: Tables, out_dir: Path) -> Path:
     written every time (an empty list when every run was read), so it never describes an older
     aggregate."""
     path = Path(out_dir) / LEFT_OUT_FILE
-    atomic_write_json(path, {"runs": len(tables.runs),
-                             "left_out": [{"path": str(p.path), "reason": p.reason} for p in tables.problems]},
-                      indent=1)
+    atomic_write_json(
+        path,
+        {"runs": len(tables.runs), "left_out": [{"path": str(p.path), "reason": p.reason} for p in tables.problems]},
+        indent=1,
+    )
     return path
 
 

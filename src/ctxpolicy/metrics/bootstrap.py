@@ -53,8 +53,7 @@ def boot_means(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
     return counts @ np.asarray(values, dtype=np.float64) / n if n else np.full(len(counts), np.nan)
 
 
-def boot_ratio(counts: np.ndarray, numerator: np.ndarray, denominator: np.ndarray,
-               included: np.ndarray) -> np.ndarray:
+def boot_ratio(counts: np.ndarray, numerator: np.ndarray, denominator: np.ndarray, included: np.ndarray) -> np.ndarray:
     """Ratio of means over included tasks in each resample (NaN when none was drawn)."""
     m = included.astype(np.float64)
     num = counts @ (np.nan_to_num(numerator) * m)

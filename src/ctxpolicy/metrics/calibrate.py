@@ -51,8 +51,9 @@ def thresholds_from_peaks(peaks: list[int] | np.ndarray, round_to: int = DEFAULT
     for name, value in raw.items():
         rounded = round_nearest(value, round_to)
         if rounded <= 0:
-            raise ValueError(f"{name} threshold {value:.0f} rounds to {rounded} at round_to={round_to}; "
-                             "use a smaller rounding unit")
+            raise ValueError(
+                f"{name} threshold {value:.0f} rounds to {rounded} at round_to={round_to}; use a smaller rounding unit"
+            )
         result[name] = rounded
     result["percentiles"] = {str(PERCENTILES[name]): value for name, value in raw.items()}
     result["round_to"] = round_to
@@ -67,8 +68,10 @@ def preset_thresholds(config: dict, benchmark: str, model: str) -> dict:
     settings the preset leaves out are null. Raises ValueError naming the key when it is no preset."""
     source = config.get("thresholds", {}).get(benchmark, {}).get(model)
     if not source or source.get("source") != "preset":
-        raise ValueError(f"thresholds.{benchmark}.{model}: {source!r} is not a preset "
-                         "({source: preset, tight: N, primary: N, loose: N})")
+        raise ValueError(
+            f"thresholds.{benchmark}.{model}: {source!r} is not a preset "
+            "({source: preset, tight: N, primary: N, loose: N})"
+        )
     return {"source": "preset", **{name: source.get(name) for name in PERCENTILES}, "percentiles": {}, "peaks": []}
 
 
@@ -79,11 +82,14 @@ def select_peaks(runs: list[tuple[str | None, int | None]]) -> tuple[list[int], 
     finished = [peak for outcome, peak in with_peak if outcome != TIME_LIMITED]
     limited = len(with_peak) - len(finished)
     if finished or not with_peak:
-        return finished, {"time_limited_runs": limited, "calibrated_from": "runs within the time limit",
-                          "warnings": []}
-    warning = (f"all {limited} FC runs hit the wall-time limit: thresholds calibrated from the peaks of "
-               "time-limited runs (where the clock stopped them), and no FC run is eligible for resource "
-               "ratios; raise limits.wall_time_limit_s or run on a less busy machine")
-    return [peak for _, peak in with_peak], {"time_limited_runs": limited,
-                                             "calibrated_from": "time-limited runs (none finished)",
-                                             "warnings": [warning]}
+        return finished, {"time_limited_runs": limited, "calibrated_from": "runs within the time limit", "warnings": []}
+    warning = (
+        f"all {limited} FC runs hit the wall-time limit: thresholds calibrated from the peaks of "
+        "time-limited runs (where the clock stopped them), and no FC run is eligible for resource "
+        "ratios; raise limits.wall_time_limit_s or run on a less busy machine"
+    )
+    return [peak for _, peak in with_peak], {
+        "time_limited_runs": limited,
+        "calibrated_from": "time-limited runs (none finished)",
+        "warnings": [warning],
+    }

@@ -15,12 +15,23 @@ from pathlib import Path
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--runs", nargs="+", action="extend", required=True, type=Path, metavar="DIR",
-                        help="directories of run directories (repeatable), e.g. results/runs")
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        action="extend",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="directories of run directories (repeatable), e.g. results/runs",
+    )
     parser.add_argument("--out", type=Path, default=Path("results/tables"), help="output directory")
     parser.add_argument("--block", type=int, default=16, help="cache block size in tokens (default 16)")
-    parser.add_argument("--discount", type=float, default=0.1,
-                        help="price of a cached input token relative to a fresh one (default 0.1)")
+    parser.add_argument(
+        "--discount",
+        type=float,
+        default=0.1,
+        help="price of a cached input token relative to a fresh one (default 0.1)",
+    )
     parser.add_argument("--processes", type=int, default=None, help="parser processes (default: all cores)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any run was left out")
 
@@ -30,12 +41,12 @@ def main(args) -> int:
     from ctxpolicy.metrics.records import RecordError
 
     if args.block < 1 or not 0 <= args.discount <= 1:
-        print(f"--block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}",
-              file=sys.stderr)
+        print(f"--block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}", file=sys.stderr)
         return 2
     try:
-        tables = aggregate(args.runs, block=args.block, discount=args.discount,
-                           processes=args.processes, progress=sys.stderr.isatty())
+        tables = aggregate(
+            args.runs, block=args.block, discount=args.discount, processes=args.processes, progress=sys.stderr.isatty()
+        )
     except RecordError as exc:
         print(f"aggregate: {exc}", file=sys.stderr)
         return 2
@@ -45,9 +56,12 @@ def main(args) -> int:
         runs_path, calls_path = write_tables(tables, args.out)
         write_left_out(tables, args.out)
     except OSError as exc:
-        print(f"aggregate: {exc.filename or args.out}: cannot write the tables ({exc.strerror or exc})",
-              file=sys.stderr)
+        print(
+            f"aggregate: {exc.filename or args.out}: cannot write the tables ({exc.strerror or exc})", file=sys.stderr
+        )
         return 2
-    print(f"{len(tables.runs)} runs -> {runs_path}; {len(tables.calls)} calls -> {calls_path}; "
-          f"{len(tables.problems)} left out")
+    print(
+        f"{len(tables.runs)} runs -> {runs_path}; {len(tables.calls)} calls -> {calls_path}; "
+        f"{len(tables.problems)} left out"
+    )
     return 1 if args.strict and tables.problems else 0

@@ -26,14 +26,21 @@ def add_arguments(parser) -> None:
     import argparse
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--runs", action="append", type=Path, metavar="CELL_DIR",
-                        help="an FC cell directory (repeatable)")
+    parser.add_argument(
+        "--runs", action="append", type=Path, metavar="CELL_DIR", help="an FC cell directory (repeatable)"
+    )
     parser.add_argument("--out", required=True, type=Path, help="thresholds JSON file to write")
-    parser.add_argument("--round", dest="round_to", type=int, default=1000,
-                        help="rounding unit in tokens (default 1000; e.g. 100 for small local models)")
+    parser.add_argument(
+        "--round",
+        dest="round_to",
+        type=int,
+        default=1000,
+        help="rounding unit in tokens (default 1000; e.g. 100 for small local models)",
+    )
     preset = parser.add_argument_group("the config's preset instead of runs")
-    preset.add_argument("--preset", action="store_true",
-                        help="write the preset thresholds of --benchmark and --model from --config")
+    preset.add_argument(
+        "--preset", action="store_true", help="write the preset thresholds of --benchmark and --model from --config"
+    )
     preset.add_argument("--config", type=Path, help="study config")
     preset.add_argument("--benchmark", help="benchmark name from the config")
     preset.add_argument("--model", help="model name from the config")
@@ -55,8 +62,11 @@ def write_preset(args) -> int:
 
     missing = [f"--{name}" for name in ("config", "benchmark", "model") if getattr(args, name, None) is None]
     if missing or args.runs:
-        print(f"calibrate: --preset takes --config, --benchmark and --model, not --runs "
-              f"(missing: {', '.join(missing) or 'none'})", file=sys.stderr)
+        print(
+            f"calibrate: --preset takes --config, --benchmark and --model, not --runs "
+            f"(missing: {', '.join(missing) or 'none'})",
+            file=sys.stderr,
+        )
         return 2
     try:
         data = preset_thresholds(load_config(args.config), args.benchmark, args.model)
@@ -92,8 +102,9 @@ def calibrate(args) -> int:
             print(f"left out: {exc}", file=sys.stderr)
             continue
         if row["policy"] != "FC":
-            print(f"calibrate: {run_dir}/run.json: field identity.policy is {row['policy']!r}, not 'FC'",
-                  file=sys.stderr)
+            print(
+                f"calibrate: {run_dir}/run.json: field identity.policy is {row['policy']!r}, not 'FC'", file=sys.stderr
+            )
             return 2
         if row["peak_prompt_tokens"] is not None:
             runs.append((row["outcome"], row["peak_prompt_tokens"]))
@@ -107,12 +118,17 @@ def calibrate(args) -> int:
     except ValueError as exc:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
-    (result["benchmark"], result["model"]), = identities
+    ((result["benchmark"], result["model"]),) = identities
     atomic_write_text(args.out, json.dumps(result, indent=2))
     for warning in result["warnings"]:
         print(f"calibrate: WARNING: {args.out}: {warning}", file=sys.stderr)
-    left_out = f" ({choice['time_limited_runs']} time-limited left out)" if choice["time_limited_runs"] and \
-        not result["warnings"] else ""
-    print(f"{len(peaks)} FC runs{left_out}: tight {result['tight']}, primary {result['primary']}, "
-          f"loose {result['loose']} -> {args.out}")
+    left_out = (
+        f" ({choice['time_limited_runs']} time-limited left out)"
+        if choice["time_limited_runs"] and not result["warnings"]
+        else ""
+    )
+    print(
+        f"{len(peaks)} FC runs{left_out}: tight {result['tight']}, primary {result['primary']}, "
+        f"loose {result['loose']} -> {args.out}"
+    )
     return 0

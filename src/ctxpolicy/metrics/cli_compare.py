@@ -39,16 +39,31 @@ def add_arguments(parser) -> None:
     parser.add_argument("--track", default="full", help=f"the cells compared: {' | '.join(TRACKS)} (default full)")
     parser.add_argument("--setting", help="only cells at this threshold setting, threshold-free ones included")
     parser.add_argument("--baseline", default="FC", help="the baseline policy spec (default FC)")
-    parser.add_argument("--attempts", type=int, default=None,
-                        help="planned attempts per task (default: the table's largest attempt number)")
-    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                        help=f"task-bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=None,
+        help="planned attempts per task (default: the table's largest attempt number)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        help=f"task-bootstrap resamples (default {DEFAULT_RESAMPLES})",
+    )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    parser.add_argument("--cost-method", default=DEFAULT_METHOD,
-                        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default {DEFAULT_METHOD})")
-    parser.add_argument("--replay", type=Path, default=None,
-                        help="a runs table of replay runs (ctxpolicy replay, then aggregate): adds the cost "
-                             "decomposition columns; replay-track runs in --runs are used without it")
+    parser.add_argument(
+        "--cost-method",
+        default=DEFAULT_METHOD,
+        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default {DEFAULT_METHOD})",
+    )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        default=None,
+        help="a runs table of replay runs (ctxpolicy replay, then aggregate): adds the cost "
+        "decomposition columns; replay-track runs in --runs are used without it",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="a JSON list of objects")
     output.add_argument("--csv", action="store_true", help="CSV, interval statistics flattened")
@@ -56,6 +71,7 @@ def add_arguments(parser) -> None:
     def one_line_error(message: str):  # argparse's usage block would make it several lines
         print(f"compare: {message}", file=sys.stderr)
         raise SystemExit(2)
+
     parser.error = one_line_error
 
 
@@ -82,10 +98,18 @@ def compare(args):
     for benchmark, model in _combos(runs, args.benchmark, args.model):
         own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
         try:
-            table = compare_to_baseline(own, model=model, benchmark=benchmark, baseline=args.baseline,
-                                        baseline_setting=args.setting, attempts=attempts,
-                                        cost_method=args.cost_method, track=args.track,
-                                        n_boot=args.resamples, seed=args.seed)
+            table = compare_to_baseline(
+                own,
+                model=model,
+                benchmark=benchmark,
+                baseline=args.baseline,
+                baseline_setting=args.setting,
+                attempts=attempts,
+                cost_method=args.cost_method,
+                track=args.track,
+                n_boot=args.resamples,
+                seed=args.seed,
+            )
         except ValueError as exc:
             raise CompareError(f"{args.runs}: {exc}") from None
         if not table.empty and args.setting is not None:
@@ -94,8 +118,10 @@ def compare(args):
         frames.append(table)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if table.empty:
-        raise CompareError(f"{args.runs}: no {args.track}-track cells to compare"
-                           + (f" at setting {args.setting!r}" if args.setting else ""))
+        raise CompareError(
+            f"{args.runs}: no {args.track}-track cells to compare"
+            + (f" at setting {args.setting!r}" if args.setting else "")
+        )
     return _with_decomposition(table, runs, args), attempts
 
 
@@ -108,9 +134,19 @@ def _with_decomposition(table, runs, args):
     replays = replay_runs(_read_runs(args.replay) if getattr(args, "replay", None) else runs)
     if replays.empty:
         return table
-    parts = [decompose(runs, replays, model=model, benchmark=benchmark, cost_method=args.cost_method,
-                       track=args.track, n_boot=args.resamples, seed=args.seed)
-             for benchmark, model in _combos(runs, args.benchmark, args.model)]
+    parts = [
+        decompose(
+            runs,
+            replays,
+            model=model,
+            benchmark=benchmark,
+            cost_method=args.cost_method,
+            track=args.track,
+            n_boot=args.resamples,
+            seed=args.seed,
+        )
+        for benchmark, model in _combos(runs, args.benchmark, args.model)
+    ]
     parts = [p for p in parts if not p.empty]
     if not parts:
         return table
@@ -136,12 +172,16 @@ def _read_runs(path: Path):
 
 def _combos(runs, benchmark: str | None, model: str | None) -> list[tuple[str, str]]:
     pairs = runs[["benchmark", "model"]].astype("object").drop_duplicates()
-    return sorted((b, m) for b, m in pairs.itertuples(index=False)
-                  if (benchmark is None or b == benchmark) and (model is None or m == model))
+    return sorted(
+        (b, m)
+        for b, m in pairs.itertuples(index=False)
+        if (benchmark is None or b == benchmark) and (model is None or m == model)
+    )
 
 
 def plain_table(table, *, attempts: int, baseline: str, cost_method: str) -> str:
     """An aligned text table: rates in percent, differences in percentage points."""
+
     def pct(value) -> str:
         return "-" if value != value else f"{100 * value:.1f}%"
 
@@ -150,34 +190,72 @@ def plain_table(table, *, attempts: int, baseline: str, cost_method: str) -> str
             return "-"
         return f"{scale * est:.2f}{unit} [{scale * lo:.2f}, {scale * hi:.2f}]"
 
-    header = ["benchmark", "model", "policy", "setting", "summarizer", "n", "resolve", baseline,
-              "Δ resolve (pp)", "tokens", "latency", f"cost ({cost_method})", "solved", f"{baseline} solved", "gains",
-              "losses", "left out", "calls change"]
+    header = [
+        "benchmark",
+        "model",
+        "policy",
+        "setting",
+        "summarizer",
+        "n",
+        "resolve",
+        baseline,
+        "Δ resolve (pp)",
+        "tokens",
+        "latency",
+        f"cost ({cost_method})",
+        "solved",
+        f"{baseline} solved",
+        "gains",
+        "losses",
+        "left out",
+        "calls change",
+    ]
     split = "cost_mechanical_est" in table
     if split:
         header += ["cost mechanical", "cost behavioural"]
     lines = [header]
     for row in table.to_dict("records"):
-        lines.append([str(row["benchmark"]), str(row["model"]), str(row["policy"]),
-                      str(row["setting"] or "-") if row["setting"] == row["setting"] else "-",
-                      str(row["summarizer"] or "-") if row["summarizer"] == row["summarizer"] else "-",
-                      str(row["n_tasks"]), pct(row["resolve_rate"]), pct(row["baseline_resolve_rate"]),
-                      interval(row["resolve_delta_est"], row["resolve_delta_lo"], row["resolve_delta_hi"], 100),
-                      *(interval(row[f"{k}_est"], row[f"{k}_lo"], row[f"{k}_hi"]) + f" n={row[f'{k}_n_tasks']}"
-                        for k in ("tokens_ratio", "latency_ratio", "cost_ratio")),
-                      str(row["solved"]), str(row["baseline_solved"]), str(row["gains"]), str(row["losses"]),
-                      str(row["left_out_tasks"]),
-                      interval(row["calls_change_est"], row["calls_change_lo"], row["calls_change_hi"], 100, "%")
-                      + f" n={row['calls_change_n_tasks']}"]
-                     + ([interval(row[f"cost_{part}_est"], row[f"cost_{part}_lo"], row[f"cost_{part}_hi"])
-                         for part in ("mechanical", "behavioural")] if split else []))
+        lines.append(
+            [
+                str(row["benchmark"]),
+                str(row["model"]),
+                str(row["policy"]),
+                str(row["setting"] or "-") if row["setting"] == row["setting"] else "-",
+                str(row["summarizer"] or "-") if row["summarizer"] == row["summarizer"] else "-",
+                str(row["n_tasks"]),
+                pct(row["resolve_rate"]),
+                pct(row["baseline_resolve_rate"]),
+                interval(row["resolve_delta_est"], row["resolve_delta_lo"], row["resolve_delta_hi"], 100),
+                *(
+                    interval(row[f"{k}_est"], row[f"{k}_lo"], row[f"{k}_hi"]) + f" n={row[f'{k}_n_tasks']}"
+                    for k in ("tokens_ratio", "latency_ratio", "cost_ratio")
+                ),
+                str(row["solved"]),
+                str(row["baseline_solved"]),
+                str(row["gains"]),
+                str(row["losses"]),
+                str(row["left_out_tasks"]),
+                interval(row["calls_change_est"], row["calls_change_lo"], row["calls_change_hi"], 100, "%")
+                + f" n={row['calls_change_n_tasks']}",
+            ]
+            + (
+                [
+                    interval(row[f"cost_{part}_est"], row[f"cost_{part}_lo"], row[f"cost_{part}_hi"])
+                    for part in ("mechanical", "behavioural")
+                ]
+                if split
+                else []
+            )
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     from ctxpolicy.metrics.compare import solved_threshold
     from ctxpolicy.metrics.cost import METHOD_DESCRIPTIONS
 
-    text = [f"# against {baseline}; {attempts} planned attempts per task; solved = at least "
-            f"{solved_threshold(attempts)} of {attempts} successes; intervals: 95 % task bootstrap; "
-            f"cost method: {cost_method} ({METHOD_DESCRIPTIONS[cost_method]})"]
+    text = [
+        f"# against {baseline}; {attempts} planned attempts per task; solved = at least "
+        f"{solved_threshold(attempts)} of {attempts} successes; intervals: 95 % task bootstrap; "
+        f"cost method: {cost_method} ({METHOD_DESCRIPTIONS[cost_method]})"
+    ]
     text += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
     return "\n".join(text) + "\n"
 
@@ -193,8 +271,11 @@ def main(args) -> int:
     except CompareError as exc:
         print(f"compare: {exc}", file=sys.stderr)
         return 2
-    table = table.sort_values(["benchmark", "model", "policy", "setting", "summarizer"],
-                              key=lambda c: c.astype("object").fillna("").astype(str), kind="stable")
+    table = table.sort_values(
+        ["benchmark", "model", "policy", "setting", "summarizer"],
+        key=lambda c: c.astype("object").fillna("").astype(str),
+        kind="stable",
+    )
     split = "cost_mechanical_est" in table
     if args.json:
         records = compare_records(table)

@@ -22,10 +22,12 @@ from pathlib import Path
 
 def add_arguments(parser) -> None:
     parser.add_argument("--block", type=int, default=16, help="cache block size in tokens (default 16)")
-    parser.add_argument("--discount", type=float, default=0.1,
-                        help="price of a cached token relative to a fresh one (default 0.1)")
-    parser.add_argument("-i", "--input", type=Path, default=None,
-                        help="calls JSONL, or a run directory (default: stdin)")
+    parser.add_argument(
+        "--discount", type=float, default=0.1, help="price of a cached token relative to a fresh one (default 0.1)"
+    )
+    parser.add_argument(
+        "-i", "--input", type=Path, default=None, help="calls JSONL, or a run directory (default: stdin)"
+    )
 
 
 class CallsError(ValueError):
@@ -98,18 +100,28 @@ def price(calls: list[dict], block: int, discount: float) -> dict:
     prompts = np.array([c["prompt_tokens"] for c in agent], dtype=np.int64)
     summary = sum(c["prompt_tokens"] for c in calls if c["kind"] == "summary")
     where = [unchanged_prefix(c.get("events") or []) or (-1, -1) for c in agent]
-    est, _ = estimated_cached(prompts, [has_otrc(c.get("events")) for c in agent], block,
-                              unchanged_tokens=np.array([w[0] for w in where], dtype=np.int64),
-                              tokens_before=np.array([w[1] for w in where], dtype=np.int64))
-    result = {"estimated": billed(prompts, est, summary, discount).as_dict(), "exact": None,
-              "measured": None, "block": block, "discount": discount}
+    est, _ = estimated_cached(
+        prompts,
+        [has_otrc(c.get("events")) for c in agent],
+        block,
+        unchanged_tokens=np.array([w[0] for w in where], dtype=np.int64),
+        tokens_before=np.array([w[1] for w in where], dtype=np.int64),
+    )
+    result = {
+        "estimated": billed(prompts, est, summary, discount).as_dict(),
+        "exact": None,
+        "measured": None,
+        "block": block,
+        "discount": discount,
+    }
     if agent and all(c.get("cached_tokens") is not None for c in agent):
         measured = np.array([c["cached_tokens"] for c in agent], dtype=np.int64)
         result["measured"] = billed(prompts, measured, summary, discount).as_dict()
     if agent and all(c.get("message_ids") is not None for c in agent):
         codes: dict[str, int] = {}
-        sequences = [np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64)
-                     for c in agent]
+        sequences = [
+            np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64) for c in agent
+        ]
         tokens = [np.array(c["message_tokens"], dtype=np.int64) for c in agent]
         cached = exact_cached(sequences, tokens, prompts, block)
         result["exact"] = billed(prompts, cached, summary, discount).as_dict()
@@ -122,8 +134,9 @@ def main(args) -> int:
     from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL
 
     if args.block < 1 or not 0 <= args.discount <= 1:
-        print(f"cost: --block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}",
-              file=sys.stderr)
+        print(
+            f"cost: --block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}", file=sys.stderr
+        )
         return 2
     try:
         if args.input is None:

@@ -19,10 +19,48 @@ SEPARATOR = "\x00"  # joins message texts so one regex pass finds every block, n
 SPLIT = re.compile(r"&&|\|\||;|\||\n")
 WRITE_REDIRECT = re.compile(r"(?<![0-9&])>{1,2}(?!\s*/dev/null)|\btee\b")
 
-READERS = {"cat", "head", "tail", "grep", "egrep", "fgrep", "rg", "ag", "find", "ls", "tree",
-           "wc", "less", "more", "nl", "file", "stat", "du", "awk", "diff", "cmp", "which",
-           "type", "readlink", "realpath", "basename", "dirname", "sort", "uniq", "cut", "od",
-           "xxd", "hexdump", "strings", "locate", "whereis", "env", "printenv", "pwd", "column"}
+READERS = {
+    "cat",
+    "head",
+    "tail",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "ag",
+    "find",
+    "ls",
+    "tree",
+    "wc",
+    "less",
+    "more",
+    "nl",
+    "file",
+    "stat",
+    "du",
+    "awk",
+    "diff",
+    "cmp",
+    "which",
+    "type",
+    "readlink",
+    "realpath",
+    "basename",
+    "dirname",
+    "sort",
+    "uniq",
+    "cut",
+    "od",
+    "xxd",
+    "hexdump",
+    "strings",
+    "locate",
+    "whereis",
+    "env",
+    "printenv",
+    "pwd",
+    "column",
+}
 GIT_READERS = {"show", "diff", "log", "status", "grep", "blame", "ls-files", "branch", "rev-parse"}
 NEUTRAL = {"cd", "echo", "true", "printf", "export", "set", "sleep", "clear"}
 

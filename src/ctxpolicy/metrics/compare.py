@@ -19,8 +19,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from ctxpolicy.metrics.bootstrap import (DEFAULT_RESAMPLES, boot_means, boot_ratio,
-                                         percentile_interval, resample_counts)
+from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, boot_means, boot_ratio, percentile_interval, resample_counts
 from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
 from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES, planned_outcome_counts, planned_runs_of
 
@@ -29,13 +28,30 @@ CELL_COLUMNS = ("policy", "primitive", "trigger", "depth", "setting", "summarize
 IDENTITY_KEYS = ("benchmark", "model", "policy", "setting", "summarizer")
 # interval statistics: est, lo, hi, n_tasks (resolve_delta has no n_tasks: it is over n_tasks)
 INTERVAL_KEYS = ("resolve_delta", "tokens_ratio", "latency_ratio", "cost_ratio", "calls_change")
-COMPARE_KEYS = ("n_tasks", "resolve_rate", "baseline_resolve_rate", "resolve_delta", "tokens_ratio",
-                "latency_ratio", "cost_ratio", "solved", "baseline_solved", "gains", "losses",
-                "calls_change", "left_out_tasks")
+COMPARE_KEYS = (
+    "n_tasks",
+    "resolve_rate",
+    "baseline_resolve_rate",
+    "resolve_delta",
+    "tokens_ratio",
+    "latency_ratio",
+    "cost_ratio",
+    "solved",
+    "baseline_solved",
+    "gains",
+    "losses",
+    "calls_change",
+    "left_out_tasks",
+)
 # ratio name -> runs column; cost_ratio is the headline method's (``compare_to_baseline``)
-RATIOS = {"tokens_ratio": "total_tokens", "latency_ratio": "wall_s",
-          **{f"cost_ratio_{method}": BILLED_COLUMNS[method] for method in METHODS},
-          "calls_ratio": "agent_calls", "retrieval_ratio": "retrieval_cmds", "execution_ratio": "execution_cmds"}
+RATIOS = {
+    "tokens_ratio": "total_tokens",
+    "latency_ratio": "wall_s",
+    **{f"cost_ratio_{method}": BILLED_COLUMNS[method] for method in METHODS},
+    "calls_ratio": "agent_calls",
+    "retrieval_ratio": "retrieval_cmds",
+    "execution_ratio": "execution_cmds",
+}
 
 
 # Tracks whose runs are not attempts at a task: a proxied conversation, a replayed trajectory.
@@ -45,6 +61,7 @@ NON_STUDY_TRACKS = ("proxy", "replay")
 
 # -- selection ---------------------------------------------------------------------------
 
+
 def study_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs that are attempts at a task (every track but ``NON_STUDY_TRACKS``)."""
     if "track" not in runs:
@@ -52,8 +69,9 @@ def study_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[~runs["track"].astype("object").isin(NON_STUDY_TRACKS).to_numpy()]
 
 
-def select(runs: pd.DataFrame, *, model: str | None = None, benchmark: str | None = None,
-           cohort: str | None = None) -> pd.DataFrame:
+def select(
+    runs: pd.DataFrame, *, model: str | None = None, benchmark: str | None = None, cohort: str | None = None
+) -> pd.DataFrame:
     """The study's runs (``study_runs``) of one model, benchmark and cohort (None: any)."""
     runs = study_runs(runs)
     mask = np.ones(len(runs), dtype=bool)
@@ -99,6 +117,7 @@ def cell_description(group: pd.DataFrame) -> dict:
 
 # -- attempts and tasks --------------------------------------------------------------------
 
+
 def planned_attempts(runs: pd.DataFrame) -> int:
     """Attempts per task when only a table is at hand: the largest attempt number in it."""
     return int(runs["attempt"].max()) if len(runs) else 1
@@ -142,6 +161,7 @@ def _attempt_counts(runs: pd.DataFrame, attempts: int) -> pd.DataFrame:
 
 # -- per-task values ---------------------------------------------------------------------
 
+
 def task_success(runs: pd.DataFrame, attempts: int | None = None) -> pd.Series:
     """Each task's success fraction over the planned attempts: successes among attempts 1..A,
     divided by A (a missing attempt counts as unresolved). A defaults to the table's largest
@@ -167,15 +187,19 @@ def resolve_rate(runs: pd.DataFrame, attempts: int | None = None) -> float:
     return float(per_task.mean()) if len(per_task) else float("nan")
 
 
-def resolve_rate_interval(runs: pd.DataFrame, *, attempts: int | None = None,
-                          n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict:
+def resolve_rate_interval(
+    runs: pd.DataFrame, *, attempts: int | None = None, n_boot: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> dict:
     """One cell's resolve rate over its planned attempts with a 95 % task-bootstrap interval
     (fractions): ``n_tasks``, ``resolve_rate_est``, ``resolve_rate_lo``, ``resolve_rate_hi``."""
     per_task = task_success(runs, attempts).sort_index()
-    lo, hi = percentile_interval(boot_means(resample_counts(len(per_task), n_boot, seed),
-                                            per_task.to_numpy(float)))
-    return {"n_tasks": len(per_task), "resolve_rate_est": resolve_rate(runs, attempts),
-            "resolve_rate_lo": lo, "resolve_rate_hi": hi}
+    lo, hi = percentile_interval(boot_means(resample_counts(len(per_task), n_boot, seed), per_task.to_numpy(float)))
+    return {
+        "n_tasks": len(per_task),
+        "resolve_rate_est": resolve_rate(runs, attempts),
+        "resolve_rate_lo": lo,
+        "resolve_rate_hi": hi,
+    }
 
 
 def resource_ratio(policy: pd.DataFrame, fc: pd.DataFrame, column: str) -> tuple[float, int]:
@@ -187,8 +211,9 @@ def resource_ratio(policy: pd.DataFrame, fc: pd.DataFrame, column: str) -> tuple
     return float(a[shared].mean() / b[shared].mean()), len(shared)
 
 
-def solved_tasks(runs: pd.DataFrame, *, attempts: int | None = None, solved_min: int | None = None,
-                 require_all: bool = True) -> pd.Series:
+def solved_tasks(
+    runs: pd.DataFrame, *, attempts: int | None = None, solved_min: int | None = None, require_all: bool = True
+) -> pd.Series:
     """Per task: solved (bool) when at least ``solved_min`` (default ⌈2A/3⌉) of the planned
     attempts 1..A succeed. With ``require_all`` (the gains/losses rule), tasks without all A
     attempts recorded are left out."""
@@ -230,10 +255,21 @@ def _interval(name: str, values: dict) -> dict:
 
 # -- the comparison ------------------------------------------------------------------------
 
-def compare_to_baseline(runs: pd.DataFrame, *, model: str, benchmark: str, baseline: str = FC,
-                        baseline_setting: str | None = None, attempts: int | None = None,
-                        cost_method: str = DEFAULT_METHOD, cohort: str | None = None, track: str | None = None,
-                        n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+
+def compare_to_baseline(
+    runs: pd.DataFrame,
+    *,
+    model: str,
+    benchmark: str,
+    baseline: str = FC,
+    baseline_setting: str | None = None,
+    attempts: int | None = None,
+    cost_method: str = DEFAULT_METHOD,
+    cohort: str | None = None,
+    track: str | None = None,
+    n_boot: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> pd.DataFrame:
     """One row per cell other than the baseline's (only ``track``'s cells when given), on one
     model and benchmark.
 
@@ -268,22 +304,35 @@ def compare_to_baseline(runs: pd.DataFrame, *, model: str, benchmark: str, basel
         a = task_success(group, attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
         b = base_success.reindex(tasks, fill_value=0.0).to_numpy(float)
         lo, hi = percentile_interval(boot_means(counts, a - b))
-        row = {"benchmark": benchmark, "model": model, **cell_description(group), "cell": cell,
-               "track": group["track"].iloc[0] if "track" in group else None,
-               "attempts": attempts, "baseline": baseline, "n_tasks": len(tasks),
-               "resolve_rate": float(a.mean()) if len(tasks) else np.nan,
-               "baseline_resolve_rate": float(b.mean()) if len(tasks) else np.nan}
-        row.update(_interval("resolve_delta", {"est": float((a - b).mean()) if len(tasks) else np.nan,
-                                               "lo": lo, "hi": hi}))
+        row = {
+            "benchmark": benchmark,
+            "model": model,
+            **cell_description(group),
+            "cell": cell,
+            "track": group["track"].iloc[0] if "track" in group else None,
+            "attempts": attempts,
+            "baseline": baseline,
+            "n_tasks": len(tasks),
+            "resolve_rate": float(a.mean()) if len(tasks) else np.nan,
+            "baseline_resolve_rate": float(b.mean()) if len(tasks) else np.nan,
+        }
+        row.update(
+            _interval("resolve_delta", {"est": float((a - b).mean()) if len(tasks) else np.nan, "lo": lo, "hi": hi})
+        )
         means = _resource_means(group, columns)
-        ratios = {name: _ratio_with_interval(tasks, means[column], base_means[column], counts)
-                  for name, column in RATIOS.items()}
+        ratios = {
+            name: _ratio_with_interval(tasks, means[column], base_means[column], counts)
+            for name, column in RATIOS.items()
+        }
         row.update(_interval("tokens_ratio", ratios["tokens_ratio"]))
         row.update(_interval("latency_ratio", ratios["latency_ratio"]))
         row.update(_interval("cost_ratio", ratios[f"cost_ratio_{cost_method}"]), cost_ratio_method=cost_method)
         row.update(_gains_losses(solved_tasks(group, attempts=attempts, solved_min=solved_min), base_solved, tasks))
-        row.update(_interval("calls_change", _calls_change(calls_when_solved(group, attempts, solved_min),
-                                                           base_calls, n_boot, seed)))
+        row.update(
+            _interval(
+                "calls_change", _calls_change(calls_when_solved(group, attempts, solved_min), base_calls, n_boot, seed)
+            )
+        )
         for name, values in ratios.items():
             if name not in ("tokens_ratio", "latency_ratio"):
                 row.update(_interval(name, values))
@@ -295,10 +344,16 @@ def _gains_losses(policy: pd.Series, base: pd.Series, tasks: pd.Index) -> dict:
     """Gains and losses over the comparison's tasks that have every planned attempt on both sides."""
     compared = tasks.intersection(policy.index).intersection(base.index)
     p, f = policy[compared].to_numpy(bool), base[compared].to_numpy(bool)
-    return {"solved": int(p.sum()), "baseline_solved": int(f.sum()), "gains": int((p & ~f).sum()),
-            "losses": int((~p & f).sum()), "left_out_tasks": len(tasks) - len(compared),
-            "gains_losses_tasks": len(compared),
-            "gain_tasks": list(map(str, compared[p & ~f])), "loss_tasks": list(map(str, compared[~p & f]))}
+    return {
+        "solved": int(p.sum()),
+        "baseline_solved": int(f.sum()),
+        "gains": int((p & ~f).sum()),
+        "losses": int((~p & f).sum()),
+        "left_out_tasks": len(tasks) - len(compared),
+        "gains_losses_tasks": len(compared),
+        "gain_tasks": list(map(str, compared[p & ~f])),
+        "loss_tasks": list(map(str, compared[~p & f])),
+    }
 
 
 def _calls_change(policy: pd.Series, base: pd.Series, n_boot: int, seed: int) -> dict:
@@ -316,6 +371,7 @@ def compare_records(table: pd.DataFrame) -> list[dict]:
     """``compare_to_baseline`` rows as the command's JSON objects: the identity keys and
     ``COMPARE_KEYS``, each interval statistic as {est, lo, hi, n_tasks} (``cost_ratio`` also
     names its ``method``), NaN as None."""
+
     def plain(value):
         if value is None or (isinstance(value, float) and np.isnan(value)):
             return None
@@ -351,20 +407,45 @@ def compare_columns() -> list[str]:
 
 # -- older views -------------------------------------------------------------------------
 
-_LEGACY = {"baseline_resolve_rate": "fc_resolve_rate", "cost_ratio_method": "cost_method",
-           "tokens_ratio_est": "token_ratio",
-           "tokens_ratio_lo": "token_ratio_lo", "tokens_ratio_hi": "token_ratio_hi",
-           "tokens_ratio_n_tasks": "n_resource_tasks", "cost_ratio_measured_n_tasks": "n_measured_tasks",
-           **{f"{name}_{part}": (name if part == "est" else f"{name}_{part}")
-              for name in ("latency_ratio", "cost_ratio", "cost_ratio_exact", "cost_ratio_measured",
-                           "calls_ratio", "retrieval_ratio", "execution_ratio") for part in ("est", "lo", "hi")},
-           **{f"cost_ratio_estimated_{part}": "cost_ratio_est" + ("" if part == "est" else f"_{part}")
-              for part in ("est", "lo", "hi")}}
+_LEGACY = {
+    "baseline_resolve_rate": "fc_resolve_rate",
+    "cost_ratio_method": "cost_method",
+    "tokens_ratio_est": "token_ratio",
+    "tokens_ratio_lo": "token_ratio_lo",
+    "tokens_ratio_hi": "token_ratio_hi",
+    "tokens_ratio_n_tasks": "n_resource_tasks",
+    "cost_ratio_measured_n_tasks": "n_measured_tasks",
+    **{
+        f"{name}_{part}": (name if part == "est" else f"{name}_{part}")
+        for name in (
+            "latency_ratio",
+            "cost_ratio",
+            "cost_ratio_exact",
+            "cost_ratio_measured",
+            "calls_ratio",
+            "retrieval_ratio",
+            "execution_ratio",
+        )
+        for part in ("est", "lo", "hi")
+    },
+    **{
+        f"cost_ratio_estimated_{part}": "cost_ratio_est" + ("" if part == "est" else f"_{part}")
+        for part in ("est", "lo", "hi")
+    },
+}
 
 
-def compare_to_fc(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
-                  n_boot: int = DEFAULT_RESAMPLES, seed: int = 0, attempts: int | None = None,
-                  cost_method: str = DEFAULT_METHOD) -> pd.DataFrame:
+def compare_to_fc(
+    runs: pd.DataFrame,
+    *,
+    model: str,
+    benchmark: str,
+    cohort: str | None = None,
+    n_boot: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    attempts: int | None = None,
+    cost_method: str = DEFAULT_METHOD,
+) -> pd.DataFrame:
     """``compare_to_baseline`` against FC in the older column names: ``delta_pp(_lo,_hi)`` in
     percentage points, ``token_ratio``, ``latency_ratio``, ``cost_ratio`` (the ``cost_method``
     headline, named in ``cost_method``), ``cost_ratio_est`` / ``cost_ratio_exact`` /
@@ -373,8 +454,16 @@ def compare_to_fc(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str
     ``n_measured_tasks``. No rows without FC runs."""
     if not len(fc_runs(select(runs, model=model, benchmark=benchmark, cohort=cohort))):
         return pd.DataFrame()
-    table = compare_to_baseline(runs, model=model, benchmark=benchmark, cohort=cohort, n_boot=n_boot,
-                                seed=seed, attempts=attempts, cost_method=cost_method)
+    table = compare_to_baseline(
+        runs,
+        model=model,
+        benchmark=benchmark,
+        cohort=cohort,
+        n_boot=n_boot,
+        seed=seed,
+        attempts=attempts,
+        cost_method=cost_method,
+    )
     if table.empty:
         return table
     for part in ("est", "lo", "hi"):
@@ -382,8 +471,15 @@ def compare_to_fc(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str
     return table.rename(columns=_LEGACY)
 
 
-def gains_losses(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
-                 attempts: int | None = None, solved_min: int | None = None) -> pd.DataFrame:
+def gains_losses(
+    runs: pd.DataFrame,
+    *,
+    model: str,
+    benchmark: str,
+    cohort: str | None = None,
+    attempts: int | None = None,
+    solved_min: int | None = None,
+) -> pd.DataFrame:
     """Per non-FC cell: tasks solved by the policy and not by FC (gains) and the reverse
     (losses), over the comparison's tasks with all ``attempts`` (default: the table's largest
     attempt number) recorded on both sides; ``left_out_tasks`` counts the others. Solved: at
@@ -397,18 +493,37 @@ def gains_losses(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str 
     for cell, group in policy_cells(selected):
         policy = solved_tasks(group, attempts=attempts, solved_min=solved_min)
         counted = _gains_losses(policy, fc, comparison_tasks(group, base))
-        rows.append({**cell_description(group), "cell": cell, "n_tasks": counted["gains_losses_tasks"],
-                     "attempts": attempts, "solved_min": solved_min,
-                     "policy_solved": counted["solved"], "fc_solved": counted["baseline_solved"],
-                     "gains": counted["gains"], "losses": counted["losses"],
-                     "net": counted["gains"] - counted["losses"], "left_out_tasks": counted["left_out_tasks"],
-                     "gain_tasks": counted["gain_tasks"], "loss_tasks": counted["loss_tasks"]})
+        rows.append(
+            {
+                **cell_description(group),
+                "cell": cell,
+                "n_tasks": counted["gains_losses_tasks"],
+                "attempts": attempts,
+                "solved_min": solved_min,
+                "policy_solved": counted["solved"],
+                "fc_solved": counted["baseline_solved"],
+                "gains": counted["gains"],
+                "losses": counted["losses"],
+                "net": counted["gains"] - counted["losses"],
+                "left_out_tasks": counted["left_out_tasks"],
+                "gain_tasks": counted["gain_tasks"],
+                "loss_tasks": counted["loss_tasks"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def execution_length(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
-                     attempts: int | None = None, solved_min: int | None = None,
-                     n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+def execution_length(
+    runs: pd.DataFrame,
+    *,
+    model: str,
+    benchmark: str,
+    cohort: str | None = None,
+    attempts: int | None = None,
+    solved_min: int | None = None,
+    n_boot: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Agent calls of successful attempts, averaged per task, on tasks solved (at least
     ``solved_min``, default ⌈2A/3⌉, successes among the planned attempts) by both the policy and
     FC; percentage change of the policy's mean over those tasks against FC's, with a
@@ -422,20 +537,37 @@ def execution_length(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: 
         policy = calls_when_solved(group, attempts, solved_min)
         change = _calls_change(policy, fc, n_boot, seed)
         tasks = policy.index.intersection(fc.index)
-        rows.append({**cell_description(group), "cell": cell, "n_tasks": change["n_tasks"],
-                     "calls_policy": float(policy[tasks].mean()) if len(tasks) else np.nan,
-                     "calls_fc": float(fc[tasks].mean()) if len(tasks) else np.nan,
-                     "pct_change": 100 * change["est"], "pct_change_lo": 100 * change["lo"],
-                     "pct_change_hi": 100 * change["hi"]})
+        rows.append(
+            {
+                **cell_description(group),
+                "cell": cell,
+                "n_tasks": change["n_tasks"],
+                "calls_policy": float(policy[tasks].mean()) if len(tasks) else np.nan,
+                "calls_fc": float(fc[tasks].mean()) if len(tasks) else np.nan,
+                "pct_change": 100 * change["est"],
+                "pct_change_lo": 100 * change["lo"],
+                "pct_change_hi": 100 * change["hi"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # -- paired policy differences -----------------------------------------------------------
 
-def paired_differences(runs: pd.DataFrame, *, model: str, benchmark: str, cohort: str | None = None,
-                       pairs: list[tuple[str, str]] | None = None, n_boot: int = DEFAULT_RESAMPLES,
-                       seed: int = 0, holm: bool = False, alpha: float = 0.05,
-                       attempts: int | None = None) -> pd.DataFrame:
+
+def paired_differences(
+    runs: pd.DataFrame,
+    *,
+    model: str,
+    benchmark: str,
+    cohort: str | None = None,
+    pairs: list[tuple[str, str]] | None = None,
+    n_boot: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    holm: bool = False,
+    alpha: float = 0.05,
+    attempts: int | None = None,
+) -> pd.DataFrame:
     """Resolve rate of cell A minus cell B (percentage points) over the planned attempts on the
     pair's tasks (``comparison_tasks``), with a task-bootstrap percentile interval, a two-sided
     bootstrap p-value (2 * min(P*(d <= 0), P*(d >= 0)), capped at 1) and optionally
@@ -458,11 +590,22 @@ def paired_differences(runs: pd.DataFrame, *, model: str, benchmark: str, cohort
         finite = diffs[np.isfinite(diffs)]
         p = min(1.0, 2 * min((finite <= 0).mean(), (finite >= 0).mean())) if finite.size else np.nan
         da, db = cell_description(by_cell[cell_a]), cell_description(by_cell[cell_b])
-        rows.append({"cell_a": cell_a, "cell_b": cell_b, "policy_a": da["policy"], "setting_a": da["setting"],
-                     "policy_b": db["policy"], "setting_b": db["setting"], "n_tasks": len(tasks),
-                     "diff_pp": 100 * float((a - b).mean()) if len(tasks) else np.nan,
-                     "diff_pp_lo": lo, "diff_pp_hi": hi, "excludes_zero": bool(lo > 0 or hi < 0),
-                     "p_boot": p})
+        rows.append(
+            {
+                "cell_a": cell_a,
+                "cell_b": cell_b,
+                "policy_a": da["policy"],
+                "setting_a": da["setting"],
+                "policy_b": db["policy"],
+                "setting_b": db["setting"],
+                "n_tasks": len(tasks),
+                "diff_pp": 100 * float((a - b).mean()) if len(tasks) else np.nan,
+                "diff_pp_lo": lo,
+                "diff_pp_hi": hi,
+                "excludes_zero": bool(lo > 0 or hi < 0),
+                "p_boot": p,
+            }
+        )
     table = pd.DataFrame(rows)
     if holm and len(table):
         from statsmodels.stats.multitest import multipletests
@@ -479,9 +622,16 @@ def paired_differences(runs: pd.DataFrame, *, model: str, benchmark: str, cohort
 
 # -- outcome breakdown -------------------------------------------------------------------
 
-def outcome_breakdown(runs: pd.DataFrame, *, model: str | None = None, benchmark: str | None = None,
-                      cohort: str | None = None, attempts: int | None = None,
-                      tasks: Iterable[str] | None = None) -> pd.DataFrame:
+
+def outcome_breakdown(
+    runs: pd.DataFrame,
+    *,
+    model: str | None = None,
+    benchmark: str | None = None,
+    cohort: str | None = None,
+    attempts: int | None = None,
+    tasks: Iterable[str] | None = None,
+) -> pd.DataFrame:
     """Planned attempts per outcome class and cell (every class listed, zeros included), with
     shares. A cell's planned attempts are attempts 1..A (default: the table's largest attempt
     number) of the planned ``tasks`` (default: every task any cell of its (benchmark, model,
@@ -500,9 +650,18 @@ def outcome_breakdown(runs: pd.DataFrame, *, model: str | None = None, benchmark
             n_recorded = len(planned_runs_of(group, universe, attempts))
             description = cell_description(group)
             for outcome in OUTCOME_CLASSES:
-                rows.append({"benchmark": key[0], "model": key[1], "cell": str(cell),
-                             **{c: description.get(c) for c in CELL_COLUMNS}, "outcome_class": outcome,
-                             "n": counts[outcome], "share": counts[outcome] / n_planned if n_planned else np.nan,
-                             "n_planned": n_planned, "n_missing": n_planned - n_recorded})
+                rows.append(
+                    {
+                        "benchmark": key[0],
+                        "model": key[1],
+                        "cell": str(cell),
+                        **{c: description.get(c) for c in CELL_COLUMNS},
+                        "outcome_class": outcome,
+                        "n": counts[outcome],
+                        "share": counts[outcome] / n_planned if n_planned else np.nan,
+                        "n_planned": n_planned,
+                        "n_missing": n_planned - n_recorded,
+                    }
+                )
     columns = ["benchmark", "model", "cell", *CELL_COLUMNS, "outcome_class", "n", "share", "n_planned", "n_missing"]
     return pd.DataFrame(rows, columns=columns)

@@ -47,8 +47,9 @@ def floor_block(tokens: np.ndarray | int, block: int) -> np.ndarray:
     return (np.asarray(tokens, dtype=np.int64) // block) * block
 
 
-def exact_cached(sequences: list[np.ndarray], tokens: list[np.ndarray], prompts: np.ndarray,
-                 block: int = DEFAULT_BLOCK) -> np.ndarray:
+def exact_cached(
+    sequences: list[np.ndarray], tokens: list[np.ndarray], prompts: np.ndarray, block: int = DEFAULT_BLOCK
+) -> np.ndarray:
     """Cached tokens of each agent call from its message sequence (the ``exact`` method).
 
     ``sequences[k]`` holds integer message codes of agent call k in the order sent (equal
@@ -61,8 +62,9 @@ def exact_cached(sequences: list[np.ndarray], tokens: list[np.ndarray], prompts:
     return exact_cached_flat(np.concatenate(sequences), np.concatenate(tokens), lengths, prompts, block)
 
 
-def exact_cached_flat(codes: np.ndarray, tokens: np.ndarray, lengths: np.ndarray, prompts: np.ndarray,
-                      block: int = DEFAULT_BLOCK) -> np.ndarray:
+def exact_cached_flat(
+    codes: np.ndarray, tokens: np.ndarray, lengths: np.ndarray, prompts: np.ndarray, block: int = DEFAULT_BLOCK
+) -> np.ndarray:
     """``exact_cached`` on the calls' sequences laid end to end (``lengths[k]`` codes each).
 
     A prefix of call k is cached when any earlier call sent the same prefix. The set of such
@@ -140,13 +142,17 @@ def _token_count(event: Mapping, name: str) -> int:
 def has_otrc(events: object) -> bool:
     """Whether a step's compression events include an OTRC stage (the only primitive whose change
     the estimate places by position; anything that is not a list of events has none)."""
-    return isinstance(events, list) and any(isinstance(e, Mapping) and e.get("primitive") == OTRC
-                                            for e in events)
+    return isinstance(events, list) and any(isinstance(e, Mapping) and e.get("primitive") == OTRC for e in events)
 
 
-def estimated_cached(prompts: np.ndarray, otrc: np.ndarray | None = None, block: int = DEFAULT_BLOCK, *,
-                     unchanged_tokens: np.ndarray | None = None,
-                     tokens_before: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def estimated_cached(
+    prompts: np.ndarray,
+    otrc: np.ndarray | None = None,
+    block: int = DEFAULT_BLOCK,
+    *,
+    unchanged_tokens: np.ndarray | None = None,
+    tokens_before: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The study's reconstruction (A.5.2) of each agent call's cached tokens.
 
     ``prompts``: the server-reported prompt sizes P_1, P_2, ... of the run's agent calls.
@@ -202,12 +208,12 @@ class Billed:
     billed_input: float
 
     def as_dict(self) -> dict:
-        return {"fresh": self.fresh, "cached": self.cached, "summary": self.summary,
-                "billed_input": self.billed_input}
+        return {"fresh": self.fresh, "cached": self.cached, "summary": self.summary, "billed_input": self.billed_input}
 
 
-def billed(agent_prompts: np.ndarray, agent_cached: np.ndarray, summary_input: int,
-           discount: float = DEFAULT_DISCOUNT) -> Billed:
+def billed(
+    agent_prompts: np.ndarray, agent_cached: np.ndarray, summary_input: int, discount: float = DEFAULT_DISCOUNT
+) -> Billed:
     """C = N_fresh + discount * N_cached + N_summary over one run's calls."""
     prompts = np.asarray(agent_prompts, dtype=np.int64)
     cached = np.minimum(np.asarray(agent_cached, dtype=np.int64), prompts)

@@ -40,8 +40,10 @@ _COLUMNS = {"tokens": "total_tokens", "calls": "all_calls"}
 def decomposition_columns() -> list[str]:
     """The flat columns a decomposition adds per cell: ``<resource>_<part>_<est|lo|hi>``, then
     ``decomposition_n_tasks`` and ``replay_summaries``."""
-    return [f"{r}_{p}_{s}" for r in DECOMPOSED for p in PARTS for s in STATS] + \
-        ["decomposition_n_tasks", "replay_summaries"]
+    return [f"{r}_{p}_{s}" for r in DECOMPOSED for p in PARTS for s in STATS] + [
+        "decomposition_n_tasks",
+        "replay_summaries",
+    ]
 
 
 def decomposition_record(row: dict) -> dict | None:
@@ -100,13 +102,19 @@ class _Matched:
     replay_base: pd.DataFrame
 
 
-def _matched_cells(runs: pd.DataFrame, replays: pd.DataFrame | None, *, model: str, benchmark: str,
-                   cost_method: str, track: str | None):
+def _matched_cells(
+    runs: pd.DataFrame, replays: pd.DataFrame | None, *, model: str, benchmark: str, cost_method: str, track: str | None
+):
     if cost_method not in METHODS:
         raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
     replays = replay_runs(runs if replays is None else replays)
-    replays = _with_all_calls(replays[((replays["model"].astype("object") == model)
-                                       & (replays["benchmark"].astype("object") == benchmark)).to_numpy()])
+    replays = _with_all_calls(
+        replays[
+            (
+                (replays["model"].astype("object") == model) & (replays["benchmark"].astype("object") == benchmark)
+            ).to_numpy()
+        ]
+    )
     real = _with_all_calls(select(runs, model=model, benchmark=benchmark))
     if replays.empty or real.empty:
         return
@@ -114,8 +122,11 @@ def _matched_cells(runs: pd.DataFrame, replays: pd.DataFrame | None, *, model: s
     replay_fc = replays[(replays["policy"].astype("object") == FC).to_numpy()]
     if real_fc.empty or replay_fc.empty:
         return
-    replay_cells = {_cell_key(g): (str(c), g) for c, g in replays.groupby("cell", observed=True, sort=True)
-                    if str(g["policy"].iloc[0]) != FC}
+    replay_cells = {
+        _cell_key(g): (str(c), g)
+        for c, g in replays.groupby("cell", observed=True, sort=True)
+        if str(g["policy"].iloc[0]) != FC
+    }
     real_columns = [_column(r, "real", cost_method) for r in DECOMPOSED]
     replay_columns = [_column(r, "replay", cost_method) for r in DECOMPOSED]
     real_base = _task_means(real_fc, real_columns).dropna()
@@ -132,16 +143,37 @@ def _matched_cells(runs: pd.DataFrame, replays: pd.DataFrame | None, *, model: s
         replay_cell, replay_group = replay_cells[key]
         real_policy = _task_means(resource_eligible(group), real_columns).dropna()
         replay_policy = _task_means(replay_group, replay_columns).dropna()
-        tasks = (real_policy.index.intersection(real_base.index).intersection(replay_policy.index)
-                 .intersection(replay_base.index).sort_values())
+        tasks = (
+            real_policy.index.intersection(real_base.index)
+            .intersection(replay_policy.index)
+            .intersection(replay_base.index)
+            .sort_values()
+        )
         if len(tasks):
-            yield _Matched(str(cell), key, replay_cell, replay_group, tasks, real_policy.loc[tasks],
-                           real_base.loc[tasks], replay_policy.loc[tasks], replay_base.loc[tasks])
+            yield _Matched(
+                str(cell),
+                key,
+                replay_cell,
+                replay_group,
+                tasks,
+                real_policy.loc[tasks],
+                real_base.loc[tasks],
+                replay_policy.loc[tasks],
+                replay_base.loc[tasks],
+            )
 
 
-def decompose(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model: str, benchmark: str,
-              cost_method: str = DEFAULT_METHOD, track: str | None = "full",
-              n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+def decompose(
+    runs: pd.DataFrame,
+    replays: pd.DataFrame | None = None,
+    *,
+    model: str,
+    benchmark: str,
+    cost_method: str = DEFAULT_METHOD,
+    track: str | None = "full",
+    n_boot: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> pd.DataFrame:
     """One row per real policy cell (``track``'s; the agent as its own summarizer) that has a
     replay cell of the same policy and setting: ``benchmark``, ``model``, ``cell``, ``policy``,
     ``setting``, ``replay_cell`` and ``decomposition_columns()``. ``replays`` default to the
@@ -150,20 +182,45 @@ def decompose(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model:
     rows = []
     for m in _matched_cells(runs, replays, model=model, benchmark=benchmark, cost_method=cost_method, track=track):
         counts = resample_counts(len(m.tasks), n_boot, seed)
-        row = {"benchmark": benchmark, "model": model, "cell": m.cell, "policy": m.key[0], "setting": m.key[1],
-               "replay_cell": m.replay_cell, "decomposition_n_tasks": len(m.tasks),
-               "replay_summaries": _summaries(m.replays)}
+        row = {
+            "benchmark": benchmark,
+            "model": model,
+            "cell": m.cell,
+            "policy": m.key[0],
+            "setting": m.key[1],
+            "replay_cell": m.replay_cell,
+            "decomposition_n_tasks": len(m.tasks),
+            "replay_summaries": _summaries(m.replays),
+        }
         for resource in DECOMPOSED:
-            real_column, replay_column = _column(resource, "real", cost_method), _column(resource, "replay", cost_method)
-            row.update(_decompose_one(resource, m.tasks, counts,
-                                      m.real_policy[real_column], m.real_base[real_column],
-                                      m.replay_policy[replay_column], m.replay_base[replay_column]))
+            real_column, replay_column = (
+                _column(resource, "real", cost_method),
+                _column(resource, "replay", cost_method),
+            )
+            row.update(
+                _decompose_one(
+                    resource,
+                    m.tasks,
+                    counts,
+                    m.real_policy[real_column],
+                    m.real_base[real_column],
+                    m.replay_policy[replay_column],
+                    m.replay_base[replay_column],
+                )
+            )
         rows.append(row)
     return pd.DataFrame(rows, columns=_frame_columns())
 
 
-def task_ratios(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model: str, benchmark: str,
-                cost_method: str = DEFAULT_METHOD, track: str | None = "full") -> pd.DataFrame:
+def task_ratios(
+    runs: pd.DataFrame,
+    replays: pd.DataFrame | None = None,
+    *,
+    model: str,
+    benchmark: str,
+    cost_method: str = DEFAULT_METHOD,
+    track: str | None = "full",
+) -> pd.DataFrame:
     """The decomposition task by task: one row per (cell, task, resource) with the task's
     ``mechanical`` (replay(P) / replay(FC)), ``actual`` (real(P) / real(FC)) and ``behavioural``
     (actual / mechanical) ratios, over the same tasks ``decompose`` uses (NaN where a
@@ -171,13 +228,26 @@ def task_ratios(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, mode
     rows = []
     for m in _matched_cells(runs, replays, model=model, benchmark=benchmark, cost_method=cost_method, track=track):
         for resource in DECOMPOSED:
-            real_column, replay_column = _column(resource, "real", cost_method), _column(resource, "replay", cost_method)
+            real_column, replay_column = (
+                _column(resource, "real", cost_method),
+                _column(resource, "replay", cost_method),
+            )
             with np.errstate(invalid="ignore", divide="ignore"):
                 mechanical = (m.replay_policy[replay_column] / m.replay_base[replay_column]).replace(np.inf, np.nan)
                 actual = (m.real_policy[real_column] / m.real_base[real_column]).replace(np.inf, np.nan)
-            frame = pd.DataFrame({"benchmark": benchmark, "model": model, "cell": m.cell, "policy": m.key[0],
-                                  "setting": m.key[1], "task_id": m.tasks, "resource": resource,
-                                  "mechanical": mechanical.to_numpy(), "actual": actual.to_numpy()})
+            frame = pd.DataFrame(
+                {
+                    "benchmark": benchmark,
+                    "model": model,
+                    "cell": m.cell,
+                    "policy": m.key[0],
+                    "setting": m.key[1],
+                    "task_id": m.tasks,
+                    "resource": resource,
+                    "mechanical": mechanical.to_numpy(),
+                    "actual": actual.to_numpy(),
+                }
+            )
             rows.append(frame.assign(behavioural=frame["actual"] / frame["mechanical"]))
     columns = ["benchmark", "model", "cell", "policy", "setting", "task_id", "resource", *PARTS]
     return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
@@ -195,8 +265,15 @@ def _frame_columns() -> list[str]:
     return ["benchmark", "model", "cell", "policy", "setting", "replay_cell", *decomposition_columns()]
 
 
-def _decompose_one(resource: str, tasks: pd.Index, counts: np.ndarray, real_policy: pd.Series,
-                   real_base: pd.Series, replay_policy: pd.Series, replay_base: pd.Series) -> dict:
+def _decompose_one(
+    resource: str,
+    tasks: pd.Index,
+    counts: np.ndarray,
+    real_policy: pd.Series,
+    real_base: pd.Series,
+    replay_policy: pd.Series,
+    replay_base: pd.Series,
+) -> dict:
     values = [s.reindex(tasks).to_numpy(float) for s in (replay_policy, replay_base, real_policy, real_base)]
     everywhere = np.ones(len(tasks), dtype=bool)
     mechanical = _point(values[0], values[1])
@@ -207,8 +284,11 @@ def _decompose_one(resource: str, tasks: pd.Index, counts: np.ndarray, real_poli
         boot_behavioural = np.where(boot_mechanical > 0, boot_actual / boot_mechanical, np.nan)
     behavioural = actual / mechanical if mechanical > 0 else float("nan")
     out = {}
-    for part, point, samples in (("mechanical", mechanical, boot_mechanical), ("actual", actual, boot_actual),
-                                 ("behavioural", behavioural, boot_behavioural)):
+    for part, point, samples in (
+        ("mechanical", mechanical, boot_mechanical),
+        ("actual", actual, boot_actual),
+        ("behavioural", behavioural, boot_behavioural),
+    ):
         lo, hi = percentile_interval(samples)
         out.update({f"{resource}_{part}_est": point, f"{resource}_{part}_lo": lo, f"{resource}_{part}_hi": hi})
     return out
@@ -219,12 +299,14 @@ def _point(numerator: np.ndarray, denominator: np.ndarray) -> float:
     return float(numerator.mean() / base) if base > 0 else float("nan")
 
 
-def missing_decompositions(runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model: str, benchmark: str,
-                           track: str | None = "full") -> list[str]:
+def missing_decompositions(
+    runs: pd.DataFrame, replays: pd.DataFrame | None = None, *, model: str, benchmark: str, track: str | None = "full"
+) -> list[str]:
     """The real policy cells ``decompose`` cannot split, each with the reason (for figure notes)."""
     replays = replay_runs(runs if replays is None else replays)
-    replays = replays[((replays["model"].astype("object") == model)
-                       & (replays["benchmark"].astype("object") == benchmark)).to_numpy()]
+    replays = replays[
+        ((replays["model"].astype("object") == model) & (replays["benchmark"].astype("object") == benchmark)).to_numpy()
+    ]
     real = select(runs, model=model, benchmark=benchmark)
     if replays.empty:
         return [f"{benchmark}/{model}: no replay runs"]

@@ -42,8 +42,7 @@ def planned_runs_of(runs: pd.DataFrame, tasks: Iterable[str], attempts: int) -> 
     """The runs that fill a planned attempt (task in ``tasks``, attempt 1..``attempts``), one per
     (task, attempt)."""
     planned = {str(t) for t in tasks}
-    inside = runs[runs["task_id"].astype(str).isin(planned) & (runs["attempt"] >= 1)
-                  & (runs["attempt"] <= attempts)]
+    inside = runs[runs["task_id"].astype(str).isin(planned) & (runs["attempt"] >= 1) & (runs["attempt"] <= attempts)]
     return inside.assign(task_id=inside["task_id"].astype(str)).drop_duplicates(["task_id", "attempt"])
 
 

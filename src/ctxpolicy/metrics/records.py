@@ -19,8 +19,15 @@ import numpy as np
 import orjson
 
 from ctxpolicy.metrics.commands import count_commands
-from ctxpolicy.metrics.cost import (DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, estimated_cached, exact_cached_flat,
-                                   has_otrc, unchanged_prefix)
+from ctxpolicy.metrics.cost import (
+    DEFAULT_BLOCK,
+    DEFAULT_DISCOUNT,
+    billed,
+    estimated_cached,
+    exact_cached_flat,
+    has_otrc,
+    unchanged_prefix,
+)
 from ctxpolicy.metrics.outcomes import harness_timed_out, outcome_class
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, VERDICT_JSON
@@ -28,27 +35,98 @@ from ctxpolicy.schemas import describe, field_rule, reading_view, schema
 
 # What the tables take from run.json and verdict.json; the NEEDED ones must be there, the others
 # may be absent or null (an empty cell). Types, enums and bounds come from the schemas.
-RUN_NEEDED = ("complete", "identity.benchmark", "identity.model", "identity.policy", "identity.task_id",
-              "identity.attempt", "outcome", "timing.wall_s")
-RUN_READ = (*RUN_NEEDED, "identity.cell", "identity.track", "identity.cohort", "identity.primitive",
-            "identity.trigger", "identity.depth", "identity.threshold_setting", "identity.threshold_tokens",
-            "identity.summarizer", "identity.stratum", "identity.seed", "error", "totals.steps",
-            "totals.format_errors")
+RUN_NEEDED = (
+    "complete",
+    "identity.benchmark",
+    "identity.model",
+    "identity.policy",
+    "identity.task_id",
+    "identity.attempt",
+    "outcome",
+    "timing.wall_s",
+)
+RUN_READ = (
+    *RUN_NEEDED,
+    "identity.cell",
+    "identity.track",
+    "identity.cohort",
+    "identity.primitive",
+    "identity.trigger",
+    "identity.depth",
+    "identity.threshold_setting",
+    "identity.threshold_tokens",
+    "identity.summarizer",
+    "identity.stratum",
+    "identity.seed",
+    "error",
+    "totals.steps",
+    "totals.format_errors",
+)
 VERDICT_NEEDED = ("resolved",)
 VERDICT_READ = ("resolved", "harness", "report", "log")
 CALL_FIELDS = ("index", "kind")
 # calls.jsonl fields checked column by column against the call schema (one jsonschema validation
 # per line would cost more than the rest of the parsing together).
-CALL_TYPED_FIELDS = ("index", "step", "start", "end", "latency_s", "prompt_tokens", "completion_tokens",
-                     "cached_tokens", "est_tokens_before", "est_tokens_after", "events")
+CALL_TYPED_FIELDS = (
+    "index",
+    "step",
+    "start",
+    "end",
+    "latency_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "est_tokens_before",
+    "est_tokens_after",
+    "events",
+)
 RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
-    "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger", "depth",
-    "setting", "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed", "outcome", "error",
-    "resolved", "has_verdict", "outcome_class", "wall_s", "steps", "agent_calls", "summary_calls",
-    "prompt_tokens", "completion_tokens", "total_tokens", "peak_prompt_tokens", "n_prompt_counts",
-    "compression_events", "compression_freq", "format_errors", "billed_exact", "fresh_exact",
-    "cached_exact", "billed_est", "fresh_est", "cached_est", "billed_measured", "cached_measured",
-    "summary_input", "retrieval_cmds", "execution_cmds")
+    "run_dir",
+    "cell",
+    "track",
+    "benchmark",
+    "cohort",
+    "model",
+    "policy",
+    "primitive",
+    "trigger",
+    "depth",
+    "setting",
+    "threshold_tokens",
+    "summarizer",
+    "task_id",
+    "stratum",
+    "attempt",
+    "seed",
+    "outcome",
+    "error",
+    "resolved",
+    "has_verdict",
+    "outcome_class",
+    "wall_s",
+    "steps",
+    "agent_calls",
+    "summary_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "peak_prompt_tokens",
+    "n_prompt_counts",
+    "compression_events",
+    "compression_freq",
+    "format_errors",
+    "billed_exact",
+    "fresh_exact",
+    "cached_exact",
+    "billed_est",
+    "fresh_est",
+    "cached_est",
+    "billed_measured",
+    "cached_measured",
+    "summary_input",
+    "retrieval_cmds",
+    "execution_cmds",
+)
 
 
 class RecordError(Exception):
@@ -105,8 +183,10 @@ def _check_record(name: str, record, path: Path) -> None:
     """Every field the tables read from ``record`` has its schema type; needed ones are there."""
     errors = sorted(_reading_validator(name).iter_errors(record), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        raise RecordError(path, "; ".join(describe(e) for e in errors[:3])
-                          + (f"; and {len(errors) - 3} more" if len(errors) > 3 else ""))
+        raise RecordError(
+            path,
+            "; ".join(describe(e) for e in errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else ""),
+        )
 
 
 def _field(record: dict, key: str, path: Path, where: str):
@@ -168,8 +248,11 @@ def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
             value = values[where]
             raise RecordError(path, f"line {where + 1}: field {name} is {_shown(value)}: {rule.why(value)}")
     store = dict(zip(ids, tokens))
-    assistant = [entry["message"] for entry in entries
-                 if isinstance(entry.get("message"), dict) and entry["message"].get("role") == "assistant"]
+    assistant = [
+        entry["message"]
+        for entry in entries
+        if isinstance(entry.get("message"), dict) and entry["message"].get("role") == "assistant"
+    ]
     return store, assistant
 
 
@@ -213,12 +296,13 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | N
             _blame_call(calls, path)
         for call in calls:
             if call.get("message_ids") is not None and not isinstance(call["message_ids"], list):
-                raise RecordError(path, f"call {call.get('index')!r}: field message_ids is "
-                                        f"{_shown(call['message_ids'])}: not array")
-        segments = [orjson.dumps(c["message_ids"])[1:-1] if isinstance(c.get("message_ids"), list) else None
-                    for c in calls]
-    if not all(isinstance(c, dict) and c.get("index") is not None and c.get("kind") in CALL_KINDS
-               for c in calls):
+                raise RecordError(
+                    path, f"call {call.get('index')!r}: field message_ids is {_shown(call['message_ids'])}: not array"
+                )
+        segments = [
+            orjson.dumps(c["message_ids"])[1:-1] if isinstance(c.get("message_ids"), list) else None for c in calls
+        ]
+    if not all(isinstance(c, dict) and c.get("index") is not None and c.get("kind") in CALL_KINDS for c in calls):
         _blame_call(calls, path)
     values = _check_call_types(calls, path)
     indexes = values["index"]
@@ -248,8 +332,11 @@ def _check_call_types(calls: list[dict], path: Path) -> dict[str, list]:
         rule = field_rule("call", name, nullable=name != "index")
         where = rule.violation(values)
         if where is not None:
-            raise RecordError(path, f"line {where + 1} (call {calls[where]['index']!r}): field {name} is "
-                                    f"{_shown(values[where])}: {rule.why(values[where])}")
+            raise RecordError(
+                path,
+                f"line {where + 1} (call {calls[where]['index']!r}): field {name} is "
+                f"{_shown(values[where])}: {rule.why(values[where])}",
+            )
         checked[name] = values
     return checked
 
@@ -275,8 +362,9 @@ def _fixed_width_ids(segments: list[bytes]) -> tuple[np.ndarray, np.ndarray] | N
     return halves[:, 0] * _MIX ^ halves[:, 1], lengths
 
 
-def _sequences(segments: list[bytes], store: dict[str, int], path: Path,
-               indexes: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sequences(
+    segments: list[bytes], store: dict[str, int], path: Path, indexes: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(codes, tokens, lengths) of the agent calls' message sequences laid end to end."""
     fast = _fixed_width_ids(segments)
     keys = _fixed_width_ids([b'"' + '","'.join(store).encode() + b'"']) if store else None
@@ -291,8 +379,9 @@ def _sequences(segments: list[bytes], store: dict[str, int], path: Path,
     return _sequences_by_name(segments, store, path, indexes)  # also names any unknown id
 
 
-def _sequences_by_name(segments: list[bytes], store: dict[str, int], path: Path,
-                       indexes: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sequences_by_name(
+    segments: list[bytes], store: dict[str, int], path: Path, indexes: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ids = [orjson.loads(b"[" + s + b"]") for s in segments]
     known: dict[str, int] = {}
     for call, sequence in zip(indexes, ids):
@@ -301,12 +390,21 @@ def _sequences_by_name(segments: list[bytes], store: dict[str, int], path: Path,
                 raise RecordError(path, f"call {call}: message id {mid} is not in messages.jsonl")
             known.setdefault(mid, len(known))
     flat = [mid for sequence in ids for mid in sequence]
-    return (np.array([known[m] for m in flat], dtype=np.int64), np.array([store[m] for m in flat], dtype=np.int64),
-            np.array([len(s) for s in ids], dtype=np.int64))
+    return (
+        np.array([known[m] for m in flat], dtype=np.int64),
+        np.array([store[m] for m in flat], dtype=np.int64),
+        np.array([len(s) for s in ids], dtype=np.int64),
+    )
 
 
-def _call_columns(calls: list[dict], values: dict[str, list], segments: list[bytes | None],
-                  store: dict[str, int], path: Path, block: int) -> dict[str, np.ndarray]:
+def _call_columns(
+    calls: list[dict],
+    values: dict[str, list],
+    segments: list[bytes | None],
+    store: dict[str, int],
+    path: Path,
+    block: int,
+) -> dict[str, np.ndarray]:
     n = len(calls)
 
     def column(key: str) -> np.ndarray:  # null -> NaN: the server or the record did not say
@@ -321,26 +419,34 @@ def _call_columns(calls: list[dict], values: dict[str, list], segments: list[byt
     agent_segments = [segments[i] for i in np.flatnonzero(agent)]
     cached_exact = np.zeros(n, dtype=np.float64)
     if all(s is not None for s in agent_segments):
-        codes, tokens, lengths = _sequences(agent_segments, store, path,
-                                            [values["index"][i] for i in np.flatnonzero(agent)])
+        codes, tokens, lengths = _sequences(
+            agent_segments, store, path, [values["index"][i] for i in np.flatnonzero(agent)]
+        )
         cached_exact[agent] = exact_cached_flat(codes, tokens, lengths, prompts[agent], block)
     else:
         cached_exact[agent] = np.nan  # without message sequences the exact count is unknown
     cached_est = np.zeros(n, dtype=np.float64)
     otrc = np.array([has_otrc(c.get("events")) for c in calls], dtype=bool)
-    cached_est[agent], _ = estimated_cached(prompts[agent], otrc[agent], block,
-                                            unchanged_tokens=unchanged[agent], tokens_before=before[agent])
+    cached_est[agent], _ = estimated_cached(
+        prompts[agent], otrc[agent], block, unchanged_tokens=unchanged[agent], tokens_before=before[agent]
+    )
 
     return {
         "index": np.array(values["index"], dtype=np.int64),
         "kind": np.where(agent, 0, 1).astype(np.int8),  # codes into CALL_KINDS
-        "step": column("step"), "start": column("start"), "end": column("end"),
+        "step": column("step"),
+        "start": column("start"),
+        "end": column("end"),
         "latency_s": column("latency_s"),
-        "prompt_tokens": prompts, "prompt_counted": counted,
+        "prompt_tokens": prompts,
+        "prompt_counted": counted,
         "completion_tokens": np.nan_to_num(column("completion_tokens")).astype(np.int64),
         "cached_tokens": column("cached_tokens"),
-        "est_tokens_before": column("est_tokens_before"), "est_tokens_after": column("est_tokens_after"),
-        "n_events": events, "cached_exact": cached_exact, "cached_est": cached_est,
+        "est_tokens_before": column("est_tokens_before"),
+        "est_tokens_after": column("est_tokens_after"),
+        "n_events": events,
+        "cached_exact": cached_exact,
+        "cached_est": cached_est,
     }
 
 
@@ -362,8 +468,9 @@ def _event_columns(calls: list[dict], events_of: list, path: Path) -> tuple[np.n
     return counts, unchanged, before
 
 
-def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,
-             calls: dict[str, np.ndarray], discount: float) -> dict:
+def _run_row(
+    run_dir: Path, run: dict, identity: dict, verdict: dict | None, calls: dict[str, np.ndarray], discount: float
+) -> dict:
     agent = calls["kind"] == 0
     prompts = calls["prompt_tokens"][agent]
     summary_input = int(calls["prompt_tokens"][~agent].sum())
@@ -373,11 +480,16 @@ def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,
     n_counted = int((agent & calls["prompt_counted"]).sum())
     n_events = int(calls["n_events"].sum())
     exact_known = not np.isnan(calls["cached_exact"][agent]).any()
-    exact = billed(prompts, calls["cached_exact"][agent].astype(np.int64), summary_input, discount) if exact_known else None
+    exact = (
+        billed(prompts, calls["cached_exact"][agent].astype(np.int64), summary_input, discount) if exact_known else None
+    )
     est = billed(prompts, calls["cached_est"][agent].astype(np.int64), summary_input, discount)
     measured_cached = calls["cached_tokens"][agent]
-    measured = (billed(prompts, measured_cached.astype(np.int64), summary_input, discount)
-                if n_agent and not np.isnan(measured_cached).any() else None)
+    measured = (
+        billed(prompts, measured_cached.astype(np.int64), summary_input, discount)
+        if n_agent and not np.isnan(measured_cached).any()
+        else None
+    )
     resolved = bool(verdict and verdict["resolved"])
     outcome = run.get("outcome")
     prompt_total = int(calls["prompt_tokens"].sum())
@@ -386,20 +498,31 @@ def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,
         "run_dir": str(run_dir),
         "cell": identity.get("cell") or run_dir.parent.name,
         "track": identity.get("track"),
-        "benchmark": identity["benchmark"], "cohort": identity.get("cohort"),
-        "model": identity["model"], "policy": identity["policy"],
-        "primitive": identity.get("primitive"), "trigger": identity.get("trigger"),
-        "depth": identity.get("depth"), "setting": identity.get("threshold_setting"),
-        "threshold_tokens": identity.get("threshold_tokens"), "summarizer": identity.get("summarizer"),
-        "task_id": str(identity["task_id"]), "stratum": identity.get("stratum"),
-        "attempt": int(identity["attempt"]), "seed": identity.get("seed"),
-        "outcome": outcome, "error": run.get("error"),
-        "resolved": resolved, "has_verdict": verdict is not None,
+        "benchmark": identity["benchmark"],
+        "cohort": identity.get("cohort"),
+        "model": identity["model"],
+        "policy": identity["policy"],
+        "primitive": identity.get("primitive"),
+        "trigger": identity.get("trigger"),
+        "depth": identity.get("depth"),
+        "setting": identity.get("threshold_setting"),
+        "threshold_tokens": identity.get("threshold_tokens"),
+        "summarizer": identity.get("summarizer"),
+        "task_id": str(identity["task_id"]),
+        "stratum": identity.get("stratum"),
+        "attempt": int(identity["attempt"]),
+        "seed": identity.get("seed"),
+        "outcome": outcome,
+        "error": run.get("error"),
+        "resolved": resolved,
+        "has_verdict": verdict is not None,
         "outcome_class": outcome_class(outcome, resolved, harness_timed_out(verdict)),
         "wall_s": timing.get("wall_s"),
         "steps": n_agent if totals.get("steps") is None else totals["steps"],
-        "agent_calls": n_agent, "summary_calls": int((~agent).sum()),
-        "prompt_tokens": prompt_total, "completion_tokens": completion_total,
+        "agent_calls": n_agent,
+        "summary_calls": int((~agent).sum()),
+        "prompt_tokens": prompt_total,
+        "completion_tokens": completion_total,
         "total_tokens": prompt_total + completion_total,
         "peak_prompt_tokens": int(prompts.max()) if n_counted else None,
         "n_prompt_counts": n_counted,
@@ -409,7 +532,9 @@ def _run_row(run_dir: Path, run: dict, identity: dict, verdict: dict | None,
         "billed_exact": exact.billed_input if exact else None,
         "fresh_exact": exact.fresh if exact else None,
         "cached_exact": exact.cached if exact else None,
-        "billed_est": est.billed_input, "fresh_est": est.fresh, "cached_est": est.cached,
+        "billed_est": est.billed_input,
+        "fresh_est": est.fresh,
+        "cached_est": est.cached,
         "billed_measured": measured.billed_input if measured else None,
         "cached_measured": measured.cached if measured else None,
         "summary_input": summary_input,

@@ -24,8 +24,9 @@ def firings_per_attempt(runs: pd.DataFrame, calls: pd.DataFrame | None) -> tuple
     columns = ["policy", "setting", "firings_per_attempt", "threshold_tokens", "n_attempts"]
     if runs.empty:
         return pd.DataFrame(columns=columns), []
-    runs = runs.assign(policy=runs["policy"].astype(str), setting=runs["setting"].astype(str),
-                       run_dir=runs["run_dir"].astype(str))
+    runs = runs.assign(
+        policy=runs["policy"].astype(str), setting=runs["setting"].astype(str), run_dir=runs["run_dir"].astype(str)
+    )
     said: list[str] = []
     have_calls = calls is not None and not calls.empty and {"run_dir", "step", "n_events"} <= set(calls)
     if have_calls:
@@ -37,22 +38,41 @@ def firings_per_attempt(runs: pd.DataFrame, calls: pd.DataFrame | None) -> tuple
             have_calls = False
     if not have_calls:
         firings = runs["compression_events"].astype(float)
-        said.append("compression frequency counted from the runs' event totals (no calls table): "
-                    "a stacked policy's stages count separately.")
-    return (runs.assign(firings=firings)
-            .groupby(["policy", "setting"], as_index=False)
-            .agg(firings_per_attempt=("firings", "mean"), threshold_tokens=("threshold_tokens", "median"),
-                 n_attempts=("run_dir", "size")))[columns], said
+        said.append(
+            "compression frequency counted from the runs' event totals (no calls table): "
+            "a stacked policy's stages count separately."
+        )
+    return (
+        runs.assign(firings=firings)
+        .groupby(["policy", "setting"], as_index=False)
+        .agg(
+            firings_per_attempt=("firings", "mean"),
+            threshold_tokens=("threshold_tokens", "median"),
+            n_attempts=("run_dir", "size"),
+        )
+    )[columns], said
 
 
-def all_attempts_summary(runs: pd.DataFrame, policies: list[str], settings: list[str],
-                         method: str, *, attempts: int | None = None) -> pd.DataFrame:
+def all_attempts_summary(
+    runs: pd.DataFrame, policies: list[str], settings: list[str], method: str, *, attempts: int | None = None
+) -> pd.DataFrame:
     """Figure 3's table: per setting and policy, over **all** attempts (time-capped included):
     resolve rate, billed cost relative to FC (task means over the tasks both ran) and mean
     latency in seconds; ``best_*`` marks the best across depths within each primitive and
     setting. Resolve rates are over the ``attempts`` planned attempts (missing ones unresolved)."""
-    columns = ["setting", "policy", "primitive", "depth", "n_tasks", "resolve_rate",
-               "cost_ratio_all", "latency_s", "best_resolve", "best_cost", "best_latency"]
+    columns = [
+        "setting",
+        "policy",
+        "primitive",
+        "depth",
+        "n_tasks",
+        "resolve_rate",
+        "cost_ratio_all",
+        "latency_s",
+        "best_resolve",
+        "best_cost",
+        "best_latency",
+    ]
     if runs.empty:
         return pd.DataFrame(columns=columns)
     billed = BILLED_COLUMNS[method]
@@ -69,15 +89,26 @@ def all_attempts_summary(runs: pd.DataFrame, policies: list[str], settings: list
             shared = cost.dropna().index.intersection(fc_cost.dropna().index)
             fc_mean = fc_cost[shared].mean() if len(shared) else np.nan
             primitive, depth = mine["primitive"].iloc[0], mine["depth"].iloc[0]
-            rows.append({"setting": setting, "policy": policy, "primitive": primitive, "depth": depth,
-                         "n_tasks": int(mine["task_id"].nunique()), "resolve_rate": resolve_rate(mine, attempts),
-                         "cost_ratio_all": cost[shared].mean() / fc_mean if len(shared) and fc_mean > 0 else np.nan,
-                         "latency_s": mine.groupby("task_id", observed=True)["wall_s"].mean().mean()})
+            rows.append(
+                {
+                    "setting": setting,
+                    "policy": policy,
+                    "primitive": primitive,
+                    "depth": depth,
+                    "n_tasks": int(mine["task_id"].nunique()),
+                    "resolve_rate": resolve_rate(mine, attempts),
+                    "cost_ratio_all": cost[shared].mean() / fc_mean if len(shared) and fc_mean > 0 else np.nan,
+                    "latency_s": mine.groupby("task_id", observed=True)["wall_s"].mean().mean(),
+                }
+            )
     table = pd.DataFrame(rows, columns=columns[:8])
     if table.empty:
         return pd.DataFrame(columns=columns)
     group = table.groupby(["setting", "primitive"], sort=False)
-    for flag, column, best in (("best_resolve", "resolve_rate", "max"), ("best_cost", "cost_ratio_all", "min"),
-                               ("best_latency", "latency_s", "min")):
+    for flag, column, best in (
+        ("best_resolve", "resolve_rate", "max"),
+        ("best_cost", "cost_ratio_all", "min"),
+        ("best_latency", "latency_s", "min"),
+    ):
         table[flag] = table[column].notna() & (table[column] == group[column].transform(best))
     return table

@@ -36,8 +36,9 @@ class InputError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", required=True,
-                        help="policy spec P/T/D (e.g. TR/Th/0.5, OTRC/St, FC) or a preset name")
+    parser.add_argument(
+        "--policy", required=True, help="policy spec P/T/D (e.g. TR/Th/0.5, OTRC/St, FC) or a preset name"
+    )
     parser.add_argument("--threshold", help="threshold B in tokens, or a setting name: tight, primary, loose")
     parser.add_argument("--thresholds", type=Path, help="thresholds JSON that resolves a setting name")
     parser.add_argument("--context-window", type=int, help="context window in tokens (sets a preset's threshold)")
@@ -88,8 +89,11 @@ def message_problem(message: object) -> str | None:
     if role not in ROLES:
         return f".role: {_shown(role)} is not one of {', '.join(ROLES)}"
     content = message.get("content")
-    if not (content is None or isinstance(content, str)
-            or (isinstance(content, list) and all(isinstance(part, dict) for part in content))):
+    if not (
+        content is None
+        or isinstance(content, str)
+        or (isinstance(content, list) and all(isinstance(part, dict) for part in content))
+    ):
         return f".content: {_shown(content)}: expected a string, null or a list of content parts"
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not (isinstance(tool_calls, list) and all(isinstance(c, dict) for c in tool_calls)):
@@ -121,8 +125,11 @@ def _shown(value: object) -> str:
 
 
 def _check_counts(args: argparse.Namespace) -> None:
-    for option, value, least in (("--context-window", args.context_window, 1), ("--calls", args.calls, 0),
-                                 ("--summarizer-max-tokens", args.summarizer_max_tokens, 1)):
+    for option, value, least in (
+        ("--context-window", args.context_window, 1),
+        ("--calls", args.calls, 0),
+        ("--summarizer-max-tokens", args.summarizer_max_tokens, 1),
+    ):
         if value is not None and value < least:
             raise InputError(f"{option} {value}: must be {least} or more")
     url = args.summarizer_url
@@ -187,16 +194,30 @@ def _run(args: argparse.Namespace) -> dict:
         raise InputError(f"--policy {spec}: a threshold policy needs --threshold TOKENS or a setting name")
     if bool(args.summarizer_url) != bool(args.summarizer_model):
         raise InputError("--summarizer-url and --summarizer-model go together")
-    summarizer = (EndpointSummarizer(args.summarizer_url, args.summarizer_model, args.summarizer_temperature,
-                                     args.summarizer_max_tokens) if args.summarizer_url else None)
+    summarizer = (
+        EndpointSummarizer(
+            args.summarizer_url, args.summarizer_model, args.summarizer_temperature, args.summarizer_max_tokens
+        )
+        if args.summarizer_url
+        else None
+    )
     messages = _read_history(args.input)
     try:
-        result = apply_policy(spec, messages, threshold=threshold, calls=args.calls, summarizer=summarizer,
-                              dump=HistoryDump(args.dump_dir) if args.dump_dir else None)
+        result = apply_policy(
+            spec,
+            messages,
+            threshold=threshold,
+            calls=args.calls,
+            summarizer=summarizer,
+            dump=HistoryDump(args.dump_dir) if args.dump_dir else None,
+        )
     except PolicyError as exc:
         raise InputError(f"{args.input or 'stdin'}: {exc}") from None
-    return {"messages": result.messages, "events": result.events,
-            "summary_calls": [asdict(call) for call in result.summary_calls]}
+    return {
+        "messages": result.messages,
+        "events": result.events,
+        "summary_calls": [asdict(call) for call in result.summary_calls],
+    }
 
 
 def main(args: argparse.Namespace) -> int:
@@ -209,8 +230,10 @@ def main(args: argparse.Namespace) -> int:
         _write(payload, args.output)
     except (OSError, UnicodeEncodeError) as exc:
         where = f"-o {args.output}" if args.output else "stdout"
-        print(f"ctxpolicy compress: error: {where}: cannot write: {getattr(exc, 'strerror', None) or exc}",
-              file=sys.stderr)
+        print(
+            f"ctxpolicy compress: error: {where}: cannot write: {getattr(exc, 'strerror', None) or exc}",
+            file=sys.stderr,
+        )
         return 2
     failed = [call["error"] for call in payload["summary_calls"] if call["error"]]
     for error in failed:

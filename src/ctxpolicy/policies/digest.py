@@ -27,8 +27,10 @@ from ctxpolicy.tokens import count_message, count_text
 RETURNCODE_RE = re.compile(r"<returncode>(-?\d+)</returncode>")
 ERROR_RE = re.compile(r"(Traceback|Error|Exception|FAILED|FAIL:|error:|No such file|not found)")
 TEST_RE = re.compile(r"(\b\d+ (passed|failed|errors?|skipped)\b|^OK\b|^Ran \d+ tests?)")
-PATH_RE = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)*[\w-]+\.(?:py|pyi|txt|md|rst|json|ya?ml|toml|cfg|ini|"
-                     r"c|h|cc|cpp|hpp|js|ts|go|rs|java|sh|html|css|csv)\b")
+PATH_RE = re.compile(
+    r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)*[\w-]+\.(?:py|pyi|txt|md|rst|json|ya?ml|toml|cfg|ini|"
+    r"c|h|cc|cpp|hpp|js|ts|go|rs|java|sh|html|css|csv)\b"
+)
 MAX_LINE_CHARS = 200
 MAX_LINES_PER_OUTPUT = 3
 
@@ -96,5 +98,4 @@ def digest_text(window: Sequence[Message], allowance: int) -> str:
 def digest_window(window: Sequence[Message], target: int, context: StageContext) -> Rewrite:
     message = summary_message(digest_text(window, target), context.dump_path)
     tokens = count_message(message)
-    return Rewrite([message], removed=len(window), summary_tokens=tokens,
-                   fallback="TR" if tokens > target else None)
+    return Rewrite([message], removed=len(window), summary_tokens=tokens, fallback="TR" if tokens > target else None)

@@ -42,8 +42,9 @@ def check_messages(messages: object) -> None:
             raise PolicyError(f"messages[{index}]: missing field 'role'")
 
 
-def _run_stage(stage: str, window: list[dict], target: int | None, context: StageContext,
-               is_last: bool) -> Rewrite | None:
+def _run_stage(
+    stage: str, window: list[dict], target: int | None, context: StageContext, is_last: bool
+) -> Rewrite | None:
     if stage == "OTRC":
         return clear_ninth_from_end(window, context)
     if stage == "CC":
@@ -64,26 +65,48 @@ def _run_stage(stage: str, window: list[dict], target: int | None, context: Stag
     raise PolicyError(f"unknown stage {stage!r}")
 
 
-def _event(stage: str, trigger: str, depth: float | None, target: int | None, prefix_length: int,
-           before: list[dict], after: list[dict], rewrite: Rewrite) -> dict:
+def _event(
+    stage: str,
+    trigger: str,
+    depth: float | None,
+    target: int | None,
+    prefix_length: int,
+    before: list[dict],
+    after: list[dict],
+    rewrite: Rewrite,
+) -> dict:
     prefix_tokens = count_messages(before[:prefix_length])
     window_before = count_messages(before[prefix_length:])
     window_after = count_messages(after[prefix_length:])
     first_changed = first_difference(before, after)
     unchanged = before if first_changed is None else before[:first_changed]
     return {
-        "primitive": stage, "trigger": trigger, "depth": depth if target is not None else None,
-        "window_tokens_before": window_before, "window_tokens_after": window_after,
-        "total_tokens_before": prefix_tokens + window_before, "total_tokens_after": prefix_tokens + window_after,
-        "target_tokens": target, "messages_removed": rewrite.removed, "messages_cleared": rewrite.cleared,
-        "summary_tokens": rewrite.summary_tokens, "first_changed_index": first_changed,
-        "unchanged_prefix_tokens": count_messages(unchanged), "fallback": rewrite.fallback,
+        "primitive": stage,
+        "trigger": trigger,
+        "depth": depth if target is not None else None,
+        "window_tokens_before": window_before,
+        "window_tokens_after": window_after,
+        "total_tokens_before": prefix_tokens + window_before,
+        "total_tokens_after": prefix_tokens + window_after,
+        "target_tokens": target,
+        "messages_removed": rewrite.removed,
+        "messages_cleared": rewrite.cleared,
+        "summary_tokens": rewrite.summary_tokens,
+        "first_changed_index": first_changed,
+        "unchanged_prefix_tokens": count_messages(unchanged),
+        "fallback": rewrite.fallback,
     }
 
 
-def apply_policy(spec: PolicySpec | str, messages: Sequence[Mapping], *, threshold: int | None = None,
-                 calls: int | None = None, summarizer: Summarizer | None = None,
-                 dump: HistoryDump | None = None) -> PolicyResult:
+def apply_policy(
+    spec: PolicySpec | str,
+    messages: Sequence[Mapping],
+    *,
+    threshold: int | None = None,
+    calls: int | None = None,
+    summarizer: Summarizer | None = None,
+    dump: HistoryDump | None = None,
+) -> PolicyResult:
     """Apply ``spec`` once to ``messages`` (never mutated) as it would run before the next call.
 
     ``calls`` is the number of agent calls made so far (default: the assistant messages).

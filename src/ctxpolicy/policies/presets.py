@@ -27,19 +27,42 @@ class Preset:
         return int(self.threshold_fraction * context_window)
 
 
-PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("openhands", "OpenHands", "SU-p/Th/0.5", 0.75,
-           "the older half of the events becomes a free-form summary; the first few events "
-           "(our protected prefix) and the latest events stay verbatim"),
-    Preset("gemini-cli", "Gemini CLI", "TRC+S-p/Th", 0.5,
-           "large tool results are truncated, then the older 70 % of the history becomes a "
-           "structured state snapshot once the history reaches half the context window"),
-    Preset("claude-code", "Claude Code", "TRC+S/Th", 0.95,
-           "old tool outputs are cleared, then near the context limit the whole history is "
-           "replaced by a structured summary"),
-    Preset("codex", "Codex CLI", "SU/Th/0.5", 0.9,
-           "at 90 % of the context window the history is replaced by a free-form hand-off summary"),
-)}
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "openhands",
+            "OpenHands",
+            "SU-p/Th/0.5",
+            0.75,
+            "the older half of the events becomes a free-form summary; the first few events "
+            "(our protected prefix) and the latest events stay verbatim",
+        ),
+        Preset(
+            "gemini-cli",
+            "Gemini CLI",
+            "TRC+S-p/Th",
+            0.5,
+            "large tool results are truncated, then the older 70 % of the history becomes a "
+            "structured state snapshot once the history reaches half the context window",
+        ),
+        Preset(
+            "claude-code",
+            "Claude Code",
+            "TRC+S/Th",
+            0.95,
+            "old tool outputs are cleared, then near the context limit the whole history is "
+            "replaced by a structured summary",
+        ),
+        Preset(
+            "codex",
+            "Codex CLI",
+            "SU/Th/0.5",
+            0.9,
+            "at 90 % of the context window the history is replaced by a free-form hand-off summary",
+        ),
+    )
+}
 
 
 def preset(name: str) -> Preset:

@@ -28,8 +28,12 @@ from ctxpolicy.policies.history import (
     uses_tool_calls,
 )
 
-PROMPT_FOR_STAGE = {"SU": "summarize_free", "SU-p": "summarize_free",
-                    "S": "summarize_structured", "S-p": "summarize_structured"}
+PROMPT_FOR_STAGE = {
+    "SU": "summarize_free",
+    "SU-p": "summarize_free",
+    "S": "summarize_structured",
+    "S-p": "summarize_structured",
+}
 PARTS = ("system", "user")
 TARGET_WORDS, HISTORY_TEXT = "{target_words}", "{history_text}"
 # S's answer: the block between these two lines is what the summary message keeps.
@@ -65,8 +69,10 @@ def _refuse_old_template(directory: Path, name: str) -> None:
     old = directory / f"{name}.txt"
     if old.is_file():
         new = " and ".join(p.name for p in pair_paths(directory, name).values())
-        raise PromptError(f"{old}: old single-file summary template ({{words}}/{{transcript}}) is no longer read; "
-                          f"split it into {new} with the placeholders {TARGET_WORDS} and {HISTORY_TEXT}")
+        raise PromptError(
+            f"{old}: old single-file summary template ({{words}}/{{transcript}}) is no longer read; "
+            f"split it into {new} with the placeholders {TARGET_WORDS} and {HISTORY_TEXT}"
+        )
 
 
 def _read_template(path: Path) -> str:
@@ -86,12 +92,16 @@ def load_prompt(name: str) -> PromptPair:
             continue
         missing = [str(path) for part, path in paths.items() if part not in present]
         if missing:
-            raise PromptError(f"{missing[0]}: missing; a summary template needs both "
-                              f"{' and '.join(p.name for p in paths.values())} in one folder")
+            raise PromptError(
+                f"{missing[0]}: missing; a summary template needs both "
+                f"{' and '.join(p.name for p in paths.values())} in one folder"
+            )
         pair = PromptPair(**{part: _read_template(path) for part, path in paths.items()})
         if HISTORY_TEXT not in pair.system + pair.user:
-            raise PromptError(f"{paths['user']}: no {HISTORY_TEXT} placeholder in {name}'s templates, "
-                              "so the summarizer would never see the history")
+            raise PromptError(
+                f"{paths['user']}: no {HISTORY_TEXT} placeholder in {name}'s templates, "
+                "so the summarizer would never see the history"
+            )
         return pair
     searched = ", ".join(str(d) for d in dirs)
     raise PromptError(f"summary template {name!r} ({name}.system.txt, {name}.user.txt) not found in {searched}")
@@ -144,4 +154,4 @@ def summary_block(text: str) -> str:
     if start < 0:
         return text
     end = text.find(BLOCK_END, start)
-    return text[start:end + len(BLOCK_END)] if end >= 0 else text[start:]
+    return text[start : end + len(BLOCK_END)] if end >= 0 else text[start:]

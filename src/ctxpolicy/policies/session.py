@@ -54,9 +54,15 @@ class PolicySession:
     its own count.
     """
 
-    def __init__(self, policy: PolicySpec | str, *, threshold: int | None = None,
-                 summarizer: Summarizer | None = None, dump: HistoryDump | None = None,
-                 messages: Iterable[Mapping] = ()):
+    def __init__(
+        self,
+        policy: PolicySpec | str,
+        *,
+        threshold: int | None = None,
+        summarizer: Summarizer | None = None,
+        dump: HistoryDump | None = None,
+        messages: Iterable[Mapping] = (),
+    ):
         self.policy = parse_spec(policy) if isinstance(policy, str) else policy
         self.threshold = threshold
         self.summarizer = summarizer
@@ -90,11 +96,18 @@ class PolicySession:
         calls = self.calls_made if calls is None else calls
         working = self._context + self._pending
         before = count_messages(working)
-        result = apply_policy(self.policy, working, threshold=self.threshold, calls=calls,
-                              summarizer=self.summarizer, dump=self.dump)
+        result = apply_policy(
+            self.policy, working, threshold=self.threshold, calls=calls, summarizer=self.summarizer, dump=self.dump
+        )
         self._context, self._pending = list(result.messages), []
         self.calls_made += 1
         # a stage that changes the context always records an event: no event, nothing to recount
         after = count_messages(result.messages) if result.events else before
-        return Turn(list(result.messages), [dict(event) for event in result.events], list(result.summary_calls),
-                    before, after, calls)
+        return Turn(
+            list(result.messages),
+            [dict(event) for event in result.events],
+            list(result.summary_calls),
+            before,
+            after,
+            calls,
+        )

@@ -20,8 +20,21 @@ STUDY_DEPTHS = (0.3, 0.5, 0.7)
 # The study's primitives, then the ones beyond it, by how depth applies to them.
 DEPTH_TUNABLE = ("TR", "SU", "SU-p", "S", "S-p", "DIGEST")
 DEPTH_INVARIANT = ("TRC", "TRC+SU", "TRC+S", "OTRC", "OTRC+TR", "OTRC+SU-p", "OTRC+S-p", "CC")
-STUDY_PRIMITIVES = ("FC", "TR", "TRC", "SU", "S", "SU-p", "S-p", "TRC+SU", "TRC+S",
-                    "OTRC", "OTRC+TR", "OTRC+SU-p", "OTRC+S-p")
+STUDY_PRIMITIVES = (
+    "FC",
+    "TR",
+    "TRC",
+    "SU",
+    "S",
+    "SU-p",
+    "S-p",
+    "TRC+SU",
+    "TRC+S",
+    "OTRC",
+    "OTRC+TR",
+    "OTRC+SU-p",
+    "OTRC+S-p",
+)
 
 STEP_STAGE = "OTRC"
 PREPARING_STAGES = ("TRC", "CT", "DUMP")  # canonical order

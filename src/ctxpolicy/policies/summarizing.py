@@ -82,5 +82,10 @@ def summarize_head(stage: str, window: Sequence[Message], target: int, context: 
     truncated = truncate(rebuilt, target)
     final = truncated.window if truncated else rebuilt
     originals_kept = len(final) - (1 if final and final[0] is message else 0)
-    return Rewrite(final, removed=len(window) - originals_kept, summary_tokens=count_message(message),
-                   fallback="TR" if truncated else None, summary_calls=[call])
+    return Rewrite(
+        final,
+        removed=len(window) - originals_kept,
+        summary_tokens=count_message(message),
+        fallback="TR" if truncated else None,
+        summary_calls=[call],
+    )

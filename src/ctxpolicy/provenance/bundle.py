@@ -35,7 +35,7 @@ BUNDLE_ROOT = "results"
 BUNDLE_FORMAT = "ctxpolicy-results-bundle"
 SCHEMA_VERSION = 1
 BUNDLED_DIRS = ("runs", "thresholds", "tables")
-LAST_RESTORED = ("tables",)   # derived from everything else in the bundle
+LAST_RESTORED = ("tables",)  # derived from everything else in the bundle
 RESTORE_STEP_NS = 1_000
 
 
@@ -92,24 +92,28 @@ def _tarinfo(name: str, size: int, mtime: float) -> tarfile.TarInfo:
     return info
 
 
-def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False,
-                  progress: bool = False) -> dict:
+def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False, progress: bool = False) -> dict:
     """Pack ``results`` into ``out`` (written atomically) and return the manifest."""
     results, out = Path(results), Path(out)
     if not any((results / top).is_dir() for top in BUNDLED_DIRS):
         raise BundleError(f"{results}: no {', '.join(BUNDLED_DIRS)} directory to bundle")
     files, links = bundle_files(results, workspaces)
     entries = []
-    with atomic_output(out) as handle, tarfile.open(fileobj=handle, mode="w:gz",
-                                                    format=tarfile.PAX_FORMAT) as tar:
+    with atomic_output(out) as handle, tarfile.open(fileobj=handle, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         for rel in tqdm(files, desc="bundling", unit="file", disable=None if progress else True):
             path = results / rel
             stat = path.stat()
             with open(path, "rb") as source:
                 reader = _HashingReader(source)
                 tar.addfile(_tarinfo(f"{BUNDLE_ROOT}/{rel}", stat.st_size, stat.st_mtime), reader)
-            entries.append({"path": str(rel), "sha256": reader.digest.hexdigest(),
-                            "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+            entries.append(
+                {
+                    "path": str(rel),
+                    "sha256": reader.digest.hexdigest(),
+                    "size": stat.st_size,
+                    "mtime_ns": stat.st_mtime_ns,
+                }
+            )
         manifest = {
             "format": BUNDLE_FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -155,19 +159,29 @@ def _load_manifest(bundle: Path, data: bytes | None) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'format': expected {BUNDLE_FORMAT!r}")
     if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'schema_version': expected {SCHEMA_VERSION}, "
-                          f"got {manifest.get('schema_version')!r}")
+        raise BundleError(
+            f"{bundle}: {MANIFEST_NAME}: field 'schema_version': expected {SCHEMA_VERSION}, "
+            f"got {manifest.get('schema_version')!r}"
+        )
     files = manifest.get("files")
     if not isinstance(files, list):
         raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'files': expected a list")
     for index, entry in enumerate(files):
-        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
-                and isinstance(entry.get("sha256"), str) and isinstance(entry.get("mtime_ns"), int)):
-            raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'files[{index}]': "
-                              f"expected {{path, sha256, size, mtime_ns}}, got {entry!r:.80}")
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("sha256"), str)
+            and isinstance(entry.get("mtime_ns"), int)
+        ):
+            raise BundleError(
+                f"{bundle}: {MANIFEST_NAME}: field 'files[{index}]': "
+                f"expected {{path, sha256, size, mtime_ns}}, got {entry!r:.80}"
+            )
         if safe_relative(entry["path"]) is None:
-            raise BundleError(f"{bundle}: {MANIFEST_NAME}: field 'files[{index}].path': "
-                              f"{entry['path']!r} leaves the results directory")
+            raise BundleError(
+                f"{bundle}: {MANIFEST_NAME}: field 'files[{index}].path': "
+                f"{entry['path']!r} leaves the results directory"
+            )
     return manifest
 
 
@@ -205,10 +219,11 @@ def check_bundle(bundle: str | Path, progress: bool = False) -> dict:
         if path not in digests:
             problems.append(f"{BUNDLE_ROOT}/{path}: listed in {MANIFEST_NAME} but not in the bundle")
         elif digests[path] != entry["sha256"]:
-            problems.append(f"{BUNDLE_ROOT}/{path}: checksum mismatch "
-                            f"({MANIFEST_NAME} {entry['sha256'][:12]}, content {digests[path][:12]})")
-    problems.extend(f"{BUNDLE_ROOT}/{path}: not listed in {MANIFEST_NAME}"
-                    for path in digests if path not in listed)
+            problems.append(
+                f"{BUNDLE_ROOT}/{path}: checksum mismatch "
+                f"({MANIFEST_NAME} {entry['sha256'][:12]}, content {digests[path][:12]})"
+            )
+    problems.extend(f"{BUNDLE_ROOT}/{path}: not listed in {MANIFEST_NAME}" for path in digests if path not in listed)
     if problems:
         raise BundleError(f"{bundle}: refused, {len(problems)} problem(s):\n  " + "\n  ".join(sorted(problems)))
     return manifest
@@ -218,6 +233,7 @@ def restored_mtimes(files: list[dict], now_ns: int, step_ns: int = RESTORE_STEP_
     """Modification times for restored files: the exported order (tables after everything else,
     then original mtime), with files that were simultaneous staying simultaneous, packed into
     the moments just before ``now_ns``."""
+
     def key(entry: dict) -> tuple[int, int]:
         return (PurePosixPath(entry["path"]).parts[0] in LAST_RESTORED, entry["mtime_ns"])
 
@@ -250,8 +266,9 @@ def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, e
             raise BundleError(f"{member.name}: changed while importing (checksum mismatch)")
 
 
-def import_bundle(bundle: str | Path, results: str | Path, overwrite: bool = False,
-                  progress: bool = False) -> ImportSummary:
+def import_bundle(
+    bundle: str | Path, results: str | Path, overwrite: bool = False, progress: bool = False
+) -> ImportSummary:
     """Check ``bundle`` completely, then restore its files under ``results``.
 
     Refuses (BundleError, nothing written) a bundle that fails its checksums or holds unsafe
@@ -262,13 +279,16 @@ def import_bundle(bundle: str | Path, results: str | Path, overwrite: bool = Fal
     files = manifest["files"]
     differing, identical = _conflicts(results, files)
     if differing and not overwrite:
-        raise BundleError(f"{results}: {len(differing)} file(s) differ from the bundle's "
-                          f"(use --overwrite to replace them):\n  " + "\n  ".join(differing))
+        raise BundleError(
+            f"{results}: {len(differing)} file(s) differ from the bundle's "
+            f"(use --overwrite to replace them):\n  " + "\n  ".join(differing)
+        )
     expected = {entry["path"]: entry["sha256"] for entry in files}
     written = 0
     with tarfile.open(bundle, "r:*") as tar:
-        for member in tqdm(tar, desc="restoring", unit="file", total=len(files) + 1,
-                           disable=None if progress else True):
+        for member in tqdm(
+            tar, desc="restoring", unit="file", total=len(files) + 1, disable=None if progress else True
+        ):
             rel = _member_path(member.name) if member.isreg() else None
             if rel is None or str(rel) in identical or str(rel) not in expected:
                 continue
@@ -278,4 +298,3 @@ def import_bundle(bundle: str | Path, results: str | Path, overwrite: bool = Fal
     for path, mtime_ns in restored_mtimes(files, time.time_ns()).items():
         os.utime(results / path, ns=(mtime_ns, mtime_ns))
     return ImportSummary(written=written, unchanged=len(identical), results=results)
-

@@ -29,8 +29,7 @@ def _is_run_file(path: Path, run_dirs: set[Path]) -> bool:
 
 def _run_node(run_dir: Path, files: list[tuple[Path, dict]]) -> dict:
     record = load_run_json(run_dir / RUN_JSON)
-    node = {"dir": display_path(run_dir),
-            "files": [{"path": display_path(p), "sha256": e["sha256"]} for p, e in files]}
+    node = {"dir": display_path(run_dir), "files": [{"path": display_path(p), "sha256": e["sha256"]} for p, e in files]}
     if record is None:
         node["problem"] = "run.json unreadable" if (run_dir / RUN_JSON).exists() else "run.json missing"
     else:
@@ -62,7 +61,7 @@ def trace(target: str | Path, _seen: frozenset[Path] = frozenset()) -> dict:
     for path, entry in entries:
         if _is_run_file(path, run_dirs):
             runs.setdefault(path.parent, []).append((path, entry))
-        elif path.parent in cell_dirs and "sidecar" not in entry:   # cell.json, eval.json, …
+        elif path.parent in cell_dirs and "sidecar" not in entry:  # cell.json, eval.json, …
             cells.setdefault(path.parent, []).append({"path": display_path(path), "sha256": entry["sha256"]})
         elif "sidecar" in entry:
             inputs.append(_trace_input(path, entry, _seen | {target}))
@@ -109,10 +108,10 @@ class Check:
 @dataclass(frozen=True)
 class Problem:
     path: str
-    problem: str          # changed | missing | sidecar missing | sidecar unreadable
+    problem: str  # changed | missing | sidecar missing | sidecar unreadable
     recorded: str | None
     actual: str | None
-    sidecar: str          # the sidecar that recorded it
+    sidecar: str  # the sidecar that recorded it
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -120,8 +119,11 @@ class Problem:
 
 def _model_files(models: list[dict]) -> list[tuple[Path, str]]:
     """Model files recorded with a path and a hash (hub models without a single file have none)."""
-    return [(Path(m["file"]), m["sha256"]) for m in models
-            if isinstance(m, dict) and isinstance(m.get("file"), str) and isinstance(m.get("sha256"), str)]
+    return [
+        (Path(m["file"]), m["sha256"])
+        for m in models
+        if isinstance(m, dict) and isinstance(m.get("file"), str) and isinstance(m.get("sha256"), str)
+    ]
 
 
 def collect_checks(target: str | Path, models: bool = False) -> tuple[list[Check], list[Problem]]:
@@ -181,7 +183,14 @@ def verify(target: str | Path, progress: bool = False, models: bool = False) -> 
             actual[check.path] = sha256_file(check.path) if check.path.is_file() else None
         now = actual[check.path]
         if now != check.recorded:
-            problems.append(Problem(display_path(check.path), "missing" if now is None else "changed",
-                                    check.recorded, now, display_path(check.sidecar)))
+            problems.append(
+                Problem(
+                    display_path(check.path),
+                    "missing" if now is None else "changed",
+                    check.recorded,
+                    now,
+                    display_path(check.sidecar),
+                )
+            )
     problems.sort(key=lambda p: (p.path, p.problem, p.recorded or ""))
     return len(actual), problems

@@ -25,15 +25,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     record.add_argument("targets", nargs="+", metavar="TARGET")
     record.add_argument("--config", help="the config file the targets were made with")
     record.add_argument("--inputs", nargs="+", action="extend", default=[], metavar="F", help="input files")
-    record.add_argument("--inputs-from", action="append", default=[], metavar="LIST",
-                        help="a file listing input paths, one per line ('-' reads standard input)")
-    record.add_argument("--inputs-glob", action="append", default=[], metavar="PATTERN",
-                        help="input files matching a glob pattern ('**' recurses); quote it")
-    record.add_argument("--runs", nargs="+", action="extend", default=[], metavar="DIR",
-                        help="add run.json, calls.jsonl and verdict.json of every run directory under DIR")
+    record.add_argument(
+        "--inputs-from",
+        action="append",
+        default=[],
+        metavar="LIST",
+        help="a file listing input paths, one per line ('-' reads standard input)",
+    )
+    record.add_argument(
+        "--inputs-glob",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="input files matching a glob pattern ('**' recurses); quote it",
+    )
+    record.add_argument(
+        "--runs",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="DIR",
+        help="add run.json, calls.jsonl and verdict.json of every run directory under DIR",
+    )
     record.add_argument("--notebook", help="the executed notebook that made the targets")
-    record.add_argument("--extra", action="append", default=[], metavar="KEY=VALUE",
-                        help="a free-form field stored under 'extra' (repeatable)")
+    record.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a free-form field stored under 'extra' (repeatable)",
+    )
 
     show = sub.add_parser("show", help="print the chain from TARGET back to the run records")
     show.add_argument("target", metavar="TARGET")
@@ -42,8 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     verify = sub.add_parser("verify", help="re-hash every file along the chain; exit 1 on any change")
     verify.add_argument("targets", nargs="+", metavar="TARGET")
-    verify.add_argument("--models", action="store_true",
-                        help="also re-hash the model files the runs recorded (large; where present)")
+    verify.add_argument(
+        "--models", action="store_true", help="also re-hash the model files the runs recorded (large; where present)"
+    )
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -93,8 +115,14 @@ def _parse_extra(items: list[str]) -> dict[str, str]:
 def _record(args: argparse.Namespace) -> int:
     from .sidecar import write_sidecars
 
-    written = write_sidecars(args.targets, config_path=args.config, inputs=_gather_inputs(args),
-                             notebook=args.notebook, extra=_parse_extra(args.extra), progress=True)
+    written = write_sidecars(
+        args.targets,
+        config_path=args.config,
+        inputs=_gather_inputs(args),
+        notebook=args.notebook,
+        extra=_parse_extra(args.extra),
+        progress=True,
+    )
     for path in written:
         print(path)
     return 0
@@ -123,8 +151,14 @@ def _verify(args: argparse.Namespace) -> int:
     results = []
     for target in args.targets:
         checked, problems = verify(target, progress=True, models=args.models)
-        results.append({"target": display_path(Path(target)), "ok": not problems,
-                        "checked": checked, "problems": [p.as_dict() for p in problems]})
+        results.append(
+            {
+                "target": display_path(Path(target)),
+                "ok": not problems,
+                "checked": checked,
+                "problems": [p.as_dict() for p in problems],
+            }
+        )
         if not args.json:
             print("\n".join(render_problems(results[-1]["target"], checked, problems)))
     ok = all(r["ok"] for r in results)

@@ -22,8 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export = sub.add_parser("export", help="pack results into a bundle")
     export.add_argument("--results", default="results", help="the results directory (default: results)")
     export.add_argument("--out", required=True, help="the bundle to write (.tar.gz)")
-    export.add_argument("--workspaces", action="store_true",
-                        help="also pack each run's workspace/ (bulky; left out by default)")
+    export.add_argument(
+        "--workspaces", action="store_true", help="also pack each run's workspace/ (bulky; left out by default)"
+    )
 
     check = sub.add_parser("check", help="verify a bundle's checksums without extracting it")
     check.add_argument("bundle", metavar="BUNDLE")
@@ -31,8 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     restore = sub.add_parser("import", help="verify a bundle, then restore it into a results directory")
     restore.add_argument("bundle", metavar="BUNDLE")
     restore.add_argument("--results", default="results", help="where to restore (default: results)")
-    restore.add_argument("--overwrite", action="store_true",
-                         help="replace existing files that differ from the bundle's")
+    restore.add_argument(
+        "--overwrite", action="store_true", help="replace existing files that differ from the bundle's"
+    )
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -51,8 +53,10 @@ def _check(args: argparse.Namespace) -> int:
 
     manifest = check_bundle(args.bundle, progress=True)
     code = manifest.get("code") or {}
-    print(f"{args.bundle}: {len(manifest['files'])} files, all checksums match "
-          f"(exported {manifest.get('created')}, code {code.get('commit')}, dirty {code.get('dirty')})")
+    print(
+        f"{args.bundle}: {len(manifest['files'])} files, all checksums match "
+        f"(exported {manifest.get('created')}, code {code.get('commit')}, dirty {code.get('dirty')})"
+    )
     return 0
 
 

@@ -13,9 +13,21 @@ from ctxpolicy.gitstate import code_state
 __all__ = ["DEFAULT_PACKAGES", "code_state", "package_versions", "python_version"]
 
 DEFAULT_PACKAGES = (
-    "ctxpolicy", "mini-swe-agent", "litellm", "snakemake", "snakemake-executor-plugin-slurm",
-    "papermill", "pandas", "numpy", "scipy", "statsmodels", "matplotlib", "seaborn",
-    "swebench", "xllamacpp", "tiktoken",
+    "ctxpolicy",
+    "mini-swe-agent",
+    "litellm",
+    "snakemake",
+    "snakemake-executor-plugin-slurm",
+    "papermill",
+    "pandas",
+    "numpy",
+    "scipy",
+    "statsmodels",
+    "matplotlib",
+    "seaborn",
+    "swebench",
+    "xllamacpp",
+    "tiktoken",
 )
 
 

@@ -39,7 +39,7 @@ def _model(model: dict) -> str:
 
 
 def _layout_cell(cell_dir: str) -> str:
-    return "/".join(PurePosixPath(cell_dir).parts[-3:])   # {benchmark}/{model}/{cell}
+    return "/".join(PurePosixPath(cell_dir).parts[-3:])  # {benchmark}/{model}/{cell}
 
 
 def _cell_key(run: dict) -> str:
@@ -59,26 +59,32 @@ def _run_group_lines(runs: list[dict], cells: list[dict], indent: str, each: boo
     groups: dict[str, list[dict]] = {}
     for run in runs:
         groups.setdefault(_cell_key(run), []).append(run)
-    cell_files = {_layout_cell(cell["dir"]): [PurePosixPath(f["path"]).name for f in cell["files"]]
-                  for cell in cells}
+    cell_files = {_layout_cell(cell["dir"]): [PurePosixPath(f["path"]).name for f in cell["files"]] for cell in cells}
     lines = [f"{indent}runs      {_count(len(runs), 'run')} in {_count(len(groups), 'cell')}"]
     width = max(map(len, groups))
     for key, members in sorted(groups.items()):
         outcomes = Counter(map(_outcome, members))
         models = sorted({_short((r.get("model") or {}).get("sha256")) for r in members})
         codes = sorted({_code(r.get("code")) for r in members})
-        lines.append(f"{indent}  {key:<{width}}  {_count(len(members), 'run')} ("
-                     + ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
-                     + f")  model sha256 {', '.join(models)}  code {', '.join(codes)}"
-                     + (f"  + {', '.join(cell_files[key])}" if key in cell_files else ""))
+        lines.append(
+            f"{indent}  {key:<{width}}  {_count(len(members), 'run')} ("
+            + ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
+            + f")  model sha256 {', '.join(models)}  code {', '.join(codes)}"
+            + (f"  + {', '.join(cell_files[key])}" if key in cell_files else "")
+        )
         if each:
             for run in members:
                 identity = run.get("identity") or {}
-                task = (f"{identity['task_id']} a{identity.get('attempt', '?')}" if "task_id" in identity
-                        else PurePosixPath(run["dir"]).name)
-                lines.append(f"{indent}    {task}  {_outcome(run)}  "
-                             f"model {_short((run.get('model') or {}).get('sha256'))}  "
-                             f"code {_code(run.get('code'))}  {run['dir']}")
+                task = (
+                    f"{identity['task_id']} a{identity.get('attempt', '?')}"
+                    if "task_id" in identity
+                    else PurePosixPath(run["dir"]).name
+                )
+                lines.append(
+                    f"{indent}    {task}  {_outcome(run)}  "
+                    f"model {_short((run.get('model') or {}).get('sha256'))}  "
+                    f"code {_code(run.get('code'))}  {run['dir']}"
+                )
     return lines
 
 

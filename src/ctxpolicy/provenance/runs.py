@@ -22,8 +22,12 @@ def run_record_files(root: str | Path) -> list[Path]:
     """
     if not Path(root).is_dir():
         return []
-    return sorted(run_dir / name for run_dir in rundir.find_run_dirs(root, markers=(RUN_JSON,))
-                  for name in RUN_RECORD_FILES if (run_dir / name).is_file())
+    return sorted(
+        run_dir / name
+        for run_dir in rundir.find_run_dirs(root, markers=(RUN_JSON,))
+        for name in RUN_RECORD_FILES
+        if (run_dir / name).is_file()
+    )
 
 
 def load_run_json(path: Path) -> dict | None:

@@ -88,10 +88,17 @@ def _distinct(records: Iterable[dict]) -> list[dict]:
     return [by_key[key] for key in sorted(by_key)]
 
 
-def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | None,
-                   inputs: Iterable[str | Path], notebook: str | Path | None = None,
-                   models: list[dict] | None = None, extra: dict | None = None,
-                   repo_root: str | Path | None = None, progress: bool = False) -> list[Path]:
+def write_sidecars(
+    targets: Iterable[str | Path],
+    *,
+    config_path: str | Path | None,
+    inputs: Iterable[str | Path],
+    notebook: str | Path | None = None,
+    models: list[dict] | None = None,
+    extra: dict | None = None,
+    repo_root: str | Path | None = None,
+    progress: bool = False,
+) -> list[Path]:
     """Write one sidecar per target, all sharing the same inputs; inputs are hashed once.
 
     Returns the sidecar paths. ``repo_root`` is where the code commit is read (default: the
@@ -107,8 +114,10 @@ def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | N
         except (TypeError, ValueError) as exc:
             raise SidecarError(f"extra: not JSON-serializable: {exc}") from None
 
-    hashes = {p: sha256_file(p) for p in tqdm(input_paths, desc="hashing inputs", unit="file",
-                                              disable=None if progress else True)}
+    hashes = {
+        p: sha256_file(p)
+        for p in tqdm(input_paths, desc="hashing inputs", unit="file", disable=None if progress else True)
+    }
     sidecar_hashes = {p: sha256_file(sidecar_path(p)) for p in input_paths if sidecar_path(p).is_file()}
     shared = {
         "code": code_state(repo_root),
@@ -145,20 +154,33 @@ def write_sidecars(targets: Iterable[str | Path], *, config_path: str | Path | N
     return written
 
 
-def write_sidecar(target: str | Path, *, config_path: str | Path | None, inputs: Iterable[str | Path],
-                  notebook: str | Path | None = None, models: list[dict] | None = None,
-                  extra: dict | None = None, repo_root: str | Path | None = None) -> Path:
+def write_sidecar(
+    target: str | Path,
+    *,
+    config_path: str | Path | None,
+    inputs: Iterable[str | Path],
+    notebook: str | Path | None = None,
+    models: list[dict] | None = None,
+    extra: dict | None = None,
+    repo_root: str | Path | None = None,
+) -> Path:
     """Write ``target + ".prov.json"`` atomically and return its path."""
-    return write_sidecars([target], config_path=config_path, inputs=inputs, notebook=notebook,
-                          models=models, extra=extra, repo_root=repo_root)[0]
+    return write_sidecars(
+        [target],
+        config_path=config_path,
+        inputs=inputs,
+        notebook=notebook,
+        models=models,
+        extra=extra,
+        repo_root=repo_root,
+    )[0]
 
 
 def _require_file_record(sidecar: Path, data: dict, field: str, optional: bool) -> None:
     value = data.get(field)
     if value is None and optional:
         return
-    if not (isinstance(value, dict) and isinstance(value.get("path"), str)
-            and isinstance(value.get("sha256"), str)):
+    if not (isinstance(value, dict) and isinstance(value.get("path"), str) and isinstance(value.get("sha256"), str)):
         raise SidecarError(f"{sidecar}: field '{field}': expected {{path, sha256}}, got {value!r:.80}")
 
 
@@ -174,8 +196,9 @@ def read_sidecar(path: str | Path) -> dict:
     if not isinstance(data, dict):
         raise SidecarError(f"{path}: expected a JSON object")
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise SidecarError(f"{path}: field 'schema_version': expected {SCHEMA_VERSION}, "
-                           f"got {data.get('schema_version')!r}")
+        raise SidecarError(
+            f"{path}: field 'schema_version': expected {SCHEMA_VERSION}, got {data.get('schema_version')!r}"
+        )
     _require_file_record(path, data, "target", optional=False)
     _require_file_record(path, data, "config", optional=True)
     _require_file_record(path, data, "notebook", optional=True)
@@ -184,13 +207,13 @@ def read_sidecar(path: str | Path) -> dict:
     if not isinstance(inputs, list):
         raise SidecarError(f"{path}: field 'inputs': expected a list, got {inputs!r:.80}")
     for index, entry in enumerate(inputs):
-        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
-                and isinstance(entry.get("sha256"), str)):
+        if not (
+            isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("sha256"), str)
+        ):
             raise SidecarError(f"{path}: field 'inputs[{index}]': expected {{path, sha256}}, got {entry!r:.80}")
         for key in ("sidecar", "sidecar_sha256"):
             if key in entry and not isinstance(entry[key], str):
-                raise SidecarError(f"{path}: field 'inputs[{index}].{key}': expected a string, "
-                                   f"got {entry[key]!r:.80}")
+                raise SidecarError(f"{path}: field 'inputs[{index}].{key}': expected a string, got {entry[key]!r:.80}")
         if "sidecar_sha256" in entry and "sidecar" not in entry:
             raise SidecarError(f"{path}: field 'inputs[{index}]': sidecar_sha256 without a sidecar pointer")
     return data

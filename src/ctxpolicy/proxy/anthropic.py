@@ -76,12 +76,20 @@ def _assistant(blocks: list[dict], where: str) -> dict:
         if block["type"] == "text":
             texts.append(str(block.get("text", "")))
         elif block["type"] == "tool_use":
-            calls.append({"id": block.get("id"), "type": "function",
-                          "function": {"name": block.get("name"),
-                                       "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": block.get("name"),
+                        "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False),
+                    },
+                }
+            )
         else:
-            raise ConversionError(f"{where}.content[{n}]: block type {block['type']!r} is not supported "
-                                  "(text, tool_use)")
+            raise ConversionError(
+                f"{where}.content[{n}]: block type {block['type']!r} is not supported (text, tool_use)"
+            )
     message: dict = {"role": "assistant", "content": "\n".join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
@@ -92,16 +100,20 @@ def _user(blocks: list[dict], where: str) -> list[dict]:
     out, texts = [], []
     for n, block in enumerate(blocks):
         if block["type"] == "tool_result":
-            tool = {"role": "tool", "tool_call_id": block.get("tool_use_id"),
-                    "content": _text_of_blocks(block.get("content"), f"{where}.content[{n}].content")}
+            tool = {
+                "role": "tool",
+                "tool_call_id": block.get("tool_use_id"),
+                "content": _text_of_blocks(block.get("content"), f"{where}.content[{n}].content"),
+            }
             if block.get("is_error"):
                 tool["is_error"] = True
             out.append(tool)
         elif block["type"] == "text":
             texts.append(str(block.get("text", "")))
         else:
-            raise ConversionError(f"{where}.content[{n}]: block type {block['type']!r} is not supported "
-                                  "(text, tool_result)")
+            raise ConversionError(
+                f"{where}.content[{n}]: block type {block['type']!r} is not supported (text, tool_result)"
+            )
     if texts:
         out.append({"role": "user", "content": _text_content(texts)})
     return out

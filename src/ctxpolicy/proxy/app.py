@@ -40,8 +40,7 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 # Client request headers passed upstream (the protocol version a Messages API upstream requires).
 FORWARDED_HEADERS = {"anthropic-version", "anthropic-beta"}
 # Response headers that describe the upstream's transfer, not its content: never copied.
-_HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "date",
-                "server"}
+_HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "date", "server"}
 
 
 class ProxyRequestError(Exception):
@@ -51,8 +50,9 @@ class ProxyRequestError(Exception):
 
 
 def error_response(status: int, kind: str, message: str) -> Response:
-    return Response(orjson.dumps({"error": {"type": kind, "message": message}}), status_code=status,
-                    media_type="application/json")
+    return Response(
+        orjson.dumps({"error": {"type": kind, "message": message}}), status_code=status, media_type="application/json"
+    )
 
 
 @dataclass
@@ -76,8 +76,12 @@ class Proxy:
         self.settings = config.settings
         self._clock = clock
         self._taken: set[str] = set()
-        self.store = ConversationStore(self._new_session, idle_timeout_s=self.settings.idle_timeout_s,
-                                       max_conversations=self.settings.max_conversations, on_end=self._ended)
+        self.store = ConversationStore(
+            self._new_session,
+            idle_timeout_s=self.settings.idle_timeout_s,
+            max_conversations=self.settings.max_conversations,
+            on_end=self._ended,
+        )
         self.client: httpx.AsyncClient | None = None
         self.in_flight = 0
         self.server_info = {"kind": "upstream", "version": None, "url": config.upstream_url}
@@ -86,12 +90,17 @@ class Proxy:
 
     async def start(self) -> None:
         # OpenAI-style servers read the bearer token, Anthropic-style ones x-api-key
-        headers = ({"Authorization": f"Bearer {self.config.api_key}", "x-api-key": self.config.api_key}
-                   if self.config.api_key else {})
+        headers = (
+            {"Authorization": f"Bearer {self.config.api_key}", "x-api-key": self.config.api_key}
+            if self.config.api_key
+            else {}
+        )
         self.client = httpx.AsyncClient(
-            base_url=self.config.upstream_url.rstrip("/") + "/", headers=headers,
+            base_url=self.config.upstream_url.rstrip("/") + "/",
+            headers=headers,
             timeout=httpx.Timeout(self.config.request_timeout_s, connect=10.0),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
 
     async def stop(self) -> None:
         """Drain: wait (bounded) for requests in flight, then end every conversation (run.json)."""
@@ -110,16 +119,27 @@ class Proxy:
 
     def _new_session(self) -> PolicySession:
         dump = HistoryDump(self.config.dump_dir) if self.config.dump_dir else None
-        return PolicySession(self.settings.policy, threshold=self.settings.threshold,
-                             summarizer=self.config.summarizer, dump=dump)
+        return PolicySession(
+            self.settings.policy, threshold=self.settings.threshold, summarizer=self.config.summarizer, dump=dump
+        )
 
     def _ended(self, conversation: Conversation, why: str) -> None:
-        log.info("conversation %s ended (%s): %d requests, %d history rewrites", conversation.id, why,
-                 conversation.requests, conversation.rewrites)
+        log.info(
+            "conversation %s ended (%s): %d requests, %d history rewrites",
+            conversation.id,
+            why,
+            conversation.requests,
+            conversation.rewrites,
+        )
         record: ConversationRecord | None = conversation.data.get("record")
         if record is not None:
-            path = record.finish(conversation.last_history, requests=conversation.requests,
-                                 rewrites=conversation.rewrites, ended=why, server=self.server_info)
+            path = record.finish(
+                conversation.last_history,
+                requests=conversation.requests,
+                rewrites=conversation.rewrites,
+                ended=why,
+                server=self.server_info,
+            )
             log.info("recorded %s", path)
         self._taken.discard(conversation.id)
 
@@ -162,21 +182,30 @@ class Proxy:
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 raise ProxyRequestError(400, "invalid_request", f"messages[{n}]: expected an object with a role")
         hashes = [message_hash(m) for m in messages]
-        new_id = (free_conversation_id(self.config.record_dir, self.settings, self._taken)
-                  if self.config.record_dir else None)
-        claim = self.store.claim(messages, name=request.headers.get(CONVERSATION_HEADER), now=self._clock(),
-                                 hashes=hashes, new_id=new_id)
+        new_id = (
+            free_conversation_id(self.config.record_dir, self.settings, self._taken) if self.config.record_dir else None
+        )
+        claim = self.store.claim(
+            messages, name=request.headers.get(CONVERSATION_HEADER), now=self._clock(), hashes=hashes, new_id=new_id
+        )
         conversation = claim.conversation
         if claim.created:
             conversation.data["lock"] = asyncio.Lock()
             if self.config.record_dir:
                 conversation.data["record"] = ConversationRecord(
-                    run_dir_for(self.config.record_dir, self.settings, conversation.id), conversation.id,
-                    self.settings, front_door)
+                    run_dir_for(self.config.record_dir, self.settings, conversation.id),
+                    conversation.id,
+                    self.settings,
+                    front_door,
+                )
             log.info("conversation %s started", conversation.id)
         if claim.rewritten:
-            log.warning("conversation %s: the client's history no longer extends what it sent before; "
-                        "fresh working context (%d rewrites so far)", conversation.id, conversation.rewrites)
+            log.warning(
+                "conversation %s: the client's history no longer extends what it sent before; "
+                "fresh working context (%d rewrites so far)",
+                conversation.id,
+                conversation.rewrites,
+            )
         session = conversation.session
         async with conversation.data["lock"]:
             session.append(claim.new_messages)
@@ -189,8 +218,16 @@ class Proxy:
                 raise ProxyRequestError(400, "policy_error", str(exc)) from None
         return conversation, turn
 
-    async def forward(self, path: str, body: dict, dialect: str, conversation: Conversation, turn: Turn,
-                      sent: list[dict], client_headers: dict[str, str] | None = None) -> Response:
+    async def forward(
+        self,
+        path: str,
+        body: dict,
+        dialect: str,
+        conversation: Conversation,
+        turn: Turn,
+        sent: list[dict],
+        client_headers: dict[str, str] | None = None,
+    ) -> Response:
         assert self.client is not None
         stream = bool(body.get("stream"))
         injected = False
@@ -206,15 +243,19 @@ class Proxy:
         self.in_flight += 1
         try:
             upstream_request = self.client.build_request(
-                "POST", path, content=content, headers={"content-type": "application/json", **(client_headers or {})})
+                "POST", path, content=content, headers={"content-type": "application/json", **(client_headers or {})}
+            )
             response = await self.client.send(upstream_request, stream=True)
         except httpx.TimeoutException as exc:
             self._record_failure(record, turn, call, start, t0, f"upstream timed out: {type(exc).__name__}")
             return error_response(504, "upstream_timeout", f"upstream {self.config.upstream_url} timed out")
         except httpx.HTTPError as exc:
             self._record_failure(record, turn, call, start, t0, f"upstream unreachable: {type(exc).__name__}")
-            return error_response(502, "upstream_unreachable",
-                                  f"upstream {self.config.upstream_url} is unreachable ({type(exc).__name__})")
+            return error_response(
+                502,
+                "upstream_unreachable",
+                f"upstream {self.config.upstream_url} is unreachable ({type(exc).__name__})",
+            )
         headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
         if response.status_code >= 400 or not stream:
             try:
@@ -264,15 +305,27 @@ class Proxy:
 
     def _record_summaries(self, record: ConversationRecord, turn: Turn, step: int) -> None:
         for summary in turn.summary_calls:
-            record.record_call(CallRecord(
-                kind="summary", step=step, start=summary.start, end=summary.end,
-                latency_s=max(0.0, summary.end - summary.start), status="error" if summary.error else "ok",
-                error=summary.error, prompt_tokens=summary.prompt_tokens,
-                completion_tokens=summary.completion_tokens, cached_tokens=summary.cached_tokens,
-                est_tokens_before=turn.tokens_before, est_tokens_after=turn.tokens_before,
-                message_ids=record.store(summary.request_messages), events=[], attempts=1, finish_reason=None,
-                model=summary.model,
-            ))
+            record.record_call(
+                CallRecord(
+                    kind="summary",
+                    step=step,
+                    start=summary.start,
+                    end=summary.end,
+                    latency_s=max(0.0, summary.end - summary.start),
+                    status="error" if summary.error else "ok",
+                    error=summary.error,
+                    prompt_tokens=summary.prompt_tokens,
+                    completion_tokens=summary.completion_tokens,
+                    cached_tokens=summary.cached_tokens,
+                    est_tokens_before=turn.tokens_before,
+                    est_tokens_after=turn.tokens_before,
+                    message_ids=record.store(summary.request_messages),
+                    events=[],
+                    attempts=1,
+                    finish_reason=None,
+                    model=summary.model,
+                )
+            )
 
     def _record_ok(self, record, turn: Turn, call: _Request, start: float, latency_s: float, usage: Usage) -> None:
         try:
@@ -285,14 +338,28 @@ class Proxy:
             return
         self._record_summaries(record, turn, call.step)
         local = not usage.reported
-        record.record_call(CallRecord(
-            kind="agent", step=call.step, start=start, end=start + latency_s, latency_s=latency_s, status="ok",
-            error=None, prompt_tokens=turn.tokens_after if local else usage.prompt_tokens,
-            completion_tokens=0 if local else usage.completion_tokens, cached_tokens=usage.cached_tokens,
-            est_tokens_before=call.tokens_before, est_tokens_after=call.tokens_after,
-            message_ids=record.store(call.sent), events=call.events, attempts=1, finish_reason=usage.finish_reason,
-            model=usage.model, usage_source="local" if local else None,
-        ))
+        record.record_call(
+            CallRecord(
+                kind="agent",
+                step=call.step,
+                start=start,
+                end=start + latency_s,
+                latency_s=latency_s,
+                status="ok",
+                error=None,
+                prompt_tokens=turn.tokens_after if local else usage.prompt_tokens,
+                completion_tokens=0 if local else usage.completion_tokens,
+                cached_tokens=usage.cached_tokens,
+                est_tokens_before=call.tokens_before,
+                est_tokens_after=call.tokens_after,
+                message_ids=record.store(call.sent),
+                events=call.events,
+                attempts=1,
+                finish_reason=usage.finish_reason,
+                model=usage.model,
+                usage_source="local" if local else None,
+            )
+        )
 
     def _record_failure(self, record, turn: Turn, call: _Request, start: float, t0: float, error: str) -> None:
         try:
@@ -306,12 +373,27 @@ class Proxy:
             return
         self._record_summaries(record, turn, call.step)
         latency = time.perf_counter() - t0
-        record.record_call(CallRecord(
-            kind="agent", step=call.step, start=start, end=start + latency, latency_s=latency, status="error",
-            error=error, prompt_tokens=None, completion_tokens=None, cached_tokens=None,
-            est_tokens_before=call.tokens_before, est_tokens_after=call.tokens_after,
-            message_ids=record.store(call.sent), events=call.events, attempts=1, finish_reason=None, model=None,
-        ))
+        record.record_call(
+            CallRecord(
+                kind="agent",
+                step=call.step,
+                start=start,
+                end=start + latency,
+                latency_s=latency,
+                status="error",
+                error=error,
+                prompt_tokens=None,
+                completion_tokens=None,
+                cached_tokens=None,
+                est_tokens_before=call.tokens_before,
+                est_tokens_after=call.tokens_after,
+                message_ids=record.store(call.sent),
+                events=call.events,
+                attempts=1,
+                finish_reason=None,
+                model=None,
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -385,19 +467,25 @@ def build_app(proxy: Proxy) -> Starlette:
         try:
             response = await proxy.client.get("models")
         except httpx.HTTPError as exc:
-            return error_response(502, "upstream_unreachable",
-                                  f"upstream {proxy.config.upstream_url} is unreachable ({type(exc).__name__})")
+            return error_response(
+                502,
+                "upstream_unreachable",
+                f"upstream {proxy.config.upstream_url} is unreachable ({type(exc).__name__})",
+            )
         if response.status_code >= 400:
             return _upstream_error(response.status_code, response.content)
         return Response(response.content, status_code=response.status_code, media_type="application/json")
 
     async def health(request: Request) -> Response:
-        return Response(orjson.dumps({"status": "ok", "conversations": len(proxy.store),
-                                      "history_rewrites": proxy.store.rewrites}), media_type="application/json")
+        return Response(
+            orjson.dumps({"status": "ok", "conversations": len(proxy.store), "history_rewrites": proxy.store.rewrites}),
+            media_type="application/json",
+        )
 
     def route(path: str, handler, methods: list[str]) -> Route:
         async def endpoint(request: Request) -> Response:
             return await guarded(request, handler)
+
         return Route(path, endpoint, methods=methods)
 
     from contextlib import asynccontextmanager
@@ -412,9 +500,12 @@ def build_app(proxy: Proxy) -> Starlette:
             expiry.cancel()
             await proxy.stop()
 
-    return Starlette(routes=[
-        route("/v1/chat/completions", chat_completions, ["POST"]),
-        route("/v1/messages", messages_endpoint, ["POST"]),
-        route("/v1/models", models, ["GET"]),
-        Route("/health", health, methods=["GET"]),
-    ], lifespan=lifespan)
+    return Starlette(
+        routes=[
+            route("/v1/chat/completions", chat_completions, ["POST"]),
+            route("/v1/messages", messages_endpoint, ["POST"]),
+            route("/v1/models", models, ["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )

@@ -35,15 +35,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summarizer-url", help="summarizer base URL (default: the upstream)")
     p.add_argument("--summarizer-model", help="summarizer model (default: --upstream-model)")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the upstream's API key")
-    p.add_argument("--client-token-env", metavar="VAR",
-                   help="environment variable holding a bearer token that clients must send")
-    p.add_argument("--idle-timeout", type=float, default=3600.0, metavar="S",
-                   help="end a conversation after S seconds without a request (default 3600)")
+    p.add_argument(
+        "--client-token-env", metavar="VAR", help="environment variable holding a bearer token that clients must send"
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="end a conversation after S seconds without a request (default 3600)",
+    )
     p.add_argument("--max-conversations", type=int, default=256, help="conversations kept at once (default 256)")
     p.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (default 32)")
     p.add_argument("--request-timeout", type=float, default=600.0, metavar="S", help="upstream read timeout")
-    p.add_argument("--no-upstream-check", dest="upstream_check", action="store_false",
-                   help="start even if the upstream does not answer GET /models yet")
+    p.add_argument(
+        "--no-upstream-check",
+        dest="upstream_check",
+        action="store_false",
+        help="start even if the upstream does not answer GET /models yet",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -90,8 +100,9 @@ def build_config(args: argparse.Namespace):
     if policy.needs_summarizer:
         model = args.summarizer_model or args.upstream_model
         if not model:
-            raise UsageError(f"--summarizer-model: policy {policy} writes summaries; name the summarizer model "
-                             "(or --upstream-model)")
+            raise UsageError(
+                f"--summarizer-model: policy {policy} writes summaries; name the summarizer model (or --upstream-model)"
+            )
         url = args.summarizer_url or args.upstream
         summarizer = EndpointSummarizer(url, model, api_key=api_key if url == args.upstream else None)
     dump_dir = None
@@ -99,13 +110,26 @@ def build_config(args: argparse.Namespace):
         if args.record is None:
             raise UsageError(f"--record: policy {policy} dumps the history to a file and needs a record directory")
         dump_dir = args.record / "dumps"
-    settings = ProxySettings(policy=policy, threshold=args.threshold if policy.needs_threshold else None,
-                             upstream_url=args.upstream, upstream_model=args.upstream_model,
-                             summarizer_model=args.summarizer_model if policy.needs_summarizer else None,
-                             idle_timeout_s=args.idle_timeout, max_conversations=args.max_conversations)
-    return ProxyConfig(settings=settings, upstream_url=args.upstream, api_key=api_key, client_token=client_token,
-                       record_dir=args.record, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                       request_timeout_s=args.request_timeout, summarizer=summarizer, dump_dir=dump_dir)
+    settings = ProxySettings(
+        policy=policy,
+        threshold=args.threshold if policy.needs_threshold else None,
+        upstream_url=args.upstream,
+        upstream_model=args.upstream_model,
+        summarizer_model=args.summarizer_model if policy.needs_summarizer else None,
+        idle_timeout_s=args.idle_timeout,
+        max_conversations=args.max_conversations,
+    )
+    return ProxyConfig(
+        settings=settings,
+        upstream_url=args.upstream,
+        api_key=api_key,
+        client_token=client_token,
+        record_dir=args.record,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        request_timeout_s=args.request_timeout,
+        summarizer=summarizer,
+        dump_dir=dump_dir,
+    )
 
 
 def _env(variable: str | None, option: str) -> str | None:
@@ -124,8 +148,9 @@ def check_upstream(url: str, api_key: str | None) -> None:
     try:
         response = httpx.get(url.rstrip("/") + "/models", headers=headers, timeout=10.0)
     except httpx.HTTPError as exc:
-        raise UsageError(f"--upstream: {url} does not answer ({type(exc).__name__}); start it first "
-                         "or pass --no-upstream-check") from None
+        raise UsageError(
+            f"--upstream: {url} does not answer ({type(exc).__name__}); start it first or pass --no-upstream-check"
+        ) from None
     if response.status_code >= 400:
         raise UsageError(f"--upstream: {url}/models answered HTTP {response.status_code}")
 
@@ -143,14 +168,23 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if not is_loopback(host) and config.client_token is None:
         logging.getLogger("ctxpolicy.proxy").warning(
-            "listening on %s without a client token: anyone who reaches it can use the upstream", host)
+            "listening on %s without a client token: anyone who reaches it can use the upstream", host
+        )
     import uvicorn
 
     from ctxpolicy.proxy.app import Proxy, build_app
 
     proxy = Proxy(config)
-    server = uvicorn.Server(uvicorn.Config(build_app(proxy), host=host, port=port, log_level=args.log_level,
-                                           timeout_graceful_shutdown=30, access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            build_app(proxy),
+            host=host,
+            port=port,
+            log_level=args.log_level,
+            timeout_graceful_shutdown=30,
+            access_log=False,
+        )
+    )
     # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal: after a clean drain, exit 0
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, _exit_cleanly)

@@ -66,8 +66,14 @@ class Claim:
 
 
 class ConversationStore:
-    def __init__(self, make_session: Callable[[], PolicySession], *, idle_timeout_s: float = 3600.0,
-                 max_conversations: int = 256, on_end: Callable[[Conversation, str], None] = lambda c, why: None):
+    def __init__(
+        self,
+        make_session: Callable[[], PolicySession],
+        *,
+        idle_timeout_s: float = 3600.0,
+        max_conversations: int = 256,
+        on_end: Callable[[Conversation, str], None] = lambda c, why: None,
+    ):
         if max_conversations < 1:
             raise ValueError(f"max_conversations: must be at least 1, got {max_conversations}")
         self._make_session = make_session
@@ -85,8 +91,15 @@ class ConversationStore:
     def conversations(self) -> list[Conversation]:
         return [c for group in self._by_key.values() for c in group]
 
-    def claim(self, messages: list[dict], *, name: str | None, now: float,
-              hashes: list[bytes] | None = None, new_id: Callable[[str], str] | None = None) -> Claim:
+    def claim(
+        self,
+        messages: list[dict],
+        *,
+        name: str | None,
+        now: float,
+        hashes: list[bytes] | None = None,
+        new_id: Callable[[str], str] | None = None,
+    ) -> Claim:
         """Find (or start) the conversation ``messages`` belong to and mark them as seen.
 
         Appending ``Claim.new_messages`` to the conversation's session (in request order) and
@@ -99,7 +112,7 @@ class ConversationStore:
         best = max((c for c in group if _is_prefix(c.seen, hashes)), key=lambda c: len(c.seen), default=None)
         created = rewritten = False
         if best is not None:
-            conversation, new = best, messages[len(best.seen):]
+            conversation, new = best, messages[len(best.seen) :]
         elif group and len(messages) > protected_prefix_length(messages):
             conversation = max(group, key=lambda c: c.last_used)
             conversation.session = self._make_session()

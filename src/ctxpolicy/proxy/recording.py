@@ -44,8 +44,15 @@ class ProxySettings:
 
     @property
     def cell(self) -> str:
-        return Cell(TRACK, BENCHMARK, self.upstream_model or "upstream", str(self.policy),
-                    FIXED if self.policy.needs_threshold else None, TRACK, self.summarizer_model).slug
+        return Cell(
+            TRACK,
+            BENCHMARK,
+            self.upstream_model or "upstream",
+            str(self.policy),
+            FIXED if self.policy.needs_threshold else None,
+            TRACK,
+            self.summarizer_model,
+        ).slug
 
 
 def run_dir_for(root: Path, settings: ProxySettings, conversation_id: str) -> Path:
@@ -54,12 +61,14 @@ def run_dir_for(root: Path, settings: ProxySettings, conversation_id: str) -> Pa
 
 def free_conversation_id(root: Path, settings: ProxySettings, taken: set[str]):
     """A ``new_id`` for ``ConversationStore.claim``: ``stem-N`` with no run directory yet."""
+
     def new_id(stem: str) -> str:
         n = 1
         while f"{stem}-{n}" in taken or run_dir_for(root, settings, f"{stem}-{n}").exists():
             n += 1
         taken.add(f"{stem}-{n}")
         return f"{stem}-{n}"
+
     return new_id
 
 
@@ -122,11 +131,14 @@ class ConversationRecord:
         self.recorder.close()
         end = time.time()
         identity = self.identity()
-        write_record(self.run_dir / TRAJECTORY_JSON, {
-            "trajectory_format": TRAJECTORY_FORMAT,
-            "messages": [api_message(m) for m in history],
-            "info": {"ctxpolicy": {"identity": asdict(identity)}},
-        })
+        write_record(
+            self.run_dir / TRAJECTORY_JSON,
+            {
+                "trajectory_format": TRAJECTORY_FORMAT,
+                "messages": [api_message(m) for m in history],
+                "info": {"ctxpolicy": {"identity": asdict(identity)}},
+            },
+        )
         failed = self.last_status != "ok"
         record = {
             "schema_version": SCHEMA_VERSION,
@@ -135,16 +147,35 @@ class ConversationRecord:
             "outcome": "error" if failed else "submitted",
             "error": f"upstream failed on the last call: {self.last_error}" if failed else None,
             "submission": "",
-            "timing": {"start": self.start, "end": end, "wall_s": end - self.start, "setup_s": 0.0,
-                       "agent_s": end - self.start, "llm_s": self.llm_s, "tool_s": 0.0},
+            "timing": {
+                "start": self.start,
+                "end": end,
+                "wall_s": end - self.start,
+                "setup_s": 0.0,
+                "agent_s": end - self.start,
+                "llm_s": self.llm_s,
+                "tool_s": 0.0,
+            },
             "totals": totals_of(self.recorder.calls, self.steps, 0),
-            "settings": {"mode": self.mode, "cache_block_tokens": self.settings.cache_block_tokens,
-                         "front_door": self.front_door, "idle_timeout_s": self.settings.idle_timeout_s,
-                         "max_conversations": self.settings.max_conversations},
-            "versions": {**software_versions(),
-                         "model": {"name": self.model or "unknown", "file": None, "sha256": None,
-                                   "hub_id": None, "revision": None},
-                         "server": server, "summarizer": None},
+            "settings": {
+                "mode": self.mode,
+                "cache_block_tokens": self.settings.cache_block_tokens,
+                "front_door": self.front_door,
+                "idle_timeout_s": self.settings.idle_timeout_s,
+                "max_conversations": self.settings.max_conversations,
+            },
+            "versions": {
+                **software_versions(),
+                "model": {
+                    "name": self.model or "unknown",
+                    "file": None,
+                    "sha256": None,
+                    "hub_id": None,
+                    "revision": None,
+                },
+                "server": server,
+                "summarizer": None,
+            },
             "hardware": hardware(),
             "trajectory_file": TRAJECTORY_JSON,
             "traceback": None,
@@ -155,10 +186,20 @@ class ConversationRecord:
     def identity(self) -> RunIdentity:
         policy = self.settings.policy
         return RunIdentity(
-            benchmark=BENCHMARK, cohort=TRACK, task_id=self.conversation_id, stratum=TRACK,
-            model=self.model or "unknown", policy=str(policy), primitive=policy.primitive, trigger=policy.trigger,
+            benchmark=BENCHMARK,
+            cohort=TRACK,
+            task_id=self.conversation_id,
+            stratum=TRACK,
+            model=self.model or "unknown",
+            policy=str(policy),
+            primitive=policy.primitive,
+            trigger=policy.trigger,
             threshold_setting=FIXED if policy.needs_threshold else None,
             threshold_tokens=self.settings.threshold if policy.needs_threshold else None,
-            depth=policy.depth, summarizer=self.settings.summarizer_model, attempt=1, seed=0,
-            cell=self.settings.cell, track=TRACK,
+            depth=policy.depth,
+            summarizer=self.settings.summarizer_model,
+            attempt=1,
+            seed=0,
+            cell=self.settings.cell,
+            track=TRACK,
         )

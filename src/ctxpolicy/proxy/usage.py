@@ -109,7 +109,11 @@ class StreamTally:
             except orjson.JSONDecodeError:
                 continue
             self._read(payload, self.usage)
-            if (self._drop_usage_only and isinstance(payload, dict) and payload.get("usage")
-                    and not payload.get("choices")):
+            if (
+                self._drop_usage_only
+                and isinstance(payload, dict)
+                and payload.get("usage")
+                and not payload.get("choices")
+            ):
                 return False
         return True

@@ -16,5 +16,13 @@ from ctxpolicy.replay.source import SourceError, SourceRun, find_source_runs, re
 
 TRACK = "replay"
 
-__all__ = ["TRACK", "PlaceholderSummarizer", "ReplayedRun", "SourceError", "SourceRun", "find_source_runs",
-           "read_source_run", "replay_source"]
+__all__ = [
+    "TRACK",
+    "PlaceholderSummarizer",
+    "ReplayedRun",
+    "SourceError",
+    "SourceRun",
+    "find_source_runs",
+    "read_source_run",
+    "replay_source",
+]

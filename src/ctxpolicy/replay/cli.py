@@ -26,10 +26,23 @@ class ReplayArgumentError(ValueError):
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--runs", type=Path, nargs="+", action="extend", required=True, metavar="FC_CELL_DIR",
-                        help="FC cell directories (or run directories); repeatable")
-    parser.add_argument("--policy", nargs="+", action="extend", required=True, metavar="SPEC",
-                        help="policy specs to replay (e.g. TR/Th/0.5); repeatable")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="FC_CELL_DIR",
+        help="FC cell directories (or run directories); repeatable",
+    )
+    parser.add_argument(
+        "--policy",
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="SPEC",
+        help="policy specs to replay (e.g. TR/Th/0.5); repeatable",
+    )
     threshold = parser.add_mutually_exclusive_group()
     threshold.add_argument("--threshold", type=int, help="the threshold in tokens, for every Th policy")
     threshold.add_argument("--setting", choices=SETTINGS, help="a threshold setting read from --thresholds")
@@ -41,6 +54,7 @@ def add_arguments(parser) -> None:
     def one_line_error(message: str):
         print(f"replay: {message}", file=sys.stderr)
         raise SystemExit(2)
+
     parser.error = one_line_error
 
 
@@ -99,8 +113,7 @@ def main(args) -> int:
         print(f"replay: {exc}", file=sys.stderr)
         return 2
     real = args.summarizer_url is not None
-    summarizer = (EndpointSummarizer(args.summarizer_url, args.summarizer_model) if real
-                  else PlaceholderSummarizer())
+    summarizer = EndpointSummarizer(args.summarizer_url, args.summarizer_model) if real else PlaceholderSummarizer()
     setting = args.setting or (FIXED if args.threshold is not None else None)
     written = 0
     for run_dir in sources:
@@ -112,16 +125,19 @@ def main(args) -> int:
         for policy in policies:
             dump = None
             if "DUMP" in policy.stages:
-                cell = replay_cell(source.identity, str(policy), setting if policy.needs_threshold else None,
-                                   identity_summarizer(policy, args.summarizer_model))
+                cell = replay_cell(
+                    source.identity,
+                    str(policy),
+                    setting if policy.needs_threshold else None,
+                    identity_summarizer(policy, args.summarizer_model),
+                )
                 dump = HistoryDump(run_dir_for(args.out, source.identity, cell) / "dump")
             try:
                 replayed = replay_source(source, policy, threshold=threshold, summarizer=summarizer, dump=dump)
             except PolicyError as exc:
                 print(f"replay: {run_dir}: policy {policy}: {exc}", file=sys.stderr)
                 return 2
-            write_replay(replayed, args.out, setting=setting, summarizer=args.summarizer_model,
-                         real_summaries=real)
+            write_replay(replayed, args.out, setting=setting, summarizer=args.summarizer_model, real_summaries=real)
             written += 1
     print(f"replayed {len(sources)} run(s) under {len(policies)} policies: {written} run directories under {args.out}")
     return 0

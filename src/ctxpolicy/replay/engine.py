@@ -64,15 +64,26 @@ class _Store:
             if mid not in self._written:
                 self._written.add(mid)
                 tokens = self._source_tokens.get(mid)
-                self.lines.append({"id": mid, "tokens": count_message(api_message(message)) if tokens is None
-                                   else tokens, "message": api_message(message)})
+                self.lines.append(
+                    {
+                        "id": mid,
+                        "tokens": count_message(api_message(message)) if tokens is None else tokens,
+                        "message": api_message(message),
+                    }
+                )
             out.append(mid)
         return out
 
 
-def replay_source(source: SourceRun, policy: PolicySpec, *, threshold: int | None = None,
-                  summarizer: Summarizer | None = None, dump: HistoryDump | None = None,
-                  step_seconds: list[float] | None = None) -> ReplayedRun:
+def replay_source(
+    source: SourceRun,
+    policy: PolicySpec,
+    *,
+    threshold: int | None = None,
+    summarizer: Summarizer | None = None,
+    dump: HistoryDump | None = None,
+    step_seconds: list[float] | None = None,
+) -> ReplayedRun:
     """The calls ``policy`` would have made on ``source``'s trajectory, in the run-record format.
     ``step_seconds``, when given, gets each step's duration appended (for benchmarks)."""
     start = time.time()
@@ -93,22 +104,52 @@ def replay_source(source: SourceRun, policy: PolicySpec, *, threshold: int | Non
             latency = max(0.0, summary.end - summary.start)
             summary_s += latency
             estimate = count_messages(summary.request_messages)
-            calls.append(CallRecord(index=len(calls), kind="summary", step=step, start=summary.start,
-                                    end=summary.end, latency_s=latency,
-                                    status="error" if summary.error else "ok", error=summary.error,
-                                    prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens,
-                                    cached_tokens=summary.cached_tokens, est_tokens_before=estimate,
-                                    est_tokens_after=estimate, message_ids=request, events=[],
-                                    attempts=None, finish_reason=None, model=summary.model))
+            calls.append(
+                CallRecord(
+                    index=len(calls),
+                    kind="summary",
+                    step=step,
+                    start=summary.start,
+                    end=summary.end,
+                    latency_s=latency,
+                    status="error" if summary.error else "ok",
+                    error=summary.error,
+                    prompt_tokens=summary.prompt_tokens,
+                    completion_tokens=summary.completion_tokens,
+                    cached_tokens=summary.cached_tokens,
+                    est_tokens_before=estimate,
+                    est_tokens_after=estimate,
+                    message_ids=request,
+                    events=[],
+                    attempts=None,
+                    finish_reason=None,
+                    model=summary.model,
+                )
+            )
         now = time.time()
         ok = call.get("status", "ok") == "ok"
-        calls.append(CallRecord(index=len(calls), kind="agent", step=step, start=now, end=now,
-                                latency_s=0.0, status="ok" if ok else "error", error=None if ok else call.get("error"),
-                                prompt_tokens=turn.tokens_after, completion_tokens=reply, cached_tokens=None,
-                                est_tokens_before=turn.tokens_before, est_tokens_after=turn.tokens_after,
-                                message_ids=store.ids(turn.messages), events=turn.events,
-                                attempts=None, finish_reason=None, model=None))
+        calls.append(
+            CallRecord(
+                index=len(calls),
+                kind="agent",
+                step=step,
+                start=now,
+                end=now,
+                latency_s=0.0,
+                status="ok" if ok else "error",
+                error=None if ok else call.get("error"),
+                prompt_tokens=turn.tokens_after,
+                completion_tokens=reply,
+                cached_tokens=None,
+                est_tokens_before=turn.tokens_before,
+                est_tokens_after=turn.tokens_after,
+                message_ids=store.ids(turn.messages),
+                events=turn.events,
+                attempts=None,
+                finish_reason=None,
+                model=None,
+            )
+        )
         if step_seconds is not None:
             step_seconds.append(clock() - began)
     return ReplayedRun(source, session.policy, threshold, calls, store.lines, start, time.time(), summary_s)
-

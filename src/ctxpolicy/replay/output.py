@@ -22,8 +22,7 @@ from ctxpolicy.grid import Cell
 from ctxpolicy.policies import PolicySpec
 from ctxpolicy.replay.engine import ReplayedRun
 from ctxpolicy.replay.placeholder import MODEL as PLACEHOLDER
-from ctxpolicy.rundir import (CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, write_record,
-                              write_run_json)
+from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, write_record, write_run_json
 from ctxpolicy.rundir import run_dir as run_dir_in
 
 TRACK = "replay"
@@ -37,8 +36,9 @@ def _host() -> dict:
 
 
 def replay_cell(identity: dict, policy: str, setting: str | None, summarizer: str | None) -> str:
-    return Cell(TRACK, identity["benchmark"], identity["model"], policy, setting, identity.get("cohort") or "main",
-                summarizer).slug
+    return Cell(
+        TRACK, identity["benchmark"], identity["model"], policy, setting, identity.get("cohort") or "main", summarizer
+    ).slug
 
 
 def run_dir_for(out: Path, identity: dict, cell: str) -> Path:
@@ -59,8 +59,15 @@ def identity_summarizer(policy: PolicySpec, summarizer: str | None) -> str | Non
     return {"none": None, "placeholder": PLACEHOLDER, "real": summarizer}[kind]
 
 
-def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summarizer: str | None,
-                 real_summaries: bool, durable: bool = True) -> Path:
+def write_replay(
+    replayed: ReplayedRun,
+    out: Path,
+    *,
+    setting: str | None,
+    summarizer: str | None,
+    real_summaries: bool,
+    durable: bool = True,
+) -> Path:
     """Write the replay's run directory under ``out``; returns it. ``setting`` is the threshold
     setting (``fixed`` for a number given directly, None for a policy without a threshold);
     ``summarizer`` the summarizer model of real summaries (None: the stand-in or none). Without
@@ -76,38 +83,75 @@ def write_replay(replayed: ReplayedRun, out: Path, *, setting: str | None, summa
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / RUN_JSON).unlink(missing_ok=True)  # the record that counts is written last
     atomic.atomic_write_bytes(run_dir / MESSAGES_JSONL, _jsonl(replayed.messages), durable)
-    atomic.atomic_write_bytes(run_dir / CALLS_JSONL, "".join(c.line() for c in replayed.calls).encode("utf-8"),
-                              durable)
+    atomic.atomic_write_bytes(run_dir / CALLS_JSONL, "".join(c.line() for c in replayed.calls).encode("utf-8"), durable)
     identity = RunIdentity(
-        benchmark=identity_of_source["benchmark"], cohort=identity_of_source.get("cohort") or "main",
-        task_id=str(identity_of_source["task_id"]), stratum=identity_of_source.get("stratum") or "",
-        model=identity_of_source["model"], policy=str(policy), primitive=policy.primitive, trigger=policy.trigger,
-        threshold_setting=setting, threshold_tokens=replayed.threshold if policy.needs_threshold else None,
-        depth=policy.depth, summarizer=summarizer, attempt=int(identity_of_source["attempt"]),
-        seed=int(identity_of_source.get("seed") or 0), cell=cell, track=TRACK)
+        benchmark=identity_of_source["benchmark"],
+        cohort=identity_of_source.get("cohort") or "main",
+        task_id=str(identity_of_source["task_id"]),
+        stratum=identity_of_source.get("stratum") or "",
+        model=identity_of_source["model"],
+        policy=str(policy),
+        primitive=policy.primitive,
+        trigger=policy.trigger,
+        threshold_setting=setting,
+        threshold_tokens=replayed.threshold if policy.needs_threshold else None,
+        depth=policy.depth,
+        summarizer=summarizer,
+        attempt=int(identity_of_source["attempt"]),
+        seed=int(identity_of_source.get("seed") or 0),
+        cell=cell,
+        track=TRACK,
+    )
     source_dir = str(replayed.source.run_dir)
-    write_record(run_dir / TRAJECTORY_JSON, {"trajectory_format": TRAJECTORY_FORMAT,
-                                             "source_trajectory": f"{source_dir}/{TRAJECTORY_JSON}",
-                                             "info": {"ctxpolicy": {"identity": asdict(identity)}}})
+    write_record(
+        run_dir / TRAJECTORY_JSON,
+        {
+            "trajectory_format": TRAJECTORY_FORMAT,
+            "source_trajectory": f"{source_dir}/{TRAJECTORY_JSON}",
+            "info": {"ctxpolicy": {"identity": asdict(identity)}},
+        },
+    )
     wall = replayed.end - replayed.start
     versions = source.get("versions") or {}
     record = {
-        "schema_version": SCHEMA_VERSION, "complete": True, "identity": asdict(identity),
-        "outcome": source["outcome"], "error": source.get("error"), "submission": source.get("submission") or "",
-        "timing": {"start": replayed.start, "end": replayed.end, "wall_s": wall, "setup_s": 0.0, "agent_s": wall,
-                   "llm_s": replayed.summary_latency_s, "tool_s": 0.0},
-        "totals": totals_of([c.to_json() for c in replayed.calls], replayed.source.steps, (source.get("totals") or {}).get("format_errors", 0)),
+        "schema_version": SCHEMA_VERSION,
+        "complete": True,
+        "identity": asdict(identity),
+        "outcome": source["outcome"],
+        "error": source.get("error"),
+        "submission": source.get("submission") or "",
+        "timing": {
+            "start": replayed.start,
+            "end": replayed.end,
+            "wall_s": wall,
+            "setup_s": 0.0,
+            "agent_s": wall,
+            "llm_s": replayed.summary_latency_s,
+            "tool_s": 0.0,
+        },
+        "totals": totals_of(
+            [c.to_json() for c in replayed.calls],
+            replayed.source.steps,
+            (source.get("totals") or {}).get("format_errors", 0),
+        ),
         "settings": dict(source.get("settings") or {}),
-        "versions": {**software_versions(), "model": versions.get("model"),
-                     "server": {"kind": TRACK, "version": None, "url": "none"},
-                     "summarizer": ({"name": summarizer or next(iter(replayed.summary_models), None)}
-                                    if summaries == "real" else None)},
+        "versions": {
+            **software_versions(),
+            "model": versions.get("model"),
+            "server": {"kind": TRACK, "version": None, "url": "none"},
+            "summarizer": (
+                {"name": summarizer or next(iter(replayed.summary_models), None)} if summaries == "real" else None
+            ),
+        },
         "hardware": _host(),
         "trajectory_file": TRAJECTORY_JSON,
         "traceback": None,
-        "replay": {"source_run": source_dir, "source_cell": identity_of_source.get("cell"),
-                   "source_track": identity_of_source.get("track"),
-                   "replay_summaries": summaries},
+        "replay": {
+            "source_run": source_dir,
+            "source_cell": identity_of_source.get("cell"),
+            "source_track": identity_of_source.get("track"),
+            "replay_summaries": summaries,
+        },
     }
     write_run_json(run_dir, record)
     return run_dir

@@ -28,7 +28,7 @@ def _word_count_patterns() -> list[re.Pattern]:
         for part in PARTS:
             template = getattr(pair, part)
             if TARGET_WORDS in template:
-                head = template[:template.index(TARGET_WORDS)]
+                head = template[: template.index(TARGET_WORDS)]
                 patterns.append(re.compile(re.escape(head[-80:]) + r"(\d+)"))
     return patterns
 
@@ -55,5 +55,6 @@ class PlaceholderSummarizer:
         body = " ".join([FILLER] * words)
         prompt = "\n".join(str(m.get("content") or "") for m in request_messages)
         text = f"{BLOCK_BEGIN}\n{body}\n{BLOCK_END}" if BLOCK_BEGIN in prompt else body
-        return SummaryCall(request_messages, text, count_messages(request_messages), count_text(text), None,
-                           start, time.time(), MODEL)
+        return SummaryCall(
+            request_messages, text, count_messages(request_messages), count_text(text), None, start, time.time(), MODEL
+        )

@@ -11,8 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxpolicy.agent.messages import api_message
-from ctxpolicy.rundir import (CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, is_complete_run, read_json,
-                              read_jsonl, runs_of_cell)
+from ctxpolicy.rundir import (
+    CALLS_JSONL,
+    MESSAGES_JSONL,
+    RUN_JSON,
+    TRAJECTORY_JSON,
+    is_complete_run,
+    read_json,
+    read_jsonl,
+    runs_of_cell,
+)
 from ctxpolicy.tokens import count_message
 
 FC = "FC"
@@ -81,9 +89,11 @@ def read_source_run(run_dir: Path) -> SourceRun:
         missing = [mid for mid in ids if mid not in store]
         if missing:
             raise SourceError(f"{run_dir / CALLS_JSONL}: call {call['index']} names unknown message ids {missing}")
-        if ids[:len(previous)] != previous:
-            raise SourceError(f"{run_dir / CALLS_JSONL}: call {call['index']}'s prompt does not extend the "
-                              "previous one (not a full-context record)")
+        if ids[: len(previous)] != previous:
+            raise SourceError(
+                f"{run_dir / CALLS_JSONL}: call {call['index']}'s prompt does not extend the "
+                "previous one (not a full-context record)"
+            )
         previous = ids
     return SourceRun(run_dir, record, store, tokens, agent, _reply_tokens(run_dir, agent, store, tokens))
 
@@ -91,8 +101,11 @@ def read_source_run(run_dir: Path) -> SourceRun:
 def _reply_tokens(run_dir: Path, agent: list[dict], store: dict[str, dict], tokens: dict[str, int]) -> list[int]:
     replies = []
     for call, following in zip(agent, agent[1:]):
-        answer = following["message_ids"][len(call["message_ids"])] if len(following["message_ids"]) > len(
-            call["message_ids"]) else None
+        answer = (
+            following["message_ids"][len(call["message_ids"])]
+            if len(following["message_ids"]) > len(call["message_ids"])
+            else None
+        )
         ok = call.get("status") == "ok" and answer is not None and store[answer].get("role") == "assistant"
         replies.append(tokens[answer] if ok else 0)
     if agent:
@@ -108,7 +121,10 @@ def _last_reply_tokens(run_dir: Path, call: dict) -> int:
     except (OSError, ValueError, AttributeError):
         return 0
     position = len(call["message_ids"])
-    if position < len(messages) and isinstance(messages[position], dict) \
-            and messages[position].get("role") == "assistant":
+    if (
+        position < len(messages)
+        and isinstance(messages[position], dict)
+        and messages[position].get("role") == "assistant"
+    ):
         return count_message(api_message(messages[position]))
     return 0

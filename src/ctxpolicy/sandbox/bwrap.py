@@ -61,7 +61,15 @@ def python_prefixes() -> list[Path]:
 
 def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A minimal environment: nothing from the host leaks in except what the caller passes."""
-    path = [str(Path(sys.prefix) / "bin"), "/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"]
+    path = [
+        str(Path(sys.prefix) / "bin"),
+        "/usr/local/bin",
+        "/usr/bin",
+        "/bin",
+        "/usr/local/sbin",
+        "/usr/sbin",
+        "/sbin",
+    ]
     env = {
         "PATH": ":".join(path),
         "HOME": "/tmp",
@@ -100,7 +108,18 @@ def bwrap_argv(
         elif os.path.isdir(d):
             argv += ["--ro-bind", d, d]
             mounted.append(d)
-    argv += ["--perms", "1777", "--size", str(limits.tmp_mb * MIB), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    argv += [
+        "--perms",
+        "1777",
+        "--size",
+        str(limits.tmp_mb * MIB),
+        "--tmpfs",
+        "/tmp",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
     for p in read_only:  # after the tmpfs, so that an environment under /tmp stays visible
         argv += _parent_dirs(Path(p), mounted, made) + ["--ro-bind", str(p), str(p)]
         mounted.append(str(p))
@@ -115,8 +134,16 @@ def bwrap_argv(
     if user is not None:
         uid, gid = user
         argv += [arg for cap in SWITCH_USER_CAPS for arg in ("--cap-add", cap)]
-        argv += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
-                 "--bounding-set=-all", "--no-new-privs", "--"]
+        argv += [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
     argv += ["bash", "-c", command]
     return argv
 
@@ -192,8 +219,9 @@ def run_sandboxed(
     if user is not None and os.stat(workspace).st_uid != user[0]:
         hand_over(workspace, limits)
     chdir = workspace / cwd if cwd else workspace  # a relative cwd is relative to the workspace
-    argv = bwrap_argv(command, workspace, cwd=chdir, network=network, read_only=python_prefixes(),
-                      limits=limits, user=user)
+    argv = bwrap_argv(
+        command, workspace, cwd=chdir, network=network, read_only=python_prefixes(), limits=limits, user=user
+    )
     cgroup = PidsCgroup.create(limits.pids)
     if cgroup is None:
         argv = limit_argv(limits, nproc=limits.pids + _tasks_of(user[0] if user else os.getuid())) + argv
@@ -283,8 +311,10 @@ class _ExitWaiter:
 
 
 def _disk_reason(used: int, limits: SandboxLimits) -> str:
-    return (f"disk quota exceeded: the workspace holds {used // MIB} MiB, the limit is {limits.disk_mb} MiB; "
-            "the command was stopped")
+    return (
+        f"disk quota exceeded: the workspace holds {used // MIB} MiB, the limit is {limits.disk_mb} MiB; "
+        "the command was stopped"
+    )
 
 
 def _terminate(proc: subprocess.Popen, cgroup: PidsCgroup | None) -> None:

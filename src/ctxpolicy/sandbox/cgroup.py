@@ -25,10 +25,14 @@ def pids_root() -> Path | None:
         own = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
-    mountpoint = next((f[1] for f in (m.split() for m in mounts)
-                       if len(f) > 3 and f[2] == "cgroup" and "pids" in f[3].split(",")), None)
-    path = next((line.split(":", 2)[2] for line in own
-                 if line.count(":") >= 2 and "pids" in line.split(":", 2)[1].split(",")), None)
+    mountpoint = next(
+        (f[1] for f in (m.split() for m in mounts) if len(f) > 3 and f[2] == "cgroup" and "pids" in f[3].split(",")),
+        None,
+    )
+    path = next(
+        (line.split(":", 2)[2] for line in own if line.count(":") >= 2 and "pids" in line.split(":", 2)[1].split(",")),
+        None,
+    )
     if mountpoint is None or path is None:
         return None
     root = Path(mountpoint) / path.lstrip("/")

@@ -37,8 +37,14 @@ class SandboxEnvironmentConfig(LocalEnvironmentConfig):
 
 
 class SandboxEnvironment(LocalEnvironment):
-    def __init__(self, workspace: Path, timeout: int = 30, env: dict[str, str] | None = None,
-                 limits: SandboxLimits = DEFAULT_LIMITS, **kwargs: Any):
+    def __init__(
+        self,
+        workspace: Path,
+        timeout: int = 30,
+        env: dict[str, str] | None = None,
+        limits: SandboxLimits = DEFAULT_LIMITS,
+        **kwargs: Any,
+    ):
         workspace = Path(workspace).resolve()
         super().__init__(
             config_class=SandboxEnvironmentConfig,
@@ -84,8 +90,13 @@ class SandboxEnvironment(LocalEnvironment):
                 output = {"output": result.output, "returncode": result.returncode, "exception_info": ""}
             if result.limit is not None:
                 reason = f"sandbox: {result.reason}"
-                raise SandboxLimitExceeded({"role": "exit", "content": f"{reason}\n{result.output[-2000:]}", "extra": {
-                    "exit_status": LIMIT_EXIT_STATUS, "submission": "", "reason": reason}})
+                raise SandboxLimitExceeded(
+                    {
+                        "role": "exit",
+                        "content": f"{reason}\n{result.output[-2000:]}",
+                        "extra": {"exit_status": LIMIT_EXIT_STATUS, "submission": "", "reason": reason},
+                    }
+                )
         self._check_finished(output)
         return output
 

@@ -22,8 +22,15 @@ from pathlib import Path
 SCHEMA_DIR = Path(__file__).resolve().parent
 NAMES = ("run", "call", "message", "verdict")
 
-_PYTHON_TYPES = {"integer": (int,), "number": (int, float), "string": (str,), "boolean": (bool,),
-                 "null": (type(None),), "array": (list,), "object": (dict,)}
+_PYTHON_TYPES = {
+    "integer": (int,),
+    "number": (int, float),
+    "string": (str,),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "array": (list,),
+    "object": (dict,),
+}
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,7 +86,7 @@ def reading_view(record: dict, read: Iterable[str], required: Iterable[str] = ()
         holder, spec = view, record
         for depth, part in enumerate(parts):
             spec = _node(spec, part)
-            prefix = ".".join(parts[:depth + 1])
+            prefix = ".".join(parts[: depth + 1])
             needed = any(r == prefix or r.startswith(prefix + ".") for r in required)
             if depth == len(parts) - 1:
                 child = copy.deepcopy(spec) if needed else _nullable(spec)
@@ -98,17 +105,20 @@ def reading_view(record: dict, read: Iterable[str], required: Iterable[str] = ()
 class FieldRule:
     """What one top-level field of a record may hold once parsed from JSON, for checks in bulk."""
 
-    types: frozenset        # exact Python types (``type(True)`` is bool, never an integer here)
+    types: frozenset  # exact Python types (``type(True)`` is bool, never an integer here)
     minimum: float | None
-    kinds: str              # the schema's type names, for messages: "integer or null"
+    kinds: str  # the schema's type names, for messages: "integer or null"
 
     def violation(self, values: list) -> int | None:
         """The position of the first value of the wrong type or below the minimum, else None.
         As in JSON Schema, a float with an integral value (``3.0``) is an integer."""
         if not set(map(type, values)) <= self.types:
             whole_floats = "integer" in self.kinds and float not in self.types
-            bad = (i for i, v in enumerate(values) if type(v) not in self.types
-                   and not (whole_floats and type(v) is float and v.is_integer()))
+            bad = (
+                i
+                for i, v in enumerate(values)
+                if type(v) not in self.types and not (whole_floats and type(v) is float and v.is_integer())
+            )
             first = next(bad, None)
             if first is not None:
                 return first

@@ -1,13 +1,13 @@
 """Start a model server in the foreground, or health-check any OpenAI-compatible endpoint.
 
-  ctxpolicy serve --config C --model M [--port P] [--log FILE] [--ready-file F]
-      starts the server of models.M (llamacpp: the embedded model; vllm: `vllm serve` on a
-      GPU host; endpoint: only checks it), writes --ready-file (JSON: url, served_name, info)
-      once it is healthy, and runs until SIGTERM/SIGINT, then stops the server.
-      With --owner-pid P it also stops once process P is gone (the shared server of a local
-      Snakemake run, ctxpolicy.serving.shared).
-  ctxpolicy serve --check URL [--wait S]
-      exits 0 when URL answers GET /v1/models, 1 when it does not (within S seconds).
+ctxpolicy serve --config C --model M [--port P] [--log FILE] [--ready-file F]
+    starts the server of models.M (llamacpp: the embedded model; vllm: `vllm serve` on a
+    GPU host; endpoint: only checks it), writes --ready-file (JSON: url, served_name, info)
+    once it is healthy, and runs until SIGTERM/SIGINT, then stops the server.
+    With --owner-pid P it also stops once process P is gone (the shared server of a local
+    Snakemake run, ctxpolicy.serving.shared).
+ctxpolicy serve --check URL [--wait S]
+    exits 0 when URL answers GET /v1/models, 1 when it does not (within S seconds).
 """
 
 from __future__ import annotations
@@ -86,8 +86,14 @@ def _serve(args: argparse.Namespace) -> int:
     log_path = args.log or Path(f"server-{args.model}.log")
     try:
         with start_server(model_cfg, log_path=log_path, port=args.port, ready_timeout_s=args.ready_timeout) as server:
-            ready = {"url": server.base_url, "served_name": server.served_name, "pid": server.pid, "info": server.info,
-                     "serve_pid": os.getpid(), "owner_pid": args.owner_pid}
+            ready = {
+                "url": server.base_url,
+                "served_name": server.served_name,
+                "pid": server.pid,
+                "info": server.info,
+                "serve_pid": os.getpid(),
+                "owner_pid": args.owner_pid,
+            }
             if args.ready_file:
                 atomic_write_json(args.ready_file, ready, indent=2)
             print(json.dumps(ready), flush=True)
@@ -97,8 +103,11 @@ def _serve(args: argparse.Namespace) -> int:
                         print(f"ctxpolicy serve: owner {args.owner_pid} is gone; stopping", file=sys.stderr)
                         break
                     if server.process is not None and server.process.poll() is not None:
-                        print(f"ctxpolicy serve: server exited with code {server.process.returncode}; "
-                              f"log {log_path}:\n{log_tail(log_path)}", file=sys.stderr)
+                        print(
+                            f"ctxpolicy serve: server exited with code {server.process.returncode}; "
+                            f"log {log_path}:\n{log_tail(log_path)}",
+                            file=sys.stderr,
+                        )
                         return 1
             finally:
                 if args.ready_file:

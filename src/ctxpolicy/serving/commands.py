@@ -28,13 +28,21 @@ def vllm_command(model_cfg: Mapping[str, Any], port: int) -> list[str]:
     if dtype not in DTYPES:
         raise ModelConfigError(f"model config: field 'dtype' has value {dtype!r}; allowed: {', '.join(DTYPES)}")
     cmd = [
-        str(model_cfg.get("vllm_executable") or "vllm"), "serve", str(require_field(model_cfg, "hub_id")),
-        "--served-model-name", str(require_field(model_cfg, "served_name")),
-        "--host", str(model_cfg.get("host") or "127.0.0.1"),
-        "--port", str(port),
-        "--tensor-parallel-size", str(model_cfg.get("tensor_parallel") or 1),
-        "--max-model-len", str(require_field(model_cfg, "max_model_len")),
-        "--dtype", DTYPES[dtype],
+        str(model_cfg.get("vllm_executable") or "vllm"),
+        "serve",
+        str(require_field(model_cfg, "hub_id")),
+        "--served-model-name",
+        str(require_field(model_cfg, "served_name")),
+        "--host",
+        str(model_cfg.get("host") or "127.0.0.1"),
+        "--port",
+        str(port),
+        "--tensor-parallel-size",
+        str(model_cfg.get("tensor_parallel") or 1),
+        "--max-model-len",
+        str(require_field(model_cfg, "max_model_len")),
+        "--dtype",
+        DTYPES[dtype],
         "--enable-prefix-caching" if model_cfg.get("prefix_caching", True) else "--no-enable-prefix-caching",
         "--enable-prompt-tokens-details",
     ]
@@ -60,15 +68,25 @@ def llamacpp_command(
 ) -> list[str]:
     """The embedded llama.cpp server (``ctxpolicy.serving.llamacpp_main``) for one GGUF file."""
     cmd = [
-        sys.executable, "-m", "ctxpolicy.serving.llamacpp_main",
-        "--model", str(model_path),
-        "--alias", str(require_field(model_cfg, "served_name")),
-        "--host", str(model_cfg.get("host") or "127.0.0.1"),
-        "--port", str(port),
-        "--ctx-size", str(model_cfg.get("ctx_size") or 16384),
-        "--parallel", str(model_cfg.get("parallel") or 1),
-        "--threads", str(model_cfg.get("threads") or 2),
-        "--address-file", str(address_file),
+        sys.executable,
+        "-m",
+        "ctxpolicy.serving.llamacpp_main",
+        "--model",
+        str(model_path),
+        "--alias",
+        str(require_field(model_cfg, "served_name")),
+        "--host",
+        str(model_cfg.get("host") or "127.0.0.1"),
+        "--port",
+        str(port),
+        "--ctx-size",
+        str(model_cfg.get("ctx_size") or 16384),
+        "--parallel",
+        str(model_cfg.get("parallel") or 1),
+        "--threads",
+        str(model_cfg.get("threads") or 2),
+        "--address-file",
+        str(address_file),
     ]
     if not model_cfg.get("prefix_caching", True):
         cmd.append("--no-prefix-caching")

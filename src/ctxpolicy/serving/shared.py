@@ -95,11 +95,26 @@ def _reuse(ready: Path, session: Session) -> ServerHandle | None:
 def _start(ready: Path, session: Session, config_path: Path, model: str, model_cfg: Mapping[str, Any]) -> ServerHandle:
     ready.unlink(missing_ok=True)
     log_path = ready.with_suffix(".log")
-    cmd = [sys.executable, "-m", "ctxpolicy", "serve", "--config", str(config_path), "--model", model,
-           "--ready-file", str(ready), "--log", str(log_path), "--owner-pid", str(session.owner_pid)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ctxpolicy",
+        "serve",
+        "--config",
+        str(config_path),
+        "--model",
+        model,
+        "--ready-file",
+        str(ready),
+        "--log",
+        str(log_path),
+        "--owner-pid",
+        str(session.owner_pid),
+    ]
     with open(ready.with_suffix(".serve.log"), "ab") as out:
-        process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)  # not ours: it outlives this cell
+        process = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )  # not ours: it outlives this cell
     timeout = float(model_cfg.get("startup_timeout_s") or DEFAULT_READY_TIMEOUT_S[model_cfg["server"]])
     deadline = time.monotonic() + timeout + 10
     while time.monotonic() < deadline:
@@ -107,11 +122,15 @@ def _start(ready: Path, session: Session, config_path: Path, model: str, model_c
         if handle is not None:
             return handle
         if process.poll() is not None:
-            raise ServerError(f"shared server of {model} exited with code {process.returncode}; "
-                              f"log {ready.with_suffix('.serve.log')}:\n{log_tail(ready.with_suffix('.serve.log'))}")
+            raise ServerError(
+                f"shared server of {model} exited with code {process.returncode}; "
+                f"log {ready.with_suffix('.serve.log')}:\n{log_tail(ready.with_suffix('.serve.log'))}"
+            )
         time.sleep(0.2)
     process.terminate()
-    raise ServerError(f"shared server of {model} not ready after {timeout:.0f} s; log {log_path}:\n{log_tail(log_path)}")
+    raise ServerError(
+        f"shared server of {model} not ready after {timeout:.0f} s; log {log_path}:\n{log_tail(log_path)}"
+    )
 
 
 def stop_all(directory: Path, owner_pid: int, wait_s: float = STOP_WAIT_S) -> list[int]:

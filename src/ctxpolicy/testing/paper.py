@@ -34,47 +34,142 @@ TASK_TIMEOUTS_S = (360, 600, 900, 1200, 1800)  # Terminal-Bench tasks carry thei
 
 # How each policy moves success, per model (the same policy does differently across models).
 _SHIFTS = {
-    "synth-a": {"FC": 0.0, "TR": -0.05, "SU": -0.10, "SU-p": -0.03, "S": -0.07, "S-p": -0.03, "TRC": 0.02,
-                "TRC+SU": 0.03, "TRC+S": 0.0, "OTRC": -0.01, "OTRC+TR": -0.08, "OTRC+SU-p": -0.02,
-                "OTRC+S-p": -0.03},
-    "synth-b": {"FC": 0.0, "TR": -0.02, "SU": -0.04, "SU-p": -0.06, "S": -0.02, "S-p": -0.05, "TRC": -0.03,
-                "TRC+SU": -0.01, "TRC+S": -0.04, "OTRC": -0.06, "OTRC+TR": -0.10, "OTRC+SU-p": -0.07,
-                "OTRC+S-p": -0.05},
-    "synth-c": {"FC": 0.0, "TR": -0.06, "SU": -0.12, "SU-p": -0.05, "S": -0.11, "S-p": -0.04, "TRC": 0.01,
-                "TRC+SU": -0.02, "TRC+S": -0.03, "OTRC": 0.0, "OTRC+TR": -0.05, "OTRC+SU-p": -0.02,
-                "OTRC+S-p": -0.01},
+    "synth-a": {
+        "FC": 0.0,
+        "TR": -0.05,
+        "SU": -0.10,
+        "SU-p": -0.03,
+        "S": -0.07,
+        "S-p": -0.03,
+        "TRC": 0.02,
+        "TRC+SU": 0.03,
+        "TRC+S": 0.0,
+        "OTRC": -0.01,
+        "OTRC+TR": -0.08,
+        "OTRC+SU-p": -0.02,
+        "OTRC+S-p": -0.03,
+    },
+    "synth-b": {
+        "FC": 0.0,
+        "TR": -0.02,
+        "SU": -0.04,
+        "SU-p": -0.06,
+        "S": -0.02,
+        "S-p": -0.05,
+        "TRC": -0.03,
+        "TRC+SU": -0.01,
+        "TRC+S": -0.04,
+        "OTRC": -0.06,
+        "OTRC+TR": -0.10,
+        "OTRC+SU-p": -0.07,
+        "OTRC+S-p": -0.05,
+    },
+    "synth-c": {
+        "FC": 0.0,
+        "TR": -0.06,
+        "SU": -0.12,
+        "SU-p": -0.05,
+        "S": -0.11,
+        "S-p": -0.04,
+        "TRC": 0.01,
+        "TRC+SU": -0.02,
+        "TRC+S": -0.03,
+        "OTRC": 0.0,
+        "OTRC+TR": -0.05,
+        "OTRC+SU-p": -0.02,
+        "OTRC+S-p": -0.01,
+    },
 }
 # A smaller summarizer hurts plain summarization more than a summary of cleared history.
-SUMMARIZER_SHIFT = {("synth-sum-a", "SU"): -0.16, ("synth-sum-b", "SU"): -0.25,
-                    ("synth-sum-a", "TRC+SU"): -0.05, ("synth-sum-b", "TRC+SU"): -0.02}
+SUMMARIZER_SHIFT = {
+    ("synth-sum-a", "SU"): -0.16,
+    ("synth-sum-b", "SU"): -0.25,
+    ("synth-sum-a", "TRC+SU"): -0.05,
+    ("synth-sum-b", "TRC+SU"): -0.02,
+}
 SETTING_SHIFT = {"tight": -0.04, "primary": 0.0, "loose": 0.02}
 DEPTH_SHIFT = -0.12  # per unit of depth above the canonical 0.5, for depth-tunable primitives
 
-_SWE = dict(task_tokens=(1200.0, 1400.0), completion_tokens=(120, 900), command_s=3.0,
-            latency=(0.5, 0.0001, 0.00002, 0.015), summary_latency=(1.0, 0.0002), otrc_one_per_step=True,
-            retrieval_share=(0.45, 0.1), length_factor={"TR": 1.15, "OTRC+TR": 1.3, "OTRC": 1.1})
-_TB = dict(system_tokens=500, task_tokens=(200.0, 150.0), completion_tokens=(80, 560), command_s=7.0,
-           latency=(0.8, 0.0003, 0.00003, 0.03), summary_latency=(1.5, 0.0004), otrc_one_per_step=True,
-           retrieval_share=(0.3, 0.12), success_shift=-0.15,
-           length_factor={"TR": 1.4, "OTRC+TR": 2.2, "OTRC": 1.2, "TRC": 1.2}, compressed_length=1.25)
+_SWE = dict(
+    task_tokens=(1200.0, 1400.0),
+    completion_tokens=(120, 900),
+    command_s=3.0,
+    latency=(0.5, 0.0001, 0.00002, 0.015),
+    summary_latency=(1.0, 0.0002),
+    otrc_one_per_step=True,
+    retrieval_share=(0.45, 0.1),
+    length_factor={"TR": 1.15, "OTRC+TR": 1.3, "OTRC": 1.1},
+)
+_TB = dict(
+    system_tokens=500,
+    task_tokens=(200.0, 150.0),
+    completion_tokens=(80, 560),
+    command_s=7.0,
+    latency=(0.8, 0.0003, 0.00003, 0.03),
+    summary_latency=(1.5, 0.0004),
+    otrc_one_per_step=True,
+    retrieval_share=(0.3, 0.12),
+    success_shift=-0.15,
+    length_factor={"TR": 1.4, "OTRC+TR": 2.2, "OTRC": 1.2, "TRC": 1.2},
+    compressed_length=1.25,
+)
 # (benchmark, model) -> (mean agent steps of an average FC run, profile)
 PROFILES: dict[tuple[str, str], tuple[float, Profile]] = {
-    ("swebench", "synth-a"): (30, Profile(**_SWE, system_tokens=1500, observation_tokens=(5.7, 0.9),
-                                          length_spread=3.0, prefix_caching=False, policy_shift=_SHIFTS["synth-a"])),
-    ("swebench", "synth-b"): (27, Profile(**{**_SWE, "length_factor": {"OTRC": 2.2, "OTRC+TR": 2.4,
-                                                                        "OTRC+SU-p": 2.0, "OTRC+S-p": 2.0},
-                                           "loop_share": {"OTRC+TR": 0.12, "OTRC+SU-p": 0.08, "OTRC+S-p": 0.08}},
-                                          system_tokens=1500, observation_tokens=(5.9, 0.9), length_spread=1.6,
-                                          success_shift=-0.08, policy_shift=_SHIFTS["synth-b"])),
-    ("swebench", "synth-c"): (28, Profile(**{**_SWE, "summary_latency": (30.0, 0.012), "completion_tokens": (80, 560)},
-                                          system_tokens=1500, observation_tokens=(5.2, 0.9), length_spread=1.7,
-                                          success_shift=-0.12, policy_shift=_SHIFTS["synth-c"])),
-    ("terminalbench", "synth-a"): (14, Profile(**_TB, observation_tokens=(4.5, 0.9), length_spread=2.8,
-                                               prefix_caching=False, policy_shift=_SHIFTS["synth-a"])),
-    ("terminalbench", "synth-b"): (14, Profile(**_TB, observation_tokens=(5.3, 0.9), length_spread=2.8,
-                                               policy_shift=_SHIFTS["synth-b"])),
-    ("terminalbench", "synth-c"): (15, Profile(**_TB, observation_tokens=(4.0, 0.9), length_spread=2.8,
-                                               policy_shift=_SHIFTS["synth-c"])),
+    ("swebench", "synth-a"): (
+        30,
+        Profile(
+            **_SWE,
+            system_tokens=1500,
+            observation_tokens=(5.7, 0.9),
+            length_spread=3.0,
+            prefix_caching=False,
+            policy_shift=_SHIFTS["synth-a"],
+        ),
+    ),
+    ("swebench", "synth-b"): (
+        27,
+        Profile(
+            **{
+                **_SWE,
+                "length_factor": {"OTRC": 2.2, "OTRC+TR": 2.4, "OTRC+SU-p": 2.0, "OTRC+S-p": 2.0},
+                "loop_share": {"OTRC+TR": 0.12, "OTRC+SU-p": 0.08, "OTRC+S-p": 0.08},
+            },
+            system_tokens=1500,
+            observation_tokens=(5.9, 0.9),
+            length_spread=1.6,
+            success_shift=-0.08,
+            policy_shift=_SHIFTS["synth-b"],
+        ),
+    ),
+    ("swebench", "synth-c"): (
+        28,
+        Profile(
+            **{**_SWE, "summary_latency": (30.0, 0.012), "completion_tokens": (80, 560)},
+            system_tokens=1500,
+            observation_tokens=(5.2, 0.9),
+            length_spread=1.7,
+            success_shift=-0.12,
+            policy_shift=_SHIFTS["synth-c"],
+        ),
+    ),
+    ("terminalbench", "synth-a"): (
+        14,
+        Profile(
+            **_TB,
+            observation_tokens=(4.5, 0.9),
+            length_spread=2.8,
+            prefix_caching=False,
+            policy_shift=_SHIFTS["synth-a"],
+        ),
+    ),
+    ("terminalbench", "synth-b"): (
+        14,
+        Profile(**_TB, observation_tokens=(5.3, 0.9), length_spread=2.8, policy_shift=_SHIFTS["synth-b"]),
+    ),
+    ("terminalbench", "synth-c"): (
+        15,
+        Profile(**_TB, observation_tokens=(4.0, 0.9), length_spread=2.8, policy_shift=_SHIFTS["synth-c"]),
+    ),
 }
 
 
@@ -82,8 +177,9 @@ class PaperDataError(ValueError):
     """A config the generator cannot serve (a model or benchmark without a profile)."""
 
 
-def load_paper_config(path: str | Path = CONFIG, *, task_cap: int | None = None,
-                      results_dir: str | Path | None = None) -> dict:
+def load_paper_config(
+    path: str | Path = CONFIG, *, task_cap: int | None = None, results_dir: str | Path | None = None
+) -> dict:
     """The validated config, its ``figures`` block kept as it is (the schema may not know it),
     cohorts cut to their first ``task_cap`` tasks (``cohort_limit``) and ``results_dir`` set."""
     path = Path(path)
@@ -109,8 +205,10 @@ def _profile(cell: Cell, depth: float | None) -> tuple[float, Profile]:
     try:
         steps, profile = PROFILES[(cell.benchmark, cell.model)]
     except KeyError:
-        raise PaperDataError(f"no synthetic profile for model {cell.model!r} on benchmark {cell.benchmark!r}; "
-                             f"known pairs: {', '.join('/'.join(k[::-1]) for k in PROFILES)}") from None
+        raise PaperDataError(
+            f"no synthetic profile for model {cell.model!r} on benchmark {cell.benchmark!r}; "
+            f"known pairs: {', '.join('/'.join(k[::-1]) for k in PROFILES)}"
+        ) from None
     spec = parse_spec(cell.policy)
     shift = SETTING_SHIFT.get(cell.setting or "primary", 0.0)
     if spec.depth_tunable and depth is not None:
@@ -122,9 +220,13 @@ def _profile(cell: Cell, depth: float | None) -> tuple[float, Profile]:
 
 def _versions(config: dict, model: str) -> dict:
     name = config["models"][model]["served_name"]
-    return {"ctxpolicy": "synthetic", "git_commit": None, "git_dirty": False,
-            "model": {"name": name, "file": None, "sha256": None, "hub_id": None, "revision": None},
-            "server": {"kind": "synthetic", "version": None, "url": None}}
+    return {
+        "ctxpolicy": "synthetic",
+        "git_commit": None,
+        "git_dirty": False,
+        "model": {"name": name, "file": None, "sha256": None, "hub_id": None, "revision": None},
+        "server": {"kind": "synthetic", "version": None, "url": None},
+    }
 
 
 def _wall_limit(config: dict, benchmark: str, task_id: str) -> float | None:
@@ -145,12 +247,30 @@ def run_specs(config: dict, *, seed: int = 0) -> list[RunSpec]:
         root = cell.run_root(config["results_dir"])
         for index, task_id in enumerate(cohort_tasks(config, cell.benchmark, cell.cohort)):
             for attempt in range(1, config["attempts"] + 1):
-                specs.append(RunSpec(
-                    root / f"{task_id}__a{attempt}", cell.benchmark, cell.model, cell.policy, cell.setting,
-                    threshold, task_id, index, attempt, steps, seed, step_limit=limits["step_limit"],
-                    wall_limit_s=_wall_limit(config, cell.benchmark, task_id), cohort=cell.cohort,
-                    track=cell.track, stratum=stratum_of(task_id), summarizer=cell.summarizer,
-                    model_name=config["models"][cell.model]["served_name"], profile=profile, versions=versions))
+                specs.append(
+                    RunSpec(
+                        root / f"{task_id}__a{attempt}",
+                        cell.benchmark,
+                        cell.model,
+                        cell.policy,
+                        cell.setting,
+                        threshold,
+                        task_id,
+                        index,
+                        attempt,
+                        steps,
+                        seed,
+                        step_limit=limits["step_limit"],
+                        wall_limit_s=_wall_limit(config, cell.benchmark, task_id),
+                        cohort=cell.cohort,
+                        track=cell.track,
+                        stratum=stratum_of(task_id),
+                        summarizer=cell.summarizer,
+                        model_name=config["models"][cell.model]["served_name"],
+                        profile=profile,
+                        versions=versions,
+                    )
+                )
     return specs
 
 
@@ -169,8 +289,15 @@ def write_thresholds(config: dict) -> list[Path]:
     return written
 
 
-def make_paper_dataset(out_dir: str | Path, *, config: str | Path = CONFIG, seed: int = 0,
-                       task_cap: int | None = None, processes: int = 1, progress: bool = False) -> Path:
+def make_paper_dataset(
+    out_dir: str | Path,
+    *,
+    config: str | Path = CONFIG,
+    seed: int = 0,
+    task_cap: int | None = None,
+    processes: int = 1,
+    progress: bool = False,
+) -> Path:
     """Write the data set under ``out_dir`` (runs/, thresholds/, config.yaml); return config.yaml.
 
     A run's files depend only on ``seed`` and its identity, never on ``processes``.
@@ -181,13 +308,17 @@ def make_paper_dataset(out_dir: str | Path, *, config: str | Path = CONFIG, seed
     specs = run_specs(cfg, seed=seed)
     write_runs(specs, processes=processes, progress=progress)
     used = out_dir / "config.yaml"
-    used.write_text(f"# written by ctxpolicy.testing.paper from {config} (seed {seed}, task cap {task_cap})\n"
-                    + yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    used.write_text(
+        f"# written by ctxpolicy.testing.paper from {config} (seed {seed}, task cap {task_cap})\n"
+        + yaml.safe_dump(cfg, sort_keys=False),
+        encoding="utf-8",
+    )
     return used
 
 
-def build_tables(out_dir: str | Path, *, processes: int = 1, audit: bool = True,
-                 audit_attempts: int | None = None) -> Path:
+def build_tables(
+    out_dir: str | Path, *, processes: int = 1, audit: bool = True, audit_attempts: int | None = None
+) -> Path:
     """``ctxpolicy aggregate`` (and the compression audit) of the data set -> ``out_dir/tables``.
 
     The audit is the slow part (one row per compression step, and OTRC compresses every step);
@@ -252,19 +383,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--task-cap", type=int, default=None, help="only the first N tasks of every cohort")
     parser.add_argument("--processes", type=int, default=1)
-    parser.add_argument("--tables", action="store_true",
-                        help="also aggregate into OUT/tables (runs, calls), audit (events.parquet) and write a "
-                             "replay track (replay/runs.parquet)")
+    parser.add_argument(
+        "--tables",
+        action="store_true",
+        help="also aggregate into OUT/tables (runs, calls), audit (events.parquet) and write a "
+        "replay track (replay/runs.parquet)",
+    )
     parser.add_argument("--no-audit", action="store_true", help="with --tables: leave out events.parquet")
-    parser.add_argument("--audit-attempts", type=int, default=None, metavar="N",
-                        help="with --tables: audit only attempts 1..N (the audit is the slow part)")
+    parser.add_argument(
+        "--audit-attempts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --tables: audit only attempts 1..N (the audit is the slow part)",
+    )
     args = parser.parse_args(argv)
     if args.task_cap is not None and args.task_cap < 1:
         parser.error(f"--task-cap must be at least 1, got {args.task_cap}")
     started = time.perf_counter()
     try:
-        used = make_paper_dataset(args.out, config=args.config, seed=args.seed, task_cap=args.task_cap,
-                                  processes=args.processes, progress=sys.stderr.isatty())
+        used = make_paper_dataset(
+            args.out,
+            config=args.config,
+            seed=args.seed,
+            task_cap=args.task_cap,
+            processes=args.processes,
+            progress=sys.stderr.isatty(),
+        )
     except (PaperDataError, ValueError, OSError) as exc:
         print(f"paper data set: {exc}", file=sys.stderr)
         return 2
@@ -272,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"runs written in {generated:.1f} s -> {args.out / 'runs'} (config {used})")
     if args.tables:
         try:
-            tables = build_tables(args.out, processes=args.processes, audit=not args.no_audit,
-                                  audit_attempts=args.audit_attempts)
+            tables = build_tables(
+                args.out, processes=args.processes, audit=not args.no_audit, audit_attempts=args.audit_attempts
+            )
         except PaperDataError as exc:
             print(f"paper data set: {exc}", file=sys.stderr)
             return 1

@@ -19,10 +19,18 @@ def replay_table(runs: pd.DataFrame, saving: float = 0.6) -> pd.DataFrame:
         return plain
     fc = plain[(plain["policy"] == "FC") & (plain["track"] != TRACK)]
     fc = fc.assign(track=TRACK, cell="replay:FC", billed_exact=fc["billed_exact"].fillna(fc["billed_est"]))
-    cells = plain.loc[(plain["policy"] != "FC") & (plain["track"] != TRACK) & plain["summarizer"].isna(),
-                      ["policy", "setting"]].drop_duplicates()
+    cells = plain.loc[
+        (plain["policy"] != "FC") & (plain["track"] != TRACK) & plain["summarizer"].isna(), ["policy", "setting"]
+    ].drop_duplicates()
     frames = [fc]
     for policy, setting in cells.itertuples(index=False):
-        frames.append(fc.assign(policy=policy, setting=setting, cell=f"replay:{policy}:{setting}",
-                                billed_exact=saving * fc["billed_exact"], total_tokens=saving * fc["total_tokens"]))
+        frames.append(
+            fc.assign(
+                policy=policy,
+                setting=setting,
+                cell=f"replay:{policy}:{setting}",
+                billed_exact=saving * fc["billed_exact"],
+                total_tokens=saving * fc["total_tokens"],
+            )
+        )
     return pd.concat(frames, ignore_index=True)

@@ -36,10 +36,24 @@ DEFAULT_POLICIES = ("FC", "TR/Th/0.5", "TRC/Th", "SU/Th/0.5", "OTRC+TR/St+Th/0.5
 SETTING_SCALE = {"tight": 0.6, "primary": 0.8, "loose": 1.0}
 HEAD = 2  # system prompt and task: no policy touches them
 
-RETRIEVAL = ["cat {path}", "head -n 40 {path}", "grep -rn {symbol} {dir}", "ls -la {dir}",
-             "sed -n 1,80p {path}", "git diff", "find . -name '{stem}*'", "tail -n 20 {log}"]
-EXECUTION = ["python -m pytest -q {test}", "python {script}", "sed -i 's/old/new/' {path}",
-             "pip install {package}", "cat > {path} <<'EOF'\nprint(1)\nEOF", "make {stem}"]
+RETRIEVAL = [
+    "cat {path}",
+    "head -n 40 {path}",
+    "grep -rn {symbol} {dir}",
+    "ls -la {dir}",
+    "sed -n 1,80p {path}",
+    "git diff",
+    "find . -name '{stem}*'",
+    "tail -n 20 {log}",
+]
+EXECUTION = [
+    "python -m pytest -q {test}",
+    "python {script}",
+    "sed -i 's/old/new/' {path}",
+    "pip install {package}",
+    "cat > {path} <<'EOF'\nprint(1)\nEOF",
+    "make {stem}",
+]
 SUCCESS_SHIFT = {"FC": 0.0, "TR": -0.06, "TRC": -0.02, "OTRC": -0.03, "SU": -0.08, "S-p": -0.05}
 
 
@@ -48,22 +62,22 @@ class Profile:
     """How the runs of one (benchmark, model) look; the defaults are the generic small runs."""
 
     system_tokens: int = 380
-    task_tokens: tuple[float, float] = (300.0, 400.0)        # base + scale x task length
-    observation_tokens: tuple[float, float] = (5.0, 0.7)     # lognormal mean and sigma (log tokens)
+    task_tokens: tuple[float, float] = (300.0, 400.0)  # base + scale x task length
+    observation_tokens: tuple[float, float] = (5.0, 0.7)  # lognormal mean and sigma (log tokens)
     completion_tokens: tuple[int, int] = (40, 220)
     latency: tuple[float, float, float, float] = (0.3, 0.00012, 0.0003, 0.01)  # s, per fresh/cached/out token
-    summary_latency: tuple[float, float] = (0.4, 0.00012)   # s, per summarizer input token
-    command_s: float = 0.8                                   # mean command execution time
-    prefix_caching: bool = True                              # False: the server reports no cached tokens
+    summary_latency: tuple[float, float] = (0.4, 0.00012)  # s, per summarizer input token
+    command_s: float = 0.8  # mean command execution time
+    prefix_caching: bool = True  # False: the server reports no cached tokens
     length_factor: Mapping[str, float] = field(default_factory=dict)  # primitive (or first stage) -> steps
-    compressed_length: float = 1.12                          # steps factor of other compressing policies
-    length_spread: float = 1.0                               # steps grow with task length ** spread
+    compressed_length: float = 1.12  # steps factor of other compressing policies
+    length_spread: float = 1.0  # steps grow with task length ** spread
     loop_share: Mapping[str, float] = field(default_factory=dict)  # primitive -> runs looping to the step limit
-    retrieval_share: tuple[float, float] = (0.38, 0.12)      # FC share, extra under compression
-    success_shift: float = 0.0                               # the model's ability, added to every task's
+    retrieval_share: tuple[float, float] = (0.38, 0.12)  # FC share, extra under compression
+    success_shift: float = 0.0  # the model's ability, added to every task's
     policy_shift: Mapping[str, float] = field(default_factory=lambda: dict(SUCCESS_SHIFT))
-    step_every: int = 8                                      # a St trigger fires every N steps ...
-    otrc_one_per_step: bool = False                          # ... or, as OTRC does, one result per step
+    step_every: int = 8  # a St trigger fires every N steps ...
+    otrc_one_per_step: bool = False  # ... or, as OTRC does, one result per step
 
 
 GENERIC = Profile()
@@ -101,8 +115,16 @@ def message_id(canonical_json: str) -> str:
     return hashlib.sha256(canonical_json.encode()).hexdigest()[:16]
 
 
-def cell_slug(benchmark: str, model: str, policy: str, setting: str | None, *, track: str = "full",
-              cohort: str = "main", summarizer: str | None = None) -> tuple[str, str | None]:
+def cell_slug(
+    benchmark: str,
+    model: str,
+    policy: str,
+    setting: str | None,
+    *,
+    track: str = "full",
+    cohort: str = "main",
+    summarizer: str | None = None,
+) -> tuple[str, str | None]:
     """The grid's cell slug of a policy and setting, and the setting the cell keeps (None for
     policies without a threshold, as ``ctxpolicy.grid.expand_grid`` does)."""
     spec = parse_spec(policy)
@@ -110,12 +132,20 @@ def cell_slug(benchmark: str, model: str, policy: str, setting: str | None, *, t
     return Cell(track, benchmark, model, str(spec), kept, cohort, summarizer).slug, kept
 
 
-def make_runs(root: Path, *, models: Sequence[str] = ("qwen05b",),
-              benchmarks: Sequence[str] = ("local",),
-              policies: Sequence[str] = DEFAULT_POLICIES,
-              settings: Sequence[str | None] = ("primary",),
-              tasks: int | Sequence[str] = 20, attempts: int = 3, calls_per_run: int = 20,
-              seed: int = 0, processes: int = 1, progress: bool = False) -> list[Path]:
+def make_runs(
+    root: Path,
+    *,
+    models: Sequence[str] = ("qwen05b",),
+    benchmarks: Sequence[str] = ("local",),
+    policies: Sequence[str] = DEFAULT_POLICIES,
+    settings: Sequence[str | None] = ("primary",),
+    tasks: int | Sequence[str] = 20,
+    attempts: int = 3,
+    calls_per_run: int = 20,
+    seed: int = 0,
+    processes: int = 1,
+    progress: bool = False,
+) -> list[Path]:
     """Write synthetic run directories under ``root`` and return them.
 
     Layout: ``root/{benchmark}/{model}/{cell slug}/{task_id}__a{attempt}/``. A policy with a
@@ -125,8 +155,7 @@ def make_runs(root: Path, *, models: Sequence[str] = ("qwen05b",),
     """
     root = Path(root)
     task_ids = [f"task-{i:04d}" for i in range(tasks)] if isinstance(tasks, int) else list(tasks)
-    specs = list(_run_specs(root, models, benchmarks, policies, settings, task_ids, attempts,
-                            calls_per_run, seed))
+    specs = list(_run_specs(root, models, benchmarks, policies, settings, task_ids, attempts, calls_per_run, seed))
     write_runs(specs, processes=processes, progress=progress)
     return [s.run_dir for s in specs]
 
@@ -160,14 +189,24 @@ def _run_specs(root, models, benchmarks, policies, settings, task_ids, attempts,
                     if slug in seen:
                         continue
                     seen.add(slug)
-                    threshold = (None if kept is None
-                                 else int(round(fc_peak * SETTING_SCALE.get(kept, 0.8) * 0.5, -2)))
+                    threshold = None if kept is None else int(round(fc_peak * SETTING_SCALE.get(kept, 0.8) * 0.5, -2))
                     for t, task_id in enumerate(task_ids):
                         for attempt in range(1, attempts + 1):
-                            yield RunSpec(root / benchmark / model / slug / f"{task_id}__a{attempt}", benchmark,
-                                          model, policy, kept, threshold, task_id, t, attempt, calls_per_run,
-                                          seed, step_limit=int(calls_per_run * 1.6) + 2,
-                                          wall_limit_s=_wall_limit(calls_per_run))
+                            yield RunSpec(
+                                root / benchmark / model / slug / f"{task_id}__a{attempt}",
+                                benchmark,
+                                model,
+                                policy,
+                                kept,
+                                threshold,
+                                task_id,
+                                t,
+                                attempt,
+                                calls_per_run,
+                                seed,
+                                step_limit=int(calls_per_run * 1.6) + 2,
+                                wall_limit_s=_wall_limit(calls_per_run),
+                            )
 
 
 def _wall_limit(calls_per_run: float) -> float:
@@ -177,8 +216,10 @@ def _wall_limit(calls_per_run: float) -> float:
 
 
 def _key(spec: RunSpec, *parts) -> bytes:
-    return "|".join(str(p) for p in (spec.seed, spec.benchmark, spec.model, spec.policy, spec.setting,
-                                       spec.task_id, spec.attempt, *parts)).encode()
+    return "|".join(
+        str(p)
+        for p in (spec.seed, spec.benchmark, spec.model, spec.policy, spec.setting, spec.task_id, spec.attempt, *parts)
+    ).encode()
 
 
 def _rng(spec: RunSpec) -> np.random.Generator:
@@ -214,12 +255,19 @@ class _Text:
     """The words of one run: a small repository of files, tests and errors the agent works on."""
 
     PACKAGES = ("core", "utils", "io", "models", "parsers", "cli")
-    ERRORS = ("AttributeError: 'NoneType' object has no attribute '{sym}'",
-              "TypeError: {sym}() got an unexpected keyword argument 'strict'",
-              "ValueError: invalid literal for int() with base 10: '{sym}'",
-              "KeyError: '{sym}'", "AssertionError: expected 3, got 4")
-    RULES = ("You must not modify the existing tests.", "Only change files under the package directory.",
-             "Never commit generated files.", "Do not add new dependencies.")
+    ERRORS = (
+        "AttributeError: 'NoneType' object has no attribute '{sym}'",
+        "TypeError: {sym}() got an unexpected keyword argument 'strict'",
+        "ValueError: invalid literal for int() with base 10: '{sym}'",
+        "KeyError: '{sym}'",
+        "AssertionError: expected 3, got 4",
+    )
+    RULES = (
+        "You must not modify the existing tests.",
+        "Only change files under the package directory.",
+        "Never commit generated files.",
+        "Do not add new dependencies.",
+    )
 
     def __init__(self, spec: RunSpec) -> None:
         self.rng = np.random.default_rng(zlib.crc32(_key(spec, "text")))
@@ -233,31 +281,48 @@ class _Text:
         return items[int(self.rng.integers(len(items)))]
 
     def task(self, task_id: str) -> str:
-        return (f"Task {task_id}: the function {self.symbols[0]} in {self.files[0]} returns the wrong value "
-                f"when called twice. Fix it. {self._pick(self.RULES)}")
+        return (
+            f"Task {task_id}: the function {self.symbols[0]} in {self.files[0]} returns the wrong value "
+            f"when called twice. Fix it. {self._pick(self.RULES)}"
+        )
 
     def command(self, template: str) -> tuple[str, list[str]]:
         path = self._pick(self.files)
         stem = path.rsplit("/", 1)[1][:-3]
         test = f"tests/test_{stem}.py::test_{self._pick(self.symbols)}"
-        values = {"path": path, "dir": path.rsplit("/", 1)[0], "stem": stem, "symbol": self._pick(self.symbols),
-                  "log": "build.log", "test": test, "script": f"scripts/run_{stem}.py", "package": "six"}
+        values = {
+            "path": path,
+            "dir": path.rsplit("/", 1)[0],
+            "stem": stem,
+            "symbol": self._pick(self.symbols),
+            "log": "build.log",
+            "test": test,
+            "script": f"scripts/run_{stem}.py",
+            "package": "six",
+        }
         command = template.format(**values)
         return command, [path] if "{path}" in template else [test] if "{test}" in template else []
 
     def output(self, command: str, step: int) -> tuple[str, list[str]]:
         sym = self._pick(self.symbols)
         path = self._pick(self.files)
-        lines = [f"<returncode>{int(self.rng.integers(0, 2))}</returncode>", f"<output step=\"{step}\">"]
+        lines = [f"<returncode>{int(self.rng.integers(0, 2))}</returncode>", f'<output step="{step}">']
         facts = [path]
         if "pytest" in command:
             test = command.split()[-1]
             error = self._pick(self.ERRORS).format(sym=sym)
-            lines += [f"{test} FAILED", f"E   {error}", f"{path}:{int(self.rng.integers(10, 400))}: in {sym}",
-                      f"1 failed, {int(self.rng.integers(1, 30))} passed"]
+            lines += [
+                f"{test} FAILED",
+                f"E   {error}",
+                f"{path}:{int(self.rng.integers(10, 400))}: in {sym}",
+                f"1 failed, {int(self.rng.integers(1, 30))} passed",
+            ]
             facts += [test, error]
         elif command.startswith(("cat", "head", "sed -n")):
-            lines += [f"def {sym}(self, value):", f"    return self._{sym}(value)  # line {int(self.rng.integers(5, 300))}"]
+            lines += [
+                f"def {sym}(self, value):",
+                f"    return self._{sym}(value)  # line {int(self.rng.integers(5, 300))}",
+            ]
             facts.append(sym)
         elif command.startswith("grep"):
             lines += [f"{p}:{int(self.rng.integers(1, 300))}: {sym}(" for p in self.files[:3]]
@@ -285,15 +350,18 @@ def write_run(spec: RunSpec) -> Path:
     text = _Text(spec)
     p_task, length = _task_params(spec)
     store = _Store()
-    history = [store.add("system", "You are a careful software agent. Reply with one bash block.",
-                         prof.system_tokens),
-               store.add("user", text.task(spec.task_id),
-                         int(prof.task_tokens[0] + prof.task_tokens[1] * length))]
+    history = [
+        store.add("system", "You are a careful software agent. Reply with one bash block.", prof.system_tokens),
+        store.add("user", text.task(spec.task_id), int(prof.task_tokens[0] + prof.task_tokens[1] * length)),
+    ]
 
     compresses = not pol.is_fc
-    factor = (prof.length_factor.get(pol.primitive, prof.length_factor.get(_first_stage(pol), prof.compressed_length))
-              if compresses else 1.0)
-    base_steps = spec.calls_per_run * length ** prof.length_spread * factor
+    factor = (
+        prof.length_factor.get(pol.primitive, prof.length_factor.get(_first_stage(pol), prof.compressed_length))
+        if compresses
+        else 1.0
+    )
+    base_steps = spec.calls_per_run * length**prof.length_spread * factor
     step_limit = spec.step_limit
     planned = int(np.clip(rng.poisson(base_steps), 2, step_limit))
     looping = prof.loop_share.get(pol.primitive, 0.0) > np.random.default_rng(zlib.crc32(_key(spec, "loop"))).random()
@@ -318,8 +386,23 @@ def write_run(spec: RunSpec) -> Path:
                 summary_ids, summary_prompt = summary
                 lat = prof.summary_latency[0] + summary_prompt * prof.summary_latency[1]
                 completion = int(rng.integers(120, 400))
-                calls.append(_call_line(len(calls), "summary", step, t, lat, summary_prompt, completion,
-                                        None, est_before, est_before, summary_ids, [], summarizer_name))
+                calls.append(
+                    _call_line(
+                        len(calls),
+                        "summary",
+                        step,
+                        t,
+                        lat,
+                        summary_prompt,
+                        completion,
+                        None,
+                        est_before,
+                        est_before,
+                        summary_ids,
+                        [],
+                        summarizer_name,
+                    )
+                )
                 sums["prompt"] += summary_prompt
                 sums["completion"] += completion
                 t += lat
@@ -333,8 +416,11 @@ def write_run(spec: RunSpec) -> Path:
         completion = int(rng.integers(*prof.completion_tokens))
         a, fresh_s, cached_s, out_s = prof.latency
         lat = a + fresh_s * (prompt - (cached or 0)) + cached_s * (cached or 0) + completion * out_s
-        calls.append(_call_line(len(calls), "agent", step, t, lat, prompt, completion, cached,
-                                est_before, size, history, events, None))
+        calls.append(
+            _call_line(
+                len(calls), "agent", step, t, lat, prompt, completion, cached, est_before, size, history, events, None
+            )
+        )
         sums["prompt"] += prompt
         sums["completion"] += completion
         sums["cached"] += cached or 0
@@ -346,10 +432,15 @@ def write_run(spec: RunSpec) -> Path:
         command, command_facts = _command(rng, text, p_retrieval)
         observation_tokens = int(rng.lognormal(*prof.observation_tokens))
         output, output_facts = text.output(command, step)
-        history = history + [store.add("assistant", f"THOUGHT: step {step}: next I run this.\n\n"
-                                       f"```mswea_bash_command\n{command}\n```", completion,
-                                       [f"`{command}`", *command_facts]),
-                             store.add("user", output, observation_tokens, output_facts)]
+        history = history + [
+            store.add(
+                "assistant",
+                f"THOUGHT: step {step}: next I run this.\n\n```mswea_bash_command\n{command}\n```",
+                completion,
+                [f"`{command}`", *command_facts],
+            ),
+            store.add("user", output, observation_tokens, output_facts),
+        ]
         size += completion + observation_tokens
         if rng.random() < 0.01:
             fmt_errors += 1
@@ -366,14 +457,24 @@ def write_run(spec: RunSpec) -> Path:
     (run_dir / "messages.jsonl").write_text("".join(store.lines))
     (run_dir / "calls.jsonl").write_text("".join(calls))
     agent_calls = len(calls) - summary_calls
-    totals = {"steps": agent_calls, "agent_calls": agent_calls, "summary_calls": summary_calls,
-              "prompt_tokens": sums["prompt"], "completion_tokens": sums["completion"],
-              "cached_tokens": sums["cached"] if prof.prefix_caching else None,
-              "compression_events": n_events_total, "format_errors": fmt_errors, "peak_prompt_tokens": peak}
+    totals = {
+        "steps": agent_calls,
+        "agent_calls": agent_calls,
+        "summary_calls": summary_calls,
+        "prompt_tokens": sums["prompt"],
+        "completion_tokens": sums["completion"],
+        "cached_tokens": sums["cached"] if prof.prefix_caching else None,
+        "compression_events": n_events_total,
+        "format_errors": fmt_errors,
+        "peak_prompt_tokens": peak,
+    }
     record = _run_record(spec, pol, outcome, start, t, totals)
     if rng.random() > 0.01:  # a few runs stay ungraded, as in real studies
-        atomic_write_text(run_dir / "verdict.json", json.dumps(
-            {"resolved": bool(resolved), "harness": "synthetic", "report": {}, "log": ""}), durable=False)
+        atomic_write_text(
+            run_dir / "verdict.json",
+            json.dumps({"resolved": bool(resolved), "harness": "synthetic", "report": {}, "log": ""}),
+            durable=False,
+        )
     atomic_write_text(run_dir / "run.json", json.dumps(record), durable=False)
     return run_dir
 
@@ -391,8 +492,16 @@ def _should_fire(pol: PolicySpec, prof: Profile, threshold: int | None, tokens: 
     return over
 
 
-def _compress(pol: PolicySpec, prof: Profile, threshold: int | None, history: list[str], store: _Store,
-              rng: np.random.Generator, text: _Text, step: int):
+def _compress(
+    pol: PolicySpec,
+    prof: Profile,
+    threshold: int | None,
+    history: list[str],
+    store: _Store,
+    rng: np.random.Generator,
+    text: _Text,
+    step: int,
+):
     events, summary = [], None
     over = threshold is not None and _history_tokens(history, store) > threshold
     for primitive in pol.stages:
@@ -406,8 +515,7 @@ def _compress(pol: PolicySpec, prof: Profile, threshold: int | None, history: li
         cut = max(1, int(len(window) * target_depth))
         removed = cleared = summary_tokens = 0
         if primitive in ("TRC", "OTRC"):
-            targets = [i for i, m in enumerate(history[:-2]) if i >= HEAD and i % 2 == 1
-                       and store.tokens[m] > 20]
+            targets = [i for i, m in enumerate(history[:-2]) if i >= HEAD and i % 2 == 1 and store.tokens[m] > 20]
             if primitive == "OTRC" and prof.otrc_one_per_step:
                 targets = targets[-1:] if len(history) >= 10 and len(targets) > 3 else []
             if not targets:
@@ -424,24 +532,36 @@ def _compress(pol: PolicySpec, prof: Profile, threshold: int | None, history: li
             request = [store.add("system", "Summarize the agent's progress.", 40)] + summarized
             summary = (request, _history_tokens(request, store) + 4 * len(request))
             facts = [f for m in summarized for f in store.facts.get(m, [])]
-            history = (history[:HEAD] + [store.add("user", text.summary(facts, step), summary_tokens, facts)]
-                       + history[HEAD + cut:])
+            history = (
+                history[:HEAD]
+                + [store.add("user", text.summary(facts, step), summary_tokens, facts)]
+                + history[HEAD + cut :]
+            )
             removed = cut
         else:  # truncation and anything unknown
             first = HEAD
-            history = history[:HEAD] + history[HEAD + cut:]
+            history = history[:HEAD] + history[HEAD + cut :]
             removed = cut
         after = _history_tokens(history, store)
         has_target = primitive not in ("OTRC", "CC")
-        events.append({"primitive": primitive, "trigger": _stage_trigger(pol, primitive),
-                       "depth": pol.depth if has_target else None,
-                       "window_tokens_before": before - _history_tokens(history[:HEAD], store),
-                       "window_tokens_after": after - _history_tokens(history[:HEAD], store),
-                       "total_tokens_before": before, "total_tokens_after": after,
-                       "target_tokens": int(threshold * (1 - target_depth)) if threshold and has_target else None,
-                       "messages_removed": removed, "messages_cleared": cleared,
-                       "summary_tokens": summary_tokens, "first_changed_index": first,
-                       "unchanged_prefix_tokens": _history_tokens(original[:first], store), "fallback": None})
+        events.append(
+            {
+                "primitive": primitive,
+                "trigger": _stage_trigger(pol, primitive),
+                "depth": pol.depth if has_target else None,
+                "window_tokens_before": before - _history_tokens(history[:HEAD], store),
+                "window_tokens_after": after - _history_tokens(history[:HEAD], store),
+                "total_tokens_before": before,
+                "total_tokens_after": after,
+                "target_tokens": int(threshold * (1 - target_depth)) if threshold and has_target else None,
+                "messages_removed": removed,
+                "messages_cleared": cleared,
+                "summary_tokens": summary_tokens,
+                "first_changed_index": first,
+                "unchanged_prefix_tokens": _history_tokens(original[:first], store),
+                "fallback": None,
+            }
+        )
     return history, events, summary
 
 
@@ -463,37 +583,60 @@ def _command(rng: np.random.Generator, text: _Text, p_retrieval: float) -> tuple
     return text.command(pool[int(rng.integers(len(pool)))])
 
 
-def _call_line(index, kind, step, start, latency, prompt, completion, cached, est_before,
-               est_after, message_ids, events, model) -> str:
+def _call_line(
+    index, kind, step, start, latency, prompt, completion, cached, est_before, est_after, message_ids, events, model
+) -> str:
     ids = '","'.join(message_ids)
     extra = "" if model is None else f',"model":"{model}"'
-    return (f'{{"index":{index},"kind":"{kind}","step":{step},"start":{start:.3f},'
-            f'"end":{start + latency:.3f},"latency_s":{latency:.3f},"status":"ok","error":null,'
-            f'"prompt_tokens":{prompt},"completion_tokens":{completion},'
-            f'"cached_tokens":{"null" if cached is None else cached},'
-            f'"est_tokens_before":{est_before},"est_tokens_after":{est_after},'
-            f'"message_ids":["{ids}"],"events":{json.dumps(events, separators=(",", ":"))}{extra}}}\n')
+    return (
+        f'{{"index":{index},"kind":"{kind}","step":{step},"start":{start:.3f},'
+        f'"end":{start + latency:.3f},"latency_s":{latency:.3f},"status":"ok","error":null,'
+        f'"prompt_tokens":{prompt},"completion_tokens":{completion},'
+        f'"cached_tokens":{"null" if cached is None else cached},'
+        f'"est_tokens_before":{est_before},"est_tokens_after":{est_after},'
+        f'"message_ids":["{ids}"],"events":{json.dumps(events, separators=(",", ":"))}{extra}}}\n'
+    )
 
 
 def _run_record(spec: RunSpec, pol: PolicySpec, outcome: str, start: float, end: float, totals: dict) -> dict:
-    versions = dict(spec.versions) if spec.versions else {"ctxpolicy": "synthetic", "git_commit": None,
-                                                          "git_dirty": False}
+    versions = (
+        dict(spec.versions) if spec.versions else {"ctxpolicy": "synthetic", "git_commit": None, "git_dirty": False}
+    )
     return {
-        "schema_version": 1, "complete": True,
-        "identity": {"benchmark": spec.benchmark, "cohort": spec.cohort, "task_id": spec.task_id,
-                     "stratum": spec.stratum or f"stratum-{spec.task_index % 3}", "model": spec.model,
-                     "policy": str(pol), "primitive": pol.primitive, "trigger": pol.trigger,
-                     "threshold_setting": spec.setting, "threshold_tokens": spec.threshold,
-                     "depth": pol.depth, "summarizer": spec.summarizer, "attempt": spec.attempt,
-                     "seed": spec.seed, "cell": spec.run_dir.parent.name, "track": spec.track},
-        "outcome": outcome, "error": "synthetic failure" if outcome == "error" else None,
+        "schema_version": 1,
+        "complete": True,
+        "identity": {
+            "benchmark": spec.benchmark,
+            "cohort": spec.cohort,
+            "task_id": spec.task_id,
+            "stratum": spec.stratum or f"stratum-{spec.task_index % 3}",
+            "model": spec.model,
+            "policy": str(pol),
+            "primitive": pol.primitive,
+            "trigger": pol.trigger,
+            "threshold_setting": spec.setting,
+            "threshold_tokens": spec.threshold,
+            "depth": pol.depth,
+            "summarizer": spec.summarizer,
+            "attempt": spec.attempt,
+            "seed": spec.seed,
+            "cell": spec.run_dir.parent.name,
+            "track": spec.track,
+        },
+        "outcome": outcome,
+        "error": "synthetic failure" if outcome == "error" else None,
         "submission": "diff --git a/x b/x\n" if outcome == "submitted" else None,
         "timing": {"start": start, "end": end, "wall_s": round(end - start, 3)},
         "totals": totals,
-        "settings": {"temperature": 0.2, "max_tokens": 512 if spec.versions is None else 4096,
-                     "step_limit": spec.step_limit, "wall_time_limit_s": spec.wall_limit_s,
-                     "command_timeout_s": 30 if spec.versions is None else 60,
-                     "format_error_limit": 3, "cache_block_tokens": 16},
+        "settings": {
+            "temperature": 0.2,
+            "max_tokens": 512 if spec.versions is None else 4096,
+            "step_limit": spec.step_limit,
+            "wall_time_limit_s": spec.wall_limit_s,
+            "command_timeout_s": 30 if spec.versions is None else 60,
+            "format_error_limit": 3,
+            "cache_block_tokens": 16,
+        },
         "versions": versions,
         "trajectory_file": "trajectory.json",
     }
