@@ -18,7 +18,7 @@ from minisweagent.exceptions import FormatError, InterruptAgentFlow, LimitsExcee
 from ctxpolicy.agent.client import ChatResponse, ContextOverflowError, DeadlineExceeded, EndpointError
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.agent.model import EndpointModel
-from ctxpolicy.agent.record import RunRecorder
+from ctxpolicy.agent.record import RunRecorder, summary_call_record
 from ctxpolicy.rundir import CallRecord
 from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, SummaryCall
 from ctxpolicy.tokens import count_messages
@@ -151,28 +151,14 @@ class PolicyAgent(DefaultAgent):
 
     def on_summary_call(self, call: SummaryCall, latency_s: float, attempts: int | None) -> None:
         """Listener for ``RecordingSummarizer``: one ``summary`` line, in the step that made it."""
-        message_ids = self.recorder.store(call.request_messages)
-        estimate = count_messages(call.request_messages)
         self.llm_s += latency_s
         self.recorder.record_call(
-            CallRecord(
-                kind="summary",
+            summary_call_record(
+                call,
                 step=self._step,
-                start=call.start,
-                end=call.end,
                 latency_s=latency_s,
-                status="error" if call.error else "ok",
-                error=call.error,
-                prompt_tokens=call.prompt_tokens,
-                completion_tokens=call.completion_tokens,
-                cached_tokens=call.cached_tokens,
-                est_tokens_before=estimate,
-                est_tokens_after=estimate,
-                message_ids=message_ids,
-                events=[],
+                message_ids=self.recorder.store(call.request_messages),
                 attempts=attempts,
-                finish_reason=None,
-                model=call.model,
             )
         )
 

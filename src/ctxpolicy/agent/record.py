@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ctxpolicy.agent.messages import api_message, message_id
+from ctxpolicy.tokens import count_messages
 from ctxpolicy.rundir import (
     CALLS_JSONL,
     MESSAGES_JSONL,
@@ -111,3 +112,31 @@ class RunRecorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def summary_call_record(
+    call, *, step: int, latency_s: float, message_ids: list[str], attempts: int | None, index: int = -1
+) -> CallRecord:
+    """The ``calls.jsonl`` line of one summarizer call (a ``policies.SummaryCall``), for the agent
+    harness and the offline replay alike; its local estimate is the request's token count."""
+    estimate = count_messages(call.request_messages)
+    return CallRecord(
+        index=index,
+        kind="summary",
+        step=step,
+        start=call.start,
+        end=call.end,
+        latency_s=latency_s,
+        status="error" if call.error else "ok",
+        error=call.error,
+        prompt_tokens=call.prompt_tokens,
+        completion_tokens=call.completion_tokens,
+        cached_tokens=call.cached_tokens,
+        est_tokens_before=estimate,
+        est_tokens_after=estimate,
+        message_ids=message_ids,
+        events=[],
+        attempts=attempts,
+        finish_reason=None,
+        model=call.model,
+    )

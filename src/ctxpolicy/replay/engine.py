@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass, field
 
 from ctxpolicy.agent.messages import api_message, message_id
+from ctxpolicy.agent.record import summary_call_record
 from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer
 from ctxpolicy.replay.source import SourceRun
 from ctxpolicy.rundir import CallRecord
-from ctxpolicy.tokens import count_message, count_messages
+from ctxpolicy.tokens import count_message
 
 
 @dataclass
@@ -103,27 +104,9 @@ def replay_source(
             request = store.ids(summary.request_messages)
             latency = max(0.0, summary.end - summary.start)
             summary_s += latency
-            estimate = count_messages(summary.request_messages)
             calls.append(
-                CallRecord(
-                    index=len(calls),
-                    kind="summary",
-                    step=step,
-                    start=summary.start,
-                    end=summary.end,
-                    latency_s=latency,
-                    status="error" if summary.error else "ok",
-                    error=summary.error,
-                    prompt_tokens=summary.prompt_tokens,
-                    completion_tokens=summary.completion_tokens,
-                    cached_tokens=summary.cached_tokens,
-                    est_tokens_before=estimate,
-                    est_tokens_after=estimate,
-                    message_ids=request,
-                    events=[],
-                    attempts=None,
-                    finish_reason=None,
-                    model=summary.model,
+                summary_call_record(
+                    summary, step=step, latency_s=latency, message_ids=request, attempts=None, index=len(calls)
                 )
             )
         now = time.time()
