@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.threshold_settings import SETTINGS
+
 ENDPOINT_HELP = """\
 where the model answers:
   embedded model (a `server: llamacpp` model): ctxpolicy starts llama.cpp on loopback with the
@@ -33,9 +35,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cell_flags_required
     parser.add_argument(
         "--policy", required=cell_flags_required, help="policy spec P/T/D, e.g. FC, TR/Th/0.5, OTRC+S-p/St+Th/0.5"
     )
-    parser.add_argument(
-        "--setting", choices=("tight", "primary", "loose"), help="threshold setting for Th policies (default: primary)"
-    )
+    parser.add_argument("--setting", choices=SETTINGS, help="threshold setting for Th policies (default: primary)")
     parser.add_argument(
         "--thresholds",
         type=Path,

@@ -22,6 +22,9 @@ import sys
 from pathlib import Path
 
 
+from ctxpolicy.threshold_settings import SETTINGS
+
+
 def add_arguments(parser) -> None:
     import argparse
 
@@ -77,7 +80,7 @@ def write_preset(args) -> int:
         print(f"calibrate: {args.config}: {exc}", file=sys.stderr)
         return 2
     atomic_write_json(args.out, data, indent=1)
-    settings = ", ".join(f"{name} {data[name]}" for name in ("tight", "primary", "loose"))
+    settings = ", ".join(f"{name} {data[name]}" for name in SETTINGS)
     print(f"preset {args.benchmark}/{args.model}: {settings} -> {args.out}")
     return 0
 

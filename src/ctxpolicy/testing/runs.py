@@ -31,6 +31,7 @@ from ctxpolicy.atomic import atomic_write_text
 from ctxpolicy.grid import Cell
 from ctxpolicy.policies import PolicySpec, parse_spec
 from ctxpolicy.policies.history import PLACEHOLDER, SUMMARY_MARKER
+from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, VERDICT_JSON
 
 DEFAULT_POLICIES = ("FC", "TR/Th/0.5", "TRC/Th", "SU/Th/0.5", "OTRC+TR/St+Th/0.5")
 SETTING_SCALE = {"tight": 0.6, "primary": 0.8, "loose": 1.0}
@@ -454,8 +455,8 @@ def write_run(spec: RunSpec) -> Path:
 
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "messages.jsonl").write_text("".join(store.lines))
-    (run_dir / "calls.jsonl").write_text("".join(calls))
+    (run_dir / MESSAGES_JSONL).write_text("".join(store.lines))
+    (run_dir / CALLS_JSONL).write_text("".join(calls))
     agent_calls = len(calls) - summary_calls
     totals = {
         "steps": agent_calls,
@@ -471,11 +472,11 @@ def write_run(spec: RunSpec) -> Path:
     record = _run_record(spec, pol, outcome, start, t, totals)
     if rng.random() > 0.01:  # a few runs stay ungraded, as in real studies
         atomic_write_text(
-            run_dir / "verdict.json",
+            run_dir / VERDICT_JSON,
             json.dumps({"resolved": bool(resolved), "harness": "synthetic", "report": {}, "log": ""}),
             durable=False,
         )
-    atomic_write_text(run_dir / "run.json", json.dumps(record), durable=False)
+    atomic_write_text(run_dir / RUN_JSON, json.dumps(record), durable=False)
     return run_dir
 
 
