@@ -68,7 +68,7 @@ def embedded_llm_server(log_path: Path, ready_timeout_s: float = 180):
         yield server
 
 
-PAPER_TASK_CAP = 10  # tasks per cohort of the paper-shaped test data (docs/synthetic.md)
+PAPER_TASK_CAP = 6  # tasks per cohort of the paper-shaped test data (docs/synthetic.md)
 
 
 @pytest.fixture(scope="session")

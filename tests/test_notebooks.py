@@ -1,13 +1,14 @@
-"""Every figure and table notebook runs on the fixed fixture, through the catalog, as the
-workflow runs it (papermill), writes all its outputs, and writes them byte-identically when
-run again; and a representative set of notebooks runs on the three fixed edge data sets
+"""Every figure and table notebook runs on the paper-shaped synthetic data set (``paper_tables``:
+the study's grid, 3 models × 2 benchmarks × 3 attempts, a few tasks per cohort) through the
+catalog, with the parameters the workflow gives it for config/synthetic-paper.yaml (its pairs
+and name), writes all its outputs, and writes them byte-identically when run again; and a
+representative set of notebooks runs on the three fixed edge data sets of the small fixture
 (empty, every FC run time-limited, one task with one attempt).
 
 Every figure module's compute and plot functions run on those edge sets in-process in
 tests/test_figures_edge.py; here the papermill path (parameters, reading the tables from
 disk, the writers) is exercised for the figures that broke or went blank in a real study
-(Figures 2 and 3) and for the planned-attempt accounting (Figure 20): 3 × 3 kernel starts
-instead of 16 × 3, which keeps the figure tests within their CI budget."""
+(Figures 2 and 3) and for the planned-attempt accounting (Figure 20)."""
 
 from __future__ import annotations
 
@@ -31,17 +32,7 @@ sys.path.insert(0, str(ROOT / FIXTURE))
 import edge_cases  # noqa: E402
 
 
-def execute(
-    name: str, out_dir: Path, executed_dir: Path, tables_dir: Path = FIXTURE / "tables"
-) -> subprocess.CompletedProcess:
-    args = papermill_args(
-        name,
-        config_path=str(FIXTURE / "config.yaml"),
-        tables_dir=str(tables_dir),
-        out_dir=str(out_dir),
-        executed=str(executed_dir / f"{name}.ipynb"),
-        extra={"n_boot": TEST_BOOT},
-    )
+def papermill(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "papermill", "--no-progress-bar", "-k", "python3", *args],
         cwd=ROOT,
@@ -51,11 +42,57 @@ def execute(
     )
 
 
-def execute_all(names, tmp: Path) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
+def execute_edge(name: str, out_dir: Path, executed_dir: Path, tables_dir: Path) -> subprocess.CompletedProcess:
+    """A notebook on one of the fixture's edge data sets."""
+    return papermill(
+        papermill_args(
+            name,
+            config_path=str(FIXTURE / "config.yaml"),
+            tables_dir=str(tables_dir),
+            out_dir=str(out_dir),
+            executed=str(executed_dir / f"{name}.ipynb"),
+            extra={"n_boot": TEST_BOOT},
+        )
+    )
+
+
+def paper_targets(config_path: Path) -> dict[str, dict]:
+    """The main targets for the paper-shaped data set's config, each with its pairs and name."""
+    from ctxpolicy.figures.catalog import targets_for
+    from ctxpolicy.figures.inputs import read_config
+
+    return {n: s for n, s in targets_for(read_config(config_path)).items() if s["variant_of"] is None}
+
+
+def execute_all(names, tmp: Path, paper_tables) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
+    """The named targets' notebooks on the paper-shaped data set, 2 at a time."""
+    tables_dir, config_path = paper_tables
+    targets = paper_targets(config_path)
     out, executed = tmp / "figures", tmp / "notebooks"
     executed.mkdir(parents=True)
+
+    def run(name):
+        spec = targets[name]
+        return papermill(
+            [
+                spec["notebook"],
+                str(executed / f"{name}.ipynb"),
+                "-p",
+                "tables_dir",
+                str(tables_dir),
+                "-p",
+                "config_path",
+                str(config_path),
+                "-p",
+                "out_dir",
+                str(out),
+                "-y",
+                json.dumps({**spec["params"], "n_boot": TEST_BOOT}),
+            ]
+        )
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(names, pool.map(lambda n: execute(n, out, executed), names)))
+        results = dict(zip(names, pool.map(run, names)))
     return out, results
 
 
@@ -64,8 +101,8 @@ def produced(name: str, out_dir: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory):
-    return execute_all(list(TARGETS), tmp_path_factory.mktemp("first"))
+def first_run(tmp_path_factory, paper_tables):
+    return execute_all(list(TARGETS), tmp_path_factory.mktemp("first"), paper_tables)
 
 
 @pytest.mark.parametrize("name", list(TARGETS))
@@ -92,9 +129,9 @@ def test_no_stray_outputs(first_run):
     assert {p.name for p in out_dir.iterdir()} == expected
 
 
-def test_second_execution_is_byte_identical(first_run, tmp_path):
+def test_second_execution_is_byte_identical(first_run, tmp_path, paper_tables):
     out_dir, _ = first_run
-    again, results = execute_all(list(REPEATED), tmp_path)
+    again, results = execute_all(list(REPEATED), tmp_path, paper_tables)
     for name in REPEATED:
         assert results[name].returncode == 0, results[name].stderr[-3000:]
         for path in produced(name, out_dir):
@@ -115,7 +152,9 @@ def edge_runs(tmp_path_factory):
         (tmp / edge / "notebooks").mkdir()
         jobs += [(edge, name, tables) for name in EDGE_NOTEBOOKS]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda job: execute(job[1], tmp / job[0] / "figures", tmp / job[0] / "notebooks", job[2]), jobs)
+        done = pool.map(
+            lambda job: execute_edge(job[1], tmp / job[0] / "figures", tmp / job[0] / "notebooks", job[2]), jobs
+        )
         results = {(edge, name): result for (edge, name, _), result in zip(jobs, done)}
     return tmp, results
 
@@ -134,69 +173,3 @@ def test_edge_notebooks_render_and_say_what_is_missing(edge_runs, edge):
     if edge == "fc_time_limited":
         for name in ("fig2", "fig3"):
             assert any("finished within the time limit: resource ratios undefined" in n for n in said[name])
-
-
-# ---------------------------------------------------------------- the paper-shaped data set
-
-
-@pytest.fixture(scope="module")
-def paper_run(paper_tables, tmp_path_factory):
-    """Every main target's notebook on the paper-shaped synthetic data set, with the parameters the
-    workflow gives it for config/synthetic-paper.yaml (its pairs and name), 2 at a time."""
-    from ctxpolicy.figures.catalog import targets_for
-    from ctxpolicy.figures.inputs import read_config
-
-    tables_dir, config_path = paper_tables
-    targets = {n: s for n, s in targets_for(read_config(config_path)).items() if s["variant_of"] is None}
-    tmp = tmp_path_factory.mktemp("paper-notebooks")
-    (tmp / "notebooks").mkdir()
-
-    def run(name):
-        spec = targets[name]
-        params = json.dumps({**spec["params"], "n_boot": TEST_BOOT})
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "papermill",
-                "--no-progress-bar",
-                "-k",
-                "python3",
-                spec["notebook"],
-                str(tmp / "notebooks" / f"{name}.ipynb"),
-                "-p",
-                "tables_dir",
-                str(tables_dir),
-                "-p",
-                "config_path",
-                str(config_path),
-                "-p",
-                "out_dir",
-                str(tmp / "figures"),
-                "-y",
-                params,
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(targets, pool.map(run, targets)))
-    return tmp / "figures", targets, results
-
-
-def test_every_notebook_renders_the_paper_shaped_data_set(paper_run):
-    out_dir, targets, results = paper_run
-    assert set(targets) == set(TARGETS)
-    failed = {n: r.stderr[-1500:] for n, r in results.items() if r.returncode != 0}
-    assert not failed, failed
-    for spec in targets.values():
-        for path in spec["outputs"]:
-            written = out_dir / Path(path).name
-            assert written.exists(), written.name
-            if written.name.endswith(".notes.json"):
-                assert isinstance(json.loads(written.read_text()), list)
-            else:
-                assert written.stat().st_size > 40, written.name
