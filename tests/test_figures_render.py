@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from ctxpolicy.figures import coverage, inputs, output, ranks, summarizers, sweep, tradeoffs  # noqa: E402
+from ctxpolicy.figures import coverage, inputs, layout, output, ranks, summarizers, sweep, tradeoffs  # noqa: E402
 from figure_helpers import BOOT, FIGURES, note_texts, read_fixture  # noqa: E402
 
 
@@ -32,6 +32,7 @@ def test_figure_renders_identically_twice(fixture, name):
     second = FIGURES[name](runs, config, calls)
     for fmt in ("png", "pdf"):
         assert output.figure_bytes(first, fmt) == output.figure_bytes(second, fmt), fmt
+    layout.check(second, name=name)  # no colliding or clipped text (after saving: drawing moves it)
 
 
 def test_fig2_draws_every_combo_with_runs_and_notes_the_one_without(fixture):

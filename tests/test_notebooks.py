@@ -13,6 +13,7 @@ disk, the writers) is exercised for the figures that broke or went blank in a re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from ctxpolicy.figures.catalog import TARGETS, papermill_args
+from ctxpolicy.figures.output import CHECK_LAYOUT
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path("tests/fixtures/figures")  # relative: the fixture config names paths from the root
@@ -33,12 +35,14 @@ import edge_cases  # noqa: E402
 
 
 def papermill(args: list[str]) -> subprocess.CompletedProcess:
+    """papermill with the layout check on: a figure whose texts collide or are cut off fails."""
     return subprocess.run(
         [sys.executable, "-m", "papermill", "--no-progress-bar", "-k", "python3", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, CHECK_LAYOUT: "1"},
     )
 
 

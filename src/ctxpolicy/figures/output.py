@@ -22,6 +22,7 @@ PNG_METADATA = {"Software": None}
 SVG_METADATA = {"Date": None, "Creator": "ctxpolicy"}
 METADATA = {"pdf": PDF_METADATA, "png": PNG_METADATA, "svg": SVG_METADATA}
 PNG_DPI = 200
+CHECK_LAYOUT = "CTXPOLICY_CHECK_LAYOUT"  # "1": save_figure runs the layout check (figures.layout)
 
 
 def figure_bytes(fig, fmt: str) -> bytes:
@@ -45,7 +46,9 @@ def save_figure(
     ``{stem}.data.csv`` and the notes it carries (``ctxpolicy.figures.notes``) as
     ``{stem}.notes.json`` (a JSON list of strings, empty when none); return the paths.
     ``synthetic``: the data are synthetic (``inputs.is_synthetic(config)``), and the picture
-    says so with a visible mark."""
+    says so with a visible mark. With ``CTXPOLICY_CHECK_LAYOUT=1`` in the environment, a figure
+    whose texts collide or are cut off (``figures.layout``) raises ``LayoutError`` once written,
+    naming them: the figure tests render every notebook that way."""
     from ctxpolicy.figures.notes import recorded
     from ctxpolicy.figures.style import mark_synthetic
 
@@ -58,6 +61,10 @@ def save_figure(
     paths.append(
         atomic_write_bytes(out / f"{stem}.notes.json", (json.dumps(said, ensure_ascii=False, indent=1) + "\n").encode())
     )
+    if os.environ.get(CHECK_LAYOUT) == "1":
+        from ctxpolicy.figures.layout import check
+
+        check(fig, name=stem)  # after writing: a drawn figure's constrained layout moves on
     return paths
 
 
