@@ -85,10 +85,10 @@ def select_pairs(table: pd.DataFrame, pairs: list[tuple[str, str]] | None) -> pd
 
 
 def is_synthetic(config: Mapping[str, Any]) -> bool:
-    """Whether the config describes synthetic data (``synthetic: true``, or a study named
-    ``synthetic…`` or ``fixture``): such figures carry a visible mark."""
+    """Whether the config describes synthetic data (a study named ``synthetic…``, or the test
+    fixture's ``fixture``): such figures carry a visible mark."""
     study = str(config.get("study") or "")
-    return bool(config.get("synthetic")) or study.startswith("synthetic") or study == "fixture"
+    return study.startswith("synthetic") or study == "fixture"
 
 
 def select(runs: pd.DataFrame, **where: Any) -> pd.DataFrame:

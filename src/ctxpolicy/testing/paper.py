@@ -180,19 +180,15 @@ class PaperDataError(ValueError):
 def load_paper_config(
     path: str | Path = CONFIG, *, task_cap: int | None = None, results_dir: str | Path | None = None
 ) -> dict:
-    """The validated config, its ``figures`` block kept as it is (the schema may not know it),
-    cohorts cut to their first ``task_cap`` tasks (``cohort_limit``) and ``results_dir`` set."""
+    """The validated config, cohorts cut to their first ``task_cap`` tasks (``cohort_limit``)
+    and ``results_dir`` set."""
     path = Path(path)
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    figures = raw.pop("figures", None)
-    config = validate_config(raw, str(path))
+    config = validate_config(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
     if task_cap is not None:
         for bench in config["benchmarks"].values():
             bench["cohort_limit"] = {cohort: task_cap for cohort in bench["cohorts"]}
     if results_dir is not None:
         config["results_dir"] = str(results_dir)
-    if figures is not None:
-        config["figures"] = figures
     return config
 
 
