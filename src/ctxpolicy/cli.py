@@ -1,8 +1,9 @@
 """The `ctxpolicy` command line.
 
 Each subcommand lives in the module of the room it belongs to; that module exposes
-``add_arguments(parser)`` and ``main(args) -> int``. Modules keep heavy imports inside
-``main`` so that ``ctxpolicy --help`` and light commands stay fast.
+``add_arguments(parser)`` and ``main(args) -> int``. Only the chosen subcommand's module is
+imported, and modules keep heavy imports inside ``main``, so that ``ctxpolicy --help`` and light
+commands (``compress``) start without numpy, pandas or the HTTP stack.
 """
 
 from __future__ import annotations
@@ -35,7 +36,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen_command(argv: list[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is not an option), if it is one."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``ctxpolicy``, every subcommand with its arguments; with ``only`` (a command's
+    name, or "" for none) just that command's module is imported and given its arguments, so that
+    a command starts without importing what the others need."""
     from ctxpolicy import __version__
 
     parser = argparse.ArgumentParser(
@@ -45,12 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ctxpolicy {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # command not built yet
-            raise
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text)
+            continue
+        module = importlib.import_module(module_name)
         p = sub.add_parser(
             name, help=help_text, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
         )
@@ -60,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_chosen_command(argv) or "")
     args = parser.parse_args(argv)
     if not getattr(args, "_module", None):
         parser.print_help()
