@@ -217,15 +217,27 @@ def validate_study(data: Mapping[str, Any], source: str = "<config>") -> dict:
 
 
 def check_study(config: dict, source: str = "<config>") -> dict:
-    """The cross references a config alone cannot check: every policy spec parses and every cell
-    with a threshold setting has a threshold source that gives it. Returns ``config``."""
+    """The cross references a config alone cannot check: every policy spec parses, every cell
+    with a threshold setting has a threshold source that gives it, every preset's settings go
+    tight < primary < loose, and every cohort a cell runs has its file. Returns ``config``."""
 
     def fail(where: str, message: str) -> None:
         raise ConfigError(f"{source}: {where}: {message}")
 
     _check_policies(config, fail)
     _check_thresholds(config, fail)
+    _check_cohorts(config, fail)
     return config
+
+
+def _check_cohorts(config: dict, fail) -> None:
+    """Every cohort a cell runs has a readable, non-empty file (``cohort_file.read_cohort``), so
+    that a missing one stops ``snakemake -n`` as it stops ``ctxpolicy grid``, results or not."""
+    for benchmark, cohort in sorted({(cell.benchmark, cell.cohort) for cell in expand_grid(config)}):
+        try:
+            cohort_tasks(config, benchmark, cohort)
+        except ConfigError as exc:
+            fail(f"benchmarks.{benchmark}.cohorts.{cohort}", str(exc))
 
 
 def _check_policies(config: dict, fail) -> None:
