@@ -16,7 +16,6 @@ import yaml
 from ctxpolicy import cli
 from ctxpolicy.config import ConfigError
 from ctxpolicy.grid import expand_grid, load_study, resolve_threshold
-from ctxpolicy.rundir import RUN_MARKER, mark_run_dir, owns_run_dir, reset_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config" / "config.yaml"
@@ -64,6 +63,8 @@ def test_run_refuses_a_folder_that_is_not_a_run_directory(tmp_path, capsys):
 
 
 def test_run_directories_of_ours_are_redone_and_others_need_force(tmp_path):
+    from ctxpolicy.rundir import RUN_MARKER, mark_run_dir, owns_run_dir, reset_run_dir
+
     assert owns_run_dir(tmp_path / "new")  # not there yet
     (tmp_path / "empty").mkdir()
     assert owns_run_dir(tmp_path / "empty")
