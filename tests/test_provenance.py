@@ -322,7 +322,12 @@ def test_trace_follows_figure_to_table_to_run_records(study):
     assert run["identity"]["task_id"] == "t-1" and run["identity"]["cell"] == "FC"
     assert run["model"]["sha256"] == MODEL["sha256"]
     assert run["code"] == {"commit": RUN_COMMIT, "dirty": False}
-    assert [f["path"].rsplit("/", 1)[1] for f in run["files"]] == ["calls.jsonl", "messages.jsonl", "run.json", "verdict.json"]
+    assert [f["path"].rsplit("/", 1)[1] for f in run["files"]] == [
+        "calls.jsonl",
+        "messages.jsonl",
+        "run.json",
+        "verdict.json",
+    ]
     assert [c["dir"] for c in table["cells"]] == [
         "results/runs/local/qwen05b/FC",
         "results/runs/local/qwen05b/TR_Th_0.5__primary",
