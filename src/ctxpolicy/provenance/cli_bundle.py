@@ -44,17 +44,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def _terminate_raises() -> Iterator[None]:
-    """Within the block, SIGTERM raises ``SystemExit(143)`` in the main thread, so that every
-    ``finally`` and cleanup runs as on SIGINT; the previous handler is restored after."""
+    """Within the block, SIGTERM (and SIGHUP) raise ``SystemExit(128 + signal)`` in the main
+    thread, so that every ``finally`` and cleanup runs as on SIGINT; the previous handlers are
+    restored after."""
 
     def handler(signum, frame):
         raise SystemExit(128 + signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def _export(args: argparse.Namespace) -> int:
