@@ -3,8 +3,10 @@
 A run directory counts only when its ``run.json`` says ``complete: true``, every field the tables
 read has the type the record's JSON schema gives it (``ctxpolicy.schemas``: run.json and
 verdict.json through a jsonschema reading view, calls.jsonl and messages.jsonl column by column),
-and its ``calls.jsonl`` and ``messages.jsonl`` parse and agree (every message id a call sent is in
-the store). Anything else, an unexpected exception included, raises ``RecordError`` naming the
+every number is within ``schemas.SAFE_INTEGER`` in magnitude, its record files are regular files
+inside the run directory (``rundir.open_regular``), and its ``calls.jsonl`` and ``messages.jsonl``
+parse and agree (every message id a call sent is in the store, no call index repeats, and the
+agent and summary calls are as many as ``run.json``'s totals say). Anything else, an unexpected exception included, raises ``RecordError`` naming the
 path, the field and the value, so that the aggregate can report it and leave the run out.
 """
 
