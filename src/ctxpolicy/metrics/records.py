@@ -6,8 +6,9 @@ verdict.json through a jsonschema reading view, calls.jsonl and messages.jsonl c
 every number is within ``schemas.SAFE_INTEGER`` in magnitude, its record files are regular files
 inside the run directory (``rundir.open_regular``), and its ``calls.jsonl`` and ``messages.jsonl``
 parse and agree (every message id a call sent is in the store, no call index repeats, and the
-agent and summary calls are as many as ``run.json``'s totals say). Anything else, an unexpected exception included, raises ``RecordError`` naming the
-path, the field and the value, so that the aggregate can report it and leave the run out.
+agent and summary calls are as many as ``run.json``'s totals say). Anything else, an unexpected
+exception included, raises ``RecordError`` naming the path, the field and the value, so that the
+aggregate can report it and leave the run out.
 """
 
 from __future__ import annotations
