@@ -39,12 +39,8 @@ RUN_MARKER = ".ctxpolicy-run"  # written first into every run directory: the fol
 
 RUN_FILES = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL)  # any one of them marks a run directory, complete or not
 RUN_OUTPUTS = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON, PATCH_DIFF, VERDICT_JSON)  # a rerun's leftovers
-RECORD_FILES = (
-    RUN_JSON,
-    CALLS_JSONL,
-    MESSAGES_JSONL,
-    VERDICT_JSON,
-)  # what a run's tables are computed from (provenance)
+# Every file a run's tables are computed from: provenance hashes each of them.
+RECORD_FILES = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, VERDICT_JSON)
 SKIPPED_DIRS = frozenset({WORKSPACE, STALE_DIR})  # never searched for run directories
 
 
