@@ -174,7 +174,7 @@ def open_regular(path: str | Path, *, within: str | Path | None = None, encoding
     of run records opens its files through this function.
     """
     path = Path(path)
-    if within is not None:
+    if within is not None and not _directly_in(path, Path(within)):
         root, real = Path(within).resolve(), path.resolve()
         if real != root and root not in real.parents:
             raise NotRegularFileError(path, f"a symbolic link out of {within} (to {real})")
@@ -192,6 +192,17 @@ def open_regular(path: str | Path, *, within: str | Path | None = None, encoding
         raise
     handle = os.fdopen(fd, "rb")
     return handle if encoding is None else io.TextIOWrapper(handle, encoding=encoding)
+
+
+def _directly_in(path: Path, folder: Path) -> bool:
+    """``path`` names an entry of ``folder`` that is no symbolic link (so it cannot lead out of it);
+    one ``lstat``, where resolving both paths costs one per path component."""
+    if path.parent != folder:
+        return False
+    try:
+        return not stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return True  # missing: open reports it
 
 
 def read_regular_bytes(path: str | Path, *, within: str | Path | None = None) -> bytes:
