@@ -133,7 +133,7 @@ def test_thresholds_come_from_the_thresholds_file_whatever_the_source(paper, tmp
     for text, problem in (
         ('{"primary": null}', "primary: None is not a token count"),
         ("{not json", "not valid JSON"),
-        ('{"primary": "3000"}', "'3000' is not a token count"),
+        ('{"primary": "3000"}', "field primary is '3000': not a token count"),
     ):
         other.write_text(text)
         with pytest.raises(ConfigError, match=f"{other}: .*{problem}"):

@@ -110,10 +110,10 @@ def test_sha256_file_streams_large_files(tmp_path):
     assert sha256_file(path) == digest(path)
 
 
-def test_run_record_files_skips_workspaces_and_messages(study):
+def test_run_record_files_are_what_the_tables_read_and_skip_workspaces(study):
     files = run_record_files(study["runs"])
-    assert len(files) == 18
-    assert {f.name for f in files} == {"run.json", "calls.jsonl", "verdict.json"}
+    assert len(files) == 24
+    assert {f.name for f in files} == {"run.json", "calls.jsonl", "messages.jsonl", "verdict.json"}
     assert not any("workspace" in f.parts for f in files)
 
 
@@ -122,7 +122,7 @@ def test_table_sidecar_records_every_run_file_with_its_hash(study):
     base = study["table"].parent
     recorded = {(base / e["path"]).resolve(): e["sha256"] for e in sidecar["inputs"]}
     expected = {f.resolve(): digest(f) for f in [*run_record_files(study["runs"]), *study["runs"].glob("*/*/*/*.json")]}
-    assert len(expected) == 18 + 4
+    assert len(expected) == 24 + 4
     assert recorded == expected
     assert sidecar["target"] == {"path": "runs.parquet", "sha256": digest(study["table"])}
     assert sidecar["config"]["sha256"] == digest(Path("config/config.yaml"))
@@ -268,8 +268,8 @@ def test_package_versions_reads_installed_metadata():
 def test_verify_passes_an_untouched_chain(study):
     checked, problems = verify(study["figure"])
     assert problems == []
-    # figure, config, notebook, table and its sidecar, 18 run files, cell.json and eval.json of two cells
-    assert checked == 27
+    # figure, config, notebook, table and its sidecar, 24 run files, cell.json and eval.json of two cells
+    assert checked == 33
 
 
 def test_verify_names_each_changed_and_missing_file_along_the_chain(study):
@@ -322,7 +322,12 @@ def test_trace_follows_figure_to_table_to_run_records(study):
     assert run["identity"]["task_id"] == "t-1" and run["identity"]["cell"] == "FC"
     assert run["model"]["sha256"] == MODEL["sha256"]
     assert run["code"] == {"commit": RUN_COMMIT, "dirty": False}
-    assert [f["path"].rsplit("/", 1)[1] for f in run["files"]] == ["calls.jsonl", "run.json", "verdict.json"]
+    assert [f["path"].rsplit("/", 1)[1] for f in run["files"]] == [
+        "calls.jsonl",
+        "messages.jsonl",
+        "run.json",
+        "verdict.json",
+    ]
     assert [c["dir"] for c in table["cells"]] == [
         "results/runs/local/qwen05b/FC",
         "results/runs/local/qwen05b/TR_Th_0.5__primary",
@@ -354,7 +359,7 @@ def test_show_prints_the_chain(study, capsys):
 
 def test_verify_cli_exit_codes_and_listing(study, capsys):
     assert cli.main(["provenance", "verify", "figures/fig2.pdf"]) == 0
-    assert "verified figures/fig2.pdf: 27 files unchanged" in capsys.readouterr().out
+    assert "verified figures/fig2.pdf: 33 files unchanged" in capsys.readouterr().out
 
     gone = study["runs"] / "local/qwen05b/FC/t-1__a1/calls.jsonl"
     gone.unlink()
@@ -399,7 +404,7 @@ def test_record_cli_gathers_inputs_from_list_glob_and_runs(study, capsys):
     for table in ("runs", "calls"):
         sidecar = read_sidecar(f"results/tables/{table}.parquet.prov.json")
         paths = {e["path"] for e in sidecar["inputs"]}
-        assert len(paths) == 19 and "../thresholds/local.json" in paths
+        assert len(paths) == 25 and "../thresholds/local.json" in paths
         assert sidecar["extra"] == {"rule": "aggregate"}
     assert capsys.readouterr().out.split() == [
         "results/tables/runs.parquet.prov.json",
@@ -442,7 +447,7 @@ def test_sidecars_without_input_sidecar_hashes_are_still_read_and_followed(study
         entry.pop("sidecar_sha256", None)
     figure_sidecar.write_text(json.dumps(data))
     checked, problems = verify(study["figure"])
-    assert (checked, problems) == (26, [])
+    assert (checked, problems) == (32, [])
     assert trace(study["figure"])["inputs"][0]["runs"]
     run_json = sorted(study["runs"].rglob("run.json"))[0]
     run_json.write_text(run_json.read_text().replace("submitted", "error"))

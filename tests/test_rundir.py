@@ -170,3 +170,33 @@ def test_numbering_gives_a_copy_its_index():
 def test_threshold_setting_names_are_the_run_schema_enum():
     enum = schema("run")["properties"]["identity"]["properties"]["threshold_setting"]["enum"]
     assert enum == [*SETTINGS, FIXED, None]
+
+
+def test_open_regular_reads_files_and_links_inside_and_refuses_the_rest(tmp_path):
+    import os
+
+    import pytest
+
+    from ctxpolicy.rundir import NotRegularFileError, open_regular, read_regular_bytes
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "calls.jsonl").write_bytes(b"{}\n")
+    (run / "inside").symlink_to(run / "calls.jsonl")
+    assert read_regular_bytes(run / "inside", within=run) == b"{}\n"
+    with open_regular(run / "calls.jsonl", encoding="utf-8") as handle:
+        assert handle.read() == "{}\n"
+    (tmp_path / "outside.txt").write_text("x")
+    (run / "out").symlink_to(tmp_path / "outside.txt")
+    assert read_regular_bytes(run / "out") == b"x"  # no folder to stay in: any regular file
+    with pytest.raises(NotRegularFileError, match="a symbolic link out of"):
+        read_regular_bytes(run / "out", within=run)
+    os.mkfifo(run / "pipe")
+    with pytest.raises(NotRegularFileError, match=r"pipe: not a regular file \(a FIFO\)"):
+        read_regular_bytes(run / "pipe", within=run)
+    with pytest.raises(NotRegularFileError, match="a character device"):
+        read_regular_bytes("/dev/null")
+    with pytest.raises(IsADirectoryError):
+        read_regular_bytes(run)
+    with pytest.raises(FileNotFoundError):
+        read_regular_bytes(run / "nothing")

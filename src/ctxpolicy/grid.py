@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -23,7 +22,14 @@ from ctxpolicy.cohort_file import CohortError, read_cohort
 from ctxpolicy.config import TRACKS, ConfigError, load_config, validate_config
 from ctxpolicy.paths import in_repo
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
-from ctxpolicy.threshold_settings import PRIMARY
+from ctxpolicy.threshold_settings import (
+    PRESET,
+    PRIMARY,
+    ThresholdsFileError,
+    is_token_count,
+    order_problem,
+    read_thresholds,
+)
 
 # the config's grid sections -> the track a cell records
 TRACK_NAMES = dict(zip(TRACKS, ("calibration", "full", "sweep", "summarizer"), strict=True))
@@ -172,16 +178,16 @@ def resolve_threshold(config: dict, cell: Cell, thresholds_file: str | Path | No
         return None
     path = Path(thresholds_file) if thresholds_file else thresholds_path(config, cell.benchmark, cell.model)
     try:
-        values = json.loads(path.read_text())
+        values = read_thresholds(path)
     except OSError as exc:
         raise ConfigError(
             f"{path}: cannot read the thresholds file of {cell.benchmark}/{cell.model} "
             f"({exc.strerror or exc}); {_how_to_write(config, cell, path)}"
         ) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    value = values.get(cell.setting) if isinstance(values, dict) else None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    except ThresholdsFileError as exc:
+        raise ConfigError(str(exc)) from None
+    value = values.get(cell.setting)
+    if not is_token_count(value):
         raise ConfigError(f"{path}: {cell.setting}: {value!r} is not a token count (cell {cell.id})")
     return value
 
@@ -211,15 +217,27 @@ def validate_study(data: Mapping[str, Any], source: str = "<config>") -> dict:
 
 
 def check_study(config: dict, source: str = "<config>") -> dict:
-    """The cross references a config alone cannot check: every policy spec parses and every cell
-    with a threshold setting has a threshold source that gives it. Returns ``config``."""
+    """The cross references a config alone cannot check: every policy spec parses, every cell
+    with a threshold setting has a threshold source that gives it, every preset's settings go
+    tight < primary < loose, and every cohort a cell runs has its file. Returns ``config``."""
 
     def fail(where: str, message: str) -> None:
         raise ConfigError(f"{source}: {where}: {message}")
 
     _check_policies(config, fail)
     _check_thresholds(config, fail)
+    _check_cohorts(config, fail)
     return config
+
+
+def _check_cohorts(config: dict, fail) -> None:
+    """Every cohort a cell runs has a readable, non-empty file (``cohort_file.read_cohort``), so
+    that a missing one stops ``snakemake -n`` as it stops ``ctxpolicy grid``, results or not."""
+    for benchmark, cohort in sorted({(cell.benchmark, cell.cohort) for cell in expand_grid(config)}):
+        try:
+            cohort_tasks(config, benchmark, cohort)
+        except ConfigError as exc:
+            fail(f"benchmarks.{benchmark}.cohorts.{cohort}", str(exc))
 
 
 def _check_policies(config: dict, fail) -> None:
@@ -270,6 +288,11 @@ def _check_thresholds(config: dict, fail) -> None:
             )
         if source_of["source"] == "preset" and cell.setting not in source_of:
             fail(where, f"preset has no {cell.setting!r} threshold, but cell {cell.slug} needs it")
+    for b, per_model in config["thresholds"].items():
+        for m, source_of in per_model.items():
+            problem = order_problem(source_of) if source_of["source"] == PRESET else None
+            if problem:
+                fail(f"thresholds.{b}.{m}", problem)
 
 
 # ---------------------------------------------------------------- summaries

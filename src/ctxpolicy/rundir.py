@@ -10,13 +10,15 @@ import it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ctxpolicy import atomic
 
@@ -33,10 +35,12 @@ WORKSPACE = "workspace"  # the task's workspace folder inside a run directory
 CELL_JSON = "cell.json"  # the cell record, written last by run-cell
 EVAL_JSON = "eval.json"  # the cell's evaluation summary
 STALE_DIR = "stale"  # complete runs run-cell --redo-stale moved aside; kept, never counted
+RUN_MARKER = ".ctxpolicy-run"  # written first into every run directory: the folder is a run of ours
 
 RUN_FILES = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL)  # any one of them marks a run directory, complete or not
 RUN_OUTPUTS = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON, PATCH_DIFF, VERDICT_JSON)  # a rerun's leftovers
-RECORD_FILES = (RUN_JSON, CALLS_JSONL, VERDICT_JSON)  # what a run's results are computed from (provenance)
+# Every file a run's tables are computed from: provenance hashes each of them.
+RECORD_FILES = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, VERDICT_JSON)
 SKIPPED_DIRS = frozenset({WORKSPACE, STALE_DIR})  # never searched for run directories
 
 
@@ -68,22 +72,24 @@ def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[st
     """Every run directory under the roots (a directory holding one of ``markers``), sorted.
 
     The walk never descends into a run directory (its workspace can be large), nor into
-    ``workspace/`` or ``stale/``. A root that is itself a run directory is found.
+    ``workspace/`` or ``stale/``. A root that is itself a run directory is found. A run directory
+    reached twice (roots that overlap, or one given as a relative and an absolute path, or through
+    a link) is listed once, by the path it was first reached by.
     Raises ``NotADirectoryError`` naming a root that is no directory.
     """
     markers = tuple(markers)
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
-    found: set[Path] = set()
+    found: dict[Path, Path] = {}  # resolved path -> the path first found: a run named twice counts once
     for root in map(Path, roots):
         if not root.is_dir():
             raise NotADirectoryError(f"{root}: no such directory")
         for directory, subdirs, files in os.walk(root):
             if any(name in files for name in markers):
-                found.add(Path(directory))
+                found.setdefault(Path(directory).resolve(), Path(directory))
                 subdirs.clear()
             else:
                 subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS]
-    return sorted(found)
+    return sorted(found.values())
 
 
 def runs_of_cell(cell: str | Path, markers: Iterable[str] = (RUN_JSON,)) -> list[Path]:
@@ -106,6 +112,25 @@ def set_aside(run: str | Path, cell: str | Path) -> Path:
     return target
 
 
+def owns_run_dir(path: str | Path) -> bool:
+    """True when ``path`` may be (re)used for a run without ``--force``: it does not exist, is an
+    empty folder, or is a run directory of ours (``RUN_MARKER`` or one of ``RUN_FILES``, complete or
+    not). Any other folder holds someone else's files, which a run would delete."""
+    path = Path(path)
+    if not path.exists():
+        return True
+    if not path.is_dir():
+        return False
+    return is_run_dir(path, (RUN_MARKER, *RUN_FILES)) or not any(path.iterdir())
+
+
+def mark_run_dir(run: str | Path) -> None:
+    """Create ``run`` (and its parents) with ``RUN_MARKER`` in it: from now on it is a run of ours."""
+    run = Path(run)
+    run.mkdir(parents=True, exist_ok=True)
+    (run / RUN_MARKER).touch()
+
+
 def reset_run_dir(run: str | Path) -> None:
     """Remove what a previous, unfinished attempt at this run left behind (its verdict too)."""
     run = Path(run)
@@ -119,6 +144,73 @@ def reset_run_dir(run: str | Path) -> None:
 # ---------------------------------------------------------------- reading
 
 
+class NotRegularFileError(OSError):
+    """A path a reader refuses: not a regular file (a FIFO, a device, a socket), or a symbolic link
+    that leads out of the folder it must stay in. ``reason`` says which."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        super().__init__(reason)
+        self.path, self.reason, self.strerror, self.filename = Path(path), reason, reason, str(path)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def open_regular(path: str | Path, *, within: str | Path | None = None, encoding: str | None = None) -> IO:
+    """Open ``path`` for reading only if it is a regular file (binary; text with ``encoding``).
+
+    Raises ``NotRegularFileError`` naming the reason for a FIFO, a device or a socket (opened
+    without blocking, so a FIFO nobody writes to never hangs the reader) and, with ``within``, for
+    a path whose real location (links followed) lies outside that folder. A directory raises
+    ``IsADirectoryError`` and a missing file ``FileNotFoundError``, as ``open`` would. Every reader
+    of run records opens its files through this function.
+    """
+    path = Path(path)
+    if within is not None and not _directly_in(path, Path(within)):
+        root, real = Path(within).resolve(), path.resolve()
+        if real != root and root not in real.parents:
+            raise NotRegularFileError(path, f"a symbolic link out of {within} (to {real})")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(21, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+            raise NotRegularFileError(path, f"not a regular file ({kind})")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    handle = os.fdopen(fd, "rb")
+    return handle if encoding is None else io.TextIOWrapper(handle, encoding=encoding)
+
+
+def _directly_in(path: Path, folder: Path) -> bool:
+    """``path`` names an entry of ``folder`` that is no symbolic link (so it cannot lead out of it);
+    one ``lstat``, where resolving both paths costs one per path component."""
+    if path.parent != folder:
+        return False
+    try:
+        return not stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return True  # missing: open reports it
+
+
+def read_regular_bytes(path: str | Path, *, within: str | Path | None = None) -> bytes:
+    """The bytes of ``path`` through ``open_regular``."""
+    with open_regular(path, within=within) as handle:
+        return handle.read()
+
+
 class RunRecordError(ValueError):
     """A record file that cannot be read; the message names the file and the reason."""
 
@@ -128,12 +220,15 @@ class RunRecordError(ValueError):
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """A JSON record file of a run or cell directory (a regular file inside its folder)."""
+    path = Path(path)
+    return json.loads(read_regular_bytes(path, within=path.parent).decode("utf-8"))
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:
-    """The values of a JSON-lines file, blank lines skipped."""
-    with open(path, encoding="utf-8") as handle:
+    """The values of a JSON-lines file of a run directory (a regular file inside it), blank lines skipped."""
+    path = Path(path)
+    with open_regular(path, within=path.parent, encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 yield json.loads(line)
@@ -148,6 +243,8 @@ def read_record(path: str | Path) -> dict:
         raise RunRecordError(path, "missing") from None
     except json.JSONDecodeError as exc:
         raise RunRecordError(path, f"not valid JSON ({exc})") from None
+    except NotRegularFileError as exc:
+        raise RunRecordError(path, exc.reason) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RunRecordError(path, f"unreadable ({type(exc).__name__}: {exc})") from None
     if not isinstance(record, dict):
@@ -167,7 +264,7 @@ def read_cell_json(cell: str | Path) -> dict:
 def read_verdict(run: str | Path) -> dict | None:
     """The run's ``verdict.json``, or None when it has not been graded."""
     path = Path(run) / VERDICT_JSON
-    return read_record(path) if path.is_file() else None
+    return read_record(path) if os.path.lexists(path) else None
 
 
 def is_complete_run(run: str | Path) -> bool:

@@ -51,7 +51,9 @@ def write_run(
         "cell": policy.replace("/", "_"),
         "track": "full",
     }
-    (run_dir / "run.json").write_text(json.dumps({"complete": complete, "identity": identity, "outcome": "submitted"}))
+    (run_dir / "run.json").write_text(
+        json.dumps({"complete": complete, "identity": identity, "outcome": "submitted", "timing": {"wall_s": 1.0}})
+    )
     return run_dir
 
 

@@ -11,7 +11,14 @@ from policy_histories import histories, tool_pairs_are_well_formed
 
 from ctxpolicy.policies import PLACEHOLDER, DeterministicSummarizer, apply_policy, parse_spec
 from ctxpolicy.policies.clearing import clear_tool_results
-from ctxpolicy.policies.history import is_observation, protected_prefix_length, units, uses_tool_calls
+from ctxpolicy.policies.history import (
+    is_observation,
+    is_placeholder,
+    placeholder_for,
+    protected_prefix_length,
+    units,
+    uses_tool_calls,
+)
 from ctxpolicy.tokens import count_message, count_messages
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -139,12 +146,15 @@ def test_otrc_replaces_exactly_the_ninth_message_from_the_end(history, calls):
         calls >= 5
         and len(history) >= 10
         and position >= protected_prefix_length(history)
-        and history[position]["content"] != PLACEHOLDER
+        and not is_placeholder(history[position])
     )
+    tool_mode = uses_tool_calls(history[protected_prefix_length(history) :])
     assert len(result.messages) == len(history)
     for index, (before, after) in enumerate(zip(history, result.messages)):
         if fires and index == position:
-            assert after["content"] == PLACEHOLDER
+            # a tool result under the tool-result placeholder, anything else under the message one
+            assert after["content"] == placeholder_for(before, tool_mode)
+            assert (after["content"] == PLACEHOLDER) == is_observation(before, tool_mode)
             assert {k: v for k, v in after.items() if k != "content"} == {
                 k: v for k, v in before.items() if k != "content"
             }

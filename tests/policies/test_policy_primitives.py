@@ -4,6 +4,7 @@ import pytest
 from policy_histories import text_history, tool_history, tool_pairs_are_well_formed
 
 from ctxpolicy.policies import PLACEHOLDER, PolicyError, apply_policy
+from ctxpolicy.policies.history import MESSAGE_PLACEHOLDER
 from ctxpolicy.tokens import count_messages
 
 TEXT = text_history([(10, 200)] * 8)  # 2 + 16 messages, observations dominate
@@ -111,7 +112,8 @@ def test_otrc_is_positional_after_a_stacked_rewrite():
     rewritten = text_history([])[:2] + [summary] + text_history([(5, 50)] * 4)[2:]
     assert rewritten.index(summary) == len(rewritten) - 9
     result = apply_policy("OTRC/St", rewritten, calls=6)
-    assert result.messages[2]["content"] == PLACEHOLDER and result.messages[2]["role"] == "user"
+    # the summary is cleared by position, under the placeholder that claims no tool result
+    assert result.messages[2]["content"] == MESSAGE_PLACEHOLDER and result.messages[2]["role"] == "user"
 
 
 def test_otrc_stack_runs_otrc_every_step_and_the_primitive_over_threshold():

@@ -3,7 +3,8 @@
 RUN_DIR receives messages.jsonl, calls.jsonl, trajectory.json, workspace/, patch.diff (repository
 tasks) and, last, run.json (docs/schema.md). The exit code is 0 whatever the run's outcome
 (submitted, step_limit, time_limit, format_error_limit, context_overflow, error); 2 for bad input
-(and for a RUN_DIR that already holds a complete run: --force replaces it); 1 when the server cannot
+(and for a RUN_DIR that already holds a complete run, or is an existing folder that is no run
+directory of ours: --force replaces it); 1 when the server cannot
 start or the cell is busy. RUN_DIR's parent is taken as the cell directory: the run holds its lock
 (CELL_DIR/.lock), so it never writes into a cell that `ctxpolicy run-cell` is working on.
 
@@ -40,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cell", help="cell slug recorded in the identity (default: from policy and setting)")
     parser.add_argument("--out", type=Path, required=True, help="the run directory")
     parser.add_argument(
-        "--force", action="store_true", help="replace a complete run already in --out (default: refuse, exit 2)"
+        "--force",
+        action="store_true",
+        help="replace a complete run already in --out, or use a folder that is no run directory (default: refuse, exit 2)",
     )
 
 
@@ -58,6 +61,9 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"--threshold: {args.threshold} must be a number of tokens, 1 or more")
     if args.threshold is not None and args.setting:
         return fail("--threshold and --setting exclude each other")
+    refused = out_refused(args.out, args.force)
+    if refused:
+        return fail(refused)
     try:
         config = load_study(args)
         cell = cell_from_flags(args, cohort=args.cohort or "main")
@@ -95,6 +101,18 @@ def main(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail(f"--out: cannot lock {args.out.parent}: {exc.strerror or exc}")
         return _run_unless_complete(args, config, identity, task, adapter, settings)
+
+
+def out_refused(out: Path, force: bool) -> str | None:
+    """Why ``--out`` may not be used (before anything is loaded, locked or deleted), or None: a
+    folder that is not a run directory of ours (``rundir.owns_run_dir``) needs ``--force``."""
+    from ctxpolicy.rundir import owns_run_dir
+
+    if out.exists() and not out.is_dir():
+        return f"--out: {out}: not a directory"
+    if not force and not owns_run_dir(out):
+        return f"--out: {out}: not a run directory (it holds other files, which a run would delete); --force uses it anyway"
+    return None
 
 
 def _run_unless_complete(args, config, identity, task, adapter, settings) -> int:

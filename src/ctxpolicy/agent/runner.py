@@ -21,7 +21,15 @@ from ctxpolicy.agent.record import RunRecorder
 from ctxpolicy.agent.settings import AGENT_DIR, RunSettings, load_templates
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.atomic import atomic_write_text
-from ctxpolicy.rundir import PATCH_DIFF, TRAJECTORY_JSON, WORKSPACE, reset_run_dir, write_record, write_run_json
+from ctxpolicy.rundir import (
+    PATCH_DIFF,
+    TRAJECTORY_JSON,
+    WORKSPACE,
+    mark_run_dir,
+    reset_run_dir,
+    write_record,
+    write_run_json,
+)
 
 SCHEMA_VERSION = 1
 
@@ -103,7 +111,7 @@ def execute_run(
     """Run the agent on the task and write run.json; ``cancel`` set by the end (the cell was
     interrupted, its commands killed) means the run is not recorded and RunCancelled is raised."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    mark_run_dir(run_dir)  # first: a run killed at any point leaves a folder that is ours to redo
     reset_run_dir(run_dir)
     start = time.time()
     state = _RunState()

@@ -109,6 +109,34 @@ def audit_run(run_dir: str | Path, judge=None) -> list[dict[str, Any]]:
     return rows
 
 
+def audit_checked(run_dir: str | Path, judge=None) -> list[dict[str, Any]]:
+    """``audit_run`` for a run the tables can read, with rows the events table can hold.
+
+    The run is first read as ``ctxpolicy aggregate`` reads it (``metrics.records.read_run``: every
+    field typed and bounded, calls and messages agreeing), so the audit leaves out the runs the
+    tables leave out. Any way the run cannot be audited, an unforeseen one included, raises
+    ``RecordError`` with one line "PATH: reason"; a judge's failure (``JudgeError``) is no run's
+    fault and passes through.
+    """
+    from ctxpolicy.analysis.judge import JudgeError
+    from ctxpolicy.analysis.table import frame
+    from ctxpolicy.metrics.records import RecordError as TableError
+    from ctxpolicy.metrics.records import read_run
+
+    run_dir = Path(run_dir)
+    try:
+        read_run(run_dir)
+        rows = audit_run(run_dir, judge)
+        frame(rows)  # every value fits its column
+    except TableError as exc:
+        raise RecordError(str(exc)) from None
+    except (RecordError, JudgeError):
+        raise
+    except Exception as exc:  # a shape no check foresaw
+        raise RecordError(f"{run_dir}: cannot be audited ({type(exc).__name__}: {exc})") from exc
+    return rows
+
+
 def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> dict[str, Any]:
     before, after = transcript.messages(step.before_ids), transcript.messages(step.after_ids)
     after_ids, before_ids = set(step.after_ids), set(step.before_ids)

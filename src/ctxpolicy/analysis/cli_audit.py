@@ -5,7 +5,9 @@ constraints kept / preserved / lost / contradicted, and reacquisition commands a
                     [--judge-url URL --judge-model NAME] [--verdicts FILE]
 
 Only complete runs are read (``run.json`` with ``complete: true``); ``stale/`` and
-``workspace/`` are skipped. Without a judge, a constraint counts as preserved only where the
+``workspace/`` are skipped. A run the tables cannot read (``ctxpolicy aggregate`` leaves out the
+same ones) or that cannot be audited is reported on stderr as "left out: PATH: reason" and the
+others are audited. Without a judge, a constraint counts as preserved only where the
 step's summary repeats it word for word. With one, verdicts go to ``--verdicts`` (default:
 ``OUT`` with ``.verdicts.jsonl``), which also serves as the cache that makes a re-run
 reproduce them. See docs/analysis.md.
@@ -45,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.analysis.audit import audit_run
+    from ctxpolicy.analysis.audit import audit_checked
     from ctxpolicy.analysis.judge import EndpointJudge, JudgeError, LexicalJudge, VerdictCache
     from ctxpolicy.analysis.table import frame, write_events
     from ctxpolicy.analysis.windows import RecordError
@@ -68,13 +70,20 @@ def main(args: argparse.Namespace) -> int:
         else:
             judge = LexicalJudge()
         run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
-        rows = [row for run_dir in run_dirs for row in audit_run(run_dir, judge)]
-    except (RecordError, JudgeError, FindError) as exc:
+        rows, left_out = [], 0
+        for run_dir in run_dirs:
+            try:
+                rows += audit_checked(run_dir, judge)
+            except RecordError as exc:  # this run only: reported, the others audited
+                print(f"left out: {exc}", file=sys.stderr)
+                left_out += 1
+    except (JudgeError, FindError) as exc:
         print(f"audit: {exc}", file=sys.stderr)
         return 2
     table = frame(rows)
     write_events(table, args.out)
-    print(f"audit: {len(rows)} compression steps from {len(run_dirs)} runs -> {args.out}")
+    also = f" ({left_out} left out)" if left_out else ""
+    print(f"audit: {len(rows)} compression steps from {len(run_dirs) - left_out} runs{also} -> {args.out}")
     print(_per_policy(table, args.resamples, args.seed))
     return 0
 

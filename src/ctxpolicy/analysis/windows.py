@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctxpolicy import rundir
 from ctxpolicy.policies.history import marker_of
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON
 
@@ -54,20 +55,27 @@ class Transcript:
 
 
 def _lines(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise RecordError(f"{path}: missing")
+    try:
+        text = rundir.read_regular_bytes(path, within=path.parent).decode("utf-8")
+    except FileNotFoundError:
+        raise RecordError(f"{path}: missing") from None
+    except rundir.NotRegularFileError as exc:
+        raise RecordError(str(exc)) from None
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"{path}: line {number}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise RecordError(f"{path}: line {number}: not an object")
-            rows.append(row)
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"{path}: line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise RecordError(f"{path}: line {number}: not an object")
+        rows.append(row)
     return rows
 
 
@@ -153,7 +161,7 @@ def read_transcript(run_dir: str | Path) -> Transcript:
 def _trajectory_replies(path: Path) -> list[dict] | None:
     """The assistant messages of ``trajectory.json`` in order; None when it is absent or unreadable."""
     try:
-        messages = json.loads(path.read_text(encoding="utf-8")).get("messages")
+        messages = json.loads(rundir.read_regular_bytes(path, within=path.parent).decode("utf-8")).get("messages")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(messages, list):

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctxpolicy.threshold_settings import order_problem
+
 PERCENTILES = {"tight": 5, "primary": 15, "loose": 25}
 DEFAULT_ROUND = 1000
 TIME_LIMITED = "time_limit"  # the run outcome of a run stopped by the wall-time limit
@@ -65,13 +67,17 @@ def thresholds_from_peaks(peaks: list[int] | np.ndarray, round_to: int = DEFAULT
 def preset_thresholds(config: dict, benchmark: str, model: str) -> dict:
     """The thresholds-file content for a config's preset (``thresholds.B.M: {source: preset, ...}``):
     the same layout as a calibrated file, so that cells read one kind of file whatever the source;
-    settings the preset leaves out are null. Raises ValueError naming the key when it is no preset."""
+    settings the preset leaves out are null. Raises ValueError naming the key when it is no preset
+    or its settings are not tight < primary < loose."""
     source = config.get("thresholds", {}).get(benchmark, {}).get(model)
     if not source or source.get("source") != "preset":
         raise ValueError(
             f"thresholds.{benchmark}.{model}: {source!r} is not a preset "
             "({source: preset, tight: N, primary: N, loose: N})"
         )
+    problem = order_problem(source)
+    if problem:
+        raise ValueError(f"thresholds.{benchmark}.{model}: {problem}")
     return {"source": "preset", **{name: source.get(name) for name in PERCENTILES}, "percentiles": {}, "peaks": []}
 
 

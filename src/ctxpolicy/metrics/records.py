@@ -3,14 +3,18 @@
 A run directory counts only when its ``run.json`` says ``complete: true``, every field the tables
 read has the type the record's JSON schema gives it (``ctxpolicy.schemas``: run.json and
 verdict.json through a jsonschema reading view, calls.jsonl and messages.jsonl column by column),
-and its ``calls.jsonl`` and ``messages.jsonl`` parse and agree (every message id a call sent is in
-the store). Anything else, an unexpected exception included, raises ``RecordError`` naming the
-path, the field and the value, so that the aggregate can report it and leave the run out.
+every number is within ``schemas.SAFE_INTEGER`` in magnitude, its record files are regular files
+inside the run directory (``rundir.open_regular``), and its ``calls.jsonl`` and ``messages.jsonl``
+parse and agree (every message id a call sent is in the store, no call index repeats, and the
+agent and summary calls are as many as ``run.json``'s totals say). Anything else, an unexpected
+exception included, raises ``RecordError`` naming the path, the field and the value, so that the
+aggregate can report it and leave the run out.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +65,8 @@ RUN_READ = (
     "error",
     "totals.steps",
     "totals.format_errors",
+    "totals.agent_calls",
+    "totals.summary_calls",
 )
 VERDICT_NEEDED = ("resolved",)
 VERDICT_READ = ("resolved", "harness", "report", "log")
@@ -153,8 +159,11 @@ def find_run_dirs(roots: list[Path]) -> list[Path]:
 
 
 def _read_bytes(path: Path) -> bytes:
+    """A record file's bytes: a regular file inside its run directory (``rundir.open_regular``)."""
     try:
-        return path.read_bytes()
+        return rundir.read_regular_bytes(path, within=path.parent)
+    except rundir.NotRegularFileError as exc:
+        raise RecordError(path, exc.reason) from None
     except FileNotFoundError:
         raise RecordError(path, "missing") from None
     except IsADirectoryError:
@@ -216,12 +225,13 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     identity = run["identity"]
 
     verdict_path = run_dir / VERDICT_JSON
-    verdict = _load_json(verdict_path) if verdict_path.exists() else None
+    verdict = _load_json(verdict_path) if os.path.lexists(verdict_path) else None
     if verdict is not None:
         _check_record("verdict", verdict, verdict_path)
 
     store, assistant = _read_store(run_dir / MESSAGES_JSONL)
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
+    _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
     columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
     row["retrieval_cmds"], row["execution_cmds"] = count_commands(assistant)
@@ -310,7 +320,27 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | N
         order = sorted(range(len(calls)), key=indexes.__getitem__)
         calls, segments = [calls[i] for i in order], [segments[i] for i in order]
         values = {name: [column[i] for i in order] for name, column in values.items()}
+    _check_unique_indexes(values["index"], path)
     return calls, values, segments
+
+
+def _check_unique_indexes(indexes: list, path: Path) -> None:
+    """Call indexes (sorted) appear once each: a repeated one is a call recorded twice."""
+    for before, after in zip(indexes, indexes[1:]):
+        if before == after:
+            raise RecordError(path, f"field index: call {after!r} appears {indexes.count(after)} times")
+
+
+def _check_call_counts(calls: list[dict], totals, path: Path) -> None:
+    """The agent and summary calls in calls.jsonl are as many as run.json's ``totals`` say (where
+    it says): fewer lines is a calls.jsonl cut short, more is one appended to after the run ended."""
+    if not isinstance(totals, dict):
+        return
+    agent = sum(1 for call in calls if call["kind"] == "agent")
+    for name, counted in (("agent_calls", agent), ("summary_calls", len(calls) - agent)):
+        said = totals.get(name)
+        if said is not None and said != counted:
+            raise RecordError(path, f"{counted} {name.replace('_', ' ')}, but {RUN_JSON} totals.{name} says {said}")
 
 
 def _blame_call(calls: list, path: Path) -> None:

@@ -11,6 +11,7 @@ from ctxpolicy.policies.history import (
     is_generated_block,
     is_observation,
     is_placeholder,
+    placeholder_for,
     text_of,
     token_list,
     uses_tool_calls,
@@ -59,19 +60,21 @@ def clear_tool_results(window: Sequence[Message], target: int, *, fall_back_to_t
 def clear_ninth_from_end(window: Sequence[Message], context: StageContext) -> Rewrite | None:
     """OTRC: once five calls and ten messages exist, replace the ninth message from the end.
 
-    The rule is positional: it does not look at roles or markers (so after a stacked rewrite it
-    may clear a summary or an assistant message), but it never touches the protected prefix.
-    Only the content is replaced, so a tool-call pair stays well formed.
+    The rule is positional: it does not choose by role or marker (so after a stacked rewrite, or
+    when the history ends with an assistant message, it may clear a summary or an assistant
+    message, under ``MESSAGE_PLACEHOLDER``, not the tool-result one), but it never touches the
+    protected prefix and never clears a placeholder again. Only the content is replaced, so a
+    tool-call pair stays well formed.
     """
     if context.calls < OTRC_MIN_CALLS or context.history_length < OTRC_MIN_MESSAGES:
         return None
     if len(window) < OTRC_POSITION_FROM_END:
         return None
     index = len(window) - OTRC_POSITION_FROM_END
-    if text_of(window[index]) == PLACEHOLDER:
+    if is_placeholder(window[index]):
         return None
     new_window = list(window)
-    new_window[index] = with_content(window[index], PLACEHOLDER)
+    new_window[index] = with_content(window[index], placeholder_for(window[index], uses_tool_calls(window)))
     return Rewrite(new_window, cleared=1)
 
 

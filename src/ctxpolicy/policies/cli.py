@@ -26,7 +26,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ctxpolicy.threshold_settings import SETTINGS
+from ctxpolicy.threshold_settings import SETTINGS, ThresholdsFileError, is_token_count, read_thresholds
 
 ROLES = ("system", "developer", "user", "assistant", "tool")  # the OpenAI chat roles
 
@@ -147,10 +147,12 @@ def _resolve_threshold(args: argparse.Namespace, preset) -> int | None:
         if args.thresholds is None:
             raise InputError(f"--threshold {raw}: a setting name needs --thresholds FILE")
         try:
-            value = json.loads(args.thresholds.read_text(encoding="utf-8")).get(raw)
-        except (OSError, json.JSONDecodeError, AttributeError) as exc:
+            value = read_thresholds(args.thresholds).get(raw)
+        except OSError as exc:
             raise InputError(f"{args.thresholds}: cannot read thresholds: {exc}") from None
-        if not isinstance(value, int) or value <= 0:
+        except ThresholdsFileError as exc:
+            raise InputError(str(exc)) from None
+        if not is_token_count(value):
             raise InputError(f"{args.thresholds}: field '{raw}': expected a positive integer, got {value!r}")
         return value
     try:

@@ -28,6 +28,7 @@ COMPACTED_MARKER = "[ctxpolicy:compacted]"
 MARKERS = (SUMMARY_MARKER, CLEARED_MARKER, COMPACTED_MARKER)
 MARKER_STEM = "[ctxpolicy:"
 PLACEHOLDER = f"{CLEARED_MARKER} Old tool result cleared to save context."
+MESSAGE_PLACEHOLDER = f"{CLEARED_MARKER} Old message cleared to save context."  # what OTRC puts over a non-result
 
 TEXT_ACTION_RE = re.compile(r"```mswea_bash_command\s*\n(.*?)\n```", re.DOTALL)
 
@@ -60,6 +61,12 @@ def marker_of(message: Message) -> str | None:
 
 def is_placeholder(message: Message) -> bool:
     return marker_of(message) == CLEARED_MARKER
+
+
+def placeholder_for(message: Message, tool_mode: bool) -> str:
+    """The placeholder that replaces ``message``: ``PLACEHOLDER`` for a tool result, else
+    ``MESSAGE_PLACEHOLDER`` (an assistant message or a summary), so it never claims a tool result."""
+    return PLACEHOLDER if is_observation(message, tool_mode) else MESSAGE_PLACEHOLDER
 
 
 def is_generated_block(message: Message) -> bool:

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import tarfile
 import time
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from tqdm import tqdm
 
 from ctxpolicy.atomic import atomic_output
-from ctxpolicy.rundir import WORKSPACE
+from ctxpolicy.rundir import WORKSPACE, open_regular
 
 from .environment import code_state, package_versions, python_version
 from .hashing import sha256_file
@@ -55,8 +56,12 @@ def _is_workspace(rel: PurePosixPath) -> bool:
     return rel.parts[0] == "runs" and len(rel.parts) == 6 and rel.name == WORKSPACE
 
 
-def bundle_files(results: Path, workspaces: bool = False) -> tuple[list[PurePosixPath], list[PurePosixPath]]:
-    """Files to pack (relative to ``results``, sorted) and the symbolic links left out."""
+def bundle_files(
+    results: Path, workspaces: bool = False, special: list[PurePosixPath] | None = None
+) -> tuple[list[PurePosixPath], list[PurePosixPath]]:
+    """Regular files to pack (relative to ``results``, sorted) and the symbolic links left out;
+    FIFOs, sockets and devices (an agent may leave one in its workspace) are left out too, added
+    to ``special`` when it is given."""
     files, links = [], []
     for top in BUNDLED_DIRS:
         for dirpath, dirnames, filenames in os.walk(results / top):
@@ -69,7 +74,15 @@ def bundle_files(results: Path, workspaces: bool = False) -> tuple[list[PurePosi
                     kept.append(name)
             dirnames[:] = kept
             for name in filenames:
-                (links if Path(dirpath, name).is_symlink() else files).append(rel_dir / name)
+                mode = os.lstat(Path(dirpath, name)).st_mode
+                if stat.S_ISLNK(mode):
+                    links.append(rel_dir / name)
+                elif stat.S_ISREG(mode):
+                    files.append(rel_dir / name)
+                elif special is not None:
+                    special.append(rel_dir / name)
+    if special is not None:
+        special.sort()
     return sorted(files), sorted(links)
 
 
@@ -97,21 +110,21 @@ def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False
     results, out = Path(results), Path(out)
     if not any((results / top).is_dir() for top in BUNDLED_DIRS):
         raise BundleError(f"{results}: no {', '.join(BUNDLED_DIRS)} directory to bundle")
-    files, links = bundle_files(results, workspaces)
+    special: list[PurePosixPath] = []
+    files, links = bundle_files(results, workspaces, special)
     entries = []
     with atomic_output(out) as handle, tarfile.open(fileobj=handle, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         for rel in tqdm(files, desc="bundling", unit="file", disable=None if progress else True):
-            path = results / rel
-            stat = path.stat()
-            with open(path, "rb") as source:
+            with open_regular(results / rel) as source:  # never blocks on what replaced a file since the walk
+                info = os.fstat(source.fileno())
                 reader = _HashingReader(source)
-                tar.addfile(_tarinfo(f"{BUNDLE_ROOT}/{rel}", stat.st_size, stat.st_mtime), reader)
+                tar.addfile(_tarinfo(f"{BUNDLE_ROOT}/{rel}", info.st_size, info.st_mtime), reader)
             entries.append(
                 {
                     "path": str(rel),
                     "sha256": reader.digest.hexdigest(),
-                    "size": stat.st_size,
-                    "mtime_ns": stat.st_mtime_ns,
+                    "size": info.st_size,
+                    "mtime_ns": info.st_mtime_ns,
                 }
             )
         manifest = {
@@ -124,6 +137,7 @@ def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False
             "python": python_version(),
             "workspaces": workspaces,
             "links_left_out": [str(link) for link in links],
+            "special_files_left_out": [str(path) for path in special],
             "files": entries,
         }
         data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()

@@ -4,7 +4,9 @@
   ctxpolicy bundle check bundle.tar.gz
   ctxpolicy bundle import bundle.tar.gz [--results results] [--overwrite]
 
-import checks every checksum before it writes anything and refuses a bundle with a changed,
+export packs regular files only (links, FIFOs, sockets and devices are left out and listed) and
+removes its temporary file on any exit, SIGINT and SIGTERM included. import checks every
+checksum before it writes anything and refuses a bundle with a changed,
 missing, unlisted or unsafe file, naming it. Restored files keep their exported order of
 modification times, so Snakemake sees the runs, evaluations, thresholds and tables as present
 and up to date: a reviewer can regenerate every figure and table without a GPU.
@@ -13,7 +15,10 @@ and up to date: a reviewer can regenerate every figure and table without a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,13 +42,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@contextlib.contextmanager
+def _terminate_raises() -> Iterator[None]:
+    """Within the block, SIGTERM (and SIGHUP) raise ``SystemExit(128 + signal)`` in the main
+    thread, so that every ``finally`` and cleanup runs as on SIGINT; the previous handlers are
+    restored after."""
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
 def _export(args: argparse.Namespace) -> int:
     from .bundle import export_bundle
     from .hashing import sha256_file
 
-    manifest = export_bundle(args.results, args.out, workspaces=args.workspaces, progress=True)
+    with _terminate_raises():  # SIGTERM unwinds like Ctrl-C: the temporary bundle file is removed
+        manifest = export_bundle(args.results, args.out, workspaces=args.workspaces, progress=True)
     for link in manifest["links_left_out"]:
         print(f"left out symbolic link: {link}", file=sys.stderr)
+    for path in manifest["special_files_left_out"]:
+        print(f"left out special file (not a regular file): {path}", file=sys.stderr)
     print(f"{args.out}: {len(manifest['files'])} files, sha256 {sha256_file(args.out)}")
     return 0
 

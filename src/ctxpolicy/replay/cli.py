@@ -59,7 +59,7 @@ def add_arguments(parser) -> None:
 
 
 def _threshold(args) -> int | None:
-    import json
+    from ctxpolicy.threshold_settings import ThresholdsFileError, is_token_count, read_thresholds
 
     if args.threshold is not None:
         if args.threshold < 1:
@@ -70,13 +70,13 @@ def _threshold(args) -> int | None:
     if args.thresholds is None:
         raise ReplayArgumentError("--setting needs --thresholds FILE")
     try:
-        values = json.loads(args.thresholds.read_text())
+        values = read_thresholds(args.thresholds)
     except OSError:
         raise ReplayArgumentError(f"{args.thresholds}: no such thresholds file") from None
-    except json.JSONDecodeError as exc:
-        raise ReplayArgumentError(f"{args.thresholds}: not valid JSON ({exc.msg})") from None
-    value = values.get(args.setting) if isinstance(values, dict) else None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    except ThresholdsFileError as exc:
+        raise ReplayArgumentError(str(exc)) from None
+    value = values.get(args.setting)
+    if not is_token_count(value):
         raise ReplayArgumentError(f"{args.thresholds}: field {args.setting} is {value!r}, not a token count")
     return value
 

@@ -8,6 +8,9 @@ share one definition without importing each other.
 
 A reading view keeps only the fields a reader uses, lets each be absent or null (an empty cell
 in a table) unless the reader needs it, and keeps every type, enum and bound of the contract.
+Readers also bound every number to ``SAFE_INTEGER`` in magnitude (``2**53 - 1``: what a float
+holds exactly, so no token count, latency or time overflows or loses digits in a table); JSON
+holds no NaN or infinity, so a number in bounds is finite.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SCHEMA_DIR = Path(__file__).resolve().parent
+SAFE_INTEGER = 2**53 - 1  # the largest magnitude a reader accepts for any number
 NAMES = ("run", "call", "message", "verdict")
 
 _PYTHON_TYPES = {
@@ -65,6 +69,19 @@ def _nullable(leaf: dict) -> dict:
     return leaf
 
 
+def _kinds(leaf: dict) -> list[str]:
+    kinds = leaf.get("type", [])
+    return [kinds] if isinstance(kinds, str) else list(kinds)
+
+
+def _bounded(leaf: dict) -> dict:
+    """A numeric leaf with the readers' bounds (``SAFE_INTEGER``) where the contract gives none."""
+    if {"integer", "number"} & set(_kinds(leaf)):
+        leaf.setdefault("maximum", SAFE_INTEGER)
+        leaf.setdefault("minimum", -SAFE_INTEGER)
+    return leaf
+
+
 def _node(parent: dict, name: str) -> dict:
     try:
         return parent["properties"][name]
@@ -89,7 +106,7 @@ def reading_view(record: dict, read: Iterable[str], required: Iterable[str] = ()
             prefix = ".".join(parts[: depth + 1])
             needed = any(r == prefix or r.startswith(prefix + ".") for r in required)
             if depth == len(parts) - 1:
-                child = copy.deepcopy(spec) if needed else _nullable(spec)
+                child = _bounded(copy.deepcopy(spec) if needed else _nullable(spec))
                 holder["properties"][part] = child
             else:
                 child = holder["properties"].setdefault(part, {"type": ["object", "null"], "properties": {}})
@@ -108,10 +125,11 @@ class FieldRule:
     types: frozenset  # exact Python types (``type(True)`` is bool, never an integer here)
     minimum: float | None
     kinds: str  # the schema's type names, for messages: "integer or null"
+    maximum: float | None = None
 
     def violation(self, values: list) -> int | None:
-        """The position of the first value of the wrong type or below the minimum, else None.
-        As in JSON Schema, a float with an integral value (``3.0``) is an integer."""
+        """The position of the first value of the wrong type, below the minimum or above the
+        maximum, else None. As in JSON Schema, a float with an integral value (``3.0``) is an integer."""
         if not set(map(type, values)) <= self.types:
             whole_floats = "integer" in self.kinds and float not in self.types
             bad = (
@@ -122,14 +140,17 @@ class FieldRule:
             first = next(bad, None)
             if first is not None:
                 return first
-        if self.minimum is not None:
-            numbers = [v for v in values if v is not None]
-            if numbers and min(numbers) < self.minimum:
-                return next(i for i, v in enumerate(values) if v is not None and v < self.minimum)
+        numbers = [v for v in values if v is not None] if {int, float} & self.types else []
+        if numbers and self.minimum is not None and min(numbers) < self.minimum:
+            return next(i for i, v in enumerate(values) if v is not None and v < self.minimum)
+        if numbers and self.maximum is not None and max(numbers) > self.maximum:
+            return next(i for i, v in enumerate(values) if v is not None and v > self.maximum)
         return None
 
     def why(self, value) -> str:
         if type(value) in self.types or (type(value) is float and value.is_integer() and "integer" in self.kinds):
+            if self.maximum is not None and value > self.maximum:
+                return f"above the maximum {self.maximum}"
             return f"below the minimum {self.minimum}"
         return f"not {self.kinds}"
 
@@ -143,7 +164,10 @@ def field_rule(name: str, field: str, *, nullable: bool = True) -> FieldRule:
     if nullable and "null" not in kinds:
         kinds.append("null")
     types = frozenset(t for kind in kinds for t in _PYTHON_TYPES[kind])
-    return FieldRule(types, spec.get("minimum"), " or ".join(kinds))
+    numeric = {"integer", "number"} & set(kinds)
+    minimum = spec.get("minimum", -SAFE_INTEGER if numeric else None)
+    maximum = spec.get("maximum", SAFE_INTEGER if numeric else None)
+    return FieldRule(types, minimum, " or ".join(kinds), maximum)
 
 
 def describe(error) -> str:
@@ -162,6 +186,8 @@ def describe(error) -> str:
         why = "not one of " + ", ".join(map(repr, expected))
     elif error.validator == "minimum":
         why = f"below the minimum {expected}"
+    elif error.validator == "maximum":
+        why = f"above the maximum {expected}"
     else:
         why = error.message
     return f"field {path or '(top)'} is {value}: {why}"
