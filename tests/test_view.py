@@ -202,3 +202,24 @@ def test_a_hostile_run_renders_inert(tmp_path):
     huge = [m for m in messages if len(m[1]) > 50_000]
     assert len(huge) == 1  # one message, though every later prompt holds it
     assert page.count("\\u003coutput\\u003e\\n" + "x" * 99) == 1  # embedded once, as escaped JSON
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "ops"),
+    [
+        ([0, 1, 2, 3, 4, 5], [0, 1, 4, 5, 6], ["equal", "delete", "equal", "insert"]),  # truncation, then new
+        ([0, 1, 2, 3, 4], [0, 1, 9, 3, 4, 7], ["equal", "replace", "equal", "insert"]),  # a clearing
+        ([0, 1, 2, 3, 4, 5], [0, 1, 9, 4, 5], ["equal", "replace", "equal"]),  # a summary of a span
+        ([0, 1, 2, 3], [0, 1, 8], ["equal", "replace"]),  # all but the head gone, one new message
+    ],
+)
+def test_align_finds_what_a_policy_changed(before, after, ops):
+    from ctxpolicy.view.model import align
+
+    found = align(before, after)
+    assert [op[0] for op in found] == ops
+    rebuilt = []
+    for op, i1, i2, j1, j2 in found:
+        assert (op == "equal") == (before[i1:i2] == after[j1:j2] and i2 > i1)
+        rebuilt += after[j1:j2]
+    assert rebuilt == after

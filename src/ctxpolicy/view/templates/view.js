@@ -74,6 +74,12 @@
     }
   });
 
+  // #messages-N (or #messages-b-N on a side-by-side page) opens call N's messages on load
+  var wanted = /^#messages-(?:([ab])-)?(\d+)$/.exec(window.location.hash);
+  if (wanted && DATA.runs[wanted[1] || "a"] && DATA.runs[wanted[1] || "a"].prompts[Number(wanted[2])]) {
+    showCall(wanted[1] || "a", Number(wanted[2]));
+  }
+
   var runs = Object.keys(DATA.runs);
   document.body.setAttribute("data-ready", String(runs.length));
 })();
