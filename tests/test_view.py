@@ -169,7 +169,7 @@ def test_a_cell_gives_an_index_linking_each_run_page(event_runs, tmp_path):
     cell = event_runs["TR"].parent
     index = render(cell, tmp_path / "cell" / "index.html")
     links = re.findall(r'<a href="([^"]+\.html)">', index)
-    assert links == ["task-0000__a1.html"]
+    assert links == ["runs/task-0000__a1.html"]
     assert (tmp_path / "cell" / links[0]).read_text().count('class="event"') == len(_events(event_runs["TR"]))
     assert "<td>TR/Th/0.5</td><td>submitted</td>" in index
 

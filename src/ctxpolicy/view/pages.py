@@ -25,14 +25,17 @@ def write_against_page(run_dir: Path, other: Path, out: Path, method: str) -> Pa
     return atomic_write_text(Path(out), render_against(left, right, against))
 
 
+RUN_PAGES = "runs"  # the folder beside an index that holds its runs' pages
+
+
 def page_name(root: Path, run_dir: Path) -> str:
-    """A run's page beside its index: its path below the folder, as one file name."""
-    return "__".join(run_dir.relative_to(root).parts) + ".html"
+    """A run's page, relative to its index: ``runs/`` and the run's path below the folder as one name."""
+    return f"{RUN_PAGES}/" + "__".join(run_dir.relative_to(root).parts) + ".html"
 
 
 def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -> Path:
     """The index of every run under ``root`` (``workspace/`` and ``stale/`` never searched), and
-    unless ``run_pages`` is false each run's page beside it."""
+    unless ``run_pages`` is false each run's page in ``runs/`` beside it."""
     root, out = Path(root), Path(out)
     runs = [r for r in find_run_dirs(root, (RUN_JSON,))]
     if not runs:
