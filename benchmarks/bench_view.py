@@ -56,7 +56,9 @@ def main() -> int:
                 write_run_page(run, out, "estimated")
                 times.append(time.perf_counter() - began)
             size = out.stat().st_size
-            line = f"{name:8s} render {statistics.median(times):.2f} s (median of {args.repeat}), page {size / 1e6:.2f} MB"
+            line = (
+                f"{name:8s} render {statistics.median(times):.2f} s (median of {args.repeat}), page {size / 1e6:.2f} MB"
+            )
             if startup is not None:
                 loaded = _browser_s(out)
                 line += f", data-ready {loaded:.2f} s ({max(0.0, loaded - startup):.2f} s beyond start-up)"

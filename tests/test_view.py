@@ -37,7 +37,14 @@ def _event_block(page: str, step: int) -> str:
     return match[1]
 
 
-EXPECTED = {"TR": {"TR"}, "TRC": {"TRC"}, "OTRC": {"OTRC"}, "SU-p": {"SU-p"}, "stacked": {"OTRC", "TR"}, "fallback": {"SU"}}
+EXPECTED = {
+    "TR": {"TR"},
+    "TRC": {"TRC"},
+    "OTRC": {"OTRC"},
+    "SU-p": {"SU-p"},
+    "stacked": {"OTRC", "TR"},
+    "fallback": {"SU"},
+}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -89,7 +96,9 @@ def test_cleared_text_is_reachable_beside_its_placeholder(event_runs, pages):
     page = pages["TRC"]
     messages = page_data(page)["runs"]["a"]["messages"]
     step, event = _events(event_runs["TRC"])[0]
-    pairs = re.findall(r'data-msg="(\d+)">cleared message \d+</button> → <button[^>]*data-msg="(\d+)"', _event_block(page, step))
+    pairs = re.findall(
+        r'data-msg="(\d+)">cleared message \d+</button> → <button[^>]*data-msg="(\d+)"', _event_block(page, step)
+    )
     assert len(pairs) == event["messages_cleared"] > 0
     for original, placeholder in pairs:
         assert messages[int(placeholder)][1].startswith(CLEARED_MARKER)

@@ -42,7 +42,10 @@ def test_the_report_start_page_captions_tables_order_and_trajectories(tmp_path):
     view = tmp_path / "results" / "view" / "local" / "qwen05b" / "FC"
     write_index(runs["TR"].parent, view / "index.html", "estimated")
     report = tmp_path / "report.html"
-    wanted = [f"figures/{n}.png" for n in SHOWN[:3]] + ["figures/table6.csv", "results/view/local/qwen05b/FC/index.html"]
+    wanted = [f"figures/{n}.png" for n in SHOWN[:3]] + [
+        "figures/table6.csv",
+        "results/view/local/qwen05b/FC/index.html",
+    ]
     done = snakemake(tmp_path, config_path, "--report", str(report), *wanted)
     assert done.returncode == 0, done.stderr[-3000:]
     page = report.read_text(encoding="utf-8")

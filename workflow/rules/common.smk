@@ -207,7 +207,7 @@ def figure_inputs(spec: dict) -> list:
 
 
 # What the report says about each target's files, read by its caption template through the
-# `config` Snakemake hands to templates (a key no rule reads): label, what it shows, pairs, notes,
+# `config` Snakemake hands to templates (a key that no job reads) - label, what it shows, pairs, notes,
 # tables (ctxpolicy.figures.catalog.report_caption). `section`, the subcategory, keeps the report's
 # entries in catalog (study) order rather than in file-name order (fig10 before fig2).
 REPORT_CAPTIONS = {

@@ -59,8 +59,12 @@ def write_hostile_run(run_dir: Path, *, huge_chars: int = 120_000) -> Path:
     history = transcript(1, TASK, 4)
     history[2]["content"] = f"THOUGHT: {HOSTILE}\n\n```mswea_bash_command\necho '{HOSTILE}'\n```"
     history[3]["content"] = f"<returncode>0</returncode>\n<output>\n{HOSTILE}\n\x00\x07\x1b[31mred\x1b[0m\n</output>"
-    history[5]["content"] = "<returncode>1</returncode>\n<output>\n" + ("x" * 99 + "\n") * (huge_chars // 100) + "</output>"
-    history[6]["content"] = "THOUGHT: <script>alert(1)</script>\n\n```mswea_bash_command\ncat <<'EOF'\n</script>\nEOF\n```"
+    history[5]["content"] = (
+        "<returncode>1</returncode>\n<output>\n" + ("x" * 99 + "\n") * (huge_chars // 100) + "</output>"
+    )
+    history[6]["content"] = (
+        "THOUGHT: <script>alert(1)</script>\n\n```mswea_bash_command\ncat <<'EOF'\n</script>\nEOF\n```"
+    )
     return write_fc_history(run_dir, history, seed=1, task_id=TASK)
 
 
@@ -71,7 +75,9 @@ def write_large_run(root: Path, *, steps: int = 250, prompt_tokens: int = 100_00
     history = transcript(seed, TASK, steps)
     rounds = sum(len(m["content"]) for m in history[2:]) // 4  # about 4 characters a token
     filler = max(0, prompt_tokens - rounds - 1000)
-    history[1]["content"] += "\n" + "\n".join(f"spec line {i}: the handler must parse the value" for i in range(filler // 11))
+    history[1]["content"] += "\n" + "\n".join(
+        f"spec line {i}: the handler must parse the value" for i in range(filler // 11)
+    )
     fc = write_fc_history(root / "fc" / "FC" / f"{TASK}__a1", history, seed=seed, task_id=TASK)
     runs = {"FC": fc}
     runs.update(write_replays(fc, root / "replay", {"stacked": ("OTRC+TR/St+Th/0.5", None, 0.9)}))

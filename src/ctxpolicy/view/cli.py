@@ -24,7 +24,12 @@ def add_arguments(parser) -> None:
     from ctxpolicy.metrics.cost import METHODS
 
     parser.add_argument(
-        "--runs", type=Path, nargs="+", action="extend", required=True, help="a run directory, or a cell (or any folder of runs)"
+        "--runs",
+        type=Path,
+        nargs="+",
+        action="extend",
+        required=True,
+        help="a run directory, or a cell (or any folder of runs)",
     )
     parser.add_argument("--against", type=Path, default=None, help="a second run of the same task, shown side by side")
     parser.add_argument(
