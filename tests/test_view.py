@@ -232,3 +232,18 @@ def test_align_finds_what_a_policy_changed(before, after, ops):
         assert (op == "equal") == (before[i1:i2] == after[j1:j2] and i2 > i1)
         rebuilt += after[j1:j2]
     assert rebuilt == after
+
+
+def test_a_failed_call_is_marked_with_its_error(tmp_path):
+    import json
+
+    run = _pair(tmp_path / "failed" / "task-0000__a1", None)
+    lines = (run / CALLS_JSONL).read_text().splitlines()
+    call = json.loads(lines[2])
+    call.update(status="error", error="HTTP 500 <b>upstream</b>", prompt_tokens=None, completion_tokens=None)
+    lines[2] = json.dumps(call)
+    (run / CALLS_JSONL).write_text("\n".join(lines) + "\n")
+    page = render(run, tmp_path / "failed.html")
+    row = re.search(r'<tr class="call agent failed" id="step-3">(.*?)</tr>', page, re.DOTALL)
+    assert row and 'title="HTTP 500 &lt;b&gt;upstream&lt;/b&gt;">failed</strong>' in row[1]
+    assert "1 failed calls" in page and page.count('class="call agent failed"') == 1

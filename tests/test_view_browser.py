@@ -35,6 +35,11 @@ def test_a_run_page_runs_its_script_and_opens_a_call(browser, tmp_path):
     shot = screenshot(page_path, ARTIFACTS / "view" / "run-page.png", "#messages-9")
     assert shot.stat().st_size > 10_000
     assert page.count('class="event"') == opened.dom.count('class="event"')
+    index = tmp_path / "cell" / "index.html"
+    render(runs["stacked"].parent, index)
+    opened = open_page(index)
+    assert opened.console == [] and re.search(r'<body[^>]* data-ready="0"', opened.dom)  # no run data embedded
+    assert 'href="runs/task-0000__a1.html"' in opened.dom
 
 
 def test_a_hostile_page_stays_inert_in_the_browser(browser, tmp_path):
