@@ -191,6 +191,10 @@ def test_bad_input_is_one_named_error(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["view", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "i.html")]) == 2
     assert "no run directories" in capsys.readouterr().err
+    (tmp_path / "empty" / "cell.json").write_text("{}")  # a cell whose runs left no record: an empty index
+    assert main(["view", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "i" / "index.html")]) == 0
+    assert "<p>0 runs;" in (tmp_path / "i" / "index.html").read_text() and (tmp_path / "i" / "runs").is_dir()
+    capsys.readouterr()
     run = _pair(tmp_path / "r" / "task-0000__a1", None)
     (run / "messages.jsonl").write_text("")
     assert main(["view", "--runs", str(run), "--out", str(tmp_path / "r.html")]) == 2

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ctxpolicy.atomic import atomic_write_text
-from ctxpolicy.rundir import RUN_JSON, find_run_dirs
+from ctxpolicy.rundir import CELL_JSON, RUN_JSON, find_run_dirs
 from ctxpolicy.view.model import build_against, build_run, run_summary
 from ctxpolicy.view.render import render_against, render_index, render_run
 from ctxpolicy.view.source import ViewInputError, load_run
@@ -35,11 +35,14 @@ def page_name(root: Path, run_dir: Path) -> str:
 
 def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -> Path:
     """The index of every run under ``root`` (``workspace/`` and ``stale/`` never searched), and
-    unless ``run_pages`` is false each run's page in ``runs/`` beside it."""
+    unless ``run_pages`` is false each run's page in ``runs/`` beside it. A cell (it holds
+    ``cell.json``) without a run record gets an empty index; any other folder without one is an error."""
     root, out = Path(root), Path(out)
-    runs = [r for r in find_run_dirs(root, (RUN_JSON,))]
-    if not runs:
-        raise ViewInputError(f"{root}: no run directories (none holds a {RUN_JSON})")
+    runs = find_run_dirs(root, (RUN_JSON,))
+    if not runs and not (root / CELL_JSON).is_file():
+        raise ViewInputError(f"{root}: no run directories (none holds a {RUN_JSON}) and no {CELL_JSON}")
+    if run_pages:
+        (out.parent / RUN_PAGES).mkdir(parents=True, exist_ok=True)  # the workflow's runs/ output, even empty
     rows = []
     for run_dir in runs:
         built = build_run(load_run(run_dir), method)
