@@ -251,3 +251,12 @@ def test_a_failed_call_is_marked_with_its_error(tmp_path):
     row = re.search(r'<tr class="call agent failed" id="step-3">(.*?)</tr>', page, re.DOTALL)
     assert row and 'title="HTTP 500 &lt;b&gt;upstream&lt;/b&gt;">failed</strong>' in row[1]
     assert "1 failed calls" in page and page.count('class="call agent failed"') == 1
+
+
+def test_the_last_answer_comes_from_the_trajectory(tmp_path):
+    run = _pair(tmp_path / "last" / "task-0000__a1", None)
+    last = transcript(3, "task-0000", 8)[-2]["content"]
+    command = last.split("```mswea_bash_command\n", 1)[1].split("\n```", 1)[0]
+    page = render(run, tmp_path / "last.html")
+    row = re.search(r'<tr class="call agent" id="step-8">(.*?)</tr>', page, re.DOTALL)
+    assert f"<code>{escape(command)}</code>" in row[1]

@@ -200,6 +200,11 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
         raise ViewInputError(f"{loaded.run_dir / 'calls.jsonl'}: {exc}") from None
     agent_index = [i for i, c in enumerate(calls) if c.get("kind") == "agent"]
     actions = dict(zip(agent_index, _actions([codes[i] for i in agent_index], table)))
+    last = agent_index[-1] if agent_index else None
+    if last is not None and actions[last][0] is None and loaded.history and calls[last].get("status") == "ok":
+        answers = [m for m in loaded.history if m.get("role") == "assistant"]
+        if answers:  # the last call's answer is in no prompt; the trajectory has it
+            actions[last] = (table.code(answers[-1]), None)
 
     rows, steps, previous_agent = [], [], None
     peak = max([c.get("prompt_tokens") or 0 for c in calls] + [1])
@@ -344,8 +349,12 @@ def build_against(left: dict, right: dict) -> dict:
     steps_b = [r for r in b["rows"] if r["kind"] == "agent"]
     acts_a, acts_b = left["actions"], right["actions"]
     n = max(len(steps_a), len(steps_b))
-    first = next(
-        (k for k in range(n) if k >= len(acts_a) or k >= len(acts_b) or acts_a[k] != acts_b[k]),
+    first = next(  # an action one side does not know (blank) is no difference
+        (
+            k
+            for k in range(n)
+            if k >= len(acts_a) or k >= len(acts_b) or (acts_a[k] and acts_b[k] and acts_a[k] != acts_b[k])
+        ),
         None,
     )
     rows = []

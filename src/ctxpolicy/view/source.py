@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxpolicy.rundir import CALLS_JSONL, RunRecordError, read_jsonl, read_run_json, read_verdict
+from ctxpolicy.rundir import (
+    CALLS_JSONL,
+    TRAJECTORY_JSON,
+    RunRecordError,
+    read_json,
+    read_jsonl,
+    read_run_json,
+    read_verdict,
+)
 
 
 class ViewInputError(ValueError):
@@ -28,6 +36,17 @@ class LoadedRun:
     prompts: list[list[dict]]
     """The messages each call sent, rebuilt; ``prompts[i]`` belongs to ``calls[i]``."""
     verdict: dict | None
+    history: list[dict] | None = None
+    """The agent's whole history from ``trajectory.json`` where it holds one (harness runs; a
+    replay's points to its source): the last call's answer is in no prompt."""
+
+
+def _history(run_dir: Path) -> list[dict] | None:
+    try:
+        messages = read_json(run_dir / TRAJECTORY_JSON).get("messages")
+    except (OSError, ValueError, AttributeError):
+        return None  # the trajectory is optional for a page: without it the last answer shows blank
+    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else None
 
 
 def load_run(run_dir: str | Path) -> LoadedRun:
@@ -50,4 +69,4 @@ def load_run(run_dir: str | Path) -> LoadedRun:
         raise ViewInputError(f"{run_dir / CALLS_JSONL}: {len(calls)} calls but {len(prompts)} prompts rebuilt")
     if not isinstance(record.get("identity"), dict):
         raise ViewInputError(f"{run_dir / 'run.json'}: field identity is {record.get('identity')!r}, not an object")
-    return LoadedRun(run_dir, record, calls, prompts, verdict)
+    return LoadedRun(run_dir, record, calls, prompts, verdict, _history(run_dir))
