@@ -81,5 +81,6 @@
   }
 
   var runs = Object.keys(DATA.runs);
+  document.body.setAttribute("data-ready-ms", String(Math.round(performance.now()))); // since navigation start
   document.body.setAttribute("data-ready", String(runs.length));
 })();
