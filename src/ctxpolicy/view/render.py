@@ -49,13 +49,10 @@ def _environment():
 
 
 def _render(template: str, **context) -> str:
-    from markupsafe import Markup
-
-    env = _environment()
-    context["data_json"] = Markup(json_for_script(context.pop("data")))
-    context["js"] = Markup(env.globals["js"])
-    context["css"] = Markup(env.globals["css"])
-    return env.get_template(template).render(**context)
+    """The template's page; ``data`` goes into the JSON block (marked safe there, in base.html.j2,
+    because ``json_for_script`` has made it inert), everything else through autoescaping."""
+    context["data_json"] = json_for_script(context.pop("data"))
+    return _environment().get_template(template).render(**context)
 
 
 def render_run(built: dict) -> str:
