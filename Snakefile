@@ -25,6 +25,7 @@ rule all:
         [f"{p}.prov.json" for p in FIGURE_OUTPUTS],
         f"{TABLES}/runs.parquet",
         f"{TABLES}/runs.parquet.prov.json",
+        VIEW_OUTPUTS,
 
 
 include: "workflow/rules/calibrate.smk"
@@ -34,6 +35,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/replay.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/view.smk"
 include: "workflow/rules/servers.smk"
 
 

@@ -3,6 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# the trajectory pages' browser test (tests/test_view_browser.py) opens them in Debian's chromium;
+# installed here, not by bootstrap.sh: the main job and a study need no browser
+if ! command -v chromium >/dev/null 2>&1; then
+  SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
 bash scripts/lint.sh   # ruff check, ruff format --check, snakefmt --check, snakemake --lint (pyproject.toml)
 bash scripts/slurm-local.sh start
 trap 'bash scripts/slurm-local.sh stop' EXIT

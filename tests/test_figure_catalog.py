@@ -169,3 +169,16 @@ def test_catalog_file_lives_in_the_workflow_and_papermill_args_pass_the_name():
     assert catalog.CATALOG_FILE == REPO_ROOT / "workflow/figures.yaml"
     args = catalog.papermill_args("fig10", config_path="c.yaml")
     assert dict(zip(args[3::3], args[4::3]))["name"] == "fig10"
+
+
+def test_every_target_says_what_it_shows_for_its_report_caption(local):
+    captions = [catalog.report_caption(name, spec, i) for i, (name, spec) in enumerate(local.items())]
+    assert all(c["shows"] and c["label"] for c in captions)
+    assert captions[0]["label"] == "Figure 2" and captions[0]["section"] == "00 Figure 2"
+    assert [c["section"] for c in captions] == sorted(c["section"] for c in captions)  # study order
+    assert next(c for c in captions if c["stem"] == "table1_4")["label"] == "Tables 1 and 4"
+
+
+def test_a_catalog_entry_without_shows_is_refused():
+    with pytest.raises(ConfigError, match="fig2: shows is None"):
+        catalog._check_entry("fig2", {"notebook": "fig2", "data": ["runs"], "scope": "full"})

@@ -38,6 +38,9 @@ def test_summary_counts_cells_outcomes_figures_notes_and_warnings(tmp_path):
     (figures / "fig2.notes.json").write_text(json.dumps(["no FC run finished within the time limit"]))
     (figures / "fig3.pdf.prov.json").write_text(json.dumps({"notes": ["no compression events"]}))
 
+    index = tmp_path / "results" / "view" / cells[0].benchmark / cells[0].model / cells[0].slug / "index.html"
+    index.parent.mkdir(parents=True)
+    index.write_text("<!doctype html>")
     lines = study_summary.summarize(config)
     assert lines[0] == f"cells done: 2 of {len(cells)}"
     assert lines[1] == "runs: 6 (time_limit 3, step_limit 2, submitted 1)"
@@ -49,3 +52,4 @@ def test_summary_counts_cells_outcomes_figures_notes_and_warnings(tmp_path):
     assert f"  {figures}/fig3: no compression events" in lines
     assert lines[lines.index("warnings: 2") + 1].endswith("FC: 3 of 3 runs hit the wall-time limit")
     assert lines[-1] == f"  {thresholds}: all 3 FC runs hit the wall-time limit"
+    assert f"trajectory pages: 1 of {len(cells)} cells under {tmp_path}/results/view/; open {index}" in lines

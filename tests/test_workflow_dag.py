@@ -51,6 +51,7 @@ def test_default_target_makes_every_figure_and_table_from_any_working_directory(
     assert {rule for rule in jobs if rule.startswith("figure_")} == {figure_rule(name) for name in TARGETS}
     assert jobs["aggregate"] == 1 and jobs["aggregate_scope"] == 3 and jobs["all"] == 1
     assert jobs["replay"] == 1 and jobs["aggregate_replay"] == 1  # one FC cell replayed, no model calls
+    assert jobs["view_cell"] == len(expand_grid(load_config(config)))  # view.in_all: each cell's pages
 
 
 def test_one_figure_runs_only_the_cells_it_draws(study):
@@ -75,6 +76,7 @@ def test_single_gpu_configs_plan_every_cell_and_figure(tmp_path, name, benchmark
     assert {c.benchmark for c in cells} == benchmarks and {c.model for c in cells} == {"coder"}
     assert jobs["run_cell_coder"] == jobs["evaluate"] == len(cells)
     assert jobs["thresholds"] == len(benchmarks) and jobs["figure_fig2"] == 1
+    assert "view_cell" not in jobs  # the trajectory pages are a target here, not part of all
 
 
 def test_bad_config_stops_with_one_line_naming_key_value_and_allowed(study):

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "proxy": ("ctxpolicy.proxy.cli", "serve a compression policy in front of any agent (OpenAI-compatible)"),
     "replay": ("ctxpolicy.replay.cli", "replay recorded FC runs through policies with the agent's actions fixed"),
+    "view": ("ctxpolicy.view.cli", "write a self-contained HTML page of a run (its compression events) or a cell"),
 }
 
 

@@ -13,7 +13,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import ExecMode
 
 from ctxpolicy.config import ConfigError
-from ctxpolicy.figures.catalog import targets_for
+from ctxpolicy.figures.catalog import report_caption, targets_for
 from ctxpolicy.grid import (
     SCOPES,
     calibration_cell,
@@ -206,13 +206,26 @@ def figure_inputs(spec: dict) -> list:
     return [p if p.startswith(f"{RESULTS}/") else repo_file(p) for p in spec["inputs"]]
 
 
-def figure_files(spec: dict) -> list:
+# What the report says about each target's files, read by its caption template through the
+# `config` Snakemake hands to templates (a key that no job reads) - label, what it shows, pairs, notes,
+# tables (ctxpolicy.figures.catalog.report_caption). `section`, the subcategory, keeps the report's
+# entries in catalog (study) order rather than in file-name order (fig10 before fig2).
+REPORT_CAPTIONS = {
+    f"figure_{rule_suffix(name)}": report_caption(name, spec, order)
+    for order, (name, spec) in enumerate(FIGURE_TARGETS.items())
+}
+config["report_captions"] = REPORT_CAPTIONS
+config["study"] = CONFIG["study"]  # workflow/report/workflow.rst names the study
+
+
+def figure_files(target: str, spec: dict) -> list:
     """The target's outputs; PNGs and CSV tables go into the HTML report (not .data.csv)."""
+    section = REPORT_CAPTIONS[f"figure_{rule_suffix(target)}"]["section"]
     files = []
     for path in spec["outputs"]:
         category = REPORT_CATEGORY.get(Path(path).suffix)
         if category and not path.endswith(".data.csv"):
-            path = report(path, category=category, caption=REPORT_CAPTION)
+            path = report(path, category=category, subcategory=section, caption=REPORT_CAPTION)
         files.append(path)
     return files
 
@@ -227,6 +240,16 @@ def notebook_params(spec: dict) -> str:
 
 
 FIGURE_OUTPUTS = [p for spec in FIGURE_TARGETS.values() for p in spec["outputs"]]
+
+
+# ---------------------------------------------------------------- trajectory pages
+
+
+def view_index(cell) -> str:
+    return f"{RESULTS}/view/{cell.benchmark}/{cell.model}/{cell.slug}/index.html"
+
+
+VIEW_OUTPUTS = [view_index(c) for c in CELLS] if CONFIG["view"]["in_all"] else []
 
 
 # ---------------------------------------------------------------- resources

@@ -14,7 +14,7 @@ for _target, _spec in FIGURE_TARGETS.items():
             notebook=repo_file(_spec["notebook"]),
             data=figure_inputs(_spec),
         output:
-            files=figure_files(_spec),
+            files=figure_files(_target, _spec),
             sidecars=figure_sidecars(_spec),
             executed=_spec["executed"],
         log:

@@ -5,7 +5,7 @@
 Cells done (those with cell.json) of the config's grid, runs by outcome, the warnings recorded
 on the way (cells where most runs hit the wall-time limit, thresholds calibrated from
 time-limited runs), the figures and tables written, and every figure drawn with a
-"missing data" note. A figure's notes are read from FIGURES_DIR/<stem>.notes.json (a JSON list
+"missing data" note, and where the cells' trajectory pages are. A figure's notes are read from FIGURES_DIR/<stem>.notes.json (a JSON list
 of strings, written by the figure's notebook) or from a `notes` list in its provenance sidecar.
 Reads files only; exit 0 whatever it finds (the Snakemake exit status is the verdict).
 """
@@ -77,9 +77,21 @@ def summarize(config: dict) -> list[str]:
             noted[key] = notes
     lines.append(f"drawn with a missing-data note: {len(noted)}")
     lines += [f"  {figure}: {' | '.join(notes)}" for figure, notes in sorted(noted.items())]
+    lines += trajectory_pages(config, cells)
     lines.append(f"warnings: {len(warnings)}")
     lines += [f"  {w}" for w in warnings]
     return lines
+
+
+def trajectory_pages(config: dict, cells: list) -> list[str]:
+    """Where each cell's trajectory index is (rule view_cell, results/view/), in one or two lines."""
+    root = Path(config["results_dir"]) / "view"
+    indexes = [root / c.benchmark / c.model / c.slug / "index.html" for c in cells]
+    written = [p for p in indexes if p.is_file()]
+    if not written:
+        switch = "on" if (config.get("view") or {}).get("in_all") else "off: view.in_all is false"
+        return [f"trajectory pages: none ({switch}; ctxpolicy view --runs CELL_DIR writes them)"]
+    return [f"trajectory pages: {len(written)} of {len(cells)} cells under {root}/; open {written[0]}"]
 
 
 def main(argv: list[str] | None = None) -> int:

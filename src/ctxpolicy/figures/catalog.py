@@ -58,7 +58,7 @@ DATA = (*SCOPED_TABLES, "replay_runs", "cohorts", "thresholds")
 PAIR_TRACKS = ("full_comparison", "sweeps", "summarizer")
 DEFAULTS = ("all", "first", "first-model", "first-benchmark")
 ALL_PAIRS, NO_PAIR = "", "none"
-FIELDS = {"number", "notebook", "data", "scope", "pairs", "params", "tables"}
+FIELDS = {"number", "shows", "notebook", "data", "scope", "pairs", "params", "tables"}
 
 
 # ---------------------------------------------------------------- the catalog file
@@ -74,6 +74,8 @@ def _check_entry(name: str, entry: Any) -> None:
         fail(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(FIELDS))}")
     if not entry.get("notebook"):
         fail("no notebook")
+    if not isinstance(entry.get("shows"), str) or not entry["shows"].strip():
+        fail(f"shows is {entry.get('shows')!r}: say in one line what it shows (its report caption)")
     if entry.get("scope") not in SCOPES:
         fail(f"scope {entry.get('scope')!r} unknown; allowed: {', '.join(SCOPES)}")
     if bad := [d for d in entry.get("data") or [] if d not in DATA]:
@@ -119,6 +121,8 @@ def _layout(name: str, entry: dict, results_dir: str, figures_dir: str) -> dict:
         "params": dict(entry.get("params") or {}),
         "scope": entry["scope"],
         "number": entry.get("number"),
+        "shows": entry["shows"].strip(),
+        "kind": "table" if "tables" in entry else "figure",
         "pairs": copy.deepcopy(entry.get("pairs")),
     }
 
@@ -247,6 +251,42 @@ def targets_for(config: Mapping[str, Any], source: str = "<config>") -> dict[str
                     resolved[main], model, benchmark, results_dir, figures_dir
                 )
     return resolved
+
+
+def report_caption(name: str, spec: Mapping[str, Any], order: int) -> dict:
+    """What the report says about a target's files (workflow/report/target.rst): its label
+    (``Figure 2``, ``Table 3``, or the stem), what it shows, the pairs it draws, its notes file and
+    its CSV tables; ``section`` sorts the report's entries in catalog (study) order."""
+    number = spec.get("number")
+    stem = spec["params"].get("name", name)
+    if spec["kind"] == "table":
+        label = f"Table {number}" if number is not None else name
+        if name.startswith("table") and "_" in name and number is not None:
+            label = "Tables " + " and ".join(name.removeprefix("table").split("_"))
+    else:
+        label = f"Figure {number}" if number is not None else name
+    pairs = spec["params"].get("pairs")
+    if spec.get("pairs") is None:
+        shown = None
+    elif pairs == "":
+        shown = "every pair its track computes"
+    elif pairs == "none":
+        shown = "none (the figure is a note)"
+    else:
+        shown = ", ".join(pairs.split(","))
+    if spec.get("variant_of"):
+        label += f" (appendix: {shown})"
+    notes = next((p for p in spec["outputs"] if p.endswith(".notes.json")), None)
+    tables = [p for p in spec["outputs"] if p.endswith(".csv") and not p.endswith(".data.csv")]
+    return {
+        "label": label,
+        "stem": stem,
+        "shows": spec["shows"],
+        "pairs": shown,
+        "notes": notes,
+        "tables": tables,
+        "section": f"{order:02d} {label}",
+    }
 
 
 def _variant(main: dict, model: str, benchmark: str, results_dir: str, figures_dir: str) -> dict:

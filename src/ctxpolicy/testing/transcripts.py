@@ -96,9 +96,15 @@ def transcript(seed: int, task_id: str, steps: int) -> list[dict]:
 
 def write_fc_run(run_dir: Path, *, seed: int, task_id: str, steps: int = 40) -> Path:
     """One complete FC run directory of ``steps`` agent calls (the last answer submits)."""
+    return write_fc_history(run_dir, transcript(seed, task_id, steps), seed=seed, task_id=task_id)
+
+
+def write_fc_history(run_dir: Path, history: list[dict], *, seed: int, task_id: str) -> Path:
+    """One complete FC run directory of a given history: system, task, then (assistant,
+    observation) rounds; one agent call per round, each prompt the previous one plus a round."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    history = transcript(seed, task_id, steps)
+    steps = (len(history) - 2) // 2
     ids = [message_id(api_message(m)) for m in history]
     tokens = [count_message(m) for m in history]
     store = "".join(

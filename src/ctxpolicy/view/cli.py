@@ -1,0 +1,88 @@
+"""Write self-contained HTML pages of run records: a run's trajectory page, or a cell's index.
+
+  ctxpolicy view --runs RUN_DIR [--against RUN_DIR] [--cost-method M] [--out PAGE]
+  ctxpolicy view --runs CELL_DIR [--cost-method M] [--out INDEX] [--index-only]
+
+A run page shows the timeline of calls (prompt, cached and fresh tokens under the cost method,
+latency, command and return code), every compression event with what it changed, the messages of
+any call, the verdict and the submission. ``--against`` lays a second run of the same task beside
+it, aligned by step. A directory that is no run directory (a cell, or any folder above runs) gives
+an index of its runs, with each run's page written into ``runs/`` beside it unless ``--index-only``. Pages open
+from disk: no server, no network (docs/view.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+DEFAULT_OUT_RUN = "{name}.html"
+DEFAULT_OUT_INDEX = "{name}/index.html"
+
+
+def add_arguments(parser) -> None:
+    from ctxpolicy.metrics.cost import METHODS
+
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        nargs="+",
+        action="extend",
+        required=True,
+        help="a run directory, or a cell (or any folder of runs)",
+    )
+    parser.add_argument("--against", type=Path, default=None, help="a second run of the same task, shown side by side")
+    parser.add_argument(
+        "--cost-method",
+        choices=METHODS,
+        default=None,
+        help="how cached tokens are counted (default: the config's metrics.cost_method, else estimated)",
+    )
+    parser.add_argument("--config", type=Path, default=None, help="the study config (for metrics.cost_method)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="the page (default RUN.html, or CELL/index.html for a folder of runs)"
+    )
+    parser.add_argument("--index-only", action="store_true", help="for a folder of runs: write the index page only")
+
+
+def _method(args) -> str:
+    from ctxpolicy.metrics.cost import DEFAULT_METHOD
+
+    if args.cost_method:
+        return args.cost_method
+    if args.config is not None:
+        from ctxpolicy.config import load_config
+
+        return (load_config(args.config).get("metrics") or {}).get("cost_method") or DEFAULT_METHOD
+    return DEFAULT_METHOD
+
+
+def main(args) -> int:
+    from ctxpolicy.config import ConfigError
+    from ctxpolicy.view.pages import write_against_page, write_index, write_run_page
+    from ctxpolicy.view.source import ViewInputError
+
+    if len(args.runs) != 1:
+        print(f"view: give one run or cell directory to --runs, not {len(args.runs)}", file=sys.stderr)
+        return 2
+    target = args.runs[0]
+    try:
+        method = _method(args)
+        if not target.is_dir():
+            raise ViewInputError(f"{target}: no such directory")
+        if (target / "run.json").exists():
+            out = args.out or Path(DEFAULT_OUT_RUN.format(name=target.name))
+            if args.against is not None:
+                written = write_against_page(target, args.against, out, method)
+            else:
+                written = write_run_page(target, out, method)
+        else:
+            if args.against is not None:
+                raise ViewInputError(f"--against: {target} is no run directory (it holds no run.json)")
+            out = args.out or Path(DEFAULT_OUT_INDEX.format(name=target.resolve().name))
+            written = write_index(target, out, method, run_pages=not args.index_only)
+    except (ViewInputError, ConfigError) as exc:
+        print(f"view: {exc}", file=sys.stderr)
+        return 2
+    print(written)
+    return 0
