@@ -153,7 +153,7 @@ def test_interleaved_conversations_do_not_mix(upstream, tmp_path):
     assert len(dirs) == 4 and {d.name.split("-")[0] for d in dirs} >= {"first", "second"}
     for d in dirs:
         record = read_json(d / "run.json")
-        assert record["proxy"]["history_rewrites"] == 0 and record["outcome"] == "submitted"
+        assert record["proxy"]["history_rewrites"] == 0 and record["outcome"] == "not_graded"
 
 
 def test_longest_prefix_rule_and_history_rewrite():
@@ -178,6 +178,11 @@ def test_longest_prefix_rule_and_history_rewrite():
     assert rewrite.rewritten and rewrite.conversation is fresh.conversation
     assert rewrite.new_messages == edited and store.rewrites == 1
     assert rewrite.conversation.rewrites == 1 and not ended
+    store.expire(now=4 + store.idle_timeout_s + 1)
+    assert len(store) == 3, "a conversation with requests in flight (claimed, not released) never expires"
+    for conversation in store.conversations():
+        while conversation.busy:
+            store.release(conversation, now=4)
     store.expire(now=4 + store.idle_timeout_s + 1)
     assert len(store) == 0 and len(ended) == 3
 
@@ -210,7 +215,7 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
         )
         assert check.returncode == 0, check.stdout
     outcomes = sorted(read_json(d / "run.json")["outcome"] for d in dirs)
-    assert outcomes == ["error", "submitted"]
+    assert outcomes == ["error", "not_graded"]
     identity = read_json(dirs[0] / "run.json")["identity"]
     assert identity["track"] == "proxy" and identity["benchmark"] == "proxy" and identity["attempt"] == 1
     tables = tmp_path / "tables"
@@ -226,7 +231,7 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
     runs = pd.read_parquet(tables / "runs.parquet")
     assert len(runs) == 2 and set(runs["track"].astype(str)) == {"proxy"}
     assert not runs["has_verdict"].any()  # never graded: no resolve rate counts them
-    ok = runs[runs["outcome"].astype(str) == "submitted"].iloc[0]
+    ok = runs[runs["outcome"].astype(str) == "not_graded"].iloc[0]
     assert ok["billed_exact"] > 0 and ok["compression_events"] >= 1  # the cost columns, as for harness runs
     priced = subprocess.run(
         [sys.executable, "-m", "ctxpolicy", "cost", "-i", ok["run_dir"]], capture_output=True, text=True, timeout=60
@@ -316,7 +321,7 @@ def test_idle_conversations_expire_and_memory_stays_bounded(upstream, tmp_path):
         for n in range(3):
             client.chat.completions.create(model="any", messages=task(f"task {n}"))
         assert len(proxy.store) == 2  # the oldest was ended to make room
-        assert len([d for d in run_dirs(tmp_path) if (d / "run.json").exists()]) == 1
+        assert len([d for d in run_dirs(tmp_path) if read_json(d / "run.json")["complete"]]) == 1
         time.sleep(1.0)
         assert len(proxy.store) == 0
     ended = {read_json(d / "run.json")["proxy"]["ended"] for d in run_dirs(tmp_path)}
