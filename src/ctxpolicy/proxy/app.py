@@ -184,7 +184,9 @@ class Proxy:
         return {"ended": ended, "busy": busy}
 
     def abandon(self, conversation: Conversation) -> None:
-        """A claimed request that never reached ``forward`` (it failed in between): no call to record."""
+        """A claimed request that never reached ``forward`` (it failed in between): no call to
+        record, and not counted among the conversation's requests (requests = calls)."""
+        conversation.requests = max(0, conversation.requests - 1)
         self.in_flight -= 1
         self.store.release(conversation, self._clock())
 
@@ -252,8 +254,7 @@ class Proxy:
         try:
             return await self._prepare(claim, request, front_door)
         except BaseException:
-            self.in_flight -= 1
-            self.store.release(conversation, self._clock())
+            self.abandon(conversation)
             raise
 
     async def _prepare(self, claim, request: Request, front_door: str) -> tuple[Conversation, Turn]:
