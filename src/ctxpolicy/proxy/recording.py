@@ -150,9 +150,11 @@ class ConversationRecord:
         self.recorder.record_call(call)
 
     def checkpoint(self, *, requests: int, rewrites: int, server: dict) -> Path:
-        """run.json as it stands, marked open (rewritten after every call; atomic)."""
+        """run.json as it stands, marked open (rewritten after every call; atomic, and durable only
+        once the conversation has ended: an open record is as durable as the call lines, which are
+        flushed, not fsynced)."""
         self.requests, self.rewrites, self.server = requests, rewrites, server
-        return write_run_json(self.run_dir, self._run_record(ended=self.ended))
+        return write_run_json(self.run_dir, self._run_record(ended=self.ended), durable=self.ended is not None)
 
     def _store(self, sent: list[dict]) -> list[str]:
         """``RunRecorder.store``, hashing only messages this record has not seen as objects: the
