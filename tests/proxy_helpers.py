@@ -162,3 +162,123 @@ class FakeUpstream:
                 "usage": {"input_tokens": prompt, "output_tokens": 2, "cache_read_input_tokens": 0},
             }
         )
+
+
+class ScriptedUpstream:
+    """A loopback upstream whose answer's shape is scripted by a marker in the messages.
+
+    ``SHAPE:<name>`` anywhere in the request's messages picks the shape: ``ok`` (the default),
+    ``truncated`` (a 200 whose JSON is cut off), ``no_choices`` (``choices: []``), ``stream_cut``
+    (a stream that stops in the middle of an event), ``stream_malformed`` (a stream event that is
+    not JSON) and ``trickle`` (a valid answer, one byte every ``trickle_s``, for at most
+    ``trickle_for_s``). ``DELAY:<seconds>`` makes the answer wait first. With ``tools`` offered it
+    answers with a ``bash`` tool call: ``ls`` first, then, once a tool result is in the history,
+    mini-swe-agent's submit command. Requests are counted in ``requests``.
+    """
+
+    SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+    def __init__(self, model: str = "scripted", trickle_s: float = 0.3, trickle_for_s: float = 20.0):
+        self.model = model
+        self.trickle_s = trickle_s
+        self.trickle_for_s = trickle_for_s
+        self.requests = 0
+        self.user_agents: list[str] = []
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+            ]
+        )
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+
+    def _answer(self, body: dict) -> dict:
+        message: dict = {"role": "assistant", "content": f"answer {self.requests}"}
+        if body.get("tools"):
+            done = any(m.get("role") == "tool" for m in body["messages"])
+            command = self.SUBMIT if done else "ls"
+            message = {
+                "role": "assistant",
+                "content": "THOUGHT: next step",
+                "tool_calls": [
+                    {
+                        "id": f"call_{self.requests}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                    }
+                ],
+            }
+        return message
+
+    async def chat(self, request: Request) -> Response:
+        import asyncio
+        import re
+
+        body = json.loads(await request.body())
+        self.requests += 1
+        self.user_agents.append(request.headers.get("user-agent", ""))
+        text = json.dumps(body["messages"])
+        shape = (re.search(r"SHAPE:(\w+)", text) or [None, "ok"])[1]
+        delay = re.search(r"DELAY:([0-9.]+)", text)
+        if delay:
+            await asyncio.sleep(float(delay[1]))
+        n = self.requests
+        message = self._answer(body)
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        usage = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+        whole = {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage,
+        }
+        if shape == "truncated":
+            return Response(json.dumps(whole)[:40], media_type="application/json")
+        if shape == "no_choices":
+            return JSONResponse({**whole, "choices": []})
+        if not body.get("stream"):
+            data = json.dumps(whole).encode()
+            if shape != "trickle":
+                return Response(data, media_type="application/json")
+            return StreamingResponse(self._trickle(data), media_type="application/json")
+
+        def event(delta: dict, finish_reason: str | None = None) -> bytes:
+            chunk = {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
+            return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+        first = event({"role": "assistant", "content": message["content"]})
+        rest = event({}, finish) + b"data: " + json.dumps({**whole, "choices": [], "usage": usage}).encode() + b"\n\n"
+        if shape == "stream_cut":
+            parts = [first, rest[:25]]
+        elif shape == "stream_malformed":
+            parts = [first, b"data: {this is not json\n\n", rest, b"data: [DONE]\n\n"]
+        else:
+            parts = [first, rest, b"data: [DONE]\n\n"]
+        data = b"".join(parts)
+
+        async def events():
+            for part in parts:
+                yield part
+
+        body_iter = self._trickle(data) if shape == "trickle" else events()
+        return StreamingResponse(body_iter, media_type="text/event-stream")
+
+    async def _trickle(self, data: bytes):
+        import asyncio
+
+        deadline = time.monotonic() + self.trickle_for_s
+        for byte in data:
+            if time.monotonic() > deadline:
+                return
+            yield bytes([byte])
+            await asyncio.sleep(self.trickle_s)

@@ -16,10 +16,11 @@ import openai
 import pytest
 from proxy_helpers import FakeUpstream, serve, settled
 
-from ctxpolicy.agent.record import read_json, read_jsonl
+from ctxpolicy.agent.record import read_json, read_jsonl, rebuild_prompts
 from ctxpolicy.agent.validate import run_dir_problems
 from ctxpolicy.policies import PolicySession, parse_spec
 from ctxpolicy.proxy import anthropic
+from ctxpolicy.proxy.alternation import merge_same_role
 from ctxpolicy.proxy.app import Proxy, ProxyConfig, build_app
 from ctxpolicy.proxy.conversations import ConversationStore
 from ctxpolicy.proxy.recording import ProxySettings
@@ -42,6 +43,7 @@ def proxy_for(upstream_url: str, policy: str = "TR/Th/0.5", threshold: int | Non
         summarizer_model=None,
         idle_timeout_s=config.pop("idle_timeout_s", 3600.0),
         max_conversations=config.pop("max_conversations", 256),
+        merge_same_role=config.pop("merge_same_role", False),
     )
     return Proxy(ProxyConfig(settings=settings, upstream_url=upstream_url, **config))
 
@@ -153,7 +155,7 @@ def test_interleaved_conversations_do_not_mix(upstream, tmp_path):
     assert len(dirs) == 4 and {d.name.split("-")[0] for d in dirs} >= {"first", "second"}
     for d in dirs:
         record = read_json(d / "run.json")
-        assert record["proxy"]["history_rewrites"] == 0 and record["outcome"] == "submitted"
+        assert record["proxy"]["history_rewrites"] == 0 and record["outcome"] == "not_graded"
 
 
 def test_longest_prefix_rule_and_history_rewrite():
@@ -178,6 +180,11 @@ def test_longest_prefix_rule_and_history_rewrite():
     assert rewrite.rewritten and rewrite.conversation is fresh.conversation
     assert rewrite.new_messages == edited and store.rewrites == 1
     assert rewrite.conversation.rewrites == 1 and not ended
+    store.expire(now=4 + store.idle_timeout_s + 1)
+    assert len(store) == 3, "a conversation with requests in flight (claimed, not released) never expires"
+    for conversation in store.conversations():
+        while conversation.busy:
+            store.release(conversation, now=4)
     store.expire(now=4 + store.idle_timeout_s + 1)
     assert len(store) == 0 and len(ended) == 3
 
@@ -210,7 +217,7 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
         )
         assert check.returncode == 0, check.stdout
     outcomes = sorted(read_json(d / "run.json")["outcome"] for d in dirs)
-    assert outcomes == ["error", "submitted"]
+    assert outcomes == ["error", "not_graded"]
     identity = read_json(dirs[0] / "run.json")["identity"]
     assert identity["track"] == "proxy" and identity["benchmark"] == "proxy" and identity["attempt"] == 1
     tables = tmp_path / "tables"
@@ -226,7 +233,7 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
     runs = pd.read_parquet(tables / "runs.parquet")
     assert len(runs) == 2 and set(runs["track"].astype(str)) == {"proxy"}
     assert not runs["has_verdict"].any()  # never graded: no resolve rate counts them
-    ok = runs[runs["outcome"].astype(str) == "submitted"].iloc[0]
+    ok = runs[runs["outcome"].astype(str) == "not_graded"].iloc[0]
     assert ok["billed_exact"] > 0 and ok["compression_events"] >= 1  # the cost columns, as for harness runs
     priced = subprocess.run(
         [sys.executable, "-m", "ctxpolicy", "cost", "-i", ok["run_dir"]], capture_output=True, text=True, timeout=60
@@ -316,7 +323,7 @@ def test_idle_conversations_expire_and_memory_stays_bounded(upstream, tmp_path):
         for n in range(3):
             client.chat.completions.create(model="any", messages=task(f"task {n}"))
         assert len(proxy.store) == 2  # the oldest was ended to make room
-        assert len([d for d in run_dirs(tmp_path) if (d / "run.json").exists()]) == 1
+        assert len([d for d in run_dirs(tmp_path) if read_json(d / "run.json")["complete"]]) == 1
         time.sleep(1.0)
         assert len(proxy.store) == 0
     ended = {read_json(d / "run.json")["proxy"]["ended"] for d in run_dirs(tmp_path)}
@@ -444,3 +451,55 @@ def test_command_line_start_up_errors_and_sigterm_writes_records(upstream, tmp_p
     assert "k-secret-123" not in output
     [run_dir] = run_dirs(tmp_path)
     assert read_json(run_dir / "run.json")["proxy"]["ended"] == "shutdown" and run_dir_problems(run_dir) == []
+
+
+def test_merge_same_role_joins_runs_of_plain_messages_only():
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    messages = [
+        SYSTEM,
+        {"role": "user", "content": "task"},
+        {"role": "user", "content": "[2 tool results removed]"},
+        {"role": "assistant", "content": "a", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "x"},
+        {"role": "tool", "tool_call_id": "c2", "content": "y"},
+        {"role": "user", "content": [{"type": "text", "text": "p1"}]},
+        {"role": "user", "content": "p2"},
+    ]
+    merged = merge_same_role(messages)
+    assert [m["role"] for m in merged] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert merged[1] == {"role": "user", "content": "task\n\n[2 tool results removed]"}
+    assert merged[-1]["content"] == [{"type": "text", "text": "p1"}, {"type": "text", "text": "p2"}]
+    assert messages[1] == {"role": "user", "content": "task"}  # the input is left as it was
+    assert merge_same_role(merged) == merged
+
+
+def test_merge_same_role_is_opt_in_and_what_is_sent_is_recorded(upstream, tmp_path):
+    two_users = task() + [{"role": "user", "content": "and a second user message"}]
+    for merge in (False, True):
+        proxy = proxy_for(upstream.url, policy="FC", record_dir=tmp_path / str(merge), merge_same_role=merge)
+        with serve(build_app(proxy)) as url:
+            openai.OpenAI(base_url=f"{url}/v1", api_key="unused").chat.completions.create(
+                model="any", messages=two_users
+            )
+            settled(proxy)
+        roles = [m["role"] for m in upstream.requests[-1]["messages"]]
+        assert roles == (["system", "user"] if merge else ["system", "user", "user"])
+        [run_dir] = run_dirs(tmp_path / str(merge))
+        assert len(rebuild_prompts(run_dir)[0]) == len(roles)
+
+
+def test_conversations_end_on_demand(upstream, tmp_path):
+    proxy = proxy_for(upstream.url, record_dir=tmp_path)
+    with serve(build_app(proxy)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+        for n in range(2):
+            client.chat.completions.create(model="any", messages=task(f"task {n}"))
+        settled(proxy)
+        first, second = sorted(c.id for c in proxy.store.conversations())
+        assert httpx.post(f"{url}/conversations/end", json={"conversation": "nope"}).status_code == 404
+        assert httpx.post(f"{url}/conversations/end", json={"conversation": 3}).status_code == 400
+        assert httpx.post(f"{url}/conversations/end", json={"conversation": first}).json()["ended"] == [first]
+        assert [c.id for c in proxy.store.conversations()] == [second]
+        assert httpx.post(f"{url}/conversations/end").json() == {"ended": [second], "busy": []}
+        assert len(proxy.store) == 0
+    assert {read_json(d / "run.json")["proxy"]["ended"] for d in run_dirs(tmp_path)} == {"ended"}

@@ -282,15 +282,16 @@ RECORD_LAYOUT = {"indent": 2, "ensure_ascii": False, "default": str}  # run.json
 GRADING_LAYOUT = {"indent": 2, "sort_keys": True, "ensure_ascii": False}  # verdict.json, eval.json
 
 
-def write_record(path: str | Path, data: Any) -> Path:
+def write_record(path: str | Path, data: Any, durable: bool = True) -> Path:
     """A run or cell record file, atomically, in the records' layout (indented, UTF-8 as is,
-    anything JSON cannot hold as ``str``)."""
-    return atomic.atomic_write_json(path, data, **RECORD_LAYOUT)
+    anything JSON cannot hold as ``str``); ``durable=False`` skips the fsyncs (still atomic)."""
+    return atomic.atomic_write_json(path, data, durable=durable, **RECORD_LAYOUT)
 
 
-def write_run_json(run: str | Path, record: dict) -> Path:
-    """``run.json``, atomically: write it last, it is what makes the run count."""
-    return write_record(Path(run) / RUN_JSON, record)
+def write_run_json(run: str | Path, record: dict, durable: bool = True) -> Path:
+    """``run.json``, atomically: write it last, it is what makes the run count. ``durable=False``
+    is for progress records rewritten often (an open proxy conversation's, after every call)."""
+    return write_record(Path(run) / RUN_JSON, record, durable=durable)
 
 
 def write_cell_json(cell: str | Path, record: dict) -> Path:

@@ -107,6 +107,18 @@ class RunRecorder:
             if not handle.closed:
                 handle.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._calls.closed
+
+    def reopened(self) -> RunRecorder:
+        """A recorder that appends to the same files after ``close``, knowing what this one wrote
+        (a proxy call that ended after its conversation was recorded)."""
+        again = RunRecorder(self.run_dir, self._count_tokens)
+        again._known = set(self._known)
+        again.calls = list(self.calls)
+        return again
+
     def __enter__(self) -> RunRecorder:
         return self
 

@@ -33,7 +33,7 @@ from ctxpolicy.rundir import (
 
 SCHEMA_VERSION = 1
 
-OUTCOMES = ("submitted", "step_limit", "time_limit", "format_error_limit", "context_overflow", "error")
+OUTCOMES = ("submitted", "step_limit", "time_limit", "format_error_limit", "context_overflow", "error", "not_graded")
 
 # mini-swe-agent exit statuses (and ours, from ctxpolicy.agent.agent) -> run outcomes
 _OUTCOME_OF_EXIT = {
@@ -276,7 +276,7 @@ def _trajectory_extra(identity: RunIdentity) -> dict:
     return {"info": {"ctxpolicy": {"identity": asdict(identity)}}}
 
 
-def totals_of(calls: list[dict], steps: int, format_errors: int) -> dict:
+def totals_of(calls: list[dict], steps: int, format_errors: int | None) -> dict:
     agent_calls = [c for c in calls if c["kind"] == "agent"]
     reported = [c["cached_tokens"] for c in calls if c.get("cached_tokens") is not None]
     prompt = [c["prompt_tokens"] for c in agent_calls if c.get("prompt_tokens") is not None]

@@ -215,9 +215,18 @@ def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAUL
         raise RecordError(Path(run_dir), f"unreadable ({type(exc).__name__}: {exc})") from exc
 
 
+# The reason an open proxy conversation (run.json rewritten after every call, docs/proxy.md) is left out.
+OPEN_CONVERSATION = (
+    "open proxy conversation: still in progress (it ends on its idle timeout, POST /conversations/end "
+    "or the proxy's shutdown; aggregate again then)"
+)
+
+
 def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     run_path = run_dir / RUN_JSON
     run = _load_json(run_path)
+    if isinstance(run, dict) and run.get("complete") is False and (run.get("proxy") or {}).get("open") is True:
+        raise RecordError(run_path, OPEN_CONVERSATION)
     if not isinstance(run, dict) or run.get("complete") is not True:
         value = run.get("complete") if isinstance(run, dict) else run
         raise RecordError(run_path, f"field complete is {value!r}, not true")

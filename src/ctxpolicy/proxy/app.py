@@ -6,6 +6,13 @@ the upstream's own ``/v1/messages``. For each request: find the conversation
 (``conversations``), append what the client added, apply the policy (``PolicySession``), send
 the resulting context upstream and return the upstream's answer unchanged. Errors are JSON
 ``{"error": {"type", "message"}}``; an upstream's own error keeps its status and body.
+
+Every request the proxy forwards ends as exactly one recorded call (``_Pending``), whatever
+happens: the upstream's answer, its error, an overall deadline (headers and the whole body,
+streamed or not, that no trickle extends), an answer the client cannot use, a client that went
+away mid-stream, or a shutdown that cancelled the request. A conversation with a request in
+flight is never ended by eviction or idle expiry. ``POST /conversations/end`` ends
+conversations on demand.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import asyncio
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,15 +35,23 @@ from starlette.routing import Route
 
 from ctxpolicy.policies import HistoryDump, PolicyError, PolicySession, Summarizer, Turn
 from ctxpolicy.proxy import anthropic
-from ctxpolicy.proxy.conversations import Conversation, ConversationStore, message_hash
+from ctxpolicy.proxy.alternation import merge_same_role
+from ctxpolicy.proxy.conversations import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    Conversation,
+    ConversationStore,
+    StoreFull,
+    message_hash,
+)
 from ctxpolicy.proxy.recording import ConversationRecord, ProxySettings, free_conversation_id, run_dir_for
-from ctxpolicy.proxy.usage import StreamTally, Usage, read_anthropic, read_openai
+from ctxpolicy.proxy.usage import StreamTally, Usage, answer_problem
 from ctxpolicy.rundir import CallRecord
 
 log = logging.getLogger("ctxpolicy.proxy")
 
 CONVERSATION_HEADER = "x-ctxpolicy-conversation"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+SHUTDOWN_DRAIN_S = 2.0  # after the server's graceful period: how long cancelled requests get to record
 # Client request headers passed upstream (the protocol version a Messages API upstream requires).
 FORWARDED_HEADERS = {"anthropic-version", "anthropic-beta"}
 # Response headers that describe the upstream's transfer, not its content: never copied.
@@ -63,7 +78,7 @@ class ProxyConfig:
     client_token: str | None = field(default=None, repr=False)
     record_dir: Path | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    request_timeout_s: float = 600.0
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     summarizer: Summarizer | None = None
     dump_dir: Path | None = None
 
@@ -98,13 +113,15 @@ class Proxy:
         self.client = httpx.AsyncClient(
             base_url=self.config.upstream_url.rstrip("/") + "/",
             headers=headers,
-            timeout=httpx.Timeout(self.config.request_timeout_s, connect=10.0),
+            timeout=httpx.Timeout(self.config.request_timeout_s, connect=min(10.0, self.config.request_timeout_s)),
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
         )
 
     async def stop(self) -> None:
-        """Drain: wait (bounded) for requests in flight, then end every conversation (run.json)."""
-        deadline = time.monotonic() + 30.0
+        """Drain: wait (briefly) for requests in flight to record, then end every conversation
+        (run.json). The server's own graceful period comes first (``cli``: a few seconds), then
+        it cancels what still runs, and each cancelled request records itself as failed."""
+        deadline = time.monotonic() + SHUTDOWN_DRAIN_S
         while self.in_flight and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         self.store.end_all("shutdown")
@@ -142,6 +159,47 @@ class Proxy:
             )
             log.info("recorded %s", path)
         self._taken.discard(conversation.id)
+
+    def end_on_demand(self, conversation_id: str | None) -> dict:
+        """End one conversation (by id) or every one without a request in flight."""
+        if conversation_id is None:
+            chosen = self.store.conversations()
+        else:
+            found = self.store.find(conversation_id)
+            if found is None:
+                raise ProxyRequestError(
+                    404, "unknown_conversation", f"conversation: no open conversation {conversation_id!r}"
+                )
+            chosen = [found]
+        busy = [c.id for c in chosen if c.busy]
+        if conversation_id is not None and busy:
+            raise ProxyRequestError(
+                409, "conversation_busy", f"conversation {conversation_id!r} has a request in flight"
+            )
+        ended = []
+        for conversation in chosen:
+            if not conversation.busy:
+                self.store.end(conversation, "ended")
+                ended.append(conversation.id)
+        return {"ended": ended, "busy": busy}
+
+    def abandon(self, conversation: Conversation) -> None:
+        """A claimed request that never reached ``forward`` (it failed in between): no call to
+        record, and not counted among the conversation's requests (requests = calls)."""
+        conversation.requests = max(0, conversation.requests - 1)
+        self.in_flight -= 1
+        self.store.release(conversation, self._clock())
+
+    def _release(self, conversation: Conversation, record: ConversationRecord | None) -> None:
+        """One request is over and its call recorded: run.json as it stands, the conversation idle again."""
+        try:
+            if record is not None:
+                record.checkpoint(
+                    requests=conversation.requests, rewrites=conversation.rewrites, server=self.server_info
+                )
+        finally:
+            self.in_flight -= 1
+            self.store.release(conversation, self._clock())
 
     # --- one request ---------------------------------------------------------------------------
 
@@ -185,9 +243,21 @@ class Proxy:
         new_id = (
             free_conversation_id(self.config.record_dir, self.settings, self._taken) if self.config.record_dir else None
         )
-        claim = self.store.claim(
-            messages, name=request.headers.get(CONVERSATION_HEADER), now=self._clock(), hashes=hashes, new_id=new_id
-        )
+        try:
+            claim = self.store.claim(
+                messages, name=request.headers.get(CONVERSATION_HEADER), now=self._clock(), hashes=hashes, new_id=new_id
+            )
+        except StoreFull as exc:
+            raise ProxyRequestError(503, "proxy_busy", str(exc)) from None
+        conversation = claim.conversation
+        self.in_flight += 1  # claimed: released once its call is recorded (or the request failed here)
+        try:
+            return await self._prepare(claim, request, front_door)
+        except BaseException:
+            self.abandon(conversation)
+            raise
+
+    async def _prepare(self, claim, request: Request, front_door: str) -> tuple[Conversation, Turn]:
         conversation = claim.conversation
         if claim.created:
             conversation.data["lock"] = asyncio.Lock()
@@ -199,6 +269,9 @@ class Proxy:
                     front_door,
                 )
             log.info("conversation %s started", conversation.id)
+        record = conversation.data.get("record")
+        if record is not None:
+            record.request_seen(user_agent=request.headers.get("user-agent"))
         if claim.rewritten:
             log.warning(
                 "conversation %s: the client's history no longer extends what it sent before; "
@@ -229,77 +302,133 @@ class Proxy:
         client_headers: dict[str, str] | None = None,
     ) -> Response:
         assert self.client is not None
-        stream = bool(body.get("stream"))
+        record = conversation.data.get("record")
+        if record is not None and body.get("tools"):
+            record.request_seen(tools=True)
+        pending = _Pending(self, conversation, record, turn, _pending_call(turn, sent))
+        handed_off = False
+        try:
+            response = await self._send(path, body, dialect, pending, client_headers)
+            if isinstance(response, Response):
+                return response
+            upstream, injected = response
+            if upstream.status_code >= 400 or not bool(body.get("stream")):
+                return await self._whole_answer(upstream, dialect, pending)
+            handed_off = True
+            return self._stream(upstream, dialect, injected, pending)
+        finally:
+            if not handed_off:
+                pending.fail("cancelled before the upstream answered (the proxy shut down or the client went away)")
+
+    async def _send(self, path, body, dialect, pending: _Pending, client_headers):
+        """The upstream's response with its headers (body not read yet), or the error to answer."""
         injected = False
-        if stream and dialect == "openai":
+        if body.get("stream") and dialect == "openai":
             options = body.get("stream_options")
             if not (isinstance(options, dict) and options.get("include_usage")):
                 body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
                 injected = True
-        content = orjson.dumps(body)
-        record = conversation.data.get("record")
-        call = _pending_call(turn, sent)
-        start, t0 = time.time(), time.perf_counter()
-        self.in_flight += 1
+        request = self.client.build_request(
+            "POST",
+            path,
+            content=orjson.dumps(body),
+            headers={"content-type": "application/json", **(client_headers or {})},
+        )
         try:
-            upstream_request = self.client.build_request(
-                "POST", path, content=content, headers={"content-type": "application/json", **(client_headers or {})}
-            )
-            response = await self.client.send(upstream_request, stream=True)
-        except httpx.TimeoutException as exc:
-            self._record_failure(record, turn, call, start, t0, f"upstream timed out: {type(exc).__name__}")
-            return error_response(504, "upstream_timeout", f"upstream {self.config.upstream_url} timed out")
+            with anyio.fail_after(pending.left()):
+                return await self.client.send(request, stream=True), injected
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            return self._timed_out(pending, exc)
         except httpx.HTTPError as exc:
-            self._record_failure(record, turn, call, start, t0, f"upstream unreachable: {type(exc).__name__}")
+            pending.fail(f"upstream unreachable: {type(exc).__name__}")
             return error_response(
                 502,
                 "upstream_unreachable",
                 f"upstream {self.config.upstream_url} is unreachable ({type(exc).__name__})",
             )
-        headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
-        if response.status_code >= 400 or not stream:
-            try:
+
+    def _timed_out(self, pending: _Pending, exc: BaseException) -> Response:
+        limit = self.config.request_timeout_s
+        pending.fail(f"upstream timed out: no complete answer within {limit:g}s ({type(exc).__name__})")
+        return error_response(
+            504, "upstream_timeout", f"upstream {self.config.upstream_url} gave no complete answer within {limit:g}s"
+        )
+
+    async def _whole_answer(self, response: httpx.Response, dialect: str, pending: _Pending) -> Response:
+        try:
+            with anyio.fail_after(pending.left()):
                 data = await response.aread()
-            except httpx.HTTPError as exc:
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            return self._timed_out(pending, exc)
+        except httpx.HTTPError as exc:
+            pending.fail(f"upstream broke off: {type(exc).__name__}")
+            return error_response(502, "upstream_broken", f"upstream broke off the answer ({type(exc).__name__})")
+        finally:
+            with anyio.CancelScope(shield=True):
                 await response.aclose()
-                self._record_failure(record, turn, call, start, t0, f"upstream broke off: {type(exc).__name__}")
-                return error_response(502, "upstream_broken", f"upstream broke off the answer ({type(exc).__name__})")
-            finally:
-                await response.aclose()
-            if response.status_code >= 400:
-                message = data.decode("utf-8", "replace")[:2000]
-                self._record_failure(record, turn, call, start, t0, f"upstream HTTP {response.status_code}: {message}")
-                return _upstream_error(response.status_code, data)
-            usage = Usage()
-            try:
-                (read_openai if dialect == "openai" else read_anthropic)(orjson.loads(data), usage)
-            except orjson.JSONDecodeError:
-                pass
-            # recorded before answering: a client that hangs up now cannot make the call go unrecorded
-            self._record_ok(record, turn, call, start, time.perf_counter() - t0, usage)
-            return Response(data, status_code=response.status_code, headers=headers)
+        if response.status_code >= 400:
+            message = data.decode("utf-8", "replace")[:2000]
+            pending.fail(f"upstream HTTP {response.status_code}: {message}")
+            return _upstream_error(response.status_code, data)
+        usage = Usage()
+        problem = answer_problem(dialect, data, usage)
+        if problem:
+            pending.fail(f"unusable upstream answer: {problem}")
+            return error_response(502, "upstream_bad_answer", f"upstream {self.config.upstream_url}: {problem}")
+        # recorded before answering: a client that hangs up now cannot make the call go unrecorded
+        pending.ok(usage)
+        headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
+        return Response(data, status_code=response.status_code, headers=headers)
+
+    def _stream(self, response: httpx.Response, dialect: str, injected: bool, pending: _Pending) -> Response:
+        """Pass the events on as they come, within the request's deadline; a stream the client did
+        not get whole (cut, malformed, timed out, or the client went away) is a failed call."""
         tally = StreamTally(dialect, drop_usage_only=injected)
+        chunks = response.aiter_raw()
+        limit = self.config.request_timeout_s
 
         async def events() -> AsyncIterator[bytes]:
-            failure = None
+            failure: str | None = None
+            delivered = False
             try:
-                async for chunk in response.aiter_raw():
-                    out = tally.feed(chunk)
-                    if out:
-                        yield out
-                rest = tally.flush()
-                if rest:
-                    yield rest
-            except httpx.HTTPError as exc:
-                failure = f"upstream broke off the stream: {type(exc).__name__}"
-            finally:
-                await response.aclose()
-                if failure:
-                    self._record_failure(record, turn, call, start, t0, failure)
+                try:
+                    while True:
+                        try:
+                            with anyio.fail_after(pending.left()):
+                                chunk = await chunks.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        out = tally.feed(chunk)
+                        if out:
+                            yield out
+                        if tally.problem:
+                            break
+                    failure = tally.unfinished
+                except (TimeoutError, httpx.TimeoutException):
+                    failure = f"upstream timed out: no complete answer within {limit:g}s"
+                except httpx.HTTPError as exc:
+                    failure = f"upstream broke off the stream: {type(exc).__name__}"
+                if failure is None:
+                    delivered = True
                 else:
-                    self._record_ok(record, turn, call, start, time.perf_counter() - t0, tally.usage)
+                    pending.fail(f"unusable upstream answer: {failure}")
+                    if not tally.error_passed:
+                        yield _stream_error(dialect, failure)
+            finally:
+                if delivered:
+                    pending.ok(tally.usage)
+                else:
+                    pending.fail("the client did not receive the whole stream (it went away, or the proxy shut down)")
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
 
-        return StreamingResponse(events(), status_code=response.status_code, headers=headers)
+        async def closed() -> None:
+            pending.fail("the client did not receive the whole stream (it went away, or the proxy shut down)")
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+        headers = {k: v for k, v in response.headers.items() if k.lower() not in _HOP_HEADERS}
+        return _GuardedStream(events(), closed, status_code=response.status_code, headers=headers)
 
     # --- records -------------------------------------------------------------------------------
 
@@ -326,12 +455,6 @@ class Proxy:
                     model=summary.model,
                 )
             )
-
-    def _record_ok(self, record, turn: Turn, call: _Request, start: float, latency_s: float, usage: Usage) -> None:
-        try:
-            self._write_ok(record, turn, call, start, latency_s, usage)
-        finally:
-            self.in_flight -= 1  # a request counts as in flight until its call is recorded
 
     def _write_ok(self, record, turn: Turn, call: _Request, start: float, latency_s: float, usage: Usage) -> None:
         if record is None:
@@ -361,18 +484,11 @@ class Proxy:
             )
         )
 
-    def _record_failure(self, record, turn: Turn, call: _Request, start: float, t0: float, error: str) -> None:
-        try:
-            self._write_failure(record, turn, call, start, t0, error)
-        finally:
-            self.in_flight -= 1
-
-    def _write_failure(self, record, turn: Turn, call: _Request, start: float, t0: float, error: str) -> None:
+    def _write_failure(self, record, turn: Turn, call: _Request, start: float, latency: float, error: str) -> None:
         log.warning("upstream call failed: %s", error)
         if record is None:
             return
         self._record_summaries(record, turn, call.step)
-        latency = time.perf_counter() - t0
         record.record_call(
             CallRecord(
                 kind="agent",
@@ -411,6 +527,64 @@ def _pending_call(turn: Turn, sent: list[dict]) -> _Request:
     return _Request(turn.calls + 1, turn.tokens_before, turn.tokens_after, turn.events, sent)
 
 
+class _Pending:
+    """One forwarded request until its call is recorded: exactly once (``ok`` or ``fail``; later
+    calls are no-ops), then the conversation is released and its run.json rewritten."""
+
+    def __init__(self, proxy: Proxy, conversation: Conversation, record, turn: Turn, call: _Request):
+        self.proxy, self.conversation, self.record, self.turn, self.call = proxy, conversation, record, turn, call
+        self.start, self.t0 = time.time(), time.perf_counter()
+        self.deadline = time.monotonic() + proxy.config.request_timeout_s
+        self.open = True
+
+    def left(self) -> float:
+        """Seconds left of the request's overall deadline."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def ok(self, usage: Usage) -> None:
+        if self._close():
+            try:
+                latency = time.perf_counter() - self.t0
+                self.proxy._write_ok(self.record, self.turn, self.call, self.start, latency, usage)
+            finally:
+                self.proxy._release(self.conversation, self.record)
+
+    def fail(self, error: str) -> None:
+        if self._close():
+            try:
+                latency = time.perf_counter() - self.t0
+                self.proxy._write_failure(self.record, self.turn, self.call, self.start, latency, error)
+            finally:
+                self.proxy._release(self.conversation, self.record)
+
+    def _close(self) -> bool:
+        was, self.open = self.open, False
+        return was
+
+
+class _GuardedStream(StreamingResponse):
+    """A streaming response that settles its call however the transfer ended (``on_close`` runs
+    after the response, finished or not; a call already recorded is left as it is)."""
+
+    def __init__(self, content, on_close: Callable[[], Awaitable[None]], **kwargs):
+        super().__init__(content, **kwargs)
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_close()
+
+
+def _stream_error(dialect: str, reason: str) -> bytes:
+    """The event that ends a stream the upstream broke: the client's SDK raises it as an error."""
+    error = {"type": "upstream_bad_answer", "message": f"ctxpolicy proxy: {reason}"}
+    if dialect == "openai":
+        return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+    return b"event: error\ndata: " + orjson.dumps({"type": "error", "error": error}) + b"\n\n"
+
+
 def _upstream_error(status: int, data: bytes) -> Response:
     """The upstream's status with its JSON error body, or its text wrapped in one."""
     try:
@@ -439,10 +613,15 @@ def build_app(proxy: Proxy) -> Starlette:
         if not isinstance(messages, list) or not messages:
             raise ProxyRequestError(400, "invalid_request", "messages: expected a non-empty list")
         conversation, turn = await proxy.compress(messages, request, "openai")
-        body["messages"] = turn.messages
-        if proxy.settings.upstream_model:
-            body["model"] = proxy.settings.upstream_model
-        return await proxy.forward("chat/completions", body, "openai", conversation, turn, turn.messages)
+        try:
+            sent = merge_same_role(turn.messages) if proxy.settings.merge_same_role else turn.messages
+            body["messages"] = sent
+            if proxy.settings.upstream_model:
+                body["model"] = proxy.settings.upstream_model
+        except BaseException:
+            proxy.abandon(conversation)
+            raise
+        return await proxy.forward("chat/completions", body, "openai", conversation, turn, sent)
 
     async def messages_endpoint(request: Request) -> Response:
         body = await proxy.read_json(request)
@@ -451,7 +630,11 @@ def build_app(proxy: Proxy) -> Starlette:
         except anthropic.ConversionError as exc:
             raise ProxyRequestError(400, "invalid_request", str(exc)) from None
         conversation, turn = await proxy.compress(messages, request, "anthropic")
-        system, converted = anthropic.from_openai(turn.messages)
+        try:
+            system, converted = anthropic.from_openai(turn.messages)
+        except BaseException:
+            proxy.abandon(conversation)
+            raise
         body["messages"] = converted
         if system is not None:
             body["system"] = system
@@ -475,6 +658,13 @@ def build_app(proxy: Proxy) -> Starlette:
         if response.status_code >= 400:
             return _upstream_error(response.status_code, response.content)
         return Response(response.content, status_code=response.status_code, media_type="application/json")
+
+    async def end_conversations(request: Request) -> Response:
+        body = await proxy.read_json(request) if (request.headers.get("content-length") or "0") != "0" else {}
+        wanted = body.get("conversation")
+        if wanted is not None and not isinstance(wanted, str):
+            raise ProxyRequestError(400, "invalid_request", "conversation: expected a conversation id (string)")
+        return Response(orjson.dumps(proxy.end_on_demand(wanted)), media_type="application/json")
 
     async def health(request: Request) -> Response:
         return Response(
@@ -505,6 +695,7 @@ def build_app(proxy: Proxy) -> Starlette:
             route("/v1/chat/completions", chat_completions, ["POST"]),
             route("/v1/messages", messages_endpoint, ["POST"]),
             route("/v1/models", models, ["GET"]),
+            route("/conversations/end", end_conversations, ["POST"]),
             Route("/health", health, methods=["GET"]),
         ],
         lifespan=lifespan,

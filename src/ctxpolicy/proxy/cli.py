@@ -8,8 +8,8 @@ examples:
   # then point the agent's base URL at http://127.0.0.1:8100/v1
 
 The upstream API key is read from the named environment variable and never logged or recorded.
-SIGTERM (or Ctrl-C) drains the requests in flight and writes every conversation's run.json.
-See docs/proxy.md.
+SIGTERM (or Ctrl-C) gives the requests in flight a few seconds, cancels (and records) what is
+left, and writes every conversation's run.json. See docs/proxy.md.
 """
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from ctxpolicy.proxy.conversations import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONVERSATIONS, DEFAULT_REQUEST_TIMEOUT_S
 
 DEFAULT_LISTEN = "127.0.0.1:8100"
+GRACEFUL_SHUTDOWN_S = 3  # after SIGTERM: requests in flight get this long, then are cancelled and recorded
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,13 +45,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--idle-timeout",
         type=float,
-        default=3600.0,
+        default=DEFAULT_IDLE_TIMEOUT_S,
         metavar="S",
-        help="end a conversation after S seconds without a request (default 3600)",
+        help=f"end a conversation after S seconds without a request (default {DEFAULT_IDLE_TIMEOUT_S:g})",
     )
-    p.add_argument("--max-conversations", type=int, default=256, help="conversations kept at once (default 256)")
+    p.add_argument(
+        "--max-conversations",
+        type=int,
+        default=DEFAULT_MAX_CONVERSATIONS,
+        help=f"conversations kept at once (default {DEFAULT_MAX_CONVERSATIONS})",
+    )
     p.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (default 32)")
-    p.add_argument("--request-timeout", type=float, default=600.0, metavar="S", help="upstream read timeout")
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        metavar="S",
+        help=f"an upstream request's whole time, headers to last byte (default {DEFAULT_REQUEST_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--merge-same-role",
+        action="store_true",
+        help="merge consecutive same-role messages before sending upstream (for strictly alternating chat templates)",
+    )
     p.add_argument(
         "--no-upstream-check",
         dest="upstream_check",
@@ -92,6 +112,12 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"--threshold: must be a positive token count, got {args.threshold}")
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream: expected an http(s) URL, got {args.upstream!r}")
+    if urlsplit(args.upstream).path.strip("/") == "":
+        raise UsageError(
+            f"--upstream: expected the API's base URL with its path (e.g. {args.upstream.rstrip('/')}/v1), got {args.upstream!r}"
+        )
+    if args.request_timeout <= 0 or args.idle_timeout <= 0:
+        raise UsageError("--request-timeout and --idle-timeout: must be positive seconds")
     if args.max_conversations < 1:
         raise UsageError(f"--max-conversations: must be at least 1, got {args.max_conversations}")
     api_key = _env(args.api_key_env, "--api-key-env")
@@ -118,6 +144,7 @@ def build_config(args: argparse.Namespace):
         summarizer_model=args.summarizer_model if policy.needs_summarizer else None,
         idle_timeout_s=args.idle_timeout,
         max_conversations=args.max_conversations,
+        merge_same_role=args.merge_same_role,
     )
     return ProxyConfig(
         settings=settings,
@@ -161,15 +188,16 @@ def main(args: argparse.Namespace) -> int:
     try:
         host, port = parse_listen(args.listen)
         config = build_config(args)
+        if not is_loopback(host) and config.client_token is None:
+            raise UsageError(
+                f"--listen: {host} is not a loopback address; anyone who reaches it could use the upstream, "
+                "so give clients a token (--client-token-env VAR) or listen on 127.0.0.1"
+            )
         if args.upstream_check:
             check_upstream(config.upstream_url, config.api_key)
     except UsageError as exc:
         print(f"ctxpolicy proxy: {exc}", file=sys.stderr)
         return 2
-    if not is_loopback(host) and config.client_token is None:
-        logging.getLogger("ctxpolicy.proxy").warning(
-            "listening on %s without a client token: anyone who reaches it can use the upstream", host
-        )
     import uvicorn
 
     from ctxpolicy.proxy.app import Proxy, build_app
@@ -181,7 +209,7 @@ def main(args: argparse.Namespace) -> int:
             host=host,
             port=port,
             log_level=args.log_level,
-            timeout_graceful_shutdown=30,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
             access_log=False,
         )
     )

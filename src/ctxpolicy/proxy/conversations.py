@@ -26,6 +26,9 @@ import orjson
 
 from ctxpolicy.policies import PolicySession, protected_prefix_length
 
+DEFAULT_IDLE_TIMEOUT_S = 300.0  # an agent that has not called for 5 minutes is done (or stuck)
+DEFAULT_MAX_CONVERSATIONS = 256
+DEFAULT_REQUEST_TIMEOUT_S = 600.0  # the proxy's default for one upstream request's whole time (headers to last byte)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -52,7 +55,12 @@ class Conversation:
     last_used: float = 0.0
     requests: int = 0
     rewrites: int = 0
+    busy: int = 0  # requests claimed and not yet released (in flight)
     data: dict[str, Any] = field(default_factory=dict)  # the caller's per-conversation state
+
+
+class StoreFull(Exception):
+    """A new conversation would need room, and every kept conversation has a request in flight."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,8 @@ class ConversationStore:
         self,
         make_session: Callable[[], PolicySession],
         *,
-        idle_timeout_s: float = 3600.0,
-        max_conversations: int = 256,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         on_end: Callable[[Conversation, str], None] = lambda c, why: None,
     ):
         if max_conversations < 1:
@@ -126,12 +134,18 @@ class ConversationStore:
         conversation.last_history = messages
         conversation.last_used = now
         conversation.requests += 1
+        conversation.busy += 1
         return Claim(conversation, list(new), created, rewritten)
 
     def _start(self, key: str, name: str | None, new_id: Callable[[str], str] | None) -> Conversation:
         while len(self) >= self.max_conversations:
-            oldest = min(self.conversations(), key=lambda c: c.last_used)
-            self.end(oldest, "evicted")
+            idle = [c for c in self.conversations() if not c.busy]
+            if not idle:
+                raise StoreFull(
+                    f"all {self.max_conversations} conversations have a request in flight "
+                    "(--max-conversations); retry when one has its answer"
+                )
+            self.end(min(idle, key=lambda c: c.last_used), "evicted")
         stem = _UNSAFE.sub("-", name)[:48].strip("-") if name else key[:12]
         stem = stem or key[:12]
         conversation_id = new_id(stem) if new_id else self._next_id(stem)
@@ -144,9 +158,17 @@ class ConversationStore:
         self._ids[stem] = self._ids.get(stem, 0) + 1
         return f"{stem}-{self._ids[stem]}"
 
+    def release(self, conversation: Conversation, now: float) -> None:
+        """One request of the conversation is over (answered and recorded); idle time counts from now."""
+        conversation.busy = max(0, conversation.busy - 1)
+        conversation.last_used = max(conversation.last_used, now)
+
+    def find(self, conversation_id: str) -> Conversation | None:
+        return next((c for c in self.conversations() if c.id == conversation_id), None)
+
     def expire(self, now: float) -> list[Conversation]:
-        """End every conversation idle for longer than the timeout."""
-        idle = [c for c in self.conversations() if now - c.last_used > self.idle_timeout_s]
+        """End every conversation without a request in flight idle for longer than the timeout."""
+        idle = [c for c in self.conversations() if not c.busy and now - c.last_used > self.idle_timeout_s]
         for conversation in idle:
             self.end(conversation, "idle")
         return idle

@@ -1,15 +1,18 @@
 """One run directory per proxied conversation, in the run-record format (docs/architecture.md).
 
 ``messages.jsonl`` and ``calls.jsonl`` grow as calls are made (the agent harness's
-``RunRecorder``); ``trajectory.json`` (the client's last history) and ``run.json`` are written
-last, atomically, when the conversation expires or the proxy shuts down. Identity:
+``RunRecorder``), and ``run.json`` is rewritten atomically after every call, marked open
+(``complete: false``, ``proxy.open: true``) until the conversation ends; then
+``trajectory.json`` (the client's last history) and the final ``run.json`` are written, when the
+conversation expires, is evicted or ended on demand, or the proxy shuts down. Identity:
 ``track: proxy``, ``benchmark: proxy``, ``task_id`` = the conversation id, ``attempt: 1``.
-Proxy runs are never graded (no ``verdict.json``) and their benchmark is ``proxy``, so no
-resolve rate of the study ever counts them. Nothing here ever sees the upstream API key.
+Outcome ``not_graded`` (the proxy cannot tell how the agent's run ended), or ``error`` when its
+last call failed; ``attach_verdict`` grades one later. Nothing here ever sees the upstream API key.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,13 +23,34 @@ from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.grid import Cell
 from ctxpolicy.policies import PolicySpec
-from ctxpolicy.rundir import RUN_JSON, TRAJECTORY_JSON, CallRecord, run_dir_name, write_record, write_run_json
+from ctxpolicy.proxy.conversations import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONVERSATIONS
+from ctxpolicy.rundir import (
+    RUN_JSON,
+    TRAJECTORY_JSON,
+    CallRecord,
+    read_run_json,
+    read_verdict,
+    run_dir_name,
+    write_record,
+    write_run_json,
+    write_verdict,
+)
 from ctxpolicy.threshold_settings import FIXED
 from ctxpolicy.tokens import count_message
 
 TRACK = "proxy"
 BENCHMARK = "proxy"
 TRAJECTORY_FORMAT = "ctxpolicy-proxy-1"
+NOT_GRADED = "not_graded"  # the outcome of a conversation nobody graded (yet)
+VERDICT_HARNESS = "manual"  # verdict.json's harness for a verdict attached to a proxy run
+
+
+@functools.cache
+def _host() -> tuple[dict, dict]:
+    """The proxy's software versions (less mini-swe-agent's, which is the client's business) and
+    host, computed once: run.json is rewritten after every call."""
+    versions = {**software_versions(), "mini_swe_agent": None}
+    return versions, hardware()
 
 
 @dataclass(frozen=True)
@@ -39,8 +63,9 @@ class ProxySettings:
     upstream_model: str | None
     summarizer_model: str | None
     cache_block_tokens: int = 16
-    idle_timeout_s: float = 3600.0
-    max_conversations: int = 256
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    max_conversations: int = DEFAULT_MAX_CONVERSATIONS
+    merge_same_role: bool = False
 
     @property
     def cell(self) -> str:
@@ -81,15 +106,28 @@ class ConversationRecord:
         self.settings = settings
         self.front_door = front_door
         self.recorder = RunRecorder(self.run_dir, count_message)
-        self.start = time.time()
+        self.start = time.time()  # the first request (reset by ``request_seen``)
+        self.last_answer: float | None = None  # when the last call ended
         self.model: str | None = settings.upstream_model
         self.mode = "text"
+        self.user_agent: str | None = None
+        self.server: dict | None = None
+        self.requests = self.rewrites = 0
         self.llm_s = 0.0
         self.steps = 0
         self.last_status = "ok"
         self.last_error: str | None = None
         self.finished = False
+        self.ended: str | None = None
         self._ids: dict[int, tuple[dict, str]] = {}
+
+    def request_seen(self, *, tools: bool = False, user_agent: str | None = None) -> None:
+        """What one request says about the client: ``tools`` offered make the mode ``tool``; its
+        ``User-Agent`` is recorded as the client's identity."""
+        if tools:
+            self.mode = "tool"
+        if user_agent:
+            self.user_agent = user_agent[:200]
 
     def store(self, sent: list[dict]) -> list[str]:
         """The ids of the messages of one request (each stored once); a tool message or tool call
@@ -106,7 +144,17 @@ class ConversationRecord:
             if call.model and not self.settings.upstream_model:
                 self.model = call.model
         self.llm_s += call.latency_s
+        self.last_answer = max(self.last_answer or call.end, call.end)
+        if self.recorder.closed:  # a call that ended after its conversation did: still recorded
+            self.recorder = self.recorder.reopened()
         self.recorder.record_call(call)
+
+    def checkpoint(self, *, requests: int, rewrites: int, server: dict) -> Path:
+        """run.json as it stands, marked open (rewritten after every call; atomic, and durable only
+        once the conversation has ended: an open record is as durable as the call lines, which are
+        flushed, not fsynced)."""
+        self.requests, self.rewrites, self.server = requests, rewrites, server
+        return write_run_json(self.run_dir, self._run_record(ended=self.ended), durable=self.ended is not None)
 
     def _store(self, sent: list[dict]) -> list[str]:
         """``RunRecorder.store``, hashing only messages this record has not seen as objects: the
@@ -124,48 +172,57 @@ class ConversationRecord:
         return ids
 
     def finish(self, history: list[dict], *, requests: int, rewrites: int, ended: str, server: dict) -> Path:
-        """Write trajectory.json and run.json (last); idempotent."""
+        """Write trajectory.json, then the final run.json (complete); once per ending."""
         if self.finished:
             return self.run_dir / RUN_JSON
-        self.finished = True
+        self.finished, self.ended = True, ended
         self.recorder.close()
-        end = time.time()
-        identity = self.identity()
+        self.requests, self.rewrites, self.server = requests, rewrites, server
         write_record(
             self.run_dir / TRAJECTORY_JSON,
             {
                 "trajectory_format": TRAJECTORY_FORMAT,
                 "messages": [api_message(m) for m in history],
-                "info": {"ctxpolicy": {"identity": asdict(identity)}},
+                "info": {"ctxpolicy": {"identity": asdict(self.identity())}},
             },
         )
+        return write_run_json(self.run_dir, self._run_record(ended=ended))
+
+    def _run_record(self, ended: str | None) -> dict:
+        """The run.json record: open (``ended`` None) or final. Wall time runs from the first
+        request to the last answer, never to the proxy's shutdown or the idle expiry."""
+        versions, host = _host()
+        end = self.last_answer if self.last_answer is not None else self.start
         failed = self.last_status != "ok"
-        record = {
+        wall = max(0.0, end - self.start)
+        return {
             "schema_version": SCHEMA_VERSION,
-            "complete": True,
-            "identity": asdict(identity),
-            "outcome": "error" if failed else "submitted",
+            "complete": ended is not None,
+            "identity": asdict(self.identity()),
+            "outcome": "error" if failed else NOT_GRADED,
             "error": f"upstream failed on the last call: {self.last_error}" if failed else None,
             "submission": "",
             "timing": {
                 "start": self.start,
                 "end": end,
-                "wall_s": end - self.start,
+                "wall_s": wall,
                 "setup_s": 0.0,
-                "agent_s": end - self.start,
+                "agent_s": wall,
                 "llm_s": self.llm_s,
                 "tool_s": 0.0,
             },
-            "totals": totals_of(self.recorder.calls, self.steps, 0),
+            # the proxy cannot see an agent's format errors: unknown, not 0
+            "totals": totals_of(self.recorder.calls, self.steps, None),
             "settings": {
                 "mode": self.mode,
                 "cache_block_tokens": self.settings.cache_block_tokens,
                 "front_door": self.front_door,
                 "idle_timeout_s": self.settings.idle_timeout_s,
                 "max_conversations": self.settings.max_conversations,
+                "merge_same_role": self.settings.merge_same_role,
             },
             "versions": {
-                **software_versions(),
+                **versions,
                 "model": {
                     "name": self.model or "unknown",
                     "file": None,
@@ -173,15 +230,20 @@ class ConversationRecord:
                     "hub_id": None,
                     "revision": None,
                 },
-                "server": server,
+                "server": self.server or {"kind": "upstream", "version": None, "url": self.settings.upstream_url},
                 "summarizer": None,
+                "client": {"user_agent": self.user_agent},
             },
-            "hardware": hardware(),
+            "hardware": host,
             "trajectory_file": TRAJECTORY_JSON,
             "traceback": None,
-            "proxy": {"requests": requests, "history_rewrites": rewrites, "ended": ended},
+            "proxy": {
+                "requests": self.requests,
+                "history_rewrites": self.rewrites,
+                "ended": ended,
+                "open": ended is None,
+            },
         }
-        return write_run_json(self.run_dir, record)
 
     def identity(self) -> RunIdentity:
         policy = self.settings.policy
@@ -203,3 +265,26 @@ class ConversationRecord:
             cell=self.settings.cell,
             track=TRACK,
         )
+
+
+class VerdictError(ValueError):
+    """A verdict that cannot be attached: one line naming the run and why."""
+
+
+def attach_verdict(run_dir: Path, resolved: bool, note: str | None = None) -> Path:
+    """Grade an ended proxy conversation: write its ``verdict.json`` (harness ``manual``) and make
+    its outcome ``submitted``. Refuses open conversations, runs that are not the proxy's, and runs
+    that already have a verdict."""
+    run_dir = Path(run_dir)
+    record = read_run_json(run_dir)
+    if not isinstance(record, dict) or (record.get("identity") or {}).get("track") != TRACK:
+        raise VerdictError(f"{run_dir / RUN_JSON}: not a proxy conversation (identity.track is not {TRACK!r})")
+    if record.get("complete") is not True:
+        raise VerdictError(f"{run_dir / RUN_JSON}: the conversation is still open; end it first")
+    if read_verdict(run_dir) is not None:
+        raise VerdictError(f"{run_dir}: already has a verdict.json")
+    verdict = {"resolved": bool(resolved), "harness": VERDICT_HARNESS, "report": {"note": note}, "log": ""}
+    path = write_verdict(run_dir, verdict)
+    if record.get("outcome") == NOT_GRADED:
+        write_run_json(run_dir, {**record, "outcome": "submitted"})
+    return path

@@ -2,7 +2,9 @@
 
 Both dialects (OpenAI chat completions, Anthropic messages), whole answers and server-sent
 event streams. A stream is passed to the client event by event, unchanged, while ``StreamTally``
-reads each event on the way.
+reads each event on the way. Both also say whether the client can use the answer at all
+(``answer_problem``, ``StreamTally.problem`` / ``StreamTally.unfinished``): bad JSON, no
+choices, an error event, a stream cut before its end.
 """
 
 from __future__ import annotations
@@ -67,6 +69,30 @@ def read_anthropic(payload: dict, usage: Usage) -> None:
         usage.completion_tokens = reported["output_tokens"]
 
 
+def answer_problem(dialect: str, data: bytes, usage: Usage) -> str | None:
+    """Why a whole (non-streamed) 200 answer is of no use to the client, or None; reads its usage."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return f"the answer is not JSON ({exc})"
+    if not isinstance(payload, dict):
+        return f"the answer is a JSON {type(payload).__name__}, not an object"
+    if payload.get("error"):
+        return f"the answer is an error: {str(payload['error'])[:500]}"
+    if dialect == "openai":
+        read_openai(payload, usage)
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return "the answer has no choices"
+        if not all(isinstance(c, dict) and isinstance(c.get("message"), dict) for c in choices):
+            return "a choice of the answer has no message object"
+        return None
+    read_anthropic(payload, usage)
+    if not isinstance(payload.get("content"), list):
+        return "the answer has no content list"
+    return None
+
+
 class StreamTally:
     """Splits a server-sent-event byte stream into whole events and reads each one's usage.
 
@@ -76,12 +102,30 @@ class StreamTally:
 
     def __init__(self, dialect: str, drop_usage_only: bool = False):
         self.usage = Usage()
+        self._dialect = dialect
         self._read = read_openai if dialect == "openai" else read_anthropic
         self._drop_usage_only = drop_usage_only
         self._buffer = b""
+        self.problem: str | None = None  # the first event the client cannot use
+        self.done = False  # the stream's own end was seen ([DONE], or message_stop)
+        self.error_passed = False  # the problem is the upstream's own error event, passed on as it is
+
+    @property
+    def unfinished(self) -> str | None:
+        """Why the stream, now that the upstream closed it, is not a whole answer (or None)."""
+        if self.problem:
+            return self.problem
+        if self._buffer.strip():
+            return "the stream was cut in the middle of an event"
+        if not self.done:
+            return "the stream ended before its end marker"
+        return None
 
     def feed(self, chunk: bytes) -> bytes:
-        """The whole events completed by ``chunk``, to pass on (possibly empty)."""
+        """The whole events completed by ``chunk``, to pass on (possibly empty). From the first
+        event the client cannot use on (``problem``), nothing more is passed on."""
+        if self.problem:
+            return b""
         self._buffer += chunk
         if b"\n\n" not in self._buffer and b"\r\n\r\n" not in self._buffer:
             return b""
@@ -91,23 +135,35 @@ class StreamTally:
         for event in events:
             if self._keep(event):
                 out.append(event + b"\n\n")
+            if self.problem:
+                self._buffer = b""
+                break
         return b"".join(out)
-
-    def flush(self) -> bytes:
-        rest, self._buffer = self._buffer, b""
-        return rest if rest.strip() and self._keep(rest) else rest
 
     def _keep(self, event: bytes) -> bool:
         for line in event.split(b"\n"):
             if not line.startswith(b"data:"):
                 continue
             data = line[5:].strip()
-            if not data or data == b"[DONE]":
+            if data == b"[DONE]":
+                self.done = True
+                continue
+            if not data:
                 continue
             try:
                 payload = orjson.loads(data)
             except orjson.JSONDecodeError:
-                continue
+                self.problem = f"a stream event is not JSON: {data[:200].decode('utf-8', 'replace')!r}"
+                return False
+            if not isinstance(payload, dict):
+                self.problem = f"a stream event is a JSON {type(payload).__name__}, not an object"
+                return False
+            if payload.get("error") or payload.get("type") == "error":
+                self.problem = f"the stream carries an error: {str(payload.get('error'))[:500]}"
+                self.error_passed = True
+                return True  # the client's SDK reads it as the error it is
+            if payload.get("type") == "message_stop":
+                self.done = True
             self._read(payload, self.usage)
             if (
                 self._drop_usage_only
