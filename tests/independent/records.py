@@ -42,6 +42,7 @@ class Run:
     tokens: int  # prompt + output tokens of every call, agent and summary (A.5.1)
     prompt_counts: int  # agent calls with a server-reported prompt count
     agent_calls: int
+    summary_calls: int
     firing_steps: int  # agent steps at which the policy compressed (a stacked policy's stages once)
     events: int  # compression events (each stage)
     billed_estimated: float  # A.5.2, reconstructed cache
@@ -135,6 +136,7 @@ def read_run(run_dir: Path) -> Run:
         tokens=sum((c["prompt_tokens"] or 0) + (c["completion_tokens"] or 0) for c in calls),
         prompt_counts=len(counted),
         agent_calls=len(agent),
+        summary_calls=len(calls) - len(agent),
         firing_steps=len({c["step"] for c in calls if c.get("events")}),
         events=sum(len(c.get("events") or []) for c in calls),
         billed_estimated=_billed(prompts, cached_estimate(prompts, [c.get("events") or [] for c in agent]), summary_input),

@@ -207,6 +207,7 @@ RESOURCES = {  # A.5: the resource ratios, by the value each run contributes
     "cost_ratio_estimated": lambda r: r.billed_estimated,
     "cost_ratio_measured": lambda r: r.billed_measured,
     "calls_ratio": lambda r: r.agent_calls,
+    "all_calls_ratio": lambda r: r.agent_calls + r.summary_calls,  # the cost decomposition's calls
 }
 
 
