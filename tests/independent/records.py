@@ -139,7 +139,9 @@ def read_run(run_dir: Path) -> Run:
         summary_calls=len(calls) - len(agent),
         firing_steps=len({c["step"] for c in calls if c.get("events")}),
         events=sum(len(c.get("events") or []) for c in calls),
-        billed_estimated=_billed(prompts, cached_estimate(prompts, [c.get("events") or [] for c in agent]), summary_input),
+        billed_estimated=_billed(
+            prompts, cached_estimate(prompts, [c.get("events") or [] for c in agent]), summary_input
+        ),
         billed_measured=None
         if not agent or any(m is None for m in measured)
         else _billed(prompts, [int(m) for m in measured], summary_input),

@@ -183,8 +183,7 @@ def check_interval(what: str, est: float, lo: float, hi: float, boot: np.ndarray
     for name, value, tail in (("lo", lo, CONFIDENCE_TAILS[0]), ("hi", hi, CONFIDENCE_TAILS[1])):
         low, high = quantile_band(boot, tail, code_boot)
         assert low - 1e-9 <= value <= high + 1e-9, (
-            f"{what}: {name} = {value} outside [{low}, {high}], the independent bootstrap's "
-            f"quantiles around {tail}"
+            f"{what}: {name} = {value} outside [{low}, {high}], the independent bootstrap's quantiles around {tail}"
         )
 
 
@@ -250,6 +249,8 @@ def compare(study: Study, benchmark: str, model: str, cell: str, reference: str)
     )
     out["gain_tasks"] = sorted(t for t in both if sa[t] and not sb[t])
     out["loss_tasks"] = sorted(t for t in both if sb[t] and not sa[t])
+    out["kept_tasks"] = sorted(t for t in both if sa[t] and sb[t])
+    out["missed_tasks"] = sorted(t for t in both if not sa[t] and not sb[t])
     ca, cb = calls_when_solved(mine, tasks, attempts), calls_when_solved(ref, tasks, attempts)
     est, n, boot = ratio_of_means(ca, cb, tasks)
     out["calls_change"] = Count(est - 1, boot - 1, n)
@@ -279,7 +280,9 @@ def check_row(what: str, row: dict, counted: dict[str, Count], code_boot: int, *
         if f"{column}_est" not in row:
             continue
         close(f"{what}: {column}_est", row[f"{column}_est"], count.est)
-        check_interval(f"{what}: {column}", row[f"{column}_est"], row[f"{column}_lo"], row[f"{column}_hi"], count.boot, code_boot)
+        check_interval(
+            f"{what}: {column}", row[f"{column}_est"], row[f"{column}_lo"], row[f"{column}_hi"], count.boot, code_boot
+        )
         checked += 3
         if count.n_tasks is not None and f"{column}_n_tasks" in row:
             close(f"{what}: {column}_n_tasks", row[f"{column}_n_tasks"], count.n_tasks)
