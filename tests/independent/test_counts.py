@@ -64,6 +64,14 @@ def test_fig3_comparison_part(study, paper_frames):
     assert check_comparisons(study, rows(paper_frames["fig3"], "main"), "fig3")
 
 
+def _fig3_pair(frame: pd.DataFrame) -> tuple[str, str]:
+    """The one (benchmark, model) Figure 3 shows (its comparison rows name it)."""
+    main = frame[frame["part"] == "main"]
+    pairs = set(zip(main["benchmark"], main["model"]))
+    assert len(pairs) == 1, f"fig3 shows {sorted(pairs)}"
+    return next(iter(pairs))
+
+
 def _sweep_cells(study, b, m, policy, setting):
     """The pair's own-summarizer sweep cells of a policy at a setting: the sweep's, and at the
     primary setting the full comparison's shared D = 0.5 cell (A.3, Table 4)."""
@@ -81,7 +89,7 @@ def test_fig3_table_counts_the_sweep_cells_only(study, paper_frames):
     """Figure 3 (right), A.5: per setting and policy, over all attempts of the sweep's tasks:
     resolve rate, billed cost relative to FC (task means, tasks both ran) and mean latency."""
     table = rows(paper_frames["fig3"], "summary")
-    b, m = "swebench", "synth-a"  # the figure's pair in config/synthetic-paper.yaml
+    b, m = _fig3_pair(paper_frames["fig3"])
     fc = study.cell(b, m, study.fc_cell(b, m))
     tasks = study.tasks(b, "sweep")
     fc_cost = _task_means([r for r in fc if r.task in tasks], lambda r: r.billed_estimated)
@@ -104,7 +112,7 @@ def test_fig3_frequency_curves(study, paper_frames):
     """Figure 3 (left): compression firings per attempt (a step that compressed counts once),
     over the attempts that did not reach the time limit (A.5), per setting and policy."""
     table = rows(paper_frames["fig3"], "frequency")
-    b, m = "swebench", "synth-a"
+    b, m = _fig3_pair(paper_frames["fig3"])
     tasks = study.tasks(b, "sweep")
     assert table
     for row in table:
