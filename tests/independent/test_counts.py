@@ -448,3 +448,21 @@ def test_table1_models_per_policy(study, paper_frames):
     for row in rows(paper_frames["table1"]):
         models = {m.strip() for m in str(row["models"]).split(",")}
         assert models == have[(row["policy"], None)], row
+
+
+def test_fig5_ranks_within_each_model(study, paper_frames):
+    """Figure 5a: within each model, a policy's rank is one plus the policies strictly better
+    (higher resolve rate; lower latency and billed-cost ratios), ties sharing the best rank."""
+    frame = paper_frames["fig5"]
+    checked = 0
+    for part in ("main", "ranks"):
+        for (_b, model), block in frame[frame["part"] == part].groupby(["benchmark", "model"]):
+            for column, higher in (("resolve_rate", True), ("latency_ratio_est", False), ("cost_ratio_est", False)):
+                values = block[column].to_numpy(float)
+                for value, rank in zip(values, block[f"{column}_rank"].to_numpy(float)):
+                    if math.isnan(value):
+                        continue
+                    better = (values > value + 1e-12) if higher else (values < value - 1e-12)
+                    assert rank == 1 + better.sum(), f"fig5 {part} {model} {column}: {value} ranked {rank}"
+                    checked += 1
+    assert checked
