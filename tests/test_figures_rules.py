@@ -301,3 +301,23 @@ def test_fig21_says_where_no_interval_is_drawn():
     assert "fewer than 3 shared solved tasks" in " ".join(notes.recorded(fig))
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["TR"]  # the primitive; P/T/D in the legend
     assert [t.get_text() for t in fig.axes[0].texts if t.get_text() == "2"]  # n shared tasks beside the bar
+
+
+def test_equal_rates_from_different_sums_share_a_rank():
+    """7/18 reached in two summation orders differs in its last bits: the same rank, not two."""
+    import pandas as pd
+
+    compared = pd.DataFrame(
+        {
+            "benchmark": ["b", "b"],
+            "model": ["m", "m"],
+            "policy": ["TR/Th/0.5", "SU/Th/0.5"],
+            "resolve_rate": [0.38888888888888884, 0.3888888888888889],
+            "baseline_resolve_rate": [0.5, 0.5],
+            "latency_ratio_est": [0.9, 0.8],
+            "cost_ratio_est": [0.7, 0.7],
+        }
+    )
+    table = ranks.rank_table(compared).set_index("policy")
+    assert table.loc["TR/Th/0.5", "resolve_rate_rank"] == table.loc["SU/Th/0.5", "resolve_rate_rank"] == 2
+    assert list(table["latency_ratio_est_rank"]) == [3, 2, 1]

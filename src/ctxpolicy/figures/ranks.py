@@ -23,6 +23,7 @@ from ctxpolicy.threshold_settings import PRIMARY
 PAIRS = (("S-p", "S"), ("TRC+S", "S"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"))
 RANKED = (("resolve_rate", "resolve", False), ("latency_ratio_est", "latency", True), ("cost_ratio_est", "cost", True))
 SIGNIFICANT = "∗"
+RANK_DECIMALS = 12  # values closer than this rank as equal (floating-point noise, not a difference)
 RANK_CMAP = "Blues_r"  # darker = better (rank 1 darkest)
 
 
@@ -77,7 +78,9 @@ def rank_table(compared: pd.DataFrame) -> pd.DataFrame:
             [fc, rows[["policy", "resolve_rate", "latency_ratio_est", "cost_ratio_est"]]], ignore_index=True
         ).assign(policy=lambda t: t["policy"].astype(str))
         for column, _, ascending in RANKED:
-            both[f"{column}_rank"] = both[column].rank(ascending=ascending, method="min")
+            # equal values reached in a different summation order (7/18 as 0.38888888888888884 and
+            # as 0.3888888888888889) are a tie, not two ranks: compare at RANK_DECIMALS places
+            both[f"{column}_rank"] = both[column].round(RANK_DECIMALS).rank(ascending=ascending, method="min")
         frames.append(both.assign(benchmark=benchmark, model=model))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -1,0 +1,155 @@
+"""The run records of a data set read a second time, in plain Python, for the independent counts.
+
+Only ``ctxpolicy.rundir``'s record readers are used (no ``ctxpolicy.metrics``, no
+``ctxpolicy.figures``): one ``Run`` per complete run directory, with the values the study's
+definitions need (study A.5, A.5.1, A.5.2), each computed here from ``run.json``,
+``verdict.json`` and ``calls.jsonl``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxpolicy.rundir import CALLS_JSONL, find_run_dirs, is_complete_run, read_jsonl, read_run_json, read_verdict
+
+CACHE_DISCOUNT = 0.1  # A.5.2: cached input at one tenth of a fresh token
+BLOCK = 16  # A.5.2: 16-token cache blocks
+LARGE_DROP = (1000, 0.25)  # A.5.2: a reduction of at least max(1000, 0.25 P) tokens
+
+
+@dataclass(frozen=True)
+class Run:
+    path: str
+    benchmark: str
+    model: str
+    cohort: str
+    track: str
+    cell: str
+    policy: str
+    primitive: str | None
+    depth: float | None
+    setting: str | None
+    threshold: int | None
+    summarizer: str | None
+    task: str
+    attempt: int
+    outcome: str | None
+    graded: bool  # a verdict.json exists
+    resolved: bool  # the verdict says resolved (a missing verdict is unresolved)
+    harness_timeout: bool  # the benchmark harness stopped the run for time (its report says so)
+    wall_s: float | None
+    tokens: int  # prompt + output tokens of every call, agent and summary (A.5.1)
+    prompt_counts: int  # agent calls with a server-reported prompt count
+    agent_calls: int
+    summary_calls: int
+    firing_steps: int  # agent steps at which the policy compressed (a stacked policy's stages once)
+    events: int  # compression events (each stage)
+    billed_estimated: float  # A.5.2, reconstructed cache
+    billed_measured: float | None  # A.5.2 with the server's cached counts (None: a call lacks one)
+    peak_prompt: int | None
+    prompts: tuple[int, ...]  # agent calls' prompt sizes, in order
+
+    @property
+    def time_limited(self) -> bool:
+        """A.5: the run reached the time limit (the agent's, or the benchmark harness's timeout)."""
+        return self.outcome == "time_limit" or self.harness_timeout
+
+
+def _floor(tokens: int) -> int:
+    return tokens // BLOCK * BLOCK
+
+
+def _unchanged(events: list[dict]) -> tuple[int, int] | None:
+    """(tokens before the first changed message, tokens of the history) of an OTRC step."""
+    if any(e.get("unchanged_prefix_tokens") is None for e in events):
+        return None
+    return min(e["unchanged_prefix_tokens"] for e in events), events[0]["total_tokens_before"]
+
+
+def cached_estimate(prompts: list[int], steps: list[list[dict]]) -> list[int]:
+    """A.5.2's reconstruction of each agent call's cached input, call by call: the first call has
+    nothing cached; a large reduction keeps only the stable prefix (the first prompt); an OTRC
+    step keeps the previous prompt up to the cleared message; growth keeps the previous prompt;
+    a smaller unexplained reduction keeps the stable prefix. Whole 16-token blocks only."""
+    cached = []
+    for k, p in enumerate(prompts):
+        if k == 0:
+            cached.append(0)
+            continue
+        prev, stable = prompts[k - 1], min(prompts[0], p)
+        otrc = any(e.get("primitive") == "OTRC" for e in steps[k])
+        if p <= prev - max(LARGE_DROP[0], LARGE_DROP[1] * prev):
+            value = stable
+        elif otrc:
+            where = _unchanged(steps[k])
+            if where is None or where[1] <= 0:
+                value = stable
+            else:
+                u, t = where
+                value = min(p, min(u, t) * prev // t)
+        elif p >= prev:
+            value = prev
+        else:
+            value = stable
+        cached.append(_floor(value))
+    return cached
+
+
+def _billed(prompts: list[int], cached: list[int], summary_input: int) -> float:
+    cached = [min(c, p) for c, p in zip(cached, prompts)]
+    return sum(prompts) - sum(cached) + CACHE_DISCOUNT * sum(cached) + summary_input
+
+
+def read_run(run_dir: Path) -> Run:
+    run = read_run_json(run_dir)
+    identity = run["identity"]
+    verdict = read_verdict(run_dir)
+    report = (verdict or {}).get("report")
+    mode = report.get("failure_mode") if isinstance(report, dict) else None
+    calls = list(read_jsonl(run_dir / CALLS_JSONL)) if (run_dir / CALLS_JSONL).exists() else []
+    agent = [c for c in calls if c["kind"] == "agent"]
+    prompts = [c["prompt_tokens"] or 0 for c in agent]
+    summary_input = sum(c["prompt_tokens"] or 0 for c in calls if c["kind"] != "agent")
+    measured = [c.get("cached_tokens") for c in agent]
+    counted = [c["prompt_tokens"] for c in agent if c["prompt_tokens"] is not None]
+    return Run(
+        path=str(run_dir),
+        benchmark=identity["benchmark"],
+        model=identity["model"],
+        cohort=identity["cohort"],
+        track=identity["track"],
+        cell=identity["cell"],
+        policy=identity["policy"],
+        primitive=identity.get("primitive"),
+        depth=identity.get("depth"),
+        setting=identity.get("threshold_setting"),
+        threshold=identity.get("threshold_tokens"),
+        summarizer=identity.get("summarizer"),
+        task=str(identity["task_id"]),
+        attempt=int(identity["attempt"]),
+        outcome=run.get("outcome"),
+        graded=verdict is not None,
+        resolved=bool(verdict and verdict.get("resolved") is True),
+        harness_timeout=isinstance(mode, str) and "timeout" in mode.lower(),
+        wall_s=(run.get("timing") or {}).get("wall_s"),
+        tokens=sum((c["prompt_tokens"] or 0) + (c["completion_tokens"] or 0) for c in calls),
+        prompt_counts=len(counted),
+        agent_calls=len(agent),
+        summary_calls=len(calls) - len(agent),
+        firing_steps=len({c["step"] for c in calls if c.get("events")}),
+        events=sum(len(c.get("events") or []) for c in calls),
+        billed_estimated=_billed(
+            prompts, cached_estimate(prompts, [c.get("events") or [] for c in agent]), summary_input
+        ),
+        billed_measured=None
+        if not agent or any(m is None for m in measured)
+        else _billed(prompts, [int(m) for m in measured], summary_input),
+        peak_prompt=max(counted) if counted else None,
+        prompts=tuple(prompts),
+    )
+
+
+def read_runs(runs_root: Path) -> list[Run]:
+    """Every complete run under ``runs_root`` (``rundir`` finds them; never workspace/ or stale/)."""
+    return [read_run(d) for d in find_run_dirs([runs_root]) if is_complete_run(d)]
