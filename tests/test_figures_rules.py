@@ -88,7 +88,14 @@ def run(
 
 @pytest.fixture(autouse=True)
 def closed():
-    yield
+    """Each test draws in the house style (as the notebooks do), whatever ran before it."""
+    import matplotlib as mpl
+
+    from ctxpolicy.figures import style
+
+    with mpl.rc_context():
+        style.apply()
+        yield
     plt.close("all")
 
 
