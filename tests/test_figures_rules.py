@@ -134,7 +134,7 @@ def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_se
             # TR/Th/0.7: nothing solved, cheaper, faster
             run("TR/Th/0.7", "t1", billed_est=40.0, wall_s=50.0),
             run("TR/Th/0.7", "t2", billed_est=160.0, wall_s=150.0),
-            # TRC/Th: its own primitive, so best of its own group
+            # TRC/Th: its own primitive at one depth: nothing to compare, never marked
             run("TRC/Th", "t1", billed_est=400.0, wall_s=500.0),
             run("TRC/Th", "t2", billed_est=400.0, wall_s=500.0),
         ]
@@ -145,9 +145,9 @@ def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_se
     assert rows.loc["TR/Th/0.3", "cost_ratio_all"] == pytest.approx(400 / 400)  # (50+350)/(100+300)
     assert rows.loc["TR/Th/0.7", "cost_ratio_all"] == pytest.approx(200 / 400)
     assert rows.loc["TR/Th/0.3", "latency_s"] == 200.0 and rows.loc["TR/Th/0.7", "latency_s"] == 100.0
-    assert rows["best_resolve"].to_dict() == {"TR/Th/0.3": True, "TR/Th/0.7": False, "TRC/Th": True}
-    assert rows["best_cost"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": True}
-    assert rows["best_latency"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": True}
+    assert rows["best_resolve"].to_dict() == {"TR/Th/0.3": True, "TR/Th/0.7": False, "TRC/Th": False}
+    assert rows["best_cost"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": False}
+    assert rows["best_latency"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": False}
 
 
 # ---------------------------------------------------------------- Figure 5b

@@ -19,6 +19,7 @@ from matplotlib.lines import Line2D
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.depth_wins import TIE_RULE, depth_wins
 from ctxpolicy.metrics.sweep import all_attempts_summary, firings_per_attempt
 
 TIME_LIMITED = "time_limited"
@@ -325,9 +326,19 @@ def _summary_table(ax, rows: pd.DataFrame, settings: list[str], labels: dict[str
             cell.set_facecolor(marks[i - 1][j])
     ax.set_title(
         "all attempts, per threshold: resolve rate, billed cost / FC, latency (s);\n"
-        "best across depths per primitive: yellow resolve, green cost, ○ latency",
+        "best across depths per primitive: yellow resolve, green cost, ○ latency\n"
+        f"(only where a primitive has several depths at that threshold; {TIE_RULE})",
         loc="left",
         fontsize=6.5,
+    )
+    ax.text(
+        0.0,
+        0.0,
+        "\n".join(depth_wins(rows).lines()),
+        transform=ax.transAxes,
+        ha="left",
+        va="bottom",
+        fontsize=5.5,
     )
 
 
