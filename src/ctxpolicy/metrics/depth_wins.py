@@ -93,7 +93,10 @@ def depth_wins(table: pd.DataFrame) -> DepthWins:
     combinations = int(eligible.groupby(_combination_key(eligible)).ngroups) if len(eligible) else 0
     depth = sweep_depths(eligible)
     counts = pd.DataFrame(
-        [{"depth": d, **{flag: int(eligible.loc[depth == d, flag].sum()) for flag in CRITERIA}} for d in sorted(depth.unique())],
+        [
+            {"depth": d, **{flag: int(eligible.loc[depth == d, flag].sum()) for flag in CRITERIA}}
+            for d in sorted(depth.unique())
+        ],
         columns=columns,
     )
     return DepthWins(counts, combinations)
