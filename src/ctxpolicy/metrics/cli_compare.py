@@ -229,6 +229,11 @@ def _with_decomposition(table, runs, args):
     replays = replay_runs(_read_runs(args.replay) if getattr(args, "replay", None) else runs)
     if replays.empty:
         return table
+    from ctxpolicy.metrics.decomposition import MEASURED_NOTE, UNPRICEABLE
+
+    if args.cost_method == UNPRICEABLE:
+        print(f"compare: note: {MEASURED_NOTE}", file=sys.stderr)
+        return table
     parts = [
         decompose(
             runs,
@@ -361,6 +366,7 @@ def main(args) -> int:
     from ctxpolicy.metrics.compare import compare_columns, compare_records
     from ctxpolicy.metrics.decomposition import decomposition_columns, decomposition_record
 
+    args.view = getattr(args, "view", "comparison")
     if args.view not in VIEWS:
         print(f"compare: --view is {args.view!r}; allowed: {', '.join(VIEWS)}", file=sys.stderr)
         return 2
