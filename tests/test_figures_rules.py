@@ -301,3 +301,12 @@ def test_fig21_says_where_no_interval_is_drawn():
     assert "fewer than 3 shared solved tasks" in " ".join(notes.recorded(fig))
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["TR"]  # the primitive; P/T/D in the legend
     assert [t.get_text() for t in fig.axes[0].texts if t.get_text() == "2"]  # n shared tasks beside the bar
+
+
+def test_sweep_figures_note_thresholds_that_coincide():
+    from ctxpolicy.figures import sweep
+
+    ran = {("local", "q", "tight"): 810.0, ("local", "q", "primary"): 810.0, ("local", "q", "loose"): 812.0}
+    (note,) = sweep.coincide_notes(ran, ("local", "q"))
+    assert note.startswith("q on local: calibration cannot separate the settings: tight = primary = 810 tokens")
+    assert sweep.coincide_notes({**ran, ("local", "q", "primary"): 811.0}, ("local", "q")) == []
