@@ -102,7 +102,8 @@ def test_defaults_without_a_block_pick_the_first_pairs_in_config_order():
     targets = catalog.targets_for(config)
     assert targets["fig2"]["params"]["pairs"] == "qwen/swebench,qwen/terminalbench"  # first model
     assert targets["fig4"]["params"]["pairs"] == "qwen/swebench"  # first pair
-    assert targets["fig5"]["params"]["pairs"] == "qwen/swebench,devstral/swebench,glm/swebench"
+    assert targets["fig5"]["params"]["pairs"] == ""  # every pair: (b) draws both benchmarks
+    assert targets["fig5"]["params"]["ranks_benchmark"] == "first"
     assert [targets[f"fig{n}"]["params"]["pairs"] for n in range(9, 16)] == [
         "qwen/swebench",
         "qwen/terminalbench",

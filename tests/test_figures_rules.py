@@ -141,7 +141,7 @@ def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_se
             # TR/Th/0.7: nothing solved, cheaper, faster
             run("TR/Th/0.7", "t1", billed_est=40.0, wall_s=50.0),
             run("TR/Th/0.7", "t2", billed_est=160.0, wall_s=150.0),
-            # TRC/Th: its own primitive, so best of its own group
+            # TRC/Th: its own primitive at one depth: nothing to compare, never marked
             run("TRC/Th", "t1", billed_est=400.0, wall_s=500.0),
             run("TRC/Th", "t2", billed_est=400.0, wall_s=500.0),
         ]
@@ -152,9 +152,9 @@ def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_se
     assert rows.loc["TR/Th/0.3", "cost_ratio_all"] == pytest.approx(400 / 400)  # (50+350)/(100+300)
     assert rows.loc["TR/Th/0.7", "cost_ratio_all"] == pytest.approx(200 / 400)
     assert rows.loc["TR/Th/0.3", "latency_s"] == 200.0 and rows.loc["TR/Th/0.7", "latency_s"] == 100.0
-    assert rows["best_resolve"].to_dict() == {"TR/Th/0.3": True, "TR/Th/0.7": False, "TRC/Th": True}
-    assert rows["best_cost"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": True}
-    assert rows["best_latency"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": True}
+    assert rows["best_resolve"].to_dict() == {"TR/Th/0.3": True, "TR/Th/0.7": False, "TRC/Th": False}
+    assert rows["best_cost"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": False}
+    assert rows["best_latency"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": False}
 
 
 # ---------------------------------------------------------------- Figure 5b
@@ -328,3 +328,12 @@ def test_equal_rates_from_different_sums_share_a_rank():
     table = ranks.rank_table(compared).set_index("policy")
     assert table.loc["TR/Th/0.5", "resolve_rate_rank"] == table.loc["SU/Th/0.5", "resolve_rate_rank"] == 2
     assert list(table["latency_ratio_est_rank"]) == [3, 2, 1]
+
+
+def test_sweep_figures_note_thresholds_that_coincide():
+    from ctxpolicy.figures import sweep
+
+    ran = {("local", "q", "tight"): 810.0, ("local", "q", "primary"): 810.0, ("local", "q", "loose"): 812.0}
+    (note,) = sweep.coincide_notes(ran, ("local", "q"))
+    assert note.startswith("q on local: calibration cannot separate the settings: tight = primary = 810 tokens")
+    assert sweep.coincide_notes({**ran, ("local", "q", "primary"): 811.0}, ("local", "q")) == []

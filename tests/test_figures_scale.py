@@ -183,3 +183,20 @@ def test_a_fresh_render_at_scale_is_byte_identical(scale_data, name):
         finally:
             plt.close(fig)
     assert pictures[0] == pictures[1]
+
+
+def test_fig5_ranks_one_benchmark_and_draws_both_in_b(scale_data):
+    runs, config, _calls = scale_data
+    data = ranks.compute(runs, config, n_boot=BOOT, seed=0)
+    assert data.meta["ranks_benchmark"] == "swebench" and set(data.table["benchmark"]) == {"swebench"}
+    assert set(data.meta["pairs"]["benchmark"]) == {"swebench", "terminalbench"}
+    assert {b for b, _ in data.meta["compared_combos"]} == {"swebench", "terminalbench"}
+    fig = ranks.plot(data)
+    try:
+        layout.check(fig, name="fig5")
+        titles = {ax.get_title(loc="left") for ax in fig.axes}
+        assert any("terminalbench" in t.lower() or "terminal" in t.lower() for t in titles)
+    finally:
+        plt.close(fig)
+    other = ranks.compute(runs, config, n_boot=BOOT, seed=0, ranks_benchmark="terminalbench")
+    assert set(other.table["benchmark"]) == {"terminalbench"}

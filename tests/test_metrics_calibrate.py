@@ -145,6 +145,7 @@ def test_calibrate_preset_writes_the_thresholds_file_of_the_config_preset(tmp_pa
         "loose": None,
         "percentiles": {},
         "peaks": [],
+        "warnings": [],
     }
     assert (
         main(
@@ -188,3 +189,30 @@ def test_calibrate_preset_writes_the_thresholds_file_of_the_config_preset(tmp_pa
     assert f"{local}: thresholds.local.qwen05b:" in err and "is not a preset" in err
     assert main(["calibrate", "--preset", "--config", local, "--out", str(out)]) == 2
     assert "missing: --benchmark, --model" in capsys.readouterr().err
+
+
+def test_coinciding_fc_peaks_get_the_sweep_warning_in_the_thresholds_file(tmp_path, capsys):
+    from ctxpolicy.metrics.calibrate import sweep_warnings
+
+    # the local study's fresh-clone case: peaks 810, 814, 868 rounded to 10 merge all three settings
+    merged = thresholds_from_peaks([810, 814, 868], round_to=10)
+    assert (merged["tight"], merged["primary"], merged["loose"]) == (810, 810, 810)
+    (warning,) = sweep_warnings(merged)
+    assert "tight = primary = loose = 810 tokens" in warning
+    apart = thresholds_from_peaks([810, 814, 868], round_to=1)  # 810.4, 811.2, 812.0
+    assert (apart["tight"], apart["primary"], apart["loose"]) == (810, 811, 812) and sweep_warnings(apart) == []
+    above = {"tight": 900, "primary": 1000, "loose": 1100, "peaks": [810, 950]}
+    assert sweep_warnings(above) == [
+        "primary, loose at or above every FC peak (largest 950 tokens): it would never fire on an FC-like run"
+    ]
+    make_runs(tmp_path / "runs", policies=["FC"], tasks=3, attempts=1, calls_per_run=6, seed=2)
+    cell = tmp_path / "runs" / "local" / "qwen05b" / "FC"
+    peaks = aggregate([cell], processes=1).runs["peak_prompt_tokens"]
+    unit = int(peaks.max())  # every percentile rounds to the largest peak: all equal, none below a peak
+    assert peaks.min() >= unit / 2
+    out = tmp_path / "t.json"
+    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=unit)) == 0
+    written = json.loads(out.read_text())
+    assert written["tight"] == written["primary"] == written["loose"] == unit
+    assert written["warnings"] == sweep_warnings(written) and len(written["warnings"]) == 2
+    assert "cannot separate the settings" in capsys.readouterr().err

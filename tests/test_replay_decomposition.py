@@ -151,3 +151,38 @@ def test_the_figure_draws_every_full_comparison_policy_with_replays_and_notes_wi
     assert output.save_figure(decomposition.plot(data), tmp_path, "with")[1].stat().st_size > 10_000
     empty = decomposition.compute(runs, replays.iloc[0:0], config, n_boot=50, seed=0)
     assert empty.empty and "no replay runs" in empty.note_text()
+
+
+def test_one_cost_method_prices_both_sides_and_measured_is_refused(runs):
+    from ctxpolicy.metrics.decomposition import MeasuredCostError
+
+    # exact costs twice the estimate on the replays only: with one method per side mixed, the
+    # exact-priced mechanical ratio would not move; priced alike, it follows the method chosen
+    replay = runs["track"] == "replay"
+    runs = runs.assign(
+        billed_exact=runs["billed_est"].where(~replay, runs["billed_est"] * (1 + (runs["task_id"] == "a")))
+    )
+    est = decompose(runs, model="m", benchmark="local", cost_method="estimated", n_boot=50).iloc[0]
+    exact = decompose(runs, model="m", benchmark="local", cost_method="exact", n_boot=50).iloc[0]
+    assert math.isclose(est["cost_mechanical_est"], 150 / 300)
+    assert math.isclose(exact["cost_mechanical_est"], (100 + 100) / (200 + 200))  # a doubled on both replays
+    assert math.isclose(exact["cost_actual_est"], est["cost_actual_est"])  # the runs: same numbers here
+    with pytest.raises(MeasuredCostError, match="no server-reported cached tokens"):
+        decompose(runs, model="m", benchmark="local", cost_method="measured", n_boot=50)
+
+
+def test_the_figure_names_one_method_and_refuses_measured_with_a_note():
+    from ctxpolicy.figures import decomposition, inputs
+    from ctxpolicy.testing.replays import replay_table
+
+    fixture = Path(__file__).parent / "fixtures" / "figures"
+    config = inputs.read_config(fixture / "config.yaml")
+    runs = inputs.read_runs(fixture / "tables")
+    replays = replay_table(runs, saving=0.6)
+    measured = {**config, "metrics": {**(config.get("metrics") or {}), "cost_method": "measured"}}
+    data = decomposition.compute(runs, replays, measured, n_boot=20, seed=0)
+    assert data.empty and "cost method 'measured'" in data.note_text()
+    fig = decomposition.plot(decomposition.compute(runs, replays, config, n_boot=20, seed=0))
+    texts = " ".join(t.get_text() for t in fig.texts)
+    method = (config.get("metrics") or {}).get("cost_method", "estimated")
+    assert f"one method for the runs and the replays: {method}" in texts and "exact prefix" not in texts

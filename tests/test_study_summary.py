@@ -44,12 +44,31 @@ def test_summary_counts_cells_outcomes_figures_notes_and_warnings(tmp_path):
     lines = study_summary.summarize(config)
     assert lines[0] == f"cells done: 2 of {len(cells)}"
     assert lines[1] == "runs: 6 (time_limit 3, step_limit 2, submitted 1)"
-    assert lines[2].startswith(
+    assert lines[2] == (
+        "thresholds local/qwen05b: tight None, primary 500, loose None; distinct and each below an FC peak: yes"
+    )
+    assert lines[3].startswith(
         "figures and tables written: 4 of "
-    )  # fig2.pdf, .png, .notes.json; fig3.pdf and "missing: " in lines[2]
-    assert lines[3] == "drawn with a missing-data note: 2"
+    )  # fig2.pdf, .png, .notes.json; fig3.pdf and "missing: " in lines[3]
+    assert lines[4] == "drawn with a missing-data note: 2"
     assert f"  {figures}/fig2: no FC run finished within the time limit" in lines
     assert f"  {figures}/fig3: no compression events" in lines
     assert lines[lines.index("warnings: 2") + 1].endswith("FC: 3 of 3 runs hit the wall-time limit")
     assert lines[-1] == f"  {thresholds}: all 3 FC runs hit the wall-time limit"
     assert f"trajectory pages: 1 of {len(cells)} cells under {tmp_path}/results/view/; open {index}" in lines
+
+
+def test_summary_says_when_the_local_sweep_cannot_sweep(tmp_path):
+    data = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    data["results_dir"], data["figures_dir"] = str(tmp_path / "results"), str(tmp_path / "figures")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    thresholds = tmp_path / "results" / "thresholds" / "local" / "qwen05b.json"
+    thresholds.parent.mkdir(parents=True)
+    merged = {"tight": 810, "primary": 810, "loose": 810, "peaks": [810, 814, 868], "warnings": []}
+    thresholds.write_text(json.dumps(merged))
+    lines = study_summary.summarize(load_config(path))
+    assert "distinct and each below an FC peak: no (see warnings)" in lines[2]
+    assert any("tight = primary = loose = 810 tokens" in line for line in lines)
+    thresholds.write_text(json.dumps({**merged, "primary": 811, "loose": 812}))
+    assert study_summary.summarize(load_config(path))[2].endswith("distinct and each below an FC peak: yes")

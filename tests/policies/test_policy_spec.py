@@ -96,3 +96,38 @@ def test_presets_are_valid_specs_with_thresholds():
         assert isinstance(preset.policy, PolicySpec) and preset.policy.needs_threshold
         assert 0 < preset.threshold(100_000) < 100_000
     assert PRESETS["codex"].threshold(100_000) == 90_000
+
+
+@pytest.mark.parametrize(
+    "text, canonical, slug, depth",
+    [
+        ("TRC+S-p/Th/0.7", "TRC+S-p/Th/0.7", "TRCplusS-p_Th_0.7", 0.7),
+        ("TRC+S/Th/1.0", "TRC+S/Th/1.0", "TRCplusS_Th_1.0", 1.0),
+        ("TRC+S/Th/1", "TRC+S/Th/1.0", "TRCplusS_Th_1.0", 1.0),
+        ("TRC+SU/Th/0.5", "TRC+SU/Th", "TRCplusSU_Th", 0.5),  # today's name and slug
+        ("SU/Th/1.0", "SU/Th/1.0", "SU_Th_1.0", 1.0),
+    ],
+)
+def test_table2_analogues_take_a_depth_and_depth_free_stacks_keep_their_names(text, canonical, slug, depth):
+    spec = parse_spec(text)
+    assert (str(spec), spec.slug, spec.depth) == (canonical, slug, depth)
+    assert parse_spec(str(spec)) == spec
+    if spec.stages[0] == "TRC":
+        assert spec.depth_settable and not spec.depth_tunable  # still one run per threshold in the sweeps
+
+
+@pytest.mark.parametrize(
+    "bad, reason",
+    [("TR/Th/1.0", "D = 1"), ("TRC/Th/1.0", "D = 1"), ("TRC/Th/0.7", "depth-invariant"), ("TRC+S/Th/1.5", "outside")],
+)
+def test_depth_one_needs_a_summary_and_trc_alone_stays_at_half(bad, reason):
+    with pytest.raises(PolicySpecError, match=reason):
+        parse_spec(bad)
+
+
+def test_presets_are_table2_analogues_except_codex_which_is_ours():
+    rows = {name: (p.spec, p.threshold_fraction, p.table2_row) for name, p in PRESETS.items()}
+    assert rows["gemini-cli"] == ("TRC+S-p/Th/0.7", 0.5, "Gemini CLI")
+    assert rows["claude-code"] == ("TRC+S/Th/1.0", 0.97, "Claude Code")
+    assert rows["openhands"][0] == "SU-p/Th/0.5" and rows["openhands"][2] == "OpenHands"
+    assert rows["codex"][2] is None and PRESETS["codex"].source.startswith("ours")

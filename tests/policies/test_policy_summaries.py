@@ -183,3 +183,37 @@ def test_endpoint_summarizer_reports_http_errors_instead_of_raising(stub_endpoin
     handler.status = 500
     call = EndpointSummarizer(url, "served-model").summarize([{"role": "user", "content": "x"}])
     assert call.error and "500" in call.error and call.text == ""
+
+
+def test_trc_then_partial_structured_summary_at_depth_0_7_removes_seventy_percent_after_both_stages():
+    # Eight steps, 150-word outputs: TRC clears the five oldest results (the last three stay),
+    # which cannot reach 30 % of the window, so S-p keeps a tail within 15 % and summarizes the rest.
+    history = text_history([(20, 150)] * 8)
+    window = count_messages(history[2:])
+    target = int(0.3 * window)
+    summarizer = DeterministicSummarizer(words=10)
+    result = apply_policy("TRC+S-p/Th/0.7", history, threshold=0, summarizer=summarizer)
+    trc, sp = result.events
+    assert (trc["primitive"], sp["primitive"]) == ("TRC", "S-p")
+    assert trc["target_tokens"] == sp["target_tokens"] == target and trc["depth"] == sp["depth"] == 0.7
+    assert trc["messages_cleared"] == 5
+    assert f"approximately {round(0.75 * (target - target // 2))} words" in summarizer.requests[0][1]["content"]
+    summary, *tail = result.messages[2:]
+    assert summary["content"].startswith(SUMMARY_MARKER) and tail == history[len(history) - len(tail) :]
+    assert count_messages(tail) <= target // 2
+    assert count_messages(result.messages[2:]) <= target  # at least 70 % of the window is gone
+
+
+def test_trc_then_structured_summary_at_depth_one_keeps_nothing_verbatim_and_asks_the_minimum_allowance():
+    history = text_history([(20, 150)] * 8)
+    summarizer = DeterministicSummarizer(words=10)
+    result = apply_policy("TRC+S/Th/1.0", history, threshold=0, summarizer=summarizer)
+    trc, s = result.events
+    assert trc["target_tokens"] == s["target_tokens"] == 0
+    assert trc["messages_cleared"] == 5 and trc["fallback"] is None  # TRC is not last: no TR fallback
+    assert "approximately 38 words" in summarizer.requests[0][1]["content"]  # 0.75 x the 50-token minimum
+    (summary,) = result.messages[2:]
+    assert summary["content"].startswith(SUMMARY_MARKER) and "[CONTEXT SUMMARY]" in summary["content"]
+    assert s["messages_removed"] == len(history) - 2 and s["summary_tokens"] == s["window_tokens_after"]
+    # the no-op TR flag compares the summary with the minimum allowance, not with a target of 0
+    assert s["fallback"] == ("TR" if s["summary_tokens"] > 50 else None)

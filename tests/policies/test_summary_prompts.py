@@ -29,16 +29,17 @@ def write_pair(folder: Path, name: str, system: str, user: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_shipped_pairs_equal_the_checkout_pairs_and_use_only_the_two_placeholders(name):
+def test_the_package_owns_the_pairs_which_use_only_the_two_placeholders(name):
+    shipped = REPO / "src" / "ctxpolicy" / "policies" / "templates"
     for part in ("system", "user"):
-        checkout = (REPO / "config" / "prompts" / f"{name}.{part}.txt").read_text()
-        shipped = (REPO / "src" / "ctxpolicy" / "policies" / "templates" / f"{name}.{part}.txt").read_text()
-        assert checkout == shipped
-        assert getattr(load_prompt(name), part) == checkout.removesuffix("\n")
+        assert not (REPO / "config" / "prompts" / f"{name}.{part}.txt").exists()  # one owner: no checkout copy
+        assert getattr(load_prompt(name), part) == (shipped / f"{name}.{part}.txt").read_text().removesuffix("\n")
     pair = load_prompt(name)
     assert re.findall(r"\{[a-z_]+\}", pair.system + pair.user) == ["{target_words}", "{history_text}"]
     assert "approximately {target_words} words" in pair.user and pair.user.endswith("{history_text}")
     assert not (REPO / "config" / "prompts" / f"{name}.txt").exists()
+    # thresholds sit far below the window: the framing is freeing space, never "no longer fits"
+    assert "no longer fits" not in pair.system and "context" in pair.system
 
 
 def test_free_prompt_asks_for_four_points_and_exact_details_without_the_structured_rules():
@@ -98,7 +99,7 @@ def test_partial_stages_use_the_same_pair_with_only_the_older_head(stage, name, 
 def test_an_old_single_file_template_anywhere_on_the_search_path_is_an_error(tmp_path, monkeypatch):
     env_dir, package_dir = tmp_path / "env", tmp_path / "package"
     write_pair(env_dir, "summarize_free", "s", "{history_text}")
-    package_dir.mkdir()
+    write_pair(package_dir, "summarize_structured", "s", "{history_text}")
     (package_dir / "summarize_free.txt").write_text("About {words} words.\n{transcript}\n")
     monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(env_dir))
     monkeypatch.setattr(prompts, "_PACKAGE_DIR", package_dir)
@@ -249,8 +250,8 @@ def test_an_old_template_ends_a_run_in_error_naming_the_file(tmp_path, monkeypat
     assert result.outcome == "error" and str(tmp_path / "summarize_free.txt") in result.error
 
 
-def test_every_checkout_template_is_shipped_with_the_package():
-    """An installed package without the checkout finds the same templates (summaries and judge)."""
-    checkout = {p.name: p.read_text() for p in (REPO / "config" / "prompts").glob("*.txt")}
-    shipped = {p.name: p.read_text() for p in (REPO / "src" / "ctxpolicy" / "policies" / "templates").glob("*.txt")}
-    assert checkout and checkout == shipped
+def test_every_template_is_shipped_with_the_package_and_none_is_copied_into_the_checkout():
+    """An installed package without the checkout finds the templates (summaries and judge)."""
+    assert not list((REPO / "config" / "prompts").glob("*.txt"))
+    shipped = {p.name for p in (REPO / "src" / "ctxpolicy" / "policies" / "templates").glob("*.txt")}
+    assert {f"{n}.{part}.txt" for n in (*NAMES, "judge_constraints") for part in ("system", "user")} <= shipped

@@ -20,6 +20,7 @@ from pathlib import Path
 from ctxpolicy.config import ConfigError
 from ctxpolicy.figures.catalog import targets_for
 from ctxpolicy.grid import expand_grid, load_study, thresholds_path
+from ctxpolicy.metrics.calibrate import sweep_warnings
 
 
 def _json(path: Path):
@@ -42,11 +43,19 @@ def figure_notes(output: Path) -> list[str]:
     return notes
 
 
+def threshold_line(benchmark: str, model: str, record: dict) -> str:
+    """Whether the pair's sweep sweeps: distinct settings, each below at least one FC peak."""
+    values = ", ".join(f"{s} {record.get(s)}" for s in ("tight", "primary", "loose"))
+    verdict = "no (see warnings)" if sweep_warnings(record) else "yes"
+    return f"thresholds {benchmark}/{model}: {values}; distinct and each below an FC peak: {verdict}"
+
+
 def summarize(config: dict) -> list[str]:
     results = Path(config["results_dir"])
     cells = expand_grid(config)
     outcomes: Counter = Counter()
     warnings: list[str] = []
+    lines_thresholds: list[str] = []
     done = 0
     for cell in cells:
         record = _json(cell.run_root(results) / "cell.json")
@@ -59,9 +68,12 @@ def summarize(config: dict) -> list[str]:
         path = thresholds_path(config, benchmark, model)
         record = _json(path)
         if isinstance(record, dict):
-            warnings += [f"{path}: {w}" for w in _strings(record.get("warnings"))]
+            recorded = _strings(record.get("warnings"))
+            warnings += [f"{path}: {w}" for w in recorded]
+            warnings += [f"{path}: {w}" for w in sweep_warnings(record) if w not in recorded]
+            lines_thresholds.append(threshold_line(benchmark, model, record))
     runs = ", ".join(f"{k} {v}" for k, v in outcomes.most_common()) or "none"
-    lines = [f"cells done: {done} of {len(cells)}", f"runs: {sum(outcomes.values())} ({runs})"]
+    lines = [f"cells done: {done} of {len(cells)}", f"runs: {sum(outcomes.values())} ({runs})", *lines_thresholds]
     outputs = [Path(p) for spec in targets_for(config).values() for p in spec["outputs"]]
     written = [p for p in outputs if p.exists()]
     missing = [str(p) for p in outputs if not p.exists()]

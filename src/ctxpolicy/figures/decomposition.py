@@ -54,7 +54,7 @@ def compute(
     pairs: list[tuple[str, str]] | None = None,
 ) -> Prepared:
     from ctxpolicy.metrics.cost import DEFAULT_METHOD
-    from ctxpolicy.metrics.decomposition import decompose, missing_decompositions
+    from ctxpolicy.metrics.decomposition import UNPRICEABLE, MEASURED_NOTE, decompose, missing_decompositions
 
     block = inputs.block(config, "full_comparison")
     setting = block.get("setting", PRIMARY)
@@ -65,6 +65,8 @@ def compute(
     frames, found = [], []
     if not combos:
         found.append("the config has no grid.full_comparison block with models and benchmarks.")
+    if cost_method == UNPRICEABLE:
+        return Prepared(pd.DataFrame(), [*found, MEASURED_NOTE], {"combos": combos, "cost_method": cost_method})
     if replays.empty:
         found.append(
             "no replay runs (ctxpolicy replay of the FC cells; workflow/rules/replay.smk): nothing to decompose."
@@ -191,5 +193,5 @@ def plot(data: Prepared, name: str = STEM):
         title=title,
     )
     cost_method = data.meta.get("cost_method")
-    footer = f"actual cost: {cost_method} method; replay cost: exact prefix simulation in local counts."
+    footer = f"cost priced by one method for the runs and the replays: {cost_method}."
     return notes.finish(fig, [footer, *data.notes])

@@ -1,6 +1,8 @@
 """Figure 5: (a) within-model ranks of the policies on resolve rate, latency and billed cost,
-best values outlined; (b) the study's paired resolve-rate differences (first policy minus
-second) on each benchmark and model, with 95 % task-bootstrap intervals, ∗ where the interval
+best values outlined, on one benchmark (the catalog's ``ranks_benchmark``: a benchmark name, or
+``first``, the first benchmark of the pairs shown; SWE-bench in config/paper.yaml, as the study's
+caption has it); (b) the study's paired resolve-rate differences (first policy minus second) on
+every benchmark and model shown, with 95 % task-bootstrap intervals, ∗ where the interval
 excludes zero."""
 
 from __future__ import annotations
@@ -27,10 +29,35 @@ RANK_DECIMALS = 12  # values closer than this rank as equal (floating-point nois
 RANK_CMAP = "Blues_r"  # darker = better (rank 1 darkest)
 
 
+FIRST = "first"
+
+
+def ranked_benchmark(combos: list[tuple[str, str]], wanted: str | None) -> tuple[str | None, list[str]]:
+    """The benchmark (a) ranks: ``wanted`` when a shown pair has it, the first pair's for ``first``
+    or None; with a note when ``wanted`` names a benchmark no shown pair has."""
+    benchmarks = list(dict.fromkeys(b for b, _ in combos))
+    if not benchmarks:
+        return None, []
+    if wanted in (None, "", FIRST):
+        return benchmarks[0], []
+    if wanted in benchmarks:
+        return wanted, []
+    return benchmarks[0], [
+        f"ranks_benchmark {wanted!r} is none of the shown pairs' benchmarks ({', '.join(benchmarks)}); (a) ranks {benchmarks[0]}."
+    ]
+
+
 def compute(
-    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+    runs: pd.DataFrame,
+    config: Mapping[str, Any],
+    *,
+    n_boot: int,
+    seed: int,
+    pairs: list[tuple[str, str]] | None = None,
+    ranks_benchmark: str | None = FIRST,
 ) -> Prepared:
-    """``pairs``: the (model, benchmark) pairs to compare (None: all of the full comparison's)."""
+    """``pairs``: the (model, benchmark) pairs to compare (None: all of the full comparison's);
+    (a) ranks the pairs of ``ranks_benchmark`` (``ranked_benchmark``), (b) draws every pair."""
     block = inputs.block(config, "full_comparison")
     setting = block.get("setting", PRIMARY)
     combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
@@ -45,19 +72,32 @@ def compute(
         combos=combos,
         policies=comparisons.policies_of(config, "full_comparison"),
     )
+    ranked, rank_note = ranked_benchmark(list(compared.meta["combos"]), ranks_benchmark)
     ranks = rank_table(compared.table) if not compared.empty else pd.DataFrame()
+    if not ranks.empty:
+        ranks = ranks[ranks["benchmark"].astype(str) == str(ranked)].reset_index(drop=True)
     pair_table, pair_notes = paired(runs, config, compared.table, n_boot=n_boot, seed=seed)
     return Prepared(
         ranks,
-        said + compared.notes + pair_notes,
+        said + compared.notes + rank_note + pair_notes,
         {
             "combos": compared.meta["combos"],
+            "ranks_benchmark": ranked,
+            "compared_combos": _compared_combos(compared.table, list(compared.meta["combos"])),
             "pairs": pair_table,
             "cost_method": compared.meta["cost_method"],
             "attempts": comparisons.planned_attempts(config),
         },
         {"ranks": ranks, "pairs": pair_table},
     )
+
+
+def _compared_combos(compared: pd.DataFrame, combos: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs with comparison rows, in the figure's order: (b) draws a panel for each."""
+    if compared.empty:
+        return []
+    present = set(zip(compared["benchmark"].astype(str), compared["model"].astype(str)))
+    return [c for c in combos if c in present]
 
 
 def rank_table(compared: pd.DataFrame) -> pd.DataFrame:
@@ -122,15 +162,16 @@ def plot(data: Prepared, name: str = "fig5"):
     title = f"{style.figure_name(name)}: policy ranks and paired differences"
     if data.empty:
         return notes.note_figure(title, data.notes)
-    combos = ax_.combos_with_data(data, data.meta["combos"])
+    combos = data.meta.get("compared_combos", ax_.combos_with_data(data, data.meta["combos"]))
+    ranked = ax_.combos_with_data(data, combos)
     specs = style.order_policies(data.table["policy"])
     # plt.subplots, not a FacetGrid: (a) is one heatmap across pairs, (b) a panel per pair beneath it
     fig = plt.figure(figsize=(style.FULL_WIDTH, 0.2 * len(specs) + 3.3), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[0.2 * len(specs) + 1.2, 2.0])
-    _heatmap(top.subplots(), data.table, combos, specs)
+    _heatmap(top.subplots(), data.table, ranked, specs)
     top.suptitle(
-        f"(a) rank within model and benchmark (1 = best, darker = better; outlined: best; cost: "
-        f"{data.meta.get('cost_method')} method)",
+        f"(a) rank within model on {data.meta.get('ranks_benchmark')} (1 = best, darker = better; "
+        f"outlined: best; cost: {data.meta.get('cost_method')} method)",
         x=0.01,
         ha="left",
         fontsize=8,

@@ -19,6 +19,8 @@ from matplotlib.lines import Line2D
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.calibrate import sweep_warnings
+from ctxpolicy.metrics.depth_wins import TIE_RULE, depth_wins
 from ctxpolicy.metrics.sweep import all_attempts_summary, firings_per_attempt
 
 TIME_LIMITED = "time_limited"
@@ -96,18 +98,27 @@ def compute(
         summary = all_attempts_summary(
             own, policies, settings, comparisons.cost_method(config), attempts=comparisons.planned_attempts(config)
         )
+    thresholds = ax_.threshold_table(own)
     return Prepared(
         _with_depth(compared.table),
-        said + compared.notes + freq_notes,
+        said + compared.notes + freq_notes + coincide_notes(thresholds, combo),
         {
             "combo": combo,
             "settings": settings,
             "policies": policies,
             "cost_method": comparisons.cost_method(config),
-            "thresholds": ax_.threshold_table(own),
+            "thresholds": thresholds,
         },
         {"frequency": frequency, "summary": summary},
     )
+
+
+def coincide_notes(thresholds: Mapping[tuple[str, str, str], float], combo: tuple[str, str]) -> list[str]:
+    """The calibration's sweep warning (``metrics.calibrate.sweep_warnings``) for the settings the
+    pair's runs ran at: a sweep whose thresholds coincide says so in every sweep figure's notes."""
+    benchmark, model = combo
+    ran = {s: int(v) for (b, m, s), v in thresholds.items() if (b, m) == (benchmark, model)}
+    return [f"{model} on {benchmark}: {w}." for w in sweep_warnings(ran) if "cannot separate" in w]
 
 
 def _with_depth(table: pd.DataFrame) -> pd.DataFrame:
@@ -325,9 +336,19 @@ def _summary_table(ax, rows: pd.DataFrame, settings: list[str], labels: dict[str
             cell.set_facecolor(marks[i - 1][j])
     ax.set_title(
         "all attempts, per threshold: resolve rate, billed cost / FC, latency (s);\n"
-        "best across depths per primitive: yellow resolve, green cost, ○ latency",
+        "best across depths per primitive: yellow resolve, green cost, ○ latency\n"
+        f"(only where a primitive has several depths at that threshold; {TIE_RULE})",
         loc="left",
         fontsize=6.5,
+    )
+    ax.text(
+        0.0,
+        0.0,
+        "\n".join(depth_wins(rows).lines()),
+        transform=ax.transAxes,
+        ha="left",
+        va="bottom",
+        fontsize=5.5,
     )
 
 

@@ -9,7 +9,8 @@ Runs that hit the wall-time limit are left out: their peak is where the clock st
 where the task took them, and they are not eligible for resource ratios either. When *every* FC
 run hit the limit (a slow or busy machine), the thresholds are still derived, from all of them,
 so that the study goes on, and the file says so in ``warnings`` (``ctxpolicy calibrate`` also
-prints it, and the local study's end summary repeats it).
+prints it, and the local study's end summary repeats it). So does ``sweep_warnings``: settings
+that coincide, or that no FC peak exceeds, make a sweep that does not sweep.
 """
 
 from __future__ import annotations
@@ -99,3 +100,30 @@ def select_peaks(runs: list[tuple[str | None, int | None]]) -> tuple[list[int], 
         "calibrated_from": "time-limited runs (none finished)",
         "warnings": [warning],
     }
+
+
+def sweep_warnings(thresholds: dict) -> list[str]:
+    """What keeps a thresholds file from sweeping: settings that coincide (equal token counts) and
+    settings at or above every FC peak (they would never fire on an FC-like run). Empty when the
+    settings it has are distinct and each lies below at least one recorded peak. ``thresholds`` is
+    a thresholds file's content; peaks are checked only where the file records them."""
+    values = {name: thresholds.get(name) for name in PERCENTILES if thresholds.get(name) is not None}
+    said = []
+    by_value: dict[int, list[str]] = {}
+    for name, value in values.items():
+        by_value.setdefault(int(value), []).append(name)
+    for value, names in by_value.items():
+        if len(names) > 1:
+            said.append(
+                f"calibration cannot separate the settings: {' = '.join(names)} = {value} tokens, so the "
+                "sweep compares equal thresholds there"
+            )
+    peaks = [int(p) for p in thresholds.get("peaks") or []]
+    if peaks:
+        top = max(peaks)
+        never = [name for name, value in values.items() if value >= top]
+        if never:
+            said.append(
+                f"{', '.join(never)} at or above every FC peak (largest {top} tokens): it would never fire on an FC-like run"
+            )
+    return said

@@ -61,7 +61,7 @@ def main(args) -> int:
 def write_preset(args) -> int:
     from ctxpolicy.atomic import atomic_write_json
     from ctxpolicy.config import ConfigError, load_config
-    from ctxpolicy.metrics.calibrate import preset_thresholds
+    from ctxpolicy.metrics.calibrate import preset_thresholds, sweep_warnings
 
     missing = [f"--{name}" for name in ("config", "benchmark", "model") if getattr(args, name, None) is None]
     if missing or args.runs:
@@ -79,7 +79,10 @@ def write_preset(args) -> int:
     except ValueError as exc:
         print(f"calibrate: {args.config}: {exc}", file=sys.stderr)
         return 2
+    data["warnings"] = sweep_warnings(data)
     atomic_write_json(args.out, data, indent=1)
+    for warning in data["warnings"]:
+        print(f"calibrate: WARNING: {args.out}: {warning}", file=sys.stderr)
     settings = ", ".join(f"{name} {data[name]}" for name in SETTINGS)
     print(f"preset {args.benchmark}/{args.model}: {settings} -> {args.out}")
     return 0
@@ -89,7 +92,7 @@ def calibrate(args) -> int:
     import json
 
     from ctxpolicy.atomic import atomic_write_text
-    from ctxpolicy.metrics.calibrate import select_peaks, thresholds_from_peaks
+    from ctxpolicy.metrics.calibrate import select_peaks, sweep_warnings, thresholds_from_peaks
     from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
 
     try:
@@ -122,6 +125,7 @@ def calibrate(args) -> int:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
     ((result["benchmark"], result["model"]),) = identities
+    result["warnings"] = [*result["warnings"], *sweep_warnings(result)]
     atomic_write_text(args.out, json.dumps(result, indent=2))
     for warning in result["warnings"]:
         print(f"calibrate: WARNING: {args.out}: {warning}", file=sys.stderr)

@@ -11,8 +11,17 @@ percentages); ratios are plain ratios; calls_change is the relative change (0.25
 calls). The numbers are ctxpolicy.metrics.compare.compare_to_baseline's, the same the figures
 draw. Definitions: docs/metrics.md, section 5.
 
+--view picks another table, one of the numbers the study's observations quote (docs/metrics.md,
+section 5.6): calls (agent calls and per-call latency relative to FC), summary-share (summary
+calls' share of wall time on solved runs for SU, S, SU-p, S-p), compressions (compressions per
+run on tasks both FC and the policy solve), depth-wins (Figure 3's depth-win counts). With
+--track sweep the comparison includes the full comparison's cells of the swept primitives (the
+shared primary D = 0.5 cells) on the sweep tasks, and the plain table ends with the depth-win
+counts.
+
 examples:
   ctxpolicy compare --runs results/tables/runs.parquet
+  ctxpolicy compare --runs results/tables/full/runs.parquet --view calls --csv
   ctxpolicy compare --runs results/tables/sweep/runs.parquet --track sweep --setting tight --json
   ctxpolicy compare --runs runs.parquet --benchmark swebench --model qwen --cost-method exact --csv
 """
@@ -23,6 +32,7 @@ import sys
 from pathlib import Path
 
 TRACKS = ("full", "sweep", "summarizer")
+VIEWS = ("comparison", "calls", "summary-share", "compressions", "depth-wins")
 
 
 class CompareError(ValueError):
@@ -38,6 +48,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", help="only this model (default: every one in the table)")
     parser.add_argument("--track", default="full", help=f"the cells compared: {' | '.join(TRACKS)} (default full)")
     parser.add_argument("--setting", help="only cells at this threshold setting, threshold-free ones included")
+    parser.add_argument(
+        "--view", default="comparison", help=f"the table printed: {' | '.join(VIEWS)} (default comparison)"
+    )
     parser.add_argument("--baseline", default="FC", help="the baseline policy spec (default FC)")
     parser.add_argument(
         "--attempts",
@@ -97,6 +110,9 @@ def compare(args):
     frames = []
     for benchmark, model in _combos(runs, args.benchmark, args.model):
         own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
+        track = args.track
+        if args.track == "sweep":
+            own, track = sweep_runs(own), None
         try:
             table = compare_to_baseline(
                 own,
@@ -106,7 +122,7 @@ def compare(args):
                 baseline_setting=args.setting,
                 attempts=attempts,
                 cost_method=args.cost_method,
-                track=args.track,
+                track=track,
                 n_boot=args.resamples,
                 seed=args.seed,
             )
@@ -125,6 +141,85 @@ def compare(args):
     return _with_decomposition(table, runs, args), attempts
 
 
+def sweep_runs(runs):
+    """One pair's sweep as Figure 3 reads it: the sweep-track cells, the full comparison's cells of
+    the same primitive and trigger (the shared primary D = 0.5 cells) and FC, on the sweep tasks."""
+    import numpy as np
+
+    from ctxpolicy.metrics.compare import FC
+
+    track = runs["track"].astype("object")
+    sweep = runs[(track == "sweep").to_numpy()]
+    kinds = set(zip(sweep["primitive"].astype(str), sweep["trigger"].astype(str)))
+    pairs = zip(runs["primitive"].astype("object"), runs["trigger"].astype("object"))
+    shared = (track == "full").to_numpy() & np.array([(str(p), str(t)) in kinds for p, t in pairs], dtype=bool)
+    keep = (track == "sweep").to_numpy() | shared | (runs["policy"].astype("object") == FC).to_numpy()
+    tasks = set(sweep["task_id"].astype(str))
+    return runs[keep & runs["task_id"].astype(str).isin(tasks).to_numpy()]
+
+
+def depth_win_counts(runs, args, attempts: int):
+    """Per pair: Figure 3's depth-win counts (``metrics.depth_wins``) over its sweep."""
+    from ctxpolicy.metrics.depth_wins import depth_wins
+    from ctxpolicy.metrics.sweep import all_attempts_summary
+    from ctxpolicy.threshold_settings import SETTINGS
+
+    out = []
+    for benchmark, model in _combos(runs, args.benchmark, args.model):
+        own = sweep_runs(
+            runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
+        )
+        if own.empty or not (own["track"].astype("object") == "sweep").any():
+            continue
+        values = set(own["setting"].dropna().astype(str))
+        settings = [s for s in SETTINGS if s in values and (args.setting is None or s == args.setting)]
+        policies = sorted(set(own["policy"].astype(str)) - {"FC"})
+        summary = all_attempts_summary(own, policies, settings, args.cost_method, attempts=attempts)
+        out.append((benchmark, model, depth_wins(summary)))
+    return out
+
+
+def quoted_view(args):
+    """The table of one --view other than comparison and depth-wins (CompareError for bad input)."""
+    import pandas as pd
+
+    from ctxpolicy.metrics import quoted
+    from ctxpolicy.metrics.compare import planned_attempts, study_runs
+
+    runs = _read_runs(args.runs)
+    needed = {"calls": ("agent_latency_s",), "summary-share": ("summary_latency_s",), "compressions": ("compressions",)}
+    missing = [c for c in needed[args.view] if c not in runs]
+    if missing:
+        raise CompareError(
+            f"{args.runs}: --view {args.view} needs column {', '.join(missing)} (re-run ctxpolicy aggregate)"
+        )
+    attempts = args.attempts or planned_attempts(study_runs(runs))
+    frames = []
+    for benchmark, model in _combos(runs, args.benchmark, args.model):
+        own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
+        track = args.track
+        if args.track == "sweep":
+            own, track = sweep_runs(own), None
+        common = {"model": model, "benchmark": benchmark, "track": track}
+        try:
+            if args.view == "calls":
+                table = quoted.calls_latency(own, **common, n_boot=args.resamples, seed=args.seed)
+            elif args.view == "summary-share":
+                table = quoted.summary_share(own, **common)
+            else:
+                table = quoted.compressions_shared(own, **common, attempts=attempts)
+        except ValueError as exc:
+            raise CompareError(f"{args.runs}: {exc}") from None
+        if not table.empty and args.setting is not None:
+            values = table["setting"].astype("object")
+            table = table[(values.isna() | (values == args.setting)).to_numpy()]
+        frames.append(table)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if table.empty:
+        raise CompareError(f"{args.runs}: no {args.track}-track cells for --view {args.view}")
+    return table
+
+
 def _with_decomposition(table, runs, args):
     """The decomposition columns (``metrics.decomposition``) joined by cell, where replays exist."""
     import pandas as pd
@@ -133,6 +228,11 @@ def _with_decomposition(table, runs, args):
 
     replays = replay_runs(_read_runs(args.replay) if getattr(args, "replay", None) else runs)
     if replays.empty:
+        return table
+    from ctxpolicy.metrics.decomposition import MEASURED_NOTE, UNPRICEABLE
+
+    if args.cost_method == UNPRICEABLE:
+        print(f"compare: note: {MEASURED_NOTE}", file=sys.stderr)
         return table
     parts = [
         decompose(
@@ -266,6 +366,16 @@ def main(args) -> int:
     from ctxpolicy.metrics.compare import compare_columns, compare_records
     from ctxpolicy.metrics.decomposition import decomposition_columns, decomposition_record
 
+    args.view = getattr(args, "view", "comparison")
+    if args.view not in VIEWS:
+        print(f"compare: --view is {args.view!r}; allowed: {', '.join(VIEWS)}", file=sys.stderr)
+        return 2
+    if args.view != "comparison":
+        try:
+            return _print_view(args)
+        except CompareError as exc:
+            print(f"compare: {exc}", file=sys.stderr)
+            return 2
     try:
         table, attempts = compare(args)
     except CompareError as exc:
@@ -287,4 +397,71 @@ def main(args) -> int:
         table[compare_columns() + (decomposition_columns() if split else [])].to_csv(sys.stdout, index=False)
     else:
         sys.stdout.write(plain_table(table, attempts=attempts, baseline=args.baseline, cost_method=args.cost_method))
+        if args.track == "sweep":
+            for benchmark, model, wins in depth_win_counts(_read_runs(args.runs), args, attempts):
+                sys.stdout.write(f"\n# {benchmark} / {model}\n" + "\n".join(wins.lines()) + "\n")
     return 0
+
+
+def _print_view(args) -> int:
+    import json
+
+    import pandas as pd
+
+    if args.view == "depth-wins":
+        from ctxpolicy.metrics.compare import planned_attempts, study_runs
+
+        runs = _read_runs(args.runs)
+        attempts = args.attempts or planned_attempts(study_runs(runs))
+        found = depth_win_counts(runs, args, attempts)
+        if not found:
+            raise CompareError(f"{args.runs}: no sweep-track cells for --view depth-wins")
+        if args.json or args.csv:
+            records = [{"benchmark": b, "model": m, **r} for b, m, wins in found for r in wins.records()]
+            if args.json:
+                print(json.dumps(records, indent=1))
+            else:
+                pd.DataFrame(records).to_csv(sys.stdout, index=False)
+        else:
+            for benchmark, model, wins in found:
+                sys.stdout.write(f"# {benchmark} / {model}\n" + "\n".join(wins.lines()) + "\n")
+        return 0
+    table = quoted_view(args)
+    if args.json:
+        records = table.astype("object").where(table.notna(), None).to_dict("records")
+        print(json.dumps(records, indent=1, default=float))
+    elif args.csv:
+        table.to_csv(sys.stdout, index=False)
+    else:
+        sys.stdout.write(view_text(table, args.view))
+    return 0
+
+
+def view_text(table, view: str) -> str:
+    """A --view table as aligned text: ratios as plain ratios with their interval, shares in percent."""
+
+    def cell(row, key):
+        value = row[key]
+        if key.endswith("_est"):
+            base = key[: -len("_est")]
+            if value != value:
+                return "-"
+            return f"{value:.2f} [{row[base + '_lo']:.2f}, {row[base + '_hi']:.2f}] n={row[base + '_n_tasks']}"
+        if key == "summary_share":
+            return "-" if value != value else f"{100 * value:.1f}%"
+        if isinstance(value, float):
+            return "-" if value != value else f"{value:.2f}"
+        return "-" if value is None else str(value)
+
+    keys = {
+        "calls": ["calls_ratio_est", "per_call_latency_ratio_est"],
+        "summary-share": ["summary_share", "solved_runs", "summary_s", "wall_s"],
+        "compressions": ["compressions_per_run", "shared_solved_tasks"],
+    }[view]
+    header = ["benchmark", "model", "policy", "setting", *[k.removesuffix("_est") for k in keys]]
+    lines = [header] + [
+        [str(r["benchmark"]), str(r["model"]), str(r["policy"]), cell(r, "setting")] + [cell(r, k) for k in keys]
+        for r in table.to_dict("records")
+    ]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines) + "\n"

@@ -10,8 +10,10 @@ tasks that have all four measurements:
 
 A ratio is a ratio of means over tasks (each task's value the mean over its runs), like every
 resource ratio of ``compare``; intervals are 95 % task-bootstrap percentiles, the three
-statistics of one resample computed on the same drawn tasks. The replay side is priced by the
-exact prefix simulation in local counts (``billed_exact``); the real side by ``cost_method``.
+statistics of one resample computed on the same drawn tasks. Both sides are priced by one method,
+``cost_method`` (the config's ``metrics.cost_method``), so the behavioural factor compares like
+with like; ``measured`` is refused (``MeasuredCostError``): a replay sends nothing to a server, so
+it has no server-reported cached tokens to price.
 Real runs count as for the resource ratios (``resource_eligible``: not time-limited, two prompt
 counts); every replayed run counts (a time-limited FC run is a real trace). Definitions and blind
 spots: docs/analysis.md.
@@ -30,7 +32,17 @@ from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
 
 REPLAY_TRACK = "replay"
 PLACEHOLDER = "placeholder"  # identity.summarizer of replays with stand-in summaries (ctxpolicy.replay)
-REPLAY_COST = "exact"  # replays have local prompt counts and no server cache: the exact simulation
+UNPRICEABLE = "measured"  # a replay has no server cache counts, so it cannot be priced this way
+MEASURED_NOTE = (
+    "no cost decomposition with cost method 'measured': a replay sends nothing to a server, so it "
+    "has no server-reported cached tokens; use estimated or exact (metrics.cost_method)."
+)
+
+
+class MeasuredCostError(ValueError):
+    """The decomposition was asked for the ``measured`` cost method, which a replay cannot have."""
+
+
 DECOMPOSED = ("cost", "tokens", "calls")
 PARTS = ("mechanical", "actual", "behavioural")
 STATS = ("est", "lo", "hi")
@@ -68,7 +80,7 @@ def replay_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _column(resource: str, side: str, cost_method: str) -> str:
     if resource == "cost":
-        return BILLED_COLUMNS[REPLAY_COST if side == "replay" else cost_method]
+        return BILLED_COLUMNS[cost_method]  # one method for both sides
     return _COLUMNS[resource]
 
 
@@ -107,6 +119,8 @@ def _matched_cells(
 ):
     if cost_method not in METHODS:
         raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
+    if cost_method == UNPRICEABLE:
+        raise MeasuredCostError(MEASURED_NOTE)
     replays = replay_runs(runs if replays is None else replays)
     replays = _with_all_calls(
         replays[

@@ -130,6 +130,9 @@ RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
     "billed_measured",
     "cached_measured",
     "summary_input",
+    "agent_latency_s",
+    "summary_latency_s",
+    "compressions",
     "retrieval_cmds",
     "execution_cmds",
 )
@@ -577,4 +580,7 @@ def _run_row(
         "billed_measured": measured.billed_input if measured else None,
         "cached_measured": measured.cached if measured else None,
         "summary_input": summary_input,
+        "agent_latency_s": float(np.nansum(calls["latency_s"][agent])) if n_agent else None,
+        "summary_latency_s": float(np.nansum(calls["latency_s"][~agent])),
+        "compressions": int((calls["n_events"] > 0).sum()),
     }

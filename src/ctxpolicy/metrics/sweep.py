@@ -8,6 +8,7 @@ import pandas as pd
 
 from ctxpolicy.metrics.compare import FC, resolve_rate
 from ctxpolicy.metrics.cost import BILLED_COLUMNS
+from ctxpolicy.metrics.depth_wins import best_flags
 
 
 def _setting_matches(settings: pd.Series, wanted: str) -> pd.Series:
@@ -59,7 +60,7 @@ def all_attempts_summary(
     """Figure 3's table: per setting and policy, over **all** attempts (time-capped included):
     resolve rate, billed cost relative to FC (task means over the tasks both ran) and mean
     latency in seconds; ``best_*`` marks the best across depths within each primitive and
-    setting. Resolve rates are over the ``attempts`` planned attempts (missing ones unresolved)."""
+    setting, only where it has several depths there (``metrics.depth_wins.best_flags``). Resolve rates are over the ``attempts`` planned attempts (missing ones unresolved)."""
     columns = [
         "setting",
         "policy",
@@ -104,11 +105,4 @@ def all_attempts_summary(
     table = pd.DataFrame(rows, columns=columns[:8])
     if table.empty:
         return pd.DataFrame(columns=columns)
-    group = table.groupby(["setting", "primitive"], sort=False)
-    for flag, column, best in (
-        ("best_resolve", "resolve_rate", "max"),
-        ("best_cost", "cost_ratio_all", "min"),
-        ("best_latency", "latency_s", "min"),
-    ):
-        table[flag] = table[column].notna() & (table[column] == group[column].transform(best))
-    return table
+    return best_flags(table)

@@ -1,7 +1,9 @@
 """Deployed systems expressed in the P/T/D notation, so they can be compared on equal terms.
 
 Each preset is an approximation: a spec plus a threshold given as a fraction of the model's
-context window. ``docs/policies.md`` says what each system does and where the mapping differs.
+context window. Three are the closest analogue of a row of the study's Table 2 (``table2_row``
+names it); Codex has no row there and is our own mapping (``table2_row`` is None).
+``docs/policies.md`` says what each system does and where the mapping differs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ class Preset:
     spec: str
     threshold_fraction: float
     behaviour: str
+    table2_row: str | None = None  # the study's Table 2 row it is the closest analogue of; None: ours
+
+    @property
+    def source(self) -> str:
+        return f"closest analogue of Table 2's {self.table2_row} row" if self.table2_row else "ours (not in Table 2)"
 
     @property
     def policy(self) -> PolicySpec:
@@ -36,23 +43,27 @@ PRESETS: dict[str, Preset] = {
             "SU-p/Th/0.5",
             0.75,
             "the older half of the events becomes a free-form summary; the first few events "
-            "(our protected prefix) and the latest events stay verbatim",
+            "(our protected prefix) and the latest events stay verbatim; OpenHands fires at 80 events "
+            "or a token cap, which we approximate by a threshold at 0.75 of the window",
+            "OpenHands",
         ),
         Preset(
             "gemini-cli",
             "Gemini CLI",
-            "TRC+S-p/Th",
+            "TRC+S-p/Th/0.7",
             0.5,
             "large tool results are truncated, then the older 70 % of the history becomes a "
             "structured state snapshot once the history reaches half the context window",
+            "Gemini CLI",
         ),
         Preset(
             "claude-code",
             "Claude Code",
-            "TRC+S/Th",
-            0.95,
+            "TRC+S/Th/1.0",
+            0.97,
             "old tool outputs are cleared, then near the context limit the whole history is "
-            "replaced by a structured summary",
+            "replaced by a structured summary (nothing kept verbatim)",
+            "Claude Code",
         ),
         Preset(
             "codex",

@@ -2,8 +2,9 @@
 
 Each summarizing primitive has a template pair, ``{name}.system.txt`` and ``{name}.user.txt``,
 rendered into a system and a user message. The pair is looked up in ``$CTXPOLICY_PROMPTS_DIR``,
-then in the repository checkout's ``config/prompts/``, then in the copies shipped inside the
-package; the first folder holding either file must hold both. A file's text is sent as written
+then in the repository checkout's ``config/prompts/`` (an override folder, empty of templates
+unless someone drops a pair there), then in ``templates/`` inside the package, the one owner of
+the prompt files; the first folder holding either file must hold both. A file's text is sent as written
 (less the newline ending its last line), with exactly two placeholders replaced, literally and
 in one pass: ``{target_words}`` (the requested length) and ``{history_text}`` (the role-tagged
 transcript). Any other brace is left as written, so a published template pair can be dropped

@@ -7,6 +7,13 @@ A primitive is a chain of stages joined by ``+``, in this order:
 * at most one final stage: ``TR``, ``SU``, ``S``, ``SU-p``, ``S-p``, ``DIGEST`` or ``CC``.
 
 ``FC`` (full context) stands alone and never compresses.
+
+A TRC stack with a summary (``TRC+S-p/Th/0.7``, ``TRC+S/Th/1.0``) takes a depth D in (0, 1]: the
+fraction of the window removed after both stages, as the study's Table 2 defines it; D = 1 keeps
+nothing of the window verbatim and gives the summary the minimum allowance. Written without a
+depth (or with the canonical 0.5) it is today's ``TRC+SU/Th`` and keeps its name and cell slug.
+These stacks stay depth-invariant in the sweeps (``depth_tunable`` is False): the study runs them
+once per threshold, and a depth other than 0.5 is for deployed-system analogues.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ STUDY_PRIMITIVES = (
 STEP_STAGE = "OTRC"
 PREPARING_STAGES = ("TRC", "CT", "DUMP")  # canonical order
 SUMMARY_STAGES = ("SU", "S", "SU-p", "S-p", "DIGEST")
+LLM_SUMMARY_STAGES = ("SU", "S", "SU-p", "S-p")  # the summaries a depth of 1 applies to
+FULL_DEPTH = 1.0
 FINAL_STAGES = ("TR", *SUMMARY_STAGES, "CC")
 TRIGGERS = ("Th", "St", "St+Th")
 
@@ -46,8 +55,9 @@ VALID_FORMS = (
     "valid forms: FC | OTRC/St | OTRC+FINAL/St+Th[/D] | CC/Th | "
     "[TRC+][CT+][DUMP+]FINAL/Th|St[/D] | TRC/Th|St, "
     "where FINAL is one of TR, SU, S, SU-p, S-p, DIGEST (CT and DUMP need a summary: SU, S, SU-p, S-p, DIGEST), "
-    "D is a depth in (0, 1) such as 0.3, 0.5, 0.7 (depth-invariant policies, those with TRC or OTRC, "
-    "accept only 0.5); examples: TR/Th/0.5, SU-p/Th/0.3, TRC/Th, OTRC+S-p/St+Th/0.5, OTRC/St, FC"
+    "D is a depth in (0, 1) such as 0.3, 0.5, 0.7 (TRC alone and OTRC stacks accept only 0.5; "
+    "a TRC stack with SU, S, SU-p or S-p accepts D in (0, 1], and a summary primitive alone accepts D = 1); "
+    "examples: TR/Th/0.5, SU-p/Th/0.3, TRC/Th, TRC+S-p/Th/0.7, TRC+S/Th/1.0, OTRC+S-p/St+Th/0.5, OTRC/St, FC"
 )
 
 _SPEC_RE = re.compile(r"^(?P<primitive>[A-Za-z+-]+)(?:/(?P<trigger>St\+Th|Th|St))?(?:/(?P<depth>[0-9.]+))?$")
@@ -85,6 +95,12 @@ class PolicySpec:
         return self.needs_target and not ({"TRC", STEP_STAGE} & set(self.stages))
 
     @property
+    def depth_settable(self) -> bool:
+        """A TRC stack ending in a summary: depth-invariant in the sweeps, but any D in (0, 1] may be set."""
+        stages = self.stages
+        return stages[0] == "TRC" and stages[-1] in LLM_SUMMARY_STAGES
+
+    @property
     def step_stages(self) -> tuple[str, ...]:
         """Stages applied before every call."""
         if self.trigger == "St":
@@ -110,8 +126,11 @@ class PolicySpec:
         parts = [self.primitive]
         if self.trigger:
             parts.append(self.trigger)
-        if self.depth is not None and (self.depth_tunable or STEP_STAGE in self.stages):
-            parts.append(f"{self.depth:g}")
+        shown = self.depth_tunable or STEP_STAGE in self.stages
+        if self.depth_settable and self.depth != CANONICAL_DEPTH:
+            shown = True  # a Table 2 analogue; at 0.5 the stack keeps its depth-free name
+        if self.depth is not None and shown:
+            parts.append("1.0" if self.depth == FULL_DEPTH else f"{self.depth:g}")
         return "/".join(parts)
 
     @property
@@ -193,8 +212,11 @@ def _parse_depth(spec: str, raw: str | None, candidate: PolicySpec) -> float | N
         depth = float(raw)
     except ValueError:
         raise _fail(spec, f"depth {raw!r} is not a number") from None
-    if not 0.0 < depth < 1.0:
-        raise _fail(spec, f"depth {raw} is outside (0, 1)")
-    if not candidate.depth_tunable and depth != CANONICAL_DEPTH:
+    full_allowed = candidate.stages[-1] in LLM_SUMMARY_STAGES
+    if depth == FULL_DEPTH and not full_allowed:
+        raise _fail(spec, "D = 1 keeps nothing verbatim and needs a summary (SU, S, SU-p, S-p) as the final primitive")
+    if not 0.0 < depth <= FULL_DEPTH:
+        raise _fail(spec, f"depth {raw} is outside (0, 1]")
+    if not candidate.depth_tunable and not candidate.depth_settable and depth != CANONICAL_DEPTH:
         raise _fail(spec, f"{candidate.primitive} is depth-invariant and uses D = {CANONICAL_DEPTH}")
     return depth

@@ -50,7 +50,8 @@ def summarize_window(stage: str, window: Sequence[Message], target: int, context
     message = summary_message(_summary_text(stage, call), context.dump_path)
     tokens = count_message(message)
     # S falls back to TR, which keeps the last (here: the only) message, so it cannot shorten it.
-    fallback = "TR" if stage == "S" and tokens > target else None
+    # At D = 1 (target 0) the summary's budget is the minimum allowance, not zero.
+    fallback = "TR" if stage == "S" and tokens > (target or MIN_ALLOWANCE_TOKENS) else None
     return Rewrite([message], removed=len(window), summary_tokens=tokens, fallback=fallback, summary_calls=[call])
 
 

@@ -2,8 +2,8 @@
 
 Each full-comparison FC run becomes an FC replay with the same numbers, and a replay of every
 policy cell of the table with cost and tokens scaled by ``saving`` and the calls unchanged (the
-agent's actions are held fixed). Billed cost is taken from ``billed_est`` where ``billed_exact``
-is unknown. The numbers are invented; only their shape is that of ``ctxpolicy replay``'s runs.
+agent's actions are held fixed), under every cost method a replay can have (``billed_est`` and
+``billed_exact``; ``billed_exact`` is taken from ``billed_est`` where it is unknown). The numbers are invented; only their shape is that of ``ctxpolicy replay``'s runs.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def replay_table(runs: pd.DataFrame, saving: float = 0.6) -> pd.DataFrame:
                 setting=setting,
                 cell=f"replay:{policy}:{setting}",
                 billed_exact=saving * fc["billed_exact"],
+                billed_est=saving * fc["billed_est"],
                 total_tokens=saving * fc["total_tokens"],
             )
         )
