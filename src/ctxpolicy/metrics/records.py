@@ -31,7 +31,7 @@ from ctxpolicy.metrics.cost import (
 )
 from ctxpolicy.metrics.outcomes import harness_timed_out, outcome_class
 from ctxpolicy import rundir
-from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, VERDICT_JSON
+from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
 from ctxpolicy.schemas import describe, field_rule, reading_view, schema
 
 # What the tables take from run.json and verdict.json; the NEEDED ones must be there, the others
