@@ -122,7 +122,7 @@ def main() -> int:
         if not args.no_audit:
             from ctxpolicy.rundir import find_run_dirs
 
-            replays = [str(d) for d in find_run_dirs(replay_root)]
+            replays = sorted((str(d) for d in find_run_dirs(replay_root)), key=lambda d: Path(d).name)
             began = time.perf_counter()
             with ProcessPoolExecutor(args.workers) as pool:
                 events = sum(pool.map(_audit_one, replays, chunksize=16))

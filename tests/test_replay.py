@@ -170,10 +170,7 @@ def test_replay_runs_are_read_by_aggregate_as_their_own_track(recorded, tmp_path
     assert tr["prompt_tokens"] < fc["prompt_tokens"]
     # priced by the exact prefix simulation in local counts: under FC each prompt caches the whole
     # previous one (whole 16-token blocks)
-    prompts = [
-        c["prompt_tokens"]
-        for c in read_calls(_only_run(tmp_path / "replay" / "local" / "qwen05b" / "FC"))
-    ]
+    prompts = [c["prompt_tokens"] for c in read_calls(_only_run(tmp_path / "replay" / "local" / "qwen05b" / "FC"))]
     assert fc["cached_exact"] == sum(p // 16 * 16 for p in prompts[:-1])
     assert tr["billed_exact"] == tr["fresh_exact"] + 0.1 * tr["cached_exact"]
 

@@ -78,7 +78,9 @@ def _base_problems(run_dir: Path) -> list[str]:
     expected = rundir.read_run_json(run_dir)[rundir.MESSAGE_BASE].get("sha256")
     actual = hashlib.sha256(rundir.read_bytes(base / MESSAGES_JSONL)).hexdigest()
     if actual != expected:
-        return [f"{run_dir / RUN_JSON}: field {rundir.MESSAGE_BASE}.sha256 is {expected!r}, but {base / MESSAGES_JSONL} hashes to {actual}"]
+        return [
+            f"{run_dir / RUN_JSON}: field {rundir.MESSAGE_BASE}.sha256 is {expected!r}, but {base / MESSAGES_JSONL} hashes to {actual}"
+        ]
     return []
 
 

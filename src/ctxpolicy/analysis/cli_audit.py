@@ -68,7 +68,11 @@ def main(args: argparse.Namespace) -> int:
         else:
             judge = LexicalJudge()
         run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
-        rows = [row for run_dir in run_dirs for row in audit_run(run_dir, judge)]
+        # audited grouped by run name, so that the replays of one source follow each other and
+        # share the anchors' memo (ctxpolicy.analysis.anchors); the rows keep the runs' order
+        order = sorted(range(len(run_dirs)), key=lambda i: (run_dirs[i].name, i))
+        audited = {i: audit_run(run_dirs[i], judge) for i in order}
+        rows = [row for i in range(len(run_dirs)) for row in audited[i]]
     except (RecordError, JudgeError, FindError) as exc:
         print(f"audit: {exc}", file=sys.stderr)
         return 2
