@@ -218,6 +218,8 @@ def replays(tmp_path_factory):
 def test_a_replay_stores_only_what_its_policy_wrote_and_names_its_source(replays):
     results, source, pairs = replays
     for policy, replayed, _, v2 in pairs:
+        for name in (MESSAGES_JSONL, CALLS_JSONL):  # compressed, read as plain by every reader
+            assert (v2 / name).read_bytes()[:2] == rundir.GZIP_MAGIC
         own = [line["id"] for line in rundir.read_jsonl(v2 / MESSAGES_JSONL)]
         assert not set(own) & set(source.store)
         assert set(own) == {m["id"] for m in replayed.messages} - set(source.store)

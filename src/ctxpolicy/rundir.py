@@ -13,6 +13,7 @@ import it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -130,9 +131,17 @@ class RunRecordError(ValueError):
         self.path, self.reason = Path(path), reason
 
 
+GZIP_MAGIC = b"\x1f\x8b"  # no JSON text starts with these bytes
+
+
 def _open(path: str | Path, mode: str = "r"):
     """Open a record file for reading: the one place every reader here opens a file (text mode
-    is UTF-8)."""
+    is UTF-8). A file written gzip-compressed (a replay's ``messages.jsonl`` and ``calls.jsonl``,
+    ``write_compressed``) reads as its content."""
+    with open(path, "rb") as probe:
+        compressed = probe.read(2) == GZIP_MAGIC
+    if compressed:
+        return gzip.open(path, mode if "b" in mode else mode + "t", encoding=None if "b" in mode else "utf-8")
     if "b" in mode:
         return open(path, mode)
     return open(path, mode, encoding="utf-8")
@@ -514,3 +523,9 @@ def message_base_record(run: str | Path, base: str | Path, digest: str) -> dict:
     ``messages.jsonl`` has sha256 ``digest``): the path is relative, so a moved results tree
     keeps it."""
     return {"run": os.path.relpath(os.path.abspath(base), os.path.abspath(run)), "sha256": digest}
+
+
+def write_compressed(path: str | Path, data: bytes, durable: bool = True) -> Path:
+    """A record file gzip-compressed (no timestamp: the same content gives the same bytes),
+    atomically; every reader here reads it as its content (``_open``)."""
+    return atomic.atomic_write_bytes(path, gzip.compress(data, compresslevel=6, mtime=0), durable)

@@ -4,7 +4,8 @@
 calls.jsonl, trajectory.json and run.json (last, atomically), in schema version 2: messages.jsonl
 holds only the messages the policy wrote (run.json ``message_base`` names the source run, whose
 store holds the rest) and calls.jsonl encodes each prompt against an earlier one
-(``ctxpolicy.rundir.PromptEncoder``). Identity: the source's benchmark,
+(``ctxpolicy.rundir.PromptEncoder``); both are written gzip-compressed (``rundir.write_compressed``:
+summary requests repeat the source's text), which every reader in ``rundir`` reads as plain. Identity: the source's benchmark,
 model, cohort, task and attempt; the replayed policy; ``track: replay``. run.json's ``replay``
 block names the source run and says what the summaries were (``replay_summaries``:
 ``placeholder``, ``real`` or ``none`` for a policy without a summary stage); placeholder
@@ -18,7 +19,6 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ctxpolicy import atomic
 from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.grid import Cell
@@ -33,6 +33,7 @@ from ctxpolicy.rundir import (
     TRAJECTORY_JSON,
     PromptEncoder,
     message_base_record,
+    write_compressed,
     write_record,
     write_run_json,
 )
@@ -97,10 +98,10 @@ def write_replay(
     (run_dir / RUN_JSON).unlink(missing_ok=True)  # the record that counts is written last
     inherited = replayed.source.store
     added = [line for line in replayed.messages if line["id"] not in inherited]
-    atomic.atomic_write_bytes(run_dir / MESSAGES_JSONL, _jsonl(added), durable)
+    write_compressed(run_dir / MESSAGES_JSONL, _jsonl(added), durable)
     encoder = PromptEncoder()
     lines = "".join(encoder.line(c) for c in replayed.calls)
-    atomic.atomic_write_bytes(run_dir / CALLS_JSONL, lines.encode("utf-8"), durable)
+    write_compressed(run_dir / CALLS_JSONL, lines.encode("utf-8"), durable)
     identity = RunIdentity(
         benchmark=identity_of_source["benchmark"],
         cohort=identity_of_source.get("cohort") or "main",
