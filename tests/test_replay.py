@@ -219,3 +219,16 @@ def test_summaries_from_an_endpoint_are_real_calls_recorded_as_such(recorded, tm
     record = read_json(replay_dir / "run.json")
     assert record["replay"]["replay_summaries"] == "real" and record["identity"]["summarizer"] == "summarizer-x"
     assert replay_dir.parent.name.endswith("__sum-summarizer-x") and run_dir_problems(replay_dir) == []
+
+
+def test_real_shaped_transcripts_span_tens_of_tokens_to_over_fifty_thousand():
+    import numpy as np
+
+    from ctxpolicy.testing.transcripts import HUGE_EVERY, _observation_words, transcript
+
+    rng = np.random.default_rng(0)
+    words = np.array([_observation_words(rng, "real") for _ in range(20 * HUGE_EVERY)])
+    assert words.min() < 30 and np.median(words) < 300 and (words >= 40_000).sum() >= 5
+    assert max(_observation_words(rng, "plain") for _ in range(2000)) <= 2500
+    with pytest.raises(ValueError, match="shape 'odd'"):
+        transcript(0, "t", 1, "odd")
