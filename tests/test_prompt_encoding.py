@@ -36,6 +36,7 @@ V1_TABLES = {
     "runs.parquet": "2c57aae82e024f6b8a24a302fe824ff01b6ff2a2369f4fa9814b68553e4a578a",
     "calls.parquet": "fe5d00fc6d015dd1ce73bba220e571a2cfdc4b3cde7a6475826ae8c458723063",
 }
+V1_EVENTS = "8bb6d6cd6087a081d8bb8fc6b418ed3ddad9e8c62450fba98b766baddaf29699"  # ctxpolicy audit, same runs
 
 
 def to_version_2(run_dir: Path) -> None:
@@ -75,6 +76,21 @@ def test_version_1_tables_are_byte_identical_to_the_old_codes_and_version_2_give
 ):
     assert _tables(v1_runs, monkeypatch) == V1_TABLES
     assert _tables(v2_runs, monkeypatch) == V1_TABLES
+
+
+def test_the_audit_of_version_1_runs_is_byte_identical_to_the_old_codes_serial_or_parallel(
+    v1_runs, v2_runs, monkeypatch, capsys
+):
+    from ctxpolicy import cli
+
+    for root, processes in ((v1_runs, "1"), (v2_runs, "2")):
+        monkeypatch.chdir(root)
+        out = root / f"events-{processes}.parquet"
+        assert (
+            cli.main(["audit", "--runs", "runs", "--out", str(out), "--resamples", "10", "--processes", processes]) == 0
+        )
+        assert hashlib.sha256(out.read_bytes()).hexdigest() == V1_EVENTS
+    capsys.readouterr()
 
 
 def test_the_encoding_is_linear_under_fc_and_resolves_to_the_whole_prompts(v1_runs, v2_runs):

@@ -42,6 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verdicts", type=Path, help="the judge's verdict file (default: OUT.verdicts.jsonl)")
     p.add_argument("--resamples", type=int, default=2000, help="task-bootstrap resamples of the printed rates")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="worker processes without a judge endpoint (default: the usable CPUs, at most 8)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -71,7 +77,16 @@ def main(args: argparse.Namespace) -> int:
         # audited grouped by run name, so that the replays of one source follow each other and
         # share the anchors' memo (ctxpolicy.analysis.anchors); the rows keep the runs' order
         order = sorted(range(len(run_dirs)), key=lambda i: (run_dirs[i].name, i))
-        audited = {i: audit_run(run_dirs[i], judge) for i in order}
+        processes = _processes(args.processes, len(run_dirs)) if not args.judge_url else 1
+        if processes > 1:  # the lexical judge is pure: runs are audited in parallel
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(processes) as pool:
+                chunk = max(1, min(64, len(order) // (processes * 4)))
+                results = pool.map(_audit_lexical, [run_dirs[i] for i in order], chunksize=chunk)
+                audited = dict(zip(order, results))
+        else:
+            audited = {i: audit_run(run_dirs[i], judge) for i in order}
         rows = [row for i in range(len(run_dirs)) for row in audited[i]]
     except (RecordError, JudgeError, FindError) as exc:
         print(f"audit: {exc}", file=sys.stderr)
@@ -81,6 +96,19 @@ def main(args: argparse.Namespace) -> int:
     print(f"audit: {len(rows)} compression steps from {len(run_dirs)} runs -> {args.out}")
     print(_per_policy(table, args.resamples, args.seed))
     return 0
+
+
+def _processes(asked: int | None, runs: int) -> int:
+    import os
+
+    return max(1, min(asked or min(len(os.sched_getaffinity(0)), 8), runs))
+
+
+def _audit_lexical(run_dir: Path) -> list[dict]:
+    from ctxpolicy.analysis.audit import audit_run
+    from ctxpolicy.analysis.judge import LexicalJudge
+
+    return audit_run(run_dir, LexicalJudge())
 
 
 def _per_policy(table, resamples: int, seed: int) -> str:
