@@ -225,13 +225,21 @@ def _word(char: str) -> bool:
 
 
 def joined_text(messages: Iterable[Mapping[str, Any]]) -> str:
-    """The normalised text of messages (content and tool-call commands), one string."""
+    """The normalised text of messages (content and tool-call commands), one string.
+
+    ``normalise`` never joins across a newline, so the parts are normalised one by one, each
+    once (memoised: a run's steps join the same messages again and again)."""
     parts = []
     for m in messages:
-        parts.append(text_of(m))
+        parts.append(_normalised(text_of(m)))
         if m.get("tool_calls"):
-            parts += commands_of({"tool_calls": m["tool_calls"]})
-    return normalise("\n".join(parts))
+            parts += map(_normalised, commands_of({"tool_calls": m["tool_calls"]}))
+    return "\n".join(parts)
+
+
+@functools.lru_cache(maxsize=16384)
+def _normalised(text: str) -> str:
+    return normalise(text)
 
 
 def count_by_kind(anchors: Iterable[Anchor]) -> dict[str, int]:
