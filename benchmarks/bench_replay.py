@@ -1,21 +1,28 @@
-"""Replay throughput: synthetic FC transcripts replayed through every configuration of the study.
+"""Replay and audit at the study's size: synthetic FC transcripts through every configuration.
 
-    .venv/bin/python benchmarks/bench_replay.py [--runs 300] [--steps 40] [--workers 2]
+    .venv/bin/python benchmarks/bench_replay.py [--runs 300] [--min-steps 40] [--max-steps 150]
+                                                [--shape real] [--workers 2] [--no-audit]
                                                 [--config config/paper.yaml] [--limit-configs N]
 
-Writes ``--runs`` synthetic FC runs of ``--steps`` steps (``ctxpolicy.testing.transcripts``), then
-replays each through every (policy, threshold setting) of the config's calibration, full
-comparison and sweeps (65 for config/paper.yaml), without a summarizer (placeholder summaries),
-in ``--workers`` processes, writing every replay as ``ctxpolicy replay`` does. Prints the
-per-step time (median, p99: the policy's work and the call record, one step at a time), the time
-spent writing run directories, the total wall time, and the load average.
-Target: under 2 ms median per replayed step, and the full workload under 15 minutes.
+Writes ``--runs`` synthetic FC runs (``ctxpolicy.testing.transcripts``, shape ``real``: messages
+from tens of tokens to a few over 50K) of a length drawn uniformly from ``--min-steps`` to
+``--max-steps``, then replays each through every (policy, threshold setting) of the config's
+calibration, full comparison and sweeps (65 for config/paper.yaml), without a summarizer
+(placeholder summaries), in ``--workers`` processes, writing every replay as ``ctxpolicy replay``
+does (schema version 2). Then audits every replay as ``ctxpolicy audit`` does
+(``analysis.audit.audit_run``, the same workers). Prints the per-step time (median, p99), the
+time spent writing run directories, the replay and audit wall times, the replays' apparent size
+on disk (``du --apparent-size``) and the load average; a reduced run also prints what the full
+workload (300 runs x 65 configurations) scales to, by replayed steps.
+Targets (2 idle cores): replay of the full workload under 10 minutes and under 1 GB apparent
+size; its audit under 10 minutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +32,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-THRESHOLDS = {"tight": 6000, "primary": 9000, "loose": 12000}  # the synthetic runs end near 18,000 tokens
+THRESHOLDS = {  # the synthetic runs end near 18,000 tokens (plain, 40 steps) or 25,000-90,000 (real, 40-150)
+    "plain": {"tight": 6000, "primary": 9000, "loose": 12000},
+    "real": {"tight": 16000, "primary": 24000, "loose": 32000},
+}
+FULL_RUNS, FULL_CONFIGS = 300, 65
 
 
 def configurations(config: str) -> list[tuple[str, str | None]]:
@@ -39,14 +50,14 @@ def configurations(config: str) -> list[tuple[str, str | None]]:
     return sorted(seen, key=lambda c: (c[0], c[1] or ""))
 
 
-def _replay_one_source(job: tuple[str, str, list[tuple[str, str | None]]]) -> tuple[list[float], float, int]:
+def _replay_one_source(job: tuple[str, str, list[tuple[str, str | None]], str]) -> tuple[list[float], float, int]:
     from ctxpolicy.policies import HistoryDump, parse_spec
     from ctxpolicy.replay.engine import replay_source
     from ctxpolicy.replay.output import write_replay
     from ctxpolicy.replay.placeholder import PlaceholderSummarizer
     from ctxpolicy.replay.source import read_source_run
 
-    run_dir, out, configs = job
+    run_dir, out, configs, shape = job
     source = read_source_run(Path(run_dir))
     summarizer = PlaceholderSummarizer()
     steps: list[float] = []
@@ -55,7 +66,12 @@ def _replay_one_source(job: tuple[str, str, list[tuple[str, str | None]]]) -> tu
         spec = parse_spec(policy)
         dump = HistoryDump(Path(out) / "dump" / Path(run_dir).name) if "DUMP" in spec.stages else None
         replayed = replay_source(
-            source, spec, threshold=THRESHOLDS.get(setting), summarizer=summarizer, dump=dump, step_seconds=steps
+            source,
+            spec,
+            threshold=THRESHOLDS[shape].get(setting),
+            summarizer=summarizer,
+            dump=dump,
+            step_seconds=steps,
         )
         began = time.perf_counter()
         write_replay(replayed, Path(out), setting=setting, summarizer=None, real_summaries=False)
@@ -65,67 +81,107 @@ def _replay_one_source(job: tuple[str, str, list[tuple[str, str | None]]]) -> tu
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=FULL_RUNS)
+    parser.add_argument("--min-steps", type=int, default=40)
+    parser.add_argument("--max-steps", type=int, default=150)
+    parser.add_argument("--shape", choices=("real", "plain"), default="real")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--config", default=str(ROOT / "config" / "paper.yaml"))
     parser.add_argument("--limit-configs", type=int, default=None, help="only the first N configurations")
+    parser.add_argument("--no-audit", action="store_true", help="replay only")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", type=Path, default=None, help="write under this folder and keep it")
     args = parser.parse_args()
 
     configs = configurations(args.config)[: args.limit_configs]
-    with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+    rng = np.random.default_rng(args.seed)
+    lengths = rng.integers(args.min_steps, args.max_steps + 1, size=args.runs)
+    with tempfile.TemporaryDirectory(prefix="bench-replay-", dir=args.keep) as tmp:
         cell = Path(tmp) / "FC"
         began = time.perf_counter()
+        jobs = [
+            (str(cell / f"task-{k:04d}__a1"), args.seed, f"task-{k:04d}", int(n), args.shape)
+            for k, n in enumerate(lengths)
+        ]
         with ProcessPoolExecutor(args.workers) as pool:
-            sources = list(
-                pool.map(
-                    _write_source,
-                    [
-                        (str(cell / f"task-{k:04d}__a1"), args.seed, f"task-{k:04d}", args.steps)
-                        for k in range(args.runs)
-                    ],
-                )
-            )
+            sources = list(pool.map(_write_source, jobs))
         generated = time.perf_counter() - began
-        print(f"generated {args.runs} synthetic FC runs of {args.steps} steps in {generated:.1f} s")
-        jobs = [(s, str(Path(tmp) / "replay"), configs) for s in sources]
+        source_size = _apparent_size(cell)
+        print(
+            f"generated {args.runs} synthetic FC runs ({args.shape}) of {args.min_steps}-{args.max_steps} steps "
+            f"(mean {lengths.mean():.0f}) in {generated:.1f} s; {source_size / 1e6:.1f} MB"
+        )
+        replay_root = Path(tmp) / "replay"
+        jobs = [(s, str(replay_root), configs, args.shape) for s in sources]
         began = time.perf_counter()
         with ProcessPoolExecutor(args.workers) as pool:
             results = list(pool.map(_replay_one_source, jobs, chunksize=1))
         total = time.perf_counter() - began
+        size = _apparent_size(replay_root)
+        audit_s = events = None
+        if not args.no_audit:
+            from ctxpolicy.rundir import find_run_dirs
+
+            replays = sorted((str(d) for d in find_run_dirs(replay_root)), key=lambda d: Path(d).name)
+            began = time.perf_counter()
+            with ProcessPoolExecutor(args.workers) as pool:
+                events = sum(pool.map(_audit_one, replays, chunksize=16))
+            audit_s = time.perf_counter() - began
     steps = np.array([t for r in results for t in r[0]])
     writing = sum(r[1] for r in results)
     replays = sum(r[2] for r in results)
     load = os.getloadavg()
+    full_steps = FULL_CONFIGS * FULL_RUNS * (args.min_steps + args.max_steps) / 2
+    scale = full_steps / max(len(steps), 1)
+    full = args.runs == FULL_RUNS and len(configs) == FULL_CONFIGS
+
+    def scaled(value: float, unit: str, factor: float = 1.0) -> str:
+        return (
+            ""
+            if full
+            else f" (the full {FULL_RUNS} x {FULL_CONFIGS} workload: about {value * scale / factor:.1f} {unit})"
+        )
+
     print(f"configurations: {len(configs)}; replays: {replays}; replayed steps: {len(steps)}; workers: {args.workers}")
     print(
         f"per step: median {1000 * np.median(steps):.3f} ms, p99 {1000 * np.percentile(steps, 99):.3f} ms, "
-        f"mean {1000 * steps.mean():.3f} ms (target: median under 2 ms)"
+        f"mean {1000 * steps.mean():.3f} ms"
     )
     print(
         f"writing run directories: {writing:.1f} s of worker time ({1000 * writing / max(replays, 1):.1f} ms per replay)"
     )
-    full = args.runs == 300 and args.steps == 40 and len(configs) == 65
-    scale = (300 * 65 * 40) / max(len(steps), 1)
+    print(f"replay wall time: {total:.1f} s" + scaled(total, "min", 60) + " (target: under 10 minutes)")
     print(
-        f"total wall time: {total:.1f} s"
-        + (
-            ""
-            if full
-            else f" (this reduced size; the full 300 x 65 x 40 workload scales to about {total * scale / 60:.1f} min)"
-        )
-        + " (target: under 15 minutes for the full workload)"
+        f"replays' apparent size (du --apparent-size): {size / 1e6:.1f} MB"
+        + scaled(size, "GB", 1e9)
+        + " (target: under 1 GB)"
     )
+    if audit_s is not None:
+        print(
+            f"audit wall time: {audit_s:.1f} s for {replays} replays, {events} compression steps"
+            + scaled(audit_s, "min", 60)
+            + " (target: under 10 minutes)"
+        )
     print(f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     return 0
 
 
-def _write_source(job: tuple[str, int, str, int]) -> str:
+def _apparent_size(path: Path) -> int:
+    out = subprocess.run(["du", "-s", "--apparent-size", "--block-size=1", str(path)], capture_output=True, text=True)
+    return int(out.stdout.split()[0])
+
+
+def _audit_one(run_dir: str) -> int:
+    from ctxpolicy.analysis.audit import audit_run
+
+    return len(audit_run(Path(run_dir)))
+
+
+def _write_source(job: tuple[str, int, str, int, str]) -> str:
     from ctxpolicy.testing.transcripts import write_fc_run
 
-    run_dir, seed, task_id, steps = job
-    return str(write_fc_run(Path(run_dir), seed=seed, task_id=task_id, steps=steps))
+    run_dir, seed, task_id, steps, shape = job
+    return str(write_fc_run(Path(run_dir), seed=seed, task_id=task_id, steps=steps, shape=shape))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from fake_llm_server import FakeBenchmark, FakeLLMServer, closed_port_url
 from ctxpolicy.agent.cell import CELL_JSON, PlannedRun, run_cell
 from ctxpolicy.agent.client import RetryPolicy
 from ctxpolicy.agent.plan import make_identity, run_dir_name
-from ctxpolicy.agent.record import read_json, read_jsonl, rebuild_prompts
+from ctxpolicy.agent.record import read_json, rebuild_prompts
+from ctxpolicy.rundir import read_calls
 from ctxpolicy.agent.runner import Endpoint, execute_run
 from ctxpolicy.agent.settings import RunSettings
 from ctxpolicy.agent.validate import run_dir_problems
@@ -84,7 +85,7 @@ def run(
         endpoint=endpoint(url),
         run_dir=run_dir,
     )
-    return result, read_json(run_dir / "run.json"), list(read_jsonl(run_dir / "calls.jsonl"))
+    return result, read_json(run_dir / "run.json"), list(read_calls(run_dir))
 
 
 @pytest.fixture
@@ -320,7 +321,7 @@ def test_a_named_summarizer_gets_the_summary_calls_on_its_own_endpoint(tmp_path,
             summarizer_endpoint=summarizer,
             run_dir=tmp_path / "run",
         )
-    calls = list(read_jsonl(result.run_dir / "calls.jsonl"))
+    calls = list(read_calls(result.run_dir))
     summaries = [c for c in calls if c["kind"] == "summary"]
     assert summaries and len(other.requests) == len(summaries)
     assert all(body["model"] == "other-model" for body in other.requests)

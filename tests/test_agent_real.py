@@ -8,7 +8,8 @@ import pytest
 from conftest import require
 
 from ctxpolicy.agent.plan import endpoint_for_server, make_identity, repo_root
-from ctxpolicy.agent.record import read_json, read_jsonl, rebuild_prompts
+from ctxpolicy.agent.record import read_json, rebuild_prompts
+from ctxpolicy.rundir import read_calls
 from ctxpolicy.agent.runner import OUTCOMES, execute_run
 from ctxpolicy.agent.settings import build_settings
 from ctxpolicy.agent.validate import run_dir_problems
@@ -77,7 +78,7 @@ def test_real_run_completes_with_an_outcome(embedded_run):
 
 
 def test_real_run_fills_every_telemetry_field(embedded_run):
-    calls = list(read_jsonl(embedded_run.run_dir / "calls.jsonl"))
+    calls = list(read_calls(embedded_run.run_dir))
     assert calls
     for call in calls:
         assert call["status"] == "ok"
@@ -92,7 +93,7 @@ def test_real_run_fills_every_telemetry_field(embedded_run):
 
 def test_real_run_directory_validates_and_rebuilds(embedded_run):
     assert run_dir_problems(embedded_run.run_dir) == []
-    calls = list(read_jsonl(embedded_run.run_dir / "calls.jsonl"))
+    calls = list(read_calls(embedded_run.run_dir))
     prompts = rebuild_prompts(embedded_run.run_dir)
     assert len(prompts) == len(calls)
     assert prompts[0][0]["role"] == "system" and prompts[0][1]["role"] == "user"

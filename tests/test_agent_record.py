@@ -23,7 +23,7 @@ from ctxpolicy.agent.record import (
     rebuild_prompts,
     reset_run_dir,
 )
-from ctxpolicy.rundir import CallRecord
+from ctxpolicy.rundir import CallRecord, read_calls
 
 TESTS = Path(__file__).resolve().parent
 
@@ -70,7 +70,7 @@ def test_store_keeps_each_distinct_message_once_and_prompts_rebuild(tmp_path):
         [system, {"role": "user", "content": "hi"}],
         [system, {"role": "user", "content": "hi"}, reply],
     ]
-    assert [c["index"] for c in read_jsonl(tmp_path / "calls.jsonl")] == [0, 1]
+    assert [c["index"] for c in read_calls(tmp_path)] == [0, 1]
 
 
 def _call(message_ids: list[str]) -> CallRecord:

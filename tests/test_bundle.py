@@ -285,7 +285,7 @@ def test_bundle_cli_round_trip_and_refusal(exported, tmp_path, capsys):
     assert not (tmp_path / "other").exists()
 
     assert cli.main(["bundle", "export", "--results", "nowhere", "--out", "x.tar.gz"]) == 2
-    assert "nowhere: no runs, thresholds, tables directory to bundle" in capsys.readouterr().err
+    assert "nowhere: no runs, replay, thresholds, tables directory to bundle" in capsys.readouterr().err
 
 
 SNAKEFILE = """

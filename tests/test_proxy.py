@@ -17,6 +17,7 @@ import pytest
 from proxy_helpers import FakeUpstream, serve, settled
 
 from ctxpolicy.agent.record import read_json, read_jsonl, rebuild_prompts
+from ctxpolicy.rundir import read_calls
 from ctxpolicy.agent.validate import run_dir_problems
 from ctxpolicy.policies import PolicySession, parse_spec
 from ctxpolicy.proxy import anthropic
@@ -94,7 +95,7 @@ def test_compressed_history_reaches_the_upstream_and_is_recorded(recorded, upstr
     assert len(sent[-1]["messages"]) < 2 + 2 * 5
     settled(proxy)  # the call line is written after the answer went out
     [run_dir] = run_dirs(record_dir)
-    calls = list(read_jsonl(run_dir / "calls.jsonl"))
+    calls = list(read_calls(run_dir))
     assert [c["prompt_tokens"] for c in calls] == prompts
     assert sum(len(c["events"]) for c in calls) >= 1 and calls[-1]["est_tokens_before"] > calls[-1]["est_tokens_after"]
 
@@ -113,7 +114,7 @@ def test_streaming_passes_chunks_through_and_records_usage(recorded):
     )
     assert with_usage[-1].usage is not None and with_usage[-1].usage.prompt_tokens > 0
     settled(proxy)
-    lines = [next(read_jsonl(d / "calls.jsonl")) for d in run_dirs(record_dir)]
+    lines = [read_calls(d)[0] for d in run_dirs(record_dir)]
     assert len(lines) == 2 and all(c["prompt_tokens"] > 0 and c["status"] == "ok" for c in lines)
     assert all("usage_source" not in c for c in lines)
 
@@ -259,7 +260,7 @@ def test_summarizing_policy_records_its_summary_calls(upstream, tmp_path):
         agent_loop(client, task("summarize me"), 4)
         settled(proxy)
     [run_dir] = run_dirs(tmp_path)
-    calls = list(read_jsonl(run_dir / "calls.jsonl"))
+    calls = list(read_calls(run_dir))
     summaries = [c for c in calls if c["kind"] == "summary"]
     assert summaries and all(c["status"] == "ok" for c in summaries)
     first = calls.index(summaries[0])

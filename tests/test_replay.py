@@ -10,7 +10,8 @@ import yaml
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
-from ctxpolicy.agent.record import read_json, read_jsonl, rebuild_prompts
+from ctxpolicy.agent.record import read_json, rebuild_prompts
+from ctxpolicy.rundir import read_calls, read_message_store
 from ctxpolicy.agent.validate import run_dir_problems
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def recorded(tmp_path_factory):
             endpoint=server.url,
             **common,
         )
-    sizes = [c["est_tokens_before"] for c in read_jsonl(tmp / "FC" / "scripted__a1" / "calls.jsonl")]
+    sizes = [c["est_tokens_before"] for c in read_calls(tmp / "FC" / "scripted__a1")]
     threshold = (sizes[1] + sizes[-1]) // 2
     thresholds = tmp / "thresholds.json"
     thresholds.write_text(json.dumps({"tight": threshold, "primary": threshold, "loose": threshold}))
@@ -109,8 +110,8 @@ def test_replaying_with_a_rule_based_policy_gives_the_real_runs_events_and_promp
     tmp, threshold = recorded
     assert _replay(tmp, tmp_path, "--policy", "TR/Th/0.5", "--threshold", str(threshold)) == 0
     replay_dir = _only_run(tmp_path)
-    real = [c for c in read_jsonl(tmp / "TR" / "scripted__a1" / "calls.jsonl") if c["kind"] == "agent"]
-    replayed = [c for c in read_jsonl(replay_dir / "calls.jsonl") if c["kind"] == "agent"]
+    real = [c for c in read_calls(tmp / "TR" / "scripted__a1") if c["kind"] == "agent"]
+    replayed = [c for c in read_calls(replay_dir) if c["kind"] == "agent"]
     assert [c["step"] for c in replayed] == [c["step"] for c in real]
     assert sum(len(c["events"]) for c in real) >= 1  # the threshold was crossed: something to compare
     assert [c["events"] for c in replayed] == [c["events"] for c in real]
@@ -127,10 +128,10 @@ def test_summaries_without_an_endpoint_are_placeholders_of_the_requested_length(
     tmp, threshold = recorded
     assert _replay(tmp, tmp_path, "--policy", "SU/Th/0.5", "--threshold", str(threshold)) == 0
     replay_dir = _only_run(tmp_path)
-    calls = list(read_jsonl(replay_dir / "calls.jsonl"))
+    calls = list(read_calls(replay_dir))
     summaries = [c for c in calls if c["kind"] == "summary"]
     assert summaries and all(c["model"] == "placeholder" for c in summaries)
-    store = {line["id"]: line["message"] for line in read_jsonl(replay_dir / "messages.jsonl")}
+    store = {mid: line["message"] for mid, line in read_message_store(replay_dir).items()}
     request = [store[mid] for mid in summaries[0]["message_ids"]]
     words = PlaceholderSummarizer().requested_words(request)
     assert words >= 30 and str(words) in json.dumps(request)
@@ -141,7 +142,7 @@ def test_summaries_without_an_endpoint_are_placeholders_of_the_requested_length(
     assert _replay(tmp, tmp_path / "quiet", "--policy", "SU/Th/0.5", "--threshold", "1000000") == 0
     quiet = _only_run(tmp_path / "quiet")
     assert quiet.parent.name == replay_dir.parent.name == "SU_Th_0.5__fixed__sum-placeholder"
-    assert not [c for c in read_jsonl(quiet / "calls.jsonl") if c["kind"] == "summary"]
+    assert not [c for c in read_calls(quiet) if c["kind"] == "summary"]
 
 
 def test_replay_refuses_a_run_that_is_not_full_context_and_a_missing_threshold(recorded, tmp_path, capsys):
@@ -169,10 +170,7 @@ def test_replay_runs_are_read_by_aggregate_as_their_own_track(recorded, tmp_path
     assert tr["prompt_tokens"] < fc["prompt_tokens"]
     # priced by the exact prefix simulation in local counts: under FC each prompt caches the whole
     # previous one (whole 16-token blocks)
-    prompts = [
-        c["prompt_tokens"]
-        for c in read_jsonl(_only_run(tmp_path / "replay" / "local" / "qwen05b" / "FC") / "calls.jsonl")
-    ]
+    prompts = [c["prompt_tokens"] for c in read_calls(_only_run(tmp_path / "replay" / "local" / "qwen05b" / "FC"))]
     assert fc["cached_exact"] == sum(p // 16 * 16 for p in prompts[:-1])
     assert tr["billed_exact"] == tr["fresh_exact"] + 0.1 * tr["cached_exact"]
 
@@ -215,9 +213,22 @@ def test_summaries_from_an_endpoint_are_real_calls_recorded_as_such(recorded, tm
         )
         asked = len(server.requests)
     replay_dir = _only_run(tmp_path)
-    summaries = [c for c in read_jsonl(replay_dir / "calls.jsonl") if c["kind"] == "summary"]
+    summaries = [c for c in read_calls(replay_dir) if c["kind"] == "summary"]
     assert len(summaries) == asked >= 1
     assert all(c["model"] == "summarizer-x" and c["status"] == "ok" and c["prompt_tokens"] > 0 for c in summaries)
     record = read_json(replay_dir / "run.json")
     assert record["replay"]["replay_summaries"] == "real" and record["identity"]["summarizer"] == "summarizer-x"
     assert replay_dir.parent.name.endswith("__sum-summarizer-x") and run_dir_problems(replay_dir) == []
+
+
+def test_real_shaped_transcripts_span_tens_of_tokens_to_over_fifty_thousand():
+    import numpy as np
+
+    from ctxpolicy.testing.transcripts import HUGE_EVERY, _observation_words, transcript
+
+    rng = np.random.default_rng(0)
+    words = np.array([_observation_words(rng, "real") for _ in range(20 * HUGE_EVERY)])
+    assert words.min() < 30 and np.median(words) < 300 and (words >= 40_000).sum() >= 5
+    assert max(_observation_words(rng, "plain") for _ in range(2000)) <= 2500
+    with pytest.raises(ValueError, match="shape 'odd'"):
+        transcript(0, "t", 1, "odd")

@@ -148,8 +148,13 @@ def test_usage_source_is_written_last_and_only_when_set():
 
 def test_call_record_fields_are_the_call_schema_properties_and_its_lines_validate():
     call_schema = schema("call")
-    assert set(rundir.CALL_FIELDS) == set(call_schema["properties"])
-    assert list(rundir.CALL_FIELDS[: len(call_schema["required"])]) == call_schema["required"]
+    assert set(rundir.CALL_FIELDS) | {rundir.PROMPT} == set(call_schema["properties"])
+    # the prompt is required as either version writes it: message_ids (1) or prompt (2)
+    both = [rundir.MESSAGE_IDS, rundir.PROMPT]
+    assert [f for f in rundir.CALL_FIELDS[: len(call_schema["required"]) + 1] if f not in both] == call_schema[
+        "required"
+    ]
+    assert call_schema["oneOf"] == [{"required": [rundir.MESSAGE_IDS]}, {"required": [rundir.PROMPT]}]
     validator = Draft202012Validator(call_schema)
     for changes in (
         {},
@@ -157,8 +162,9 @@ def test_call_record_fields_are_the_call_schema_properties_and_its_lines_validat
         {"usage_source": "local"},
         {"status": "error", "error": "EndpointError: HTTP 500", "prompt_tokens": None, "completion_tokens": None},
     ):
-        line = json.loads(CallRecord(**{**_agent_call(), "events": [], **changes}).line())
-        assert list(validator.iter_errors(line)) == [], changes
+        call = CallRecord(**{**_agent_call(), "events": [], **changes})
+        for line in (json.loads(call.line()), json.loads(rundir.PromptEncoder().line(call))):
+            assert list(validator.iter_errors(line)) == [], changes
     assert rundir.CALL_KINDS == tuple(call_schema["properties"]["kind"]["enum"])
 
 

@@ -3,13 +3,17 @@
 This is the one definition of the contract in docs/architecture.md ("Run directory", "Cells and
 the grid"): what the files are called, where a run directory lies, when it counts as complete,
 how ``run.json``, ``cell.json``, ``verdict.json`` and ``eval.json`` are read and (atomically)
-written, which folders are no run directories (``workspace/``, ``stale/``), and the line of
-``calls.jsonl`` (``CallRecord``). Standard library and ``ctxpolicy.atomic`` only: every room may
+written, which folders are no run directories (``workspace/``, ``stale/``), the line of
+``calls.jsonl`` (``CallRecord``) and its encoding (``PromptEncoder`` writes schema version 2; the
+one reader, ``read_calls``/``resolve_prompts`` and ``read_message_store``/``message_store_files``,
+reads versions 1 and 2, docs/schema.md "Version 2: prompt encoding"). Every file the readers
+open goes through ``_open``. Standard library and ``ctxpolicy.atomic`` only: every room may
 import it.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -219,16 +223,55 @@ class RunRecordError(ValueError):
         self.path, self.reason = Path(path), reason
 
 
+GZIP_MAGIC = b"\x1f\x8b"  # no JSON text starts with these bytes
+
+
+def _open(path: str | Path, mode: str = "r"):
+    """Open a record file for reading: the one place every reader here opens a file (text mode
+    is UTF-8). Only a regular file inside its own folder is opened (``open_regular``: no FIFO,
+    device or symbolic link out of the run directory). A file written gzip-compressed (a replay's
+    ``messages.jsonl`` and ``calls.jsonl``, ``write_compressed``) reads as its content."""
+    path = Path(path)
+    handle = open_regular(path, within=path.parent)
+    try:
+        compressed = handle.read(2) == GZIP_MAGIC
+        handle.seek(0)
+        stream = _OwnedGzipFile(handle) if compressed else handle
+    except BaseException:
+        handle.close()
+        raise
+    return stream if "b" in mode else io.TextIOWrapper(stream, encoding="utf-8")
+
+
+class _OwnedGzipFile(gzip.GzipFile):
+    """A gzip reader that closes the file it reads from when it is closed."""
+
+    def __init__(self, handle):
+        super().__init__(fileobj=handle, mode="rb")
+        self._owned = handle
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self._owned.close()
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """A record file's bytes (through ``_open``)."""
+    with _open(path, "rb") as handle:
+        return handle.read()
+
+
 def read_json(path: str | Path) -> Any:
     """A JSON record file of a run or cell directory (a regular file inside its folder)."""
-    path = Path(path)
-    return json.loads(read_regular_bytes(path, within=path.parent).decode("utf-8"))
+    with _open(path) as handle:
+        return json.loads(handle.read())
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:
     """The values of a JSON-lines file of a run directory (a regular file inside it), blank lines skipped."""
-    path = Path(path)
-    with open_regular(path, within=path.parent, encoding="utf-8") as handle:
+    with _open(path) as handle:
         for line in handle:
             if line.strip():
                 yield json.loads(line)
@@ -381,3 +424,222 @@ class CallRecord:
 
 
 CALL_FIELDS = tuple(f.name for f in fields(CallRecord))
+
+
+# ---------------------------------------------------------------- calls.jsonl, schema version 2
+#
+# Version 1 wrote every prompt whole (``message_ids``): quadratic in a run's length. Version 2
+# writes ``prompt`` = {"base": the index of an earlier line of the same file or null, "keep": how
+# many leading ids of that line's prompt are kept, "add": the ids that follow}; the prompt is
+# base[:keep] + add. A replayed run's messages.jsonl holds only the messages its policy wrote and
+# run.json's ``message_base`` names the run whose store it extends (docs/schema.md).
+
+CALLS_SCHEMA_VERSION = 2  # the version every writer's calls.jsonl and messages.jsonl follow
+PROMPT = "prompt"  # the version-2 key of a call line's prompt
+MESSAGE_IDS = "message_ids"  # the version-1 key (and every reader's resolved, whole prompt)
+MESSAGE_BASE = "message_base"  # run.json: {"run": path relative to the run dir, "sha256": of its messages.jsonl}
+MAX_BASE_DEPTH = 8  # message stores chained deeper than this are refused (a loop, most likely)
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    if len(a) <= len(b) and b[: len(a)] == a:  # the usual case: the prompt extends the earlier one
+        return len(a)
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class PromptEncoder:
+    """Writes a run's ``CallRecord``s as version-2 ``calls.jsonl`` lines, one run at a time.
+
+    Each prompt is encoded against the last line of each kind (agent, summary) written so far:
+    the one sharing the longest prefix is the base, the rest is listed. Under FC a line lists
+    the two messages of the round; after a truncation it lists the kept tail once. The
+    harness's and the proxy's ``RunRecorder`` and the replay's writer call it; nothing else needs
+    to know the encoding."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[int, list[str]]] = {}
+
+    def encode(self, call: CallRecord) -> dict:
+        """The line of ``call`` (numbered: its ``index`` is final) as a dict, keys in field order."""
+        return self.encode_line(call.to_json())
+
+    def encode_line(self, line: dict) -> dict:
+        """A version-1 line (a dict with ``index``, ``kind`` and ``message_ids``) in version 2:
+        ``message_ids`` replaced by ``prompt`` in its place, every other key kept in order."""
+        ids = list(line[MESSAGE_IDS])
+        base, keep = None, 0
+        for index, prompt in self._last.values():
+            shared = _common_prefix(prompt, ids)
+            if shared > keep:
+                base, keep = index, shared
+        self._last[line["kind"]] = (line["index"], ids)
+        return {
+            (PROMPT if name == MESSAGE_IDS else name): (
+                {"base": base, "keep": keep, "add": ids[keep:]} if name == MESSAGE_IDS else value
+            )
+            for name, value in line.items()
+        }
+
+    def line(self, call: CallRecord) -> str:
+        """The JSON line of ``call``, newline included."""
+        return json.dumps(self.encode(call), ensure_ascii=False, default=str) + "\n"
+
+
+def _bad(path: Path, number: int, line: dict, name: str, value: Any, why: str) -> RunRecordError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return RunRecordError(path, f"line {number} (call {line.get('index')!r}): field {name} is {shown}: {why}")
+
+
+def resolve_prompts(lines: Iterable[dict], path: str | Path = CALLS_JSONL) -> list[list[str] | None]:
+    """The whole prompt (message ids, in order) of each call line, versions 1 and 2 alike; None
+    for a line with neither ``message_ids`` nor ``prompt`` (``ctxpolicy cost -i`` input may omit
+    them). ``RunRecordError`` names the line, the field and the value of a prompt that cannot be
+    resolved (a base that is no earlier line, a keep beyond the base's length, ids not strings)."""
+    path = Path(path)
+    by_index: dict[Any, list[str] | None] = {}
+    prompts: list[list[str] | None] = []
+    for number, line in enumerate(lines, 1):
+        encoded = line.get(PROMPT)
+        if encoded is None:
+            ids = line.get(MESSAGE_IDS)
+            if ids is not None and not isinstance(ids, list):
+                raise _bad(path, number, line, MESSAGE_IDS, ids, "not an array")
+        else:
+            if not isinstance(encoded, dict):
+                raise _bad(path, number, line, PROMPT, encoded, "not an object")
+            base, keep, add = encoded.get("base"), encoded.get("keep"), encoded.get("add")
+            if not isinstance(add, list) or not all(isinstance(i, str) for i in add):
+                raise _bad(path, number, line, "prompt.add", add, "not an array of message ids")
+            if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+                raise _bad(path, number, line, "prompt.keep", keep, "not an integer >= 0")
+            if base is None:
+                if keep:
+                    raise _bad(path, number, line, "prompt.keep", keep, "not 0 without a base")
+                ids = add
+            else:
+                earlier = by_index.get(base) if not isinstance(base, bool) else None
+                if earlier is None:
+                    raise _bad(path, number, line, "prompt.base", base, "no earlier call line has that index")
+                if keep > len(earlier):
+                    raise _bad(path, number, line, "prompt.keep", keep, f"more than base's {len(earlier)} ids")
+                ids = earlier[:keep] + add
+        key = line.get("index")
+        if isinstance(key, int) and not isinstance(key, bool):
+            by_index[key] = ids
+        prompts.append(ids)
+    return prompts
+
+
+def read_call_lines(run: str | Path) -> list[dict]:
+    """``calls.jsonl`` of a run directory as written (either version); ``RunRecordError`` when
+    missing or not JSON lines of objects."""
+    path = Path(run) / CALLS_JSONL
+    try:
+        lines = list(read_jsonl(path))
+    except FileNotFoundError:
+        raise RunRecordError(path, "missing") from None
+    except json.JSONDecodeError as exc:
+        raise RunRecordError(path, f"not valid JSON lines ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunRecordError(path, f"unreadable ({type(exc).__name__}: {exc})") from None
+    for number, line in enumerate(lines, 1):
+        if not isinstance(line, dict):
+            raise RunRecordError(path, f"line {number}: not a JSON object")
+    return lines
+
+
+def with_prompts(lines: list[dict], path: str | Path = CALLS_JSONL) -> list[dict]:
+    """The call lines with ``message_ids`` holding each whole prompt (``prompt`` dropped): what
+    every reader sees, whichever version was written. Lines are copied, not changed."""
+    out = []
+    for line, ids in zip(lines, resolve_prompts(lines, path)):
+        resolved = {k: v for k, v in line.items() if k != PROMPT}
+        if ids is not None:
+            resolved[MESSAGE_IDS] = ids
+        out.append(resolved)
+    return out
+
+
+def read_calls(run: str | Path) -> list[dict]:
+    """A run's calls, in file order, each with its whole prompt as ``message_ids`` (versions 1
+    and 2)."""
+    return with_prompts(read_call_lines(run), Path(run) / CALLS_JSONL)
+
+
+def message_base(run: str | Path) -> Path | None:
+    """The run directory whose message store this run's extends (run.json ``message_base``), or
+    None. A run without run.json yet (still being written) has none."""
+    run = Path(run)
+    path = run / RUN_JSON
+    if not path.is_file():
+        return None
+    base = read_record(path).get(MESSAGE_BASE)
+    if base is None:
+        return None
+    if not isinstance(base, dict) or not isinstance(base.get("run"), str) or not base["run"]:
+        raise RunRecordError(path, f"field {MESSAGE_BASE} is {base!r}: not an object with a run path")
+    return Path(os.path.normpath(run / base["run"]))
+
+
+def message_store_files(run: str | Path) -> list[Path]:
+    """The ``messages.jsonl`` files that together make a run's message store: its own, then
+    those of the runs its ``message_base`` chain names. ``RunRecordError`` for a chain that
+    loops, runs deeper than ``MAX_BASE_DEPTH`` or names a run without a store."""
+    run = Path(run)
+    files = [run / MESSAGES_JSONL]
+    seen = {os.path.abspath(run)}
+    current = run
+    while (base := message_base(current)) is not None:
+        if os.path.abspath(base) in seen or len(files) > MAX_BASE_DEPTH:
+            raise RunRecordError(current / RUN_JSON, f"field {MESSAGE_BASE}.run names {base}: a loop or too deep")
+        if not (base / MESSAGES_JSONL).is_file():
+            raise RunRecordError(
+                current / RUN_JSON, f"field {MESSAGE_BASE}.run names {base}, which has no {MESSAGES_JSONL}"
+            )
+        seen.add(os.path.abspath(base))
+        files.append(base / MESSAGES_JSONL)
+        current = base
+    return files
+
+
+def read_message_lines(run: str | Path) -> list[dict]:
+    """Every line of a run's message store (its own ``messages.jsonl`` first, then its bases')."""
+    lines: list[dict] = []
+    for path in message_store_files(run):
+        try:
+            lines += read_jsonl(path)
+        except FileNotFoundError:
+            raise RunRecordError(path, "missing") from None
+        except json.JSONDecodeError as exc:
+            raise RunRecordError(path, f"not valid JSON lines ({exc})") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RunRecordError(path, f"unreadable ({type(exc).__name__}: {exc})") from None
+    return lines
+
+
+def read_message_store(run: str | Path) -> dict[str, dict]:
+    """Message id -> its store line (``{"id", "tokens", "message"}``), bases included."""
+    store: dict[str, dict] = {}
+    for line in read_message_lines(run):
+        if isinstance(line, dict) and isinstance(line.get("id"), str):
+            store.setdefault(line["id"], line)
+    return store
+
+
+def message_base_record(run: str | Path, base: str | Path, digest: str) -> dict:
+    """run.json's ``message_base`` for a run at ``run`` whose store extends ``base``'s (whose
+    ``messages.jsonl`` has sha256 ``digest``): the path is relative, so a moved results tree
+    keeps it."""
+    return {"run": os.path.relpath(os.path.abspath(base), os.path.abspath(run)), "sha256": digest}
+
+
+def write_compressed(path: str | Path, data: bytes, durable: bool = True) -> Path:
+    """A record file gzip-compressed (no timestamp: the same content gives the same bytes),
+    atomically; every reader here reads it as its content (``_open``)."""
+    return atomic.atomic_write_bytes(path, gzip.compress(data, compresslevel=6, mtime=0), durable)

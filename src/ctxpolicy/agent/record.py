@@ -21,8 +21,11 @@ from ctxpolicy.rundir import (
     TRAJECTORY_JSON,
     WORKSPACE,
     CallRecord,
+    PromptEncoder,
+    read_calls,
     read_json,
     read_jsonl,
+    read_message_store,
     reset_run_dir,
 )
 from ctxpolicy.rundir import is_complete_run as is_complete
@@ -48,11 +51,12 @@ __all__ = [
 
 
 def rebuild_prompts(run_dir: Path) -> list[list[dict]]:
-    """Every prompt of the run, in call order, rebuilt from ``messages.jsonl`` and ``calls.jsonl``."""
+    """Every prompt of the run, in call order, rebuilt from its message store and ``calls.jsonl``
+    (either schema version, through ``ctxpolicy.rundir``'s one reader)."""
     run_dir = Path(run_dir)
-    store = {line["id"]: line["message"] for line in read_jsonl(run_dir / MESSAGES_JSONL)}
+    store = {mid: line["message"] for mid, line in read_message_store(run_dir).items()}
     prompts = []
-    for call in read_jsonl(run_dir / CALLS_JSONL):
+    for call in read_calls(run_dir):
         missing = [mid for mid in call["message_ids"] if mid not in store]
         if missing:
             raise ValueError(f"{run_dir / CALLS_JSONL}: call {call['index']} names unknown message ids {missing}")
@@ -61,7 +65,8 @@ def rebuild_prompts(run_dir: Path) -> list[list[dict]]:
 
 
 class RunRecorder:
-    """Appends to ``messages.jsonl`` (each distinct message once) and ``calls.jsonl`` (one line per call).
+    """Appends to ``messages.jsonl`` (each distinct message once) and ``calls.jsonl`` (one line per call,
+    its prompt encoded by ``ctxpolicy.rundir.PromptEncoder``: schema version 2).
 
     Lines are flushed as they are written so that a killed run still shows what it did; the
     record that counts is ``run.json``, written last by the runner.
@@ -75,6 +80,7 @@ class RunRecorder:
         self._known: set[str] = set()
         self._messages = open(self.run_dir / MESSAGES_JSONL, "a", encoding="utf-8")
         self._calls = open(self.run_dir / CALLS_JSONL, "a", encoding="utf-8")
+        self._encoder = PromptEncoder()
         self.calls: list[dict] = []
 
     def store(self, messages: Iterable[dict]) -> list[str]:
@@ -93,10 +99,11 @@ class RunRecorder:
         return ids
 
     def record_call(self, call: CallRecord) -> dict:
-        """Give the call the next index, append it to ``calls.jsonl`` and return its line."""
+        """Give the call the next index, append it to ``calls.jsonl`` and return it as a dict (its
+        whole prompt in ``message_ids``, as every reader sees it)."""
         with self._lock:
             numbered = call.numbered(len(self.calls))
-            self._calls.write(numbered.line())
+            self._calls.write(self._encoder.line(numbered))
             self._calls.flush()
             line = numbered.to_json()
             self.calls.append(line)

@@ -21,6 +21,7 @@ from ctxpolicy.agent.record import RunRecorder
 from ctxpolicy.agent.settings import AGENT_DIR, RunSettings, load_templates
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.atomic import atomic_write_text
+from ctxpolicy.rundir import CALLS_SCHEMA_VERSION as SCHEMA_VERSION  # run.json's version follows calls.jsonl's
 from ctxpolicy.rundir import (
     PATCH_DIFF,
     TRAJECTORY_JSON,
@@ -30,8 +31,6 @@ from ctxpolicy.rundir import (
     write_record,
     write_run_json,
 )
-
-SCHEMA_VERSION = 1
 
 OUTCOMES = ("submitted", "step_limit", "time_limit", "format_error_limit", "context_overflow", "error", "not_graded")
 

@@ -1,17 +1,22 @@
 """Check a run directory against the documented schemas (src/ctxpolicy/schemas/*.schema.json).
 
 Beyond each file's JSON schema it checks what ties the files together: every message id a call
-names is in the store, every stored id is the hash of its message, calls are numbered in order.
+names is in the store (its own ``messages.jsonl`` and, schema version 2, the stores its
+``message_base`` chain names, whose ``sha256`` must still match), every prompt resolves
+(``ctxpolicy.rundir.resolve_prompts``), every stored id is the hash of its message, calls are
+numbered in order.
 
     python -m ctxpolicy.agent.validate RUN_DIR [RUN_DIR ...]
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
 from ctxpolicy.agent.messages import message_id
+from ctxpolicy import rundir
 from ctxpolicy.agent.record import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, read_json, read_jsonl
 from ctxpolicy.schemas import validator
 
@@ -42,17 +47,41 @@ def run_dir_problems(run_dir: Path) -> list[str]:
     except (OSError, ValueError) as exc:
         problems.append(f"{run_dir / MESSAGES_JSONL}: unreadable ({exc})")
     try:
-        for n, call in enumerate(read_jsonl(run_dir / CALLS_JSONL)):
+        problems += _base_problems(run_dir)
+        files = rundir.message_store_files(run_dir)
+        for path in files[1:]:
+            for line in read_jsonl(path):
+                store.setdefault(line.get("id"), line)
+    except (OSError, ValueError) as exc:
+        problems.append(f"{run_dir / RUN_JSON}: field {rundir.MESSAGE_BASE}: {exc}")
+    try:
+        lines = list(read_jsonl(run_dir / CALLS_JSONL))
+        prompts = rundir.resolve_prompts(lines, run_dir / CALLS_JSONL)
+        for n, (call, ids) in enumerate(zip(lines, prompts)):
             where = f"{run_dir / CALLS_JSONL}:{n + 1}"
             problems += _schema_problems("call", call, where)
             if call.get("index") != n:
                 problems.append(f"{where}: index {call.get('index')!r}, expected {n}")
-            missing = [mid for mid in call.get("message_ids", []) if mid not in store]
+            missing = [mid for mid in ids or [] if mid not in store]
             if missing:
-                problems.append(f"{where}: message_ids not in {MESSAGES_JSONL}: {missing}")
+                problems.append(f"{where}: message ids not in the message store: {missing}")
     except (OSError, ValueError) as exc:
         problems.append(f"{run_dir / CALLS_JSONL}: unreadable ({exc})")
     return problems
+
+
+def _base_problems(run_dir: Path) -> list[str]:
+    """A ``message_base`` whose store no longer has the bytes it was written against."""
+    base = rundir.message_base(run_dir)
+    if base is None:
+        return []
+    expected = rundir.read_run_json(run_dir)[rundir.MESSAGE_BASE].get("sha256")
+    actual = hashlib.sha256(rundir.read_bytes(base / MESSAGES_JSONL)).hexdigest()
+    if actual != expected:
+        return [
+            f"{run_dir / RUN_JSON}: field {rundir.MESSAGE_BASE}.sha256 is {expected!r}, but {base / MESSAGES_JSONL} hashes to {actual}"
+        ]
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,8 @@ normalised text of the messages after the event.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -109,11 +111,14 @@ def _path(value: str) -> str | None:
     return value
 
 
-def paths(text: str) -> set[str]:
+@functools.lru_cache(maxsize=8192)
+def paths(text: str) -> frozenset[str]:
+    """The file paths a text names (memoised: the reacquisition check asks about the same
+    removed outputs at every step)."""
     text = URL.sub(" ", FENCE.sub(" ", text))
     found = {_path(m) for m in SEPARATED_PATH.findall(text)}
     found |= {_path(m) for m in BARE_FILE.findall(text)}
-    return {p for p in found if p and ("/" in p or "." in p)}
+    return frozenset(p for p in found if p and ("/" in p or "." in p))
 
 
 def symbols(text: str) -> set[str]:
@@ -163,8 +168,30 @@ TEXT_EXTRACTORS = {
 }
 
 
-def message_anchors(message: Mapping[str, Any]) -> set[Anchor]:
-    """Every anchor of one message; commands only from an assistant's command blocks or tool calls."""
+ANCHOR_CACHE_SIZE = 30_000  # messages whose anchors are kept (an audit meets each many times)
+_anchor_cache: dict[Any, frozenset[Anchor]] = {}
+
+
+def message_anchors(message: Mapping[str, Any]) -> frozenset[Anchor]:
+    """Every anchor of one message; commands only from an assistant's command blocks or tool calls.
+
+    Memoised by the message's canonical JSON: the windows of a run's steps, and the replays of one
+    source, hold the same messages again and again (the audit's time went into re-extracting
+    them; the cache is cleared whole when it holds ``ANCHOR_CACHE_SIZE`` messages)."""
+    content = message.get("content")
+    if isinstance(content, str) and not message.get("tool_calls") and set(message) <= {"role", "content"}:
+        key: Any = (message.get("role"), content)  # a string hashes once: the usual message costs no dump
+    else:
+        key = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+    found = _anchor_cache.get(key)
+    if found is None:
+        if len(_anchor_cache) >= ANCHOR_CACHE_SIZE:
+            _anchor_cache.clear()
+        found = _anchor_cache[key] = frozenset(_message_anchors(message))
+    return found
+
+
+def _message_anchors(message: Mapping[str, Any]) -> set[Anchor]:
     text = text_of(message)
     found = {(kind, value) for kind, extract in TEXT_EXTRACTORS.items() for value in extract(text)}
     if message.get("role") == "assistant":
@@ -198,13 +225,21 @@ def _word(char: str) -> bool:
 
 
 def joined_text(messages: Iterable[Mapping[str, Any]]) -> str:
-    """The normalised text of messages (content and tool-call commands), one string."""
+    """The normalised text of messages (content and tool-call commands), one string.
+
+    ``normalise`` never joins across a newline, so the parts are normalised one by one, each
+    once (memoised: a run's steps join the same messages again and again)."""
     parts = []
     for m in messages:
-        parts.append(text_of(m))
+        parts.append(_normalised(text_of(m)))
         if m.get("tool_calls"):
-            parts += commands_of({"tool_calls": m["tool_calls"]})
-    return normalise("\n".join(parts))
+            parts += map(_normalised, commands_of({"tool_calls": m["tool_calls"]}))
+    return "\n".join(parts)
+
+
+@functools.lru_cache(maxsize=16384)
+def _normalised(text: str) -> str:
+    return normalise(text)
 
 
 def count_by_kind(anchors: Iterable[Anchor]) -> dict[str, int]:

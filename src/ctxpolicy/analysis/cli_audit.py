@@ -44,10 +44,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verdicts", type=Path, help="the judge's verdict file (default: OUT.verdicts.jsonl)")
     p.add_argument("--resamples", type=int, default=2000, help="task-bootstrap resamples of the printed rates")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="worker processes without a judge endpoint (default: the usable CPUs, at most 8)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.analysis.audit import audit_checked
     from ctxpolicy.analysis.judge import EndpointJudge, JudgeError, LexicalJudge, VerdictCache
     from ctxpolicy.analysis.table import frame, write_events
     from ctxpolicy.analysis.windows import RecordError
@@ -70,13 +75,26 @@ def main(args: argparse.Namespace) -> int:
         else:
             judge = LexicalJudge()
         run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
+        # audited grouped by run name, so that the replays of one source follow each other and
+        # share the anchors' memo (ctxpolicy.analysis.anchors); the rows keep the runs' order
+        order = sorted(range(len(run_dirs)), key=lambda i: (run_dirs[i].name, i))
+        processes = _processes(args.processes, len(run_dirs)) if not args.judge_url else 1
+        if processes > 1:  # the lexical judge is pure: runs are audited in parallel
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(processes) as pool:
+                chunk = max(1, min(64, len(order) // (processes * 4)))
+                results = pool.map(_audit_lexical, [run_dirs[i] for i in order], chunksize=chunk)
+                audited = dict(zip(order, results))
+        else:
+            audited = {i: _audit_one(run_dirs[i], judge) for i in order}
         rows, left_out = [], 0
-        for run_dir in run_dirs:
-            try:
-                rows += audit_checked(run_dir, judge)
-            except RecordError as exc:  # this run only: reported, the others audited
-                print(f"left out: {exc}", file=sys.stderr)
+        for i in range(len(run_dirs)):
+            run_rows, problem = audited[i]
+            if problem is not None:  # this run only: reported, the others audited
+                print(f"left out: {problem}", file=sys.stderr)
                 left_out += 1
+            rows += run_rows
     except (JudgeError, FindError) as exc:
         print(f"audit: {exc}", file=sys.stderr)
         return 2
@@ -86,6 +104,28 @@ def main(args: argparse.Namespace) -> int:
     print(f"audit: {len(rows)} compression steps from {len(run_dirs) - left_out} runs{also} -> {args.out}")
     print(_per_policy(table, args.resamples, args.seed))
     return 0
+
+
+def _processes(asked: int | None, runs: int) -> int:
+    import os
+
+    return max(1, min(asked or min(len(os.sched_getaffinity(0)), 8), runs))
+
+
+def _audit_one(run_dir: Path, judge) -> tuple[list[dict], str | None]:
+    """The run's rows, or no rows and the reason it is left out ("PATH: reason")."""
+    from ctxpolicy.analysis.audit import RecordError, audit_checked
+
+    try:
+        return audit_checked(run_dir, judge), None
+    except RecordError as exc:
+        return [], str(exc)
+
+
+def _audit_lexical(run_dir: Path) -> tuple[list[dict], str | None]:
+    from ctxpolicy.analysis.judge import LexicalJudge
+
+    return _audit_one(run_dir, LexicalJudge())
 
 
 def _per_policy(table, resamples: int, seed: int) -> str:

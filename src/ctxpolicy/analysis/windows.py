@@ -1,7 +1,7 @@
 """The history before and after each compression step, rebuilt from a run's records.
 
-``calls.jsonl`` names the messages of every prompt (``message_ids``) and ``messages.jsonl``
-holds each distinct message once. The prompt of an agent call that carries events is the
+``calls.jsonl`` names the messages of every prompt and the message store holds each distinct
+message once (both read through ``ctxpolicy.rundir``'s one reader, schema versions 1 and 2). The prompt of an agent call that carries events is the
 history *after* the step's compression. The history *before* it is the previous agent prompt
 followed by what the agent added since (its reply and the observation): the messages at the
 end of this prompt that neither the previous prompt held nor a policy wrote. What a policy
@@ -18,13 +18,13 @@ policy removed before they were ever sent are then missing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxpolicy import rundir
 from ctxpolicy.policies.history import marker_of
-from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON
+from ctxpolicy import rundir
+from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, TRAJECTORY_JSON
 
 
 class RecordError(ValueError):
@@ -54,42 +54,29 @@ class Transcript:
         return [self.store[i] for i in ids]
 
 
-def _lines(path: Path) -> list[dict]:
+def _store(run_dir: Path) -> dict[str, dict]:
     try:
-        text = rundir.read_regular_bytes(path, within=path.parent).decode("utf-8")
-    except FileNotFoundError:
-        raise RecordError(f"{path}: missing") from None
-    except rundir.NotRegularFileError as exc:
+        lines = rundir.read_message_lines(run_dir)
+    except rundir.RunRecordError as exc:
         raise RecordError(str(exc)) from None
-    except OSError as exc:
-        raise RecordError(f"{path}: unreadable ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise RecordError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    rows = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{path}: line {number}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise RecordError(f"{path}: line {number}: not an object")
-        rows.append(row)
-    return rows
-
-
-def _store(path: Path) -> dict[str, dict]:
     store = {}
-    for number, row in enumerate(_lines(path), 1):
-        if not isinstance(row.get("id"), str) or not isinstance(row.get("message"), dict):
-            raise RecordError(f"{path}: entry {number}: field 'id' or 'message' missing or of the wrong type")
-        store[row["id"]] = row["message"]
+    for number, row in enumerate(lines, 1):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("message"), dict):
+            raise RecordError(
+                f"{run_dir}: message store entry {number}: field 'id' or 'message' missing or of the wrong type"
+            )
+        store.setdefault(row["id"], row["message"])
     return store
 
 
-def _calls(path: Path, store: dict[str, dict]) -> list[dict]:
-    calls = _lines(path)
+def _calls(run_dir: Path, store: dict[str, dict]) -> list[dict]:
+    path = run_dir / CALLS_JSONL
+    if not path.is_file():
+        raise RecordError(f"{path}: missing")
+    try:
+        calls = rundir.read_calls(run_dir)
+    except rundir.RunRecordError as exc:
+        raise RecordError(str(exc)) from None
     for call in calls:
         where = f"{path}: call {call.get('index', '?')}"
         ids = call.get("message_ids")
@@ -123,13 +110,13 @@ def _appended(previous: list[str], prompt: list[str], store: dict[str, dict]) ->
 
 def read_transcript(run_dir: str | Path) -> Transcript:
     run_dir = Path(run_dir)
-    store = _store(run_dir / MESSAGES_JSONL)
+    store = _store(run_dir)
     transcript = Transcript(store=store)
     previous: list[str] = []
     previous_step: int | None = None
     summaries_of_step: dict[int, int] = {}
     ok_steps: list[int] = []
-    for call in _calls(run_dir / CALLS_JSONL, store):
+    for call in _calls(run_dir, store):
         if call["kind"] == "summary":
             summaries_of_step[call["step"]] = summaries_of_step.get(call["step"], 0) + 1
             continue
@@ -161,7 +148,7 @@ def read_transcript(run_dir: str | Path) -> Transcript:
 def _trajectory_replies(path: Path) -> list[dict] | None:
     """The assistant messages of ``trajectory.json`` in order; None when it is absent or unreadable."""
     try:
-        messages = json.loads(rundir.read_regular_bytes(path, within=path.parent).decode("utf-8")).get("messages")
+        messages = rundir.read_json(path).get("messages")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(messages, list):

@@ -3,9 +3,10 @@
 Input (-i FILE or stdin): JSON lines in call order, each
   {"kind": "agent"|"summary", "prompt_tokens": int,
    "message_ids": [str, ...], "message_tokens": [int, ...], "events": [...], "cached_tokens": int}
-(all but kind and prompt_tokens optional). A run directory, or a run's own calls.jsonl, works as it
-is: the message tokens come from the run's messages.jsonl beside it (harness, proxy and replay
-runs alike). prompt_tokens are the server's counts; message_tokens local counts
+(all but kind and prompt_tokens optional; a schema-version-2 line's "prompt" stands for its
+message_ids). A run directory, or a run's own calls.jsonl, works as it is: the message tokens come
+from the run's message store beside it (harness, proxy and replay runs alike, a replay's source
+store included). prompt_tokens are the server's counts; message_tokens local counts
 (cl100k_base in run records), used by the exact method only for the shared prefix's share of the
 call. events are the call's compression events (the estimate places OTRC events by position).
 Output: one JSON object {"estimated": {fresh, cached, summary, billed_input}, "exact": {...} or
@@ -37,9 +38,9 @@ class CallsError(ValueError):
 def read_calls(lines, source: str, need_tokens: bool = True) -> list[dict]:
     import json
 
-    from ctxpolicy.rundir import CALL_KINDS
+    from ctxpolicy.rundir import CALL_KINDS, RunRecordError, with_prompts
 
-    calls = []
+    parsed = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -48,6 +49,15 @@ def read_calls(lines, source: str, need_tokens: bool = True) -> list[dict]:
             call = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CallsError(f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(call, dict):
+            raise CallsError(f"{where}: not a JSON object")
+        parsed.append((where, call))
+    try:  # version-2 prompts -> message_ids (ctxpolicy.rundir, the one reader)
+        resolved = with_prompts([call for _, call in parsed], source)
+    except RunRecordError as exc:
+        raise CallsError(str(exc)) from None
+    calls = []
+    for (where, _), call in zip(parsed, resolved):
         if call.get("kind") not in CALL_KINDS:
             raise CallsError(f"{where}: field kind is {call.get('kind')!r}, not 'agent' or 'summary'")
         if not isinstance(call.get("prompt_tokens"), int) or call["prompt_tokens"] < 0:
@@ -66,21 +76,31 @@ def read_calls(lines, source: str, need_tokens: bool = True) -> list[dict]:
     return calls
 
 
-def with_message_tokens(calls: list[dict], store: Path) -> list[dict]:
-    """Fill each call's missing ``message_tokens`` from a run's message store (``messages.jsonl``:
-    one ``{"id", "tokens", "message"}`` line per distinct message)."""
+def with_message_tokens(calls: list[dict], run: Path) -> list[dict]:
+    """Fill each call's missing ``message_tokens`` from a run directory's message store
+    (``messages.jsonl``: one ``{"id", "tokens", "message"}`` line per distinct message; a replay's
+    source store too)."""
+    import itertools
     import json
 
+    from ctxpolicy.rundir import RunRecordError, message_store_files, read_jsonl
+
     tokens: dict[str, int] = {}
-    with open(store, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
+    try:
+        files = message_store_files(run)
+    except RunRecordError as exc:
+        raise CallsError(str(exc)) from None
+    store = files[0]
+    for path in files:
+        entries = read_jsonl(path)
+        for number in itertools.count(1):  # the n-th entry (blank lines skipped)
             try:
-                entry = json.loads(line)
+                entry = next(entries)
                 tokens[entry["id"]] = int(entry["tokens"])
+            except StopIteration:
+                break
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise CallsError(f"{store}: line {number}: not a message entry with id and tokens") from None
+                raise CallsError(f"{path}: line {number}: not a message entry with id and tokens") from None
     for call in calls:
         ids = call.get("message_ids")
         if ids is not None and call.get("message_tokens") is None:
@@ -131,7 +151,7 @@ def price(calls: list[dict], block: int, discount: float) -> dict:
 def main(args) -> int:
     import json
 
-    from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL
+    from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, read_bytes
 
     if args.block < 1 or not 0 <= args.discount <= 1:
         print(
@@ -143,11 +163,9 @@ def main(args) -> int:
             calls = read_calls(sys.stdin, "<stdin>")
         else:
             source = args.input / CALLS_JSONL if args.input.is_dir() else args.input
-            with open(source) as handle:
-                lines = handle.readlines()
-            store = source.parent / MESSAGES_JSONL
-            if store.is_file():
-                calls = with_message_tokens(read_calls(lines, str(source), need_tokens=False), store)
+            lines = read_bytes(source).decode("utf-8").splitlines()
+            if (source.parent / MESSAGES_JSONL).is_file():
+                calls = with_message_tokens(read_calls(lines, str(source), need_tokens=False), source.parent)
             else:
                 calls = read_calls(lines, str(source))
     except (CallsError, OSError) as exc:

@@ -4,11 +4,13 @@ A run directory counts only when its ``run.json`` says ``complete: true``, every
 read has the type the record's JSON schema gives it (``ctxpolicy.schemas``: run.json and
 verdict.json through a jsonschema reading view, calls.jsonl and messages.jsonl column by column),
 every number is within ``schemas.SAFE_INTEGER`` in magnitude, its record files are regular files
-inside the run directory (``rundir.open_regular``), and its ``calls.jsonl`` and ``messages.jsonl``
+inside the run directory (``rundir.open_regular``), and its ``calls.jsonl`` and message store
 parse and agree (every message id a call sent is in the store, no call index repeats, and the
-agent and summary calls are as many as ``run.json``'s totals say). Anything else, an unexpected
-exception included, raises ``RecordError`` naming the path, the field and the value, so that the
-aggregate can report it and leave the run out.
+agent and summary calls are as many as ``run.json``'s totals say). Both schema versions are read:
+the prompts and the store (a replay's source store included) resolve through ``ctxpolicy.rundir``
+(``resolve_prompts``, ``message_store_files``). Anything else, an unexpected exception included,
+raises ``RecordError`` naming the path, the field and the value, so that the aggregate can report
+it and leave the run out.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ctxpolicy.metrics.cost import (
 )
 from ctxpolicy.metrics.outcomes import harness_timed_out, outcome_class
 from ctxpolicy import rundir
-from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, VERDICT_JSON
+from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
 from ctxpolicy.schemas import describe, field_rule, reading_view, schema
 
 # What the tables take from run.json and verdict.json; the NEEDED ones must be there, the others
@@ -164,7 +166,7 @@ def find_run_dirs(roots: list[Path]) -> list[Path]:
 def _read_bytes(path: Path) -> bytes:
     """A record file's bytes: a regular file inside its run directory (``rundir.open_regular``)."""
     try:
-        return rundir.read_regular_bytes(path, within=path.parent)
+        return rundir.read_bytes(path)
     except rundir.NotRegularFileError as exc:
         raise RecordError(path, exc.reason) from None
     except FileNotFoundError:
@@ -241,13 +243,39 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     if verdict is not None:
         _check_record("verdict", verdict, verdict_path)
 
-    store, assistant = _read_store(run_dir / MESSAGES_JSONL)
+    store, commands = _read_stores(run_dir)
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
     _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
     columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
-    row["retrieval_cmds"], row["execution_cmds"] = count_commands(assistant)
+    row["retrieval_cmds"], row["execution_cmds"] = commands
     return RunRows(row, columns)
+
+
+def _read_stores(run_dir: Path) -> tuple[dict[str, int], tuple[int, int]]:
+    """Message id -> tokens over the run's whole message store (its own ``messages.jsonl`` and,
+    schema version 2, its ``message_base`` chain's), and the (retrieval, execution) command counts
+    of its assistant messages (a base's counted once: a writer stores only what its base lacks)."""
+    try:
+        files = rundir.message_store_files(run_dir)
+    except rundir.RunRecordError as exc:
+        raise RecordError(exc.path, exc.reason) from None
+    store, assistant = _read_store(files[0])
+    retrieval, execution = count_commands(assistant)
+    for path in files[1:]:
+        stat = path.stat()
+        base, (r, e) = _base_store(path, stat.st_mtime_ns, stat.st_size)
+        store = {**base, **store}
+        retrieval, execution = retrieval + r, execution + e
+    return store, (retrieval, execution)
+
+
+@functools.lru_cache(maxsize=64)
+def _base_store(path: Path, mtime_ns: int, size: int) -> tuple[dict[str, int], tuple[int, int]]:
+    """A source run's store as its replays read it, parsed once per process (its replays, one per
+    configuration, share it); the file's mtime and size are in the key."""
+    store, assistant = _read_store(path)
+    return store, count_commands(assistant)
 
 
 def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
@@ -321,9 +349,11 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | N
                 raise RecordError(
                     path, f"call {call.get('index')!r}: field message_ids is {_shown(call['message_ids'])}: not array"
                 )
-        segments = [
-            orjson.dumps(c["message_ids"])[1:-1] if isinstance(c.get("message_ids"), list) else None for c in calls
-        ]
+        try:  # schema version 2 ("prompt") and version 1 lines alike
+            prompts = rundir.resolve_prompts(calls, path)
+        except rundir.RunRecordError as exc:
+            raise RecordError(path, exc.reason) from None
+        segments = [None if ids is None else orjson.dumps(ids)[1:-1] for ids in prompts]
     if not all(isinstance(c, dict) and c.get("index") is not None and c.get("kind") in CALL_KINDS for c in calls):
         _blame_call(calls, path)
     values = _check_call_types(calls, path)

@@ -6,6 +6,13 @@ that leave the results directory, and gives restored files modification times th
 order they had when exported (tables last), compressed into the moment of import. Snakemake
 then sees each rule's outputs as newer than its inputs and the repository's files, so it
 schedules no run, evaluation or calibration job.
+
+A replay (schema version 2) stores only the messages its policy wrote and names the run whose
+store holds the rest (run.json ``message_base``). Export carries each such source run with it
+(its message store and record files, wherever under the results directory it lies; a source
+outside it is refused, naming both) and lists the pairs in the manifest (``message_bases``, with
+the source store's sha256 the replay was written against); the check refuses a bundle whose
+source store is missing or differs from it.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from ctxpolicy import rundir
 from ctxpolicy.atomic import atomic_output
 from ctxpolicy.rundir import WORKSPACE, open_regular
 
@@ -35,7 +43,7 @@ MANIFEST_NAME = "MANIFEST.json"
 BUNDLE_ROOT = "results"
 BUNDLE_FORMAT = "ctxpolicy-results-bundle"
 SCHEMA_VERSION = 1
-BUNDLED_DIRS = ("runs", "thresholds", "tables")
+BUNDLED_DIRS = ("runs", "replay", "thresholds", "tables")
 LAST_RESTORED = ("tables",)  # derived from everything else in the bundle
 RESTORE_STEP_NS = 1_000
 
@@ -112,6 +120,8 @@ def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False
         raise BundleError(f"{results}: no {', '.join(BUNDLED_DIRS)} directory to bundle")
     special: list[PurePosixPath] = []
     files, links = bundle_files(results, workspaces, special)
+    bases, carried = message_bases(results, files)
+    files = sorted(set(files) | set(carried))
     entries = []
     with atomic_output(out) as handle, tarfile.open(fileobj=handle, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         for rel in tqdm(files, desc="bundling", unit="file", disable=None if progress else True):
@@ -138,11 +148,71 @@ def export_bundle(results: str | Path, out: str | Path, workspaces: bool = False
             "workspaces": workspaces,
             "links_left_out": [str(link) for link in links],
             "special_files_left_out": [str(path) for path in special],
+            "message_bases": bases,
             "files": entries,
         }
         data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
         tar.addfile(_tarinfo(MANIFEST_NAME, len(data), time.time()), io.BytesIO(data))
     return manifest
+
+
+def message_bases(results: Path, files: list[PurePosixPath]) -> tuple[list[dict], list[PurePosixPath]]:
+    """The ``message_base`` of every bundled run that has one (``{"run", "base", "sha256"}``,
+    results-relative run directories) and the source files to carry with them (each base's
+    message store and record files). ``BundleError`` for a base outside ``results`` or missing."""
+    bases, carried, problems = [], [], []
+    for rel in files:
+        if rel.name != rundir.RUN_JSON:
+            continue
+        run = results / rel.parent
+        try:
+            record = rundir.read_record(run / rundir.RUN_JSON)
+            stores = rundir.message_store_files(run) if record.get(rundir.MESSAGE_BASE) else []
+        except rundir.RunRecordError as exc:
+            problems.append(str(exc))
+            continue
+        for holder, store in zip(stores, stores[1:]):
+            base = store.parent
+            try:
+                base_rel = PurePosixPath(Path(os.path.abspath(base)).relative_to(os.path.abspath(results)).as_posix())
+            except ValueError:
+                problems.append(
+                    f"{holder.parent / rundir.RUN_JSON}: field {rundir.MESSAGE_BASE}.run names {base}, "
+                    f"outside {results}: a bundle carries only what lies under it"
+                )
+                continue
+            holder_rel = PurePosixPath(
+                Path(os.path.abspath(holder.parent)).relative_to(os.path.abspath(results)).as_posix()
+            )
+            digest = rundir.read_record(holder.parent / rundir.RUN_JSON)[rundir.MESSAGE_BASE].get("sha256")
+            bases.append({"run": str(holder_rel), "base": str(base_rel), "sha256": digest})
+            names = (rundir.MESSAGES_JSONL, *rundir.RECORD_FILES)
+            carried += [base_rel / name for name in names if (base / name).is_file()]
+    if problems:
+        raise BundleError("cannot carry the replays' source runs:\n  " + "\n  ".join(sorted(set(problems))))
+    unique = {(b["run"], b["base"]): b for b in bases}
+    return [unique[k] for k in sorted(unique)], sorted(set(carried))
+
+
+def _base_problems(manifest: dict, digests: dict[str, str]) -> list[str]:
+    """Each listed message base whose store is not in the bundle or is not the one its replay
+    was written against."""
+    problems = []
+    for entry in manifest.get("message_bases") or []:
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("run", "base")):
+            problems.append(f"{MANIFEST_NAME}: field 'message_bases': bad entry {entry!r:.80}")
+            continue
+        store = str(PurePosixPath(entry["base"]) / rundir.MESSAGES_JSONL)
+        if store not in digests:
+            problems.append(
+                f"{BUNDLE_ROOT}/{entry['run']}: its source store {BUNDLE_ROOT}/{store} is not in the bundle"
+            )
+        elif entry.get("sha256") and digests[store] != entry["sha256"]:
+            problems.append(
+                f"{BUNDLE_ROOT}/{entry['run']}: its source store {BUNDLE_ROOT}/{store} is not the one it was "
+                f"written against (message_base sha256 {str(entry['sha256'])[:12]}, content {digests[store][:12]})"
+            )
+    return problems
 
 
 def safe_relative(name: str) -> PurePosixPath | None:
@@ -238,6 +308,7 @@ def check_bundle(bundle: str | Path, progress: bool = False) -> dict:
                 f"({MANIFEST_NAME} {entry['sha256'][:12]}, content {digests[path][:12]})"
             )
     problems.extend(f"{BUNDLE_ROOT}/{path}: not listed in {MANIFEST_NAME}" for path in digests if path not in listed)
+    problems.extend(_base_problems(manifest, digests))
     if problems:
         raise BundleError(f"{bundle}: refused, {len(problems)} problem(s):\n  " + "\n  ".join(sorted(problems)))
     return manifest

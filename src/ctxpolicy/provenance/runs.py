@@ -15,19 +15,33 @@ RUN_RECORD_FILES = rundir.RECORD_FILES
 
 
 def run_record_files(root: str | Path) -> list[Path]:
-    """run.json, calls.jsonl and verdict.json of every run directory under ``root``, sorted.
+    """run.json, calls.jsonl and verdict.json of every run directory under ``root``, and of each
+    run whose message store one of them extends (a replay's source, schema version 2: its
+    ``messages.jsonl`` too, and the replay's own), sorted, each once.
 
     A run directory is one holding a run.json (``ctxpolicy.rundir.find_run_dirs``: the walk never
     descends into one, so large task workspaces are not visited, nor into ``stale/``).
     """
     if not Path(root).is_dir():
         return []
-    return sorted(
-        run_dir / name
-        for run_dir in rundir.find_run_dirs(root, markers=(RUN_JSON,))
-        for name in RUN_RECORD_FILES
-        if (run_dir / name).is_file()
-    )
+    files: set[Path] = set()
+    for run_dir in rundir.find_run_dirs(root, markers=(RUN_JSON,)):
+        files.update(run_dir / name for name in RUN_RECORD_FILES if (run_dir / name).is_file())
+        files.update(source_store_files(run_dir))
+    return sorted(files)
+
+
+def source_store_files(run_dir: str | Path) -> list[Path]:
+    """For a run whose message store extends others' (run.json ``message_base``): its own
+    ``messages.jsonl`` and each base run's ``messages.jsonl`` and record files; empty for any
+    other run. ``RunRecordError`` when the chain names a run that is not there."""
+    stores = rundir.message_store_files(run_dir)
+    if len(stores) == 1:
+        return []
+    files = list(stores)
+    for store in stores[1:]:
+        files += [store.parent / name for name in RUN_RECORD_FILES if (store.parent / name).is_file()]
+    return files
 
 
 def load_run_json(path: Path) -> dict | None:

@@ -1,7 +1,11 @@
 """A replayed run on disk, in the run-record format (docs/architecture.md, "Run directory").
 
 ``{out}/{benchmark}/{model}/{cell_slug}/{task_id}__a{attempt}/`` with messages.jsonl,
-calls.jsonl, trajectory.json and run.json (last, atomically). Identity: the source's benchmark,
+calls.jsonl, trajectory.json and run.json (last, atomically), in schema version 2: messages.jsonl
+holds only the messages the policy wrote (run.json ``message_base`` names the source run, whose
+store holds the rest) and calls.jsonl encodes each prompt against an earlier one
+(``ctxpolicy.rundir.PromptEncoder``); both are written gzip-compressed (``rundir.write_compressed``:
+summary requests repeat the source's text), which every reader in ``rundir`` reads as plain. Identity: the source's benchmark,
 model, cohort, task and attempt; the replayed policy; ``track: replay``. run.json's ``replay``
 block names the source run and says what the summaries were (``replay_summaries``:
 ``placeholder``, ``real`` or ``none`` for a policy without a summary stage); placeholder
@@ -15,14 +19,24 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ctxpolicy import atomic
 from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.grid import Cell
 from ctxpolicy.policies import PolicySpec
 from ctxpolicy.replay.engine import ReplayedRun
 from ctxpolicy.replay.placeholder import MODEL as PLACEHOLDER
-from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, TRAJECTORY_JSON, write_record, write_run_json
+from ctxpolicy.rundir import (
+    CALLS_JSONL,
+    MESSAGE_BASE,
+    MESSAGES_JSONL,
+    RUN_JSON,
+    TRAJECTORY_JSON,
+    PromptEncoder,
+    message_base_record,
+    write_compressed,
+    write_record,
+    write_run_json,
+)
 from ctxpolicy.rundir import run_dir as run_dir_in
 
 TRACK = "replay"
@@ -82,8 +96,12 @@ def write_replay(
     run_dir = run_dir_for(out, identity_of_source, cell)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / RUN_JSON).unlink(missing_ok=True)  # the record that counts is written last
-    atomic.atomic_write_bytes(run_dir / MESSAGES_JSONL, _jsonl(replayed.messages), durable)
-    atomic.atomic_write_bytes(run_dir / CALLS_JSONL, "".join(c.line() for c in replayed.calls).encode("utf-8"), durable)
+    inherited = replayed.source.store
+    added = [line for line in replayed.messages if line["id"] not in inherited]
+    write_compressed(run_dir / MESSAGES_JSONL, _jsonl(added), durable)
+    encoder = PromptEncoder()
+    lines = "".join(encoder.line(c) for c in replayed.calls)
+    write_compressed(run_dir / CALLS_JSONL, lines.encode("utf-8"), durable)
     identity = RunIdentity(
         benchmark=identity_of_source["benchmark"],
         cohort=identity_of_source.get("cohort") or "main",
@@ -146,6 +164,7 @@ def write_replay(
         "hardware": _host(),
         "trajectory_file": TRAJECTORY_JSON,
         "traceback": None,
+        MESSAGE_BASE: message_base_record(run_dir, replayed.source.run_dir, replayed.source.store_sha256),
         "replay": {
             "source_run": source_dir,
             "source_cell": identity_of_source.get("cell"),

@@ -7,6 +7,7 @@ last call is in no prompt; it is taken from ``trajectory.json`` when that file h
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +17,12 @@ from ctxpolicy.rundir import (
     MESSAGES_JSONL,
     RUN_JSON,
     TRAJECTORY_JSON,
+    RunRecordError,
     is_complete_run,
+    read_bytes,
+    read_calls,
     read_json,
-    read_jsonl,
+    read_message_lines,
     runs_of_cell,
 )
 from ctxpolicy.tokens import count_message
@@ -43,6 +47,8 @@ class SourceRun:
     """The source's agent calls in order (``message_ids``, ``status``, ``error`` are used)."""
     reply_tokens: list[int]
     """Local tokens of each agent call's answer (0 where the call failed or the answer is unknown)."""
+    store_sha256: str = ""
+    """sha256 of the source's own ``messages.jsonl`` (a replay's run.json ``message_base`` names it)."""
 
     @property
     def identity(self) -> dict:
@@ -71,9 +77,10 @@ def read_source_run(run_dir: Path) -> SourceRun:
     run_dir = Path(run_dir)
     try:
         record = read_json(run_dir / RUN_JSON)
-        lines = list(read_jsonl(run_dir / MESSAGES_JSONL))
-        calls = list(read_jsonl(run_dir / CALLS_JSONL))
-    except (OSError, ValueError) as exc:
+        lines = read_message_lines(run_dir)
+        calls = read_calls(run_dir)
+        digest = hashlib.sha256(read_bytes(run_dir / MESSAGES_JSONL)).hexdigest()
+    except (OSError, ValueError, RunRecordError) as exc:
         raise SourceError(f"{run_dir}: unreadable run record ({exc})") from None
     if record.get("complete") is not True:
         raise SourceError(f"{run_dir / RUN_JSON}: field complete is {record.get('complete')!r}, not true")
@@ -95,7 +102,7 @@ def read_source_run(run_dir: Path) -> SourceRun:
                 "previous one (not a full-context record)"
             )
         previous = ids
-    return SourceRun(run_dir, record, store, tokens, agent, _reply_tokens(run_dir, agent, store, tokens))
+    return SourceRun(run_dir, record, store, tokens, agent, _reply_tokens(run_dir, agent, store, tokens), digest)
 
 
 def _reply_tokens(run_dir: Path, agent: list[dict], store: dict[str, dict], tokens: dict[str, int]) -> list[int]:

@@ -3,8 +3,14 @@
 Each run is a system prompt and a task, then ``steps`` rounds of an assistant message (a thought
 and one shell command) and an observation (the command's output, of varied length: listings,
 file contents, test logs, tracebacks). Calls are logged as the harness logs an FC run: every
-prompt is the previous one plus the round's two messages. Everything is drawn from one seeded
-generator per run, so a run's files depend only on ``seed`` and its ``task_id``.
+prompt is the previous one plus the round's two messages (schema version 2, through
+``ctxpolicy.rundir.PromptEncoder``). Everything is drawn from one seeded generator per run, so a
+run's files depend only on ``seed``, its ``task_id`` and the shape asked for.
+
+``shape="real"`` draws observations the way real trajectories have them (public SWE-bench
+trajectories: most outputs tens to hundreds of tokens, a heavy tail of file dumps and logs of
+thousands, and now and then one of over 50K tokens, ``HUGE_EVERY``); the default, ``"plain"``,
+keeps them under 2,500 words.
 """
 
 from __future__ import annotations
@@ -16,10 +22,21 @@ from pathlib import Path
 import numpy as np
 
 from ctxpolicy.agent.messages import api_message, message_id
-from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON, CallRecord, write_record, write_run_json
+from ctxpolicy.rundir import (
+    CALLS_JSONL,
+    CALLS_SCHEMA_VERSION,
+    MESSAGES_JSONL,
+    TRAJECTORY_JSON,
+    CallRecord,
+    PromptEncoder,
+    write_record,
+    write_run_json,
+)
 from ctxpolicy.tokens import count_message
 
 BENCHMARK, MODEL = "synthetic", "synthetic-model"
+SHAPES = ("plain", "real")
+HUGE_EVERY = 400  # shape "real": about one observation in this many is a dump of 40K-45K words (over 50K tokens)
 WORDS = (
     "def",
     "return",
@@ -66,8 +83,18 @@ def _text(rng: np.random.Generator, words: int) -> str:
     return "\n".join(lines + [" ".join(line)] if line else lines)
 
 
-def transcript(seed: int, task_id: str, steps: int) -> list[dict]:
+def _observation_words(rng: np.random.Generator, shape: str) -> int:
+    if shape == "plain":
+        return min(int(rng.lognormal(np.log(180), 0.8)), 2500)
+    if rng.random() < 1 / HUGE_EVERY:
+        return int(rng.integers(40_000, 45_000))
+    return min(int(rng.lognormal(np.log(120), 1.3)), 20_000)
+
+
+def transcript(seed: int, task_id: str, steps: int, shape: str = "plain") -> list[dict]:
     """The run's complete history: system, task, then ``steps`` (assistant, observation) rounds."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape {shape!r}: expected one of {', '.join(SHAPES)}")
     rng = np.random.default_rng([seed, zlib.crc32(task_id.encode())])
     messages = [
         {"role": "system", "content": "You are a careful software engineer. " + _text(rng, 300)},
@@ -83,20 +110,20 @@ def transcript(seed: int, task_id: str, steps: int) -> list[dict]:
                 "content": f"THOUGHT: step {step}. {thought}\n\n```mswea_bash_command\n{command}\n```",
             }
         )
-        size = int(rng.lognormal(np.log(180), 0.8))
+        size = _observation_words(rng, shape)
         messages.append(
             {
                 "role": "user",
                 "content": f"<returncode>{int(rng.integers(0, 2))}</returncode>\n<output>\n"
-                f"{_text(rng, min(size, 2500))}\n</output>",
+                f"{_text(rng, size)}\n</output>",
             }
         )
     return messages
 
 
-def write_fc_run(run_dir: Path, *, seed: int, task_id: str, steps: int = 40) -> Path:
+def write_fc_run(run_dir: Path, *, seed: int, task_id: str, steps: int = 40, shape: str = "plain") -> Path:
     """One complete FC run directory of ``steps`` agent calls (the last answer submits)."""
-    return write_fc_history(run_dir, transcript(seed, task_id, steps), seed=seed, task_id=task_id)
+    return write_fc_history(run_dir, transcript(seed, task_id, steps, shape), seed=seed, task_id=task_id)
 
 
 def write_fc_history(run_dir: Path, history: list[dict], *, seed: int, task_id: str) -> Path:
@@ -138,7 +165,8 @@ def write_fc_history(run_dir: Path, history: list[dict], *, seed: int, task_id: 
             )
         )
     (run_dir / MESSAGES_JSONL).write_text(store, encoding="utf-8")
-    (run_dir / CALLS_JSONL).write_text("".join(c.line() for c in calls), encoding="utf-8")
+    encoder = PromptEncoder()
+    (run_dir / CALLS_JSONL).write_text("".join(encoder.line(c) for c in calls), encoding="utf-8")
     write_record(
         run_dir / TRAJECTORY_JSON,
         {"trajectory_format": "mini-swe-agent-1.1", "messages": history + [{"role": "exit", "content": "done"}]},
@@ -158,7 +186,7 @@ def write_fc_cell(cell_dir: Path, *, runs: int, steps: int = 40, seed: int = 0) 
 def _record(task_id: str, seed: int, calls: list[dict]) -> dict:
     prompts = [c["prompt_tokens"] for c in calls]
     return {
-        "schema_version": 1,
+        "schema_version": CALLS_SCHEMA_VERSION,
         "complete": True,
         "identity": {
             "benchmark": BENCHMARK,

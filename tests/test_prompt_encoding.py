@@ -1,0 +1,360 @@
+"""calls.jsonl schema version 2 (docs/schema.md, "Version 2: prompt encoding"): the encoder, the
+one reader in ``ctxpolicy.rundir``, every reader on both versions, and replays that store only
+what they add."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ctxpolicy import rundir
+from ctxpolicy.agent.record import rebuild_prompts
+from ctxpolicy.agent.validate import run_dir_problems
+from ctxpolicy.analysis.windows import read_transcript
+from ctxpolicy.metrics import cli_cost
+from ctxpolicy.metrics.aggregate import aggregate, write_tables
+from ctxpolicy.metrics.records import RecordError, read_run
+from ctxpolicy.policies import parse_spec
+from ctxpolicy.replay import read_source_run, replay_source
+from ctxpolicy.replay.output import write_replay
+from ctxpolicy.replay.placeholder import PlaceholderSummarizer
+from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, PromptEncoder, RunRecordError, resolve_prompts
+from ctxpolicy.testing.runs import make_runs
+from ctxpolicy.testing.transcripts import write_fc_run
+
+# runs.parquet and calls.parquet of these version-1 runs, written by the code before version 2
+# existed (make_runs(Path("runs"), tasks=3, attempts=2, calls_per_run=12), aggregated from the
+# folder holding "runs", one process)
+V1_TABLES = {
+    "runs.parquet": "2c57aae82e024f6b8a24a302fe824ff01b6ff2a2369f4fa9814b68553e4a578a",
+    "calls.parquet": "fe5d00fc6d015dd1ce73bba220e571a2cfdc4b3cde7a6475826ae8c458723063",
+}
+V1_EVENTS = "8bb6d6cd6087a081d8bb8fc6b418ed3ddad9e8c62450fba98b766baddaf29699"  # ctxpolicy audit, same runs
+
+
+def to_version_2(run_dir: Path) -> None:
+    """Rewrite a version-1 calls.jsonl in version 2 (the same calls, prompts encoded)."""
+    encoder = PromptEncoder()
+    lines = rundir.read_call_lines(run_dir)
+    text = "".join(json.dumps(encoder.encode_line(line), ensure_ascii=False) + "\n" for line in lines)
+    (run_dir / CALLS_JSONL).write_text(text, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def v1_runs(tmp_path_factory) -> Path:
+    """The version-1 fixture runs (as written before version 2), under ``{root}/runs``."""
+    root = tmp_path_factory.mktemp("v1")
+    make_runs(root / "runs", tasks=3, attempts=2, calls_per_run=12)
+    return root
+
+
+@pytest.fixture(scope="module")
+def v2_runs(v1_runs, tmp_path_factory) -> Path:
+    """The same runs with every calls.jsonl re-encoded in version 2."""
+    root = tmp_path_factory.mktemp("v2")
+    shutil.copytree(v1_runs / "runs", root / "runs")
+    for run_dir in rundir.find_run_dirs(root / "runs"):
+        to_version_2(run_dir)
+    return root
+
+
+def _tables(root: Path, monkeypatch) -> dict[str, str]:
+    monkeypatch.chdir(root)
+    paths = write_tables(aggregate([Path("runs")], processes=1), root / "tables")
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def test_version_1_tables_are_byte_identical_to_the_old_codes_and_version_2_gives_the_same(
+    v1_runs, v2_runs, monkeypatch
+):
+    assert _tables(v1_runs, monkeypatch) == V1_TABLES
+    assert _tables(v2_runs, monkeypatch) == V1_TABLES
+
+
+def test_the_audit_of_version_1_runs_is_byte_identical_to_the_old_codes_serial_or_parallel(
+    v1_runs, v2_runs, monkeypatch, capsys
+):
+    from ctxpolicy import cli
+
+    for root, processes in ((v1_runs, "1"), (v2_runs, "2")):
+        monkeypatch.chdir(root)
+        out = root / f"events-{processes}.parquet"
+        assert (
+            cli.main(["audit", "--runs", "runs", "--out", str(out), "--resamples", "10", "--processes", processes]) == 0
+        )
+        assert hashlib.sha256(out.read_bytes()).hexdigest() == V1_EVENTS
+    capsys.readouterr()
+
+
+def test_the_encoding_is_linear_under_fc_and_resolves_to_the_whole_prompts(v1_runs, v2_runs):
+    for v1 in rundir.find_run_dirs(v1_runs / "runs"):
+        v2 = v2_runs / v1.relative_to(v1_runs)
+        lines = rundir.read_call_lines(v2)
+        assert all("message_ids" not in line and "prompt" in line for line in lines)
+        assert rundir.read_calls(v2) == rundir.read_calls(v1) == list(rundir.read_jsonl(v1 / CALLS_JSONL))
+        if "/FC/" in str(v1):  # each agent prompt is the previous one plus the round's two messages
+            agent = [line["prompt"] for line in lines if line["kind"] == "agent"]
+            assert all(p["base"] is not None and len(p["add"]) == 2 for p in agent[1:])
+        listed = sum(len(line["prompt"]["add"]) for line in lines)
+        assert listed < sum(len(call["message_ids"]) for call in rundir.read_calls(v1))
+
+
+def test_every_reader_reads_both_versions_alike(v1_runs, v2_runs):
+    for v1 in rundir.find_run_dirs(v1_runs / "runs"):
+        v2 = v2_runs / v1.relative_to(v1_runs)
+        # make_runs' run.json is a reading view's, not the whole contract: only the lines must conform
+        problems = [
+            [p.replace(str(root), "") for p in run_dir_problems(run)] for root, run in ((v1_runs, v1), (v2_runs, v2))
+        ]
+        assert problems[0] == problems[1] and not [p for p in problems[1] if RUN_JSON not in p]
+        assert rebuild_prompts(v2) == rebuild_prompts(v1)
+        assert read_transcript(v2) == read_transcript(v1)
+        old, new = read_run(v1), read_run(v2)
+        assert {k: v for k, v in old.row.items() if k != "run_dir"} == {
+            k: v for k, v in new.row.items() if k != "run_dir"
+        }
+        for name, column in old.calls.items():
+            np.testing.assert_array_equal(column, new.calls[name])
+        priced = []
+        for run in (v1, v2):
+            lines = (run / CALLS_JSONL).read_text().splitlines()
+            calls = cli_cost.read_calls(lines, str(run), need_tokens=False)
+            priced.append(cli_cost.price(cli_cost.with_message_tokens(calls, run), 16, 0.1))
+        assert priced[0] == priced[1] and priced[0]["exact"] is not None
+    fc = next(d for d in rundir.find_run_dirs(v1_runs / "runs") if d.parent.name == "FC")
+    old, new = read_source_run(fc), read_source_run(v2_runs / fc.relative_to(v1_runs))
+    assert (old.agent_calls, old.reply_tokens, old.tokens) == (new.agent_calls, new.reply_tokens, new.tokens)
+
+
+def test_cost_reads_version_1_and_2_lines_from_a_file(v1_runs, v2_runs, capsys):
+    from argparse import Namespace
+
+    fc = next(d for d in rundir.find_run_dirs(v1_runs / "runs") if d.parent.name == "FC")
+    outputs = []
+    for run in (fc, v2_runs / fc.relative_to(v1_runs)):
+        assert cli_cost.main(Namespace(block=16, discount=0.1, input=run / CALLS_JSONL)) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1] and outputs[0]["exact"] is not None
+
+
+def _line(index: int, kind: str, prompt: dict) -> dict:
+    return {"index": index, "kind": kind, "prompt": prompt}
+
+
+def test_encoder_picks_the_longest_shared_prefix_of_the_last_line_of_each_kind():
+    from ctxpolicy.rundir import CallRecord
+
+    def call(index, kind, ids):
+        return CallRecord(
+            index=index, kind=kind, step=1, start=0.0, end=0.0, latency_s=0.0, status="ok", error=None,
+            prompt_tokens=1, completion_tokens=1, cached_tokens=None, est_tokens_before=1, est_tokens_after=1,
+            message_ids=ids, events=[],
+        )  # fmt: skip
+
+    a, b, c, d, s = (f"{n:016x}" for n in range(5))
+    encoder = PromptEncoder()
+    calls = [
+        call(0, "agent", [a, b]),
+        call(1, "summary", [s, b]),
+        call(2, "agent", [a, b, c]),
+        call(3, "agent", [a, d]),  # a truncation: one kept, one new
+        call(4, "summary", [s, b, c]),
+    ]
+    lines = [encoder.encode(x) for x in calls]
+    assert [line["prompt"] for line in lines] == [
+        {"base": None, "keep": 0, "add": [a, b]},
+        {"base": None, "keep": 0, "add": [s, b]},
+        {"base": 0, "keep": 2, "add": [c]},
+        {"base": 2, "keep": 1, "add": [d]},
+        {"base": 1, "keep": 2, "add": [c]},
+    ]
+    assert list(lines[0]) == [
+        ("prompt" if f == "message_ids" else f) for f in rundir.CALL_FIELDS if f != "usage_source"
+    ]
+    assert resolve_prompts(lines) == [x.message_ids for x in calls]
+
+
+@pytest.mark.parametrize(
+    "lines, field",
+    [
+        ([_line(0, "agent", {"base": 3, "keep": 0, "add": []})], "prompt.base is 3: no earlier call line"),
+        ([_line(0, "agent", {"base": None, "keep": 1, "add": []})], "prompt.keep is 1: not 0 without a base"),
+        (
+            [
+                _line(0, "agent", {"base": None, "keep": 0, "add": ["x"]}),
+                _line(1, "agent", {"base": 0, "keep": 2, "add": []}),
+            ],
+            "prompt.keep is 2: more than base's 1 ids",
+        ),
+        ([_line(0, "agent", {"base": None, "keep": 0, "add": "x"})], "prompt.add is 'x'"),
+        ([_line(0, "agent", [])], "field prompt is []: not an object"),
+        ([{"index": 0, "kind": "agent", "message_ids": "x"}], "field message_ids is 'x': not an array"),
+    ],
+)
+def test_a_prompt_that_cannot_be_resolved_is_one_error_naming_the_line_and_field(lines, field):
+    with pytest.raises(RunRecordError) as caught:
+        resolve_prompts(lines, "run/calls.jsonl")
+    assert str(caught.value).startswith("run/calls.jsonl: line ") and field in str(caught.value)
+
+
+# ---------------------------------------------------------------- replays
+
+
+@pytest.fixture(scope="module")
+def replays(tmp_path_factory):
+    """One synthetic FC run under results/runs, replayed into results/replay (version 2) and the
+    same replays written the version-1 way (whole prompts, whole store) for comparison."""
+    results = tmp_path_factory.mktemp("results")
+    source_dir = write_fc_run(results / "runs" / "synthetic" / "m" / "FC" / "t__a1", seed=5, task_id="t", steps=16)
+    source = read_source_run(source_dir)
+    final = source.agent_calls[-1]["est_tokens_after"]
+    pairs = []
+    for policy in ("FC", "TR/Th/0.5", "TRC/Th", "S/Th/0.5", "OTRC/St", "CC/Th"):
+        spec = parse_spec(policy)
+        replayed = replay_source(source, spec, threshold=final // 2, summarizer=PlaceholderSummarizer())
+        v2 = write_replay(replayed, results / "replay", setting="fixed", summarizer=None, real_summaries=False)
+        v1 = results / "replay-v1" / v2.relative_to(results / "replay")
+        shutil.copytree(v2, v1)
+        (v1 / MESSAGES_JSONL).write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in replayed.messages))
+        (v1 / CALLS_JSONL).write_text("".join(c.line() for c in replayed.calls))
+        record = rundir.read_run_json(v1)
+        del record[rundir.MESSAGE_BASE]
+        rundir.write_run_json(v1, record)
+        pairs.append((policy, replayed, v1, v2))
+    return results, source, pairs
+
+
+def test_a_replay_stores_only_what_its_policy_wrote_and_names_its_source(replays):
+    results, source, pairs = replays
+    for policy, replayed, _, v2 in pairs:
+        for name in (MESSAGES_JSONL, CALLS_JSONL):  # compressed, read as plain by every reader
+            assert (v2 / name).read_bytes()[:2] == rundir.GZIP_MAGIC
+        own = [line["id"] for line in rundir.read_jsonl(v2 / MESSAGES_JSONL)]
+        assert not set(own) & set(source.store)
+        assert set(own) == {m["id"] for m in replayed.messages} - set(source.store)
+        base = rundir.read_run_json(v2)[rundir.MESSAGE_BASE]
+        assert not Path(base["run"]).is_absolute() and rundir.message_base(v2) == source.run_dir
+        assert base["sha256"] == hashlib.sha256((source.run_dir / MESSAGES_JSONL).read_bytes()).hexdigest()
+        if policy == "FC":
+            assert own == []
+    moved = results.parent / (results.name + "-moved")  # relative references survive a move
+    shutil.copytree(results, moved)
+    v2 = moved / pairs[1][3].relative_to(results)
+    assert rebuild_prompts(v2) == rebuild_prompts(pairs[1][3])
+
+
+def test_every_reader_reads_a_replay_as_it_read_the_version_1_replay(replays):
+    _, fc, pairs = replays
+    source = read_run(fc.run_dir)
+    for policy, replayed, v1, v2 in pairs:
+        assert run_dir_problems(v2) == [], policy
+        sent = {m["id"]: m["message"] for m in replayed.messages}
+        assert rebuild_prompts(v2) == rebuild_prompts(v1) == [[sent[i] for i in c.message_ids] for c in replayed.calls]
+        old, new = read_transcript(v1), read_transcript(v2)  # the store: the replay's and its source's
+        assert (old.steps, old.replies, old.agent_steps) == (new.steps, new.replies, new.agent_steps), policy
+        assert {k: new.store[k] for k in old.store} == old.store
+        old, new = read_run(v1), read_run(v2)
+        # the commands are counted over the whole store, the source's included (the agent's actions
+        # are held fixed): the source's last answer, in no prompt, counts too
+        commands = ("run_dir", "retrieval_cmds", "execution_cmds")
+        assert {k: v for k, v in old.row.items() if k not in commands} == {
+            k: v for k, v in new.row.items() if k not in commands
+        }, policy
+        assert (
+            old.row["retrieval_cmds"] + old.row["execution_cmds"]
+            <= new.row["retrieval_cmds"] + new.row["execution_cmds"]
+        )
+        if policy == "FC":
+            assert [new.row[k] for k in commands[1:]] == [source.row[k] for k in commands[1:]]
+        for name, column in old.calls.items():
+            np.testing.assert_array_equal(column, new.calls[name])
+
+
+def test_a_replay_whose_source_is_gone_or_changed_is_named(replays, tmp_path):
+    results, source, pairs = replays
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy)
+    v2 = copy / pairs[1][3].relative_to(results)
+    store = copy / source.run_dir.relative_to(results) / MESSAGES_JSONL
+    store.write_text(store.read_text() + '{"id": "0000000000000000", "tokens": 1, "message": {}}\n')
+    assert any("message_base.sha256" in p for p in run_dir_problems(v2))
+    store.unlink()
+    with pytest.raises(RecordError, match="has no messages.jsonl"):
+        read_run(v2)
+    assert any("message_base" in p for p in run_dir_problems(v2))
+
+
+def test_bundles_carry_and_check_a_replays_source_runs(replays, tmp_path):
+    import tarfile
+
+    from ctxpolicy.provenance.bundle import BundleError, check_bundle, export_bundle
+    from ctxpolicy.provenance.runs import run_record_files
+
+    results, source, pairs = replays
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy, ignore=shutil.ignore_patterns("replay-v1"))
+    source_rel = source.run_dir.relative_to(results)
+    # the source lies outside the bundled folders: it is carried all the same
+    (copy / "imported").mkdir()
+    shutil.move(copy / "runs", copy / "imported" / "runs")
+    for _, _, _, v2 in pairs:
+        run = copy / v2.relative_to(results)
+        record = rundir.read_run_json(run)
+        record[rundir.MESSAGE_BASE] = rundir.message_base_record(
+            run, copy / "imported" / source_rel, record[rundir.MESSAGE_BASE]["sha256"]
+        )
+        rundir.write_run_json(run, record)
+    manifest = export_bundle(copy, tmp_path / "b.tar.gz")
+    paths = {f["path"] for f in manifest["files"]}
+    assert f"imported/{source_rel}/{MESSAGES_JSONL}" in paths and f"imported/{source_rel}/{RUN_JSON}" in paths
+    assert {b["base"] for b in manifest["message_bases"]} == {f"imported/{source_rel}"}
+    assert len(manifest["message_bases"]) == len(pairs)
+    check_bundle(tmp_path / "b.tar.gz")
+    hashed = run_record_files(copy / "replay")
+    assert copy / "imported" / source_rel / MESSAGES_JSONL in hashed
+
+    forged = tmp_path / "forged.tar.gz"  # the source store swapped, manifest rewritten to match it
+    with tarfile.open(tmp_path / "b.tar.gz") as tar, tarfile.open(forged, "w:gz") as out:
+        for member in tar:
+            data = tar.extractfile(member).read()
+            if member.name.endswith(f"imported/{source_rel}/{MESSAGES_JSONL}"):
+                data = data + b'{"id": "0000000000000000", "tokens": 1, "message": {}}\n'
+                digest = hashlib.sha256(data).hexdigest()
+            if member.name == "MANIFEST.json":
+                listed = json.loads(data)
+                for entry in listed["files"]:
+                    if entry["path"].endswith(f"{source_rel}/{MESSAGES_JSONL}"):
+                        entry["sha256"] = digest
+                data = json.dumps(listed).encode()
+            member.size = len(data)
+            out.addfile(member, io.BytesIO(data))
+    with pytest.raises(BundleError, match="is not the one it was written against"):
+        check_bundle(forged)
+
+    outside = tmp_path / "elsewhere"
+    shutil.move(copy / "imported" / "runs", outside)
+    for _, _, _, v2 in pairs:
+        run = copy / v2.relative_to(results)
+        record = rundir.read_run_json(run)
+        record[rundir.MESSAGE_BASE] = rundir.message_base_record(
+            run, outside / source_rel.relative_to("runs"), record[rundir.MESSAGE_BASE]["sha256"]
+        )
+        rundir.write_run_json(run, record)
+    with pytest.raises(BundleError, match="outside"):
+        export_bundle(copy, tmp_path / "c.tar.gz")
+
+
+def test_aggregating_replays_reads_each_source_store_once_per_process(replays, monkeypatch):
+    from ctxpolicy.metrics import records
+
+    results, _, pairs = replays
+    records._base_store.cache_clear()
+    rows = pd.DataFrame([read_run(v2).row for _, _, _, v2 in pairs])
+    assert records._base_store.cache_info().misses == 1 and len(rows) == len(pairs)
