@@ -55,7 +55,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ctxpolicy.analysis.judge import EndpointJudge, JudgeError, LexicalJudge, VerdictCache
     from ctxpolicy.analysis.table import frame, write_events
-    from ctxpolicy.analysis.windows import RecordError
     from ctxpolicy.metrics.records import RecordError as FindError
     from ctxpolicy.metrics.records import find_run_dirs
     from ctxpolicy.rundir import is_complete_run

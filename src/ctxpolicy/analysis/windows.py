@@ -23,7 +23,6 @@ from pathlib import Path
 
 from ctxpolicy import rundir
 from ctxpolicy.policies.history import marker_of
-from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, TRAJECTORY_JSON
 
 
