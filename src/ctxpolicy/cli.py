@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "audit each compression step: anchors and constraints lost, reacquisition after",
     ),
     "proxy": ("ctxpolicy.proxy.cli", "serve a compression policy in front of any agent (OpenAI-compatible)"),
+    "import": ("ctxpolicy.importing.cli", "import public agent trajectories as FC runs of the imported track"),
     "replay": ("ctxpolicy.replay.cli", "replay recorded FC runs through policies with the agent's actions fixed"),
 }
 
