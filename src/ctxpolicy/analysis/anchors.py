@@ -163,19 +163,19 @@ TEXT_EXTRACTORS = {
 }
 
 
-def message_anchors(message: Mapping[str, Any]) -> set[Anchor]:
+def message_anchors(message: Mapping[str, Any], action_format: str | None = None) -> set[Anchor]:
     """Every anchor of one message; commands only from an assistant's command blocks or tool calls."""
     text = text_of(message)
     found = {(kind, value) for kind, extract in TEXT_EXTRACTORS.items() for value in extract(text)}
     if message.get("role") == "assistant":
-        found |= {("command", normalise(c).strip()) for c in commands_of(dict(message))}
+        found |= {("command", normalise(c).strip()) for c in commands_of(dict(message), action_format)}
     return found
 
 
-def anchors_of(messages: Iterable[Mapping[str, Any]]) -> set[Anchor]:
+def anchors_of(messages: Iterable[Mapping[str, Any]], action_format: str | None = None) -> set[Anchor]:
     found: set[Anchor] = set()
     for message in messages:
-        found |= message_anchors(message)
+        found |= message_anchors(message, action_format)
     return found
 
 

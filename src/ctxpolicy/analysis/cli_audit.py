@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.analysis.audit import audit_run
+    from ctxpolicy.analysis.audit import audit_run, silent_run
     from ctxpolicy.analysis.judge import EndpointJudge, JudgeError, LexicalJudge, VerdictCache
     from ctxpolicy.analysis.table import frame, write_events
     from ctxpolicy.analysis.windows import RecordError
@@ -69,6 +69,8 @@ def main(args: argparse.Namespace) -> int:
             judge = LexicalJudge()
         run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
         rows = [row for run_dir in run_dirs for row in audit_run(run_dir, judge)]
+        for warning in filter(None, map(silent_run, run_dirs)):
+            print(f"audit: {warning}", file=sys.stderr)
     except (RecordError, JudgeError, FindError) as exc:
         print(f"audit: {exc}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 
 from ctxpolicy.metrics.commands import count_commands
+from ctxpolicy.policies import actions
 from ctxpolicy.metrics.cost import (
     DEFAULT_BLOCK,
     DEFAULT_DISCOUNT,
@@ -224,8 +225,16 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
     columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
-    row["retrieval_cmds"], row["execution_cmds"] = count_commands(assistant)
+    row["retrieval_cmds"], row["execution_cmds"] = count_commands(assistant, action_format_of(run, run_path))
     return RunRows(row, columns)
+
+
+def action_format_of(run: dict, path: Path) -> str:
+    """The run's ``settings.action_format`` (``mswea_bash_command`` when it names none)."""
+    try:
+        return actions.of_record(run)
+    except actions.ActionFormatError as exc:
+        raise RecordError(path, str(exc)) from None
 
 
 def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:

@@ -120,3 +120,11 @@ def of_record(record: Mapping[str, Any]) -> str:
     settings = record.get("settings") if isinstance(record, Mapping) else None
     value = settings.get("action_format") if isinstance(settings, Mapping) else None
     return check_format(value, "run.json settings.action_format") or DEFAULT
+
+
+def no_action_warning(where: object, calls: int, action_format: str | None) -> str:
+    """The one wording of the warning that a run's commands were not found (never a silent zero)."""
+    return (
+        f"warning: {where}: no action recognised in {calls} agent call(s) (action format "
+        f"{action_format or 'as recorded'}); its command counts and reacquisition are not measured"
+    )
