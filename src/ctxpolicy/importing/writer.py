@@ -145,6 +145,7 @@ def write_imported_run(
                     )
                 )
             )
+        recorder.store([trajectory.calls[-1].reply])  # the last answer is in no prompt: stored for the counts
     last = trajectory.calls[-1]
     sent = [*last.prompt, last.reply]
     write_record(
