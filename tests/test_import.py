@@ -207,3 +207,23 @@ def test_a_bad_verdicts_file_names_the_field(tmp_path, capsys):
     report.write_text("instance_id,resolved\nx,maybe\n")
     rc, _ = _import(tmp_path, tmp_path, extra=("--verdicts", str(report)))
     assert rc == 2 and "line 2: field resolved is 'maybe'" in capsys.readouterr().err
+
+
+def test_cost_shows_estimated_exact_and_measured_side_by_side_and_warns(corpus, capsys):
+    from ctxpolicy.metrics.cost import DISAGREEMENT_MARGIN, disagreements
+
+    _, out = corpus
+    run = _run(out, "task-mini2")
+    assert cli(["cost", "--runs", str(run), str(_run(out, "task-swe")), "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    by_run = {Path(r["run"]).name: r for r in result["runs"]}
+    mini = by_run["task-mini2__a1"]
+    assert mini["estimated"] is not None and mini["exact"] is not None and mini["measured"] is not None
+    assert by_run["task-swe__a1"]["measured"] is None  # SWE-agent reports no per-call cache
+    assert [p["policy"] for p in result["policies"]] == ["FC"] and result["policies"][0]["measured"] is None
+    # the fixture's provider reports caching far from what the exact simulation finds: said
+    assert f"{run}: estimated billed input" in captured.err and "from the measured" in captured.err
+    assert disagreements({"estimated": 100.0, "exact": 100.0 * (1 + DISAGREEMENT_MARGIN / 2), "measured": None}) == []
+    (line,) = disagreements({"estimated": 50.0, "exact": 100.0, "measured": None})
+    assert line.startswith("estimated billed input 50.0 is 50% from the exact 100.0")
