@@ -119,9 +119,10 @@ def test_swe_agent_demonstrations_keep_the_real_task_through_tr(corpus):
 def test_bash_fences_are_found_by_cc_ct_digest_counts_and_audit(corpus, tmp_path):
     _, out = corpus
     run = _run(out, "task-mini1")
-    history = rebuild_prompts(run)[-1] + [
-        {"role": "assistant", "content": f"THOUGHT: again.\n\n```bash\n{T.COMMANDS[1]}\n```"}
-    ] * 11
+    history = (
+        rebuild_prompts(run)[-1]
+        + [{"role": "assistant", "content": f"THOUGHT: again.\n\n```bash\n{T.COMMANDS[1]}\n```"}] * 11
+    )
     ct = apply_policy("CT+DIGEST/Th/0.5", history, threshold=10, action_format="bash")
     digest = ct.messages[-1]["content"]
     assert all(f"$ {c}" in digest for c in T.COMMANDS[:3])

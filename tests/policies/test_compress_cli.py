@@ -153,7 +153,9 @@ def test_action_format_flag_finds_bash_fences_and_names_a_bad_value(monkeypatch,
             {"role": "user", "content": "x " * 200},
         ]
     args = ("--policy", "CC/Th", "--threshold", "10")
-    code, out, _ = run_compress(monkeypatch, capsys, json.dumps({"messages": history}), *args, "--action-format", "bash")
+    code, out, _ = run_compress(
+        monkeypatch, capsys, json.dumps({"messages": history}), *args, "--action-format", "bash"
+    )
     assert code == 0 and "ran: cat file0.py" in json.loads(out)["messages"][2]["content"]
     code, out, _ = run_compress(monkeypatch, capsys, json.dumps({"messages": history}), *args)  # detected
     assert code == 0 and "ran: cat file0.py" in json.loads(out)["messages"][2]["content"]

@@ -346,7 +346,11 @@ def conversations_of(name: str, text: str) -> list[tuple[str, Any]]:
     stem = task_id_of(name)
     try:
         data = json.loads(text)
-        items = data if isinstance(data, list) and data and isinstance(data[0], Mapping) and "messages" in data[0] else [data]
+        items = (
+            data
+            if isinstance(data, list) and data and isinstance(data[0], Mapping) and "messages" in data[0]
+            else [data]
+        )
     except json.JSONDecodeError:
         items = []
         for number, line in enumerate(text.splitlines(), 1):

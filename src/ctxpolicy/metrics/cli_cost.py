@@ -193,8 +193,10 @@ def _main_runs(args) -> int:
     shown = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
     print(f"{'policy / run':<48} {'estimated':>12} {'exact':>12} {'measured':>12}")
     for entry in policies:
-        print(f"{str(entry['policy']):<48} {shown(entry['estimated']):>12} {shown(entry['exact']):>12} "
-              f"{shown(entry['measured']):>12}")
+        print(
+            f"{str(entry['policy']):<48} {shown(entry['estimated']):>12} {shown(entry['exact']):>12} "
+            f"{shown(entry['measured']):>12}"
+        )
         for row in (r for r in rows if r["policy"] == entry["policy"]):
             name = "  " + Path(row["run"]).name
             print(f"{name:<48} {shown(row['estimated']):>12} {shown(row['exact']):>12} {shown(row['measured']):>12}")

@@ -134,7 +134,10 @@ def main(args) -> int:
             print(f"replay: {exc}", file=sys.stderr)
             return 2
         if no_action(source):
-            print(f"replay: {actions.no_action_warning(run_dir, source.steps, actions.of_record(source.record))}", file=sys.stderr)
+            print(
+                f"replay: {actions.no_action_warning(run_dir, source.steps, actions.of_record(source.record))}",
+                file=sys.stderr,
+            )
         for policy in policies:
             dump = None
             if "DUMP" in policy.stages:
