@@ -187,7 +187,7 @@ def _main_runs(args) -> int:
         return 2
     for line in warnings:
         print(f"cost: warning: {line}", file=sys.stderr)
-    if args.json:
+    if getattr(args, "json", False):
         print(json.dumps({"runs": rows, "policies": policies, "block": args.block, "discount": args.discount}))
         return 0
     shown = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
@@ -214,7 +214,7 @@ def main(args) -> int:
             f"cost: --block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}", file=sys.stderr
         )
         return 2
-    if args.runs:
+    if getattr(args, "runs", None):  # callers that build their own namespace may leave it out
         if args.input is not None:
             print("cost: -i and --runs go apart: one run's calls, or run folders", file=sys.stderr)
             return 2
