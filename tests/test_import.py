@@ -228,3 +228,25 @@ def test_cost_shows_estimated_exact_and_measured_side_by_side_and_warns(corpus, 
     assert disagreements({"estimated": 100.0, "exact": 100.0 * (1 + DISAGREEMENT_MARGIN / 2), "measured": None}) == []
     (line,) = disagreements({"estimated": 50.0, "exact": 100.0, "measured": None})
     assert line.startswith("estimated billed input 50.0 is 50% from the exact 100.0")
+
+
+def test_swe_agent_queries_rewritten_by_history_processors_fall_back_to_the_history():
+    from ctxpolicy.importing.formats import read_trajectories
+
+    data = T.swe_agent(steps=3)
+    data["trajectory"][2]["query"][4] = {**data["trajectory"][2]["query"][4], "content": "Old output omitted"}
+    (trajectory,) = read_trajectories("t.traj", json.dumps(data))
+    assert trajectory.prompts_from == "history" and "do not extend" in trajectory.notes[0]
+    assert all(
+        later[: len(c.prompt)] == c.prompt
+        for c, later in zip(trajectory.calls, [x.prompt for x in trajectory.calls[1:]])
+    )
+
+
+def test_a_chat_log_without_usage_is_counted_locally():
+    from ctxpolicy.importing.formats import read_trajectories
+    from ctxpolicy.importing.writer import counts_source
+
+    trajectories = read_trajectories("log.jsonl", T.openai_log(conversations=1, usage=False))
+    assert [t.task_id for t in trajectories] == ["conv-0"]
+    assert counts_source(trajectories[0]) == "local" and trajectories[0].action_format == "tool_calls"
