@@ -78,7 +78,7 @@ class RunSettings(_Settings):
         """The settings as ``run.json`` records them, with the action format the mode writes."""
         from ctxpolicy.policies import actions
 
-        return {**self.model_dump(), "action_format": actions.TOOL_CALLS if self.mode == "tool" else actions.MSWEA}
+        return {**self.model_dump(), "action_format": actions.of_mode(self.mode)}
 
 
 class AgentFile(_Settings):

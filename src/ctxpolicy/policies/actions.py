@@ -128,3 +128,8 @@ def no_action_warning(where: object, calls: int, action_format: str | None) -> s
         f"warning: {where}: no action recognised in {calls} agent call(s) (action format "
         f"{action_format or 'as recorded'}); its command counts and reacquisition are not measured"
     )
+
+
+def of_mode(mode: str) -> str:
+    """The action format our own harness writes in a mode (``RunSettings.mode``: text or tool)."""
+    return TOOL_CALLS if mode == "tool" else MSWEA
