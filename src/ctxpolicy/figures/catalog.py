@@ -108,6 +108,11 @@ def _catalog() -> dict[str, dict]:
     return entries
 
 
+def is_imported(entry: Mapping[str, Any]) -> bool:
+    """A target drawn from the config's imported corpus (not from the study's own runs)."""
+    return ((entry.get("pairs") or {}).get("from")) == IMPORTED_TRACK
+
+
 def _layout(name: str, entry: dict, results_dir: str, figures_dir: str) -> dict:
     tables_dir = f"{results_dir}/tables" if entry["scope"] == "all" else f"{results_dir}/tables/{entry['scope']}"
     if is_imported(entry):
@@ -158,11 +163,6 @@ def threshold_files(config: Mapping[str, Any]) -> list[str]:
         for benchmark, models in (config.get("thresholds") or {}).items()
         for model in (models or {})
     ]
-
-
-def is_imported(entry: Mapping[str, Any]) -> bool:
-    """A target drawn from the config's imported corpus (not from the study's own runs)."""
-    return ((entry.get("pairs") or {}).get("from")) == IMPORTED_TRACK
 
 
 def track_pairs(config: Mapping[str, Any], track: str) -> list[tuple[str, str]]:

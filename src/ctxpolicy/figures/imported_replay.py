@@ -72,7 +72,14 @@ def compute(replays: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, se
             tasks = sorted(set(mine["task_id"]) & set(fc["task_id"]))
             counts = resample_counts(len(tasks), n_boot, seed)
             included = np.ones(len(tasks), dtype=bool)
-            row = {"benchmark": benchmark, "model": model, "policy": policy, "setting": setting, "n_tasks": len(tasks)}
+            settings = mine["setting"].dropna()
+            row = {
+                "benchmark": benchmark,
+                "model": model,
+                "policy": policy,
+                "setting": settings.iloc[0] if len(settings) else None,
+                "n_tasks": len(tasks),
+            }
             for resource, _, column in RESOURCES:
                 num = mine.assign(v=_resource(mine, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
                 den = fc.assign(v=_resource(fc, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
