@@ -5,7 +5,6 @@ calibrates, replays and draws the tests' small corpus with provenance back to it
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest

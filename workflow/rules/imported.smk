@@ -21,12 +21,12 @@ rule import_corpus:
         **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
-        path=IMPORTED["path"],
+        path=lambda wildcards: IMPORTED["path"],
         format=IMPORTED["format"],
         benchmark=IMPORTED["benchmark"],
         model=IMPORTED["model"],
         verdicts=lambda wildcards, input: f"--verdicts {shlex.quote(input.verdicts)}" if input.verdicts else "",
-        runs_root=f"{IMPORTED_ROOT}/runs",
+        runs_root=lambda wildcards, output: parent_dir(parent_dir(parent_dir(output[0]))),
     shell:
         "({params.ctxpolicy} import -i {params.path:q} --format {params.format} --benchmark {params.benchmark:q}"
         " --model {params.model:q} {params.verdicts} --out {params.runs_root:q}) > {log} 2>&1"
@@ -37,8 +37,8 @@ rule imported_thresholds:
         cell=imported_cell(),
         sources=IMPORTED_SOURCES,
     output:
-        f"{IMPORTED_ROOT}/thresholds.json",
-        f"{IMPORTED_ROOT}/thresholds.json.prov.json",
+        thresholds=f"{IMPORTED_ROOT}/thresholds.json",
+        sidecar=f"{IMPORTED_ROOT}/thresholds.json.prov.json",
     log:
         f"{RESULTS}/logs/imported/thresholds.log",
     conda:
@@ -50,8 +50,8 @@ rule imported_thresholds:
         config=CONFIG_FILE,
         rounding=IMPORTED["round"],
     shell:
-        "({params.ctxpolicy} calibrate --runs {input.cell:q} --round {params.rounding} --out {output[0]:q}"
-        " && {params.ctxpolicy} provenance record {output[0]:q} --config {params.config:q}"
+        "({params.ctxpolicy} calibrate --runs {input.cell:q} --round {params.rounding} --out {output.thresholds:q}"
+        " && {params.ctxpolicy} provenance record {output.thresholds:q} --config {params.config:q}"
         " --runs {input.cell:q} --inputs {input.sources:q}) > {log} 2>&1"
 
 
@@ -69,7 +69,7 @@ rule imported_replay:
         **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
-        replay_root=f"{IMPORTED_ROOT}/replay",
+        replay_root=lambda wildcards, output: parent_dir(parent_dir(output[0])),
         untriggered=imported_policies(triggered=False),
         triggered=imported_policies(triggered=True),
         setting=CONFIG["grid"]["full_comparison"]["setting"],

@@ -26,7 +26,11 @@ from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resampl
 from ctxpolicy.threshold_settings import PRIMARY
 
 STEM = "imported_replay"
-RESOURCES = (("cost", "billed input cost", "billed_exact"), ("tokens", "tokens", "total_tokens"), ("calls", "calls", None))
+RESOURCES = (
+    ("cost", "billed input cost", "billed_exact"),
+    ("tokens", "tokens", "total_tokens"),
+    ("calls", "calls", None),
+)
 
 
 def read_replays(tables_dir: str | Path) -> pd.DataFrame:
@@ -89,7 +93,9 @@ def compute(replays: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, se
             rows.append(row)
     table = pd.DataFrame(rows)
     if not table.empty and "replay_summaries" in replays and (replays["replay_summaries"] == "placeholder").any():
-        found.append("summary policies were replayed with placeholder summaries: their ratios count sizes, not content.")
+        found.append(
+            "summary policies were replayed with placeholder summaries: their ratios count sizes, not content."
+        )
     return Prepared(table, found, {"combos": combos, "setting": setting})
 
 
@@ -130,5 +136,7 @@ def plot(data: Prepared, name: str = STEM):
         row_axes[0].set_yticks(y, [style.short_label(p) for p in specs])
         row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=4, title=title)
-    footer = "replay of the imported trajectories (agent's actions fixed); cost: exact prefix simulation in local counts."
+    footer = (
+        "replay of the imported trajectories (agent's actions fixed); cost: exact prefix simulation in local counts."
+    )
     return notes.finish(fig, [footer, *data.notes])
