@@ -5,7 +5,11 @@ listed on stderr and left out), takes each run's peak context (largest server-re
 agent prompt) and writes the 5th/15th/25th percentiles, rounded to the nearest --round tokens,
 with the distribution, to the thresholds file (atomically). Time-limited runs are left out; when
 all runs are time-limited, they are used with a warning on stderr and in the file's `warnings`
-(ctxpolicy.metrics.calibrate.select_peaks).
+(ctxpolicy.metrics.calibrate.select_peaks). The file's `counts` says whose prompt counts the
+peaks are: `server` (our own runs), or an imported run's `imported.counts` (`provider`, or
+`local` cl100k counts where the source has no per-call usage), `mixed` when the runs differ;
+`runs_by_counts` counts the runs read of each kind, and counts other than the server's are a
+warning.
 
 With --preset, writes the thresholds file of a `source: preset` entry of the config instead
 (--config, --benchmark, --model; ctxpolicy.metrics.calibrate.preset_thresholds): the same layout,
@@ -136,16 +140,17 @@ def calibrate(args) -> int:
     result["counts"] = next(iter(counts)) if len(counts) == 1 else "mixed"
     result["runs_by_counts"] = dict(sorted(counts.items()))
     if result["counts"] != "server":
-        result["warnings"].append(
+        result["warnings"] = [
+            *choice["warnings"],
             f"peak contexts from {result['counts']} prompt counts (imported runs: "
-            "`local` = cl100k counts where the source has no per-call usage)"
-        )
+            "`local` = cl100k counts where the source has no per-call usage)",
+        ]
     atomic_write_text(args.out, json.dumps(result, indent=2))
     for warning in result["warnings"]:
         print(f"calibrate: WARNING: {args.out}: {warning}", file=sys.stderr)
     left_out = (
         f" ({choice['time_limited_runs']} time-limited left out)"
-        if choice["time_limited_runs"] and not result["warnings"]
+        if choice["time_limited_runs"] and not choice["warnings"]
         else ""
     )
     print(
