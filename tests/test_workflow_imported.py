@@ -24,7 +24,7 @@ def test_the_example_is_an_imported_only_study_with_one_figure():
     assert config["models"] == {} and config["imported"]["format"] == "auto"
     targets = targets_for(config)
     assert list(targets) == ["imported_replay"]
-    assert targets["imported_replay"]["inputs"] == ["results-imported/tables/imported/replay/runs.parquet"]
+    assert targets["imported_replay"]["inputs"] == ["results/imported-example/tables/imported/replay/runs.parquet"]
 
 
 def test_a_study_config_has_no_imported_figure():
@@ -47,20 +47,17 @@ def test_a_config_without_a_study_needs_an_imported_corpus(data, message):
 
 @pytest.fixture(scope="module")
 def imported_workflow(tmp_path_factory):
+    """config/imported-example.yaml as it is, its corpus written where it says (relative to -d)."""
     workdir = tmp_path_factory.mktemp("imported")
-    sources = write_corpus(workdir / "corpus")
-    config = yaml.safe_load(EXAMPLE.read_text())
-    config["imported"]["path"] = str(workdir / "corpus")
-    path = workdir / "config.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    done = snakemake(workdir, path, "--cores", "2", timeout=240)
+    sources = write_corpus(workdir / yaml.safe_load(EXAMPLE.read_text())["imported"]["path"])
+    done = snakemake(workdir, EXAMPLE, "--cores", "2", timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return workdir, sources
 
 
 def test_the_imported_corpus_is_replayed_and_drawn(imported_workflow):
     workdir, sources = imported_workflow
-    figures = workdir / "figures-imported"
+    figures = workdir / "figures" / "imported-example"
     for suffix in (".pdf", ".png", ".data.csv", ".notes.json"):
         assert (figures / f"imported_replay{suffix}").stat().st_size > 0
     numbers = pd.read_csv(figures / "imported_replay.data.csv")
@@ -68,24 +65,24 @@ def test_the_imported_corpus_is_replayed_and_drawn(imported_workflow):
     assert (numbers["n_tasks"] == len(sources) + 1).all()  # the chat log holds two conversations
     tr = numbers.set_index("policy").loc["TR/Th/0.5"]
     assert tr["tokens_est"] < 1.0 and tr["tokens_lo"] <= tr["tokens_est"] <= tr["tokens_hi"]
-    thresholds = json.loads((workdir / "results-imported" / "imported" / "thresholds.json").read_text())
+    thresholds = json.loads((workdir / "results" / "imported-example" / "imported" / "thresholds.json").read_text())
     assert thresholds["counts"] == "mixed" and thresholds["runs_by_counts"]["local"] >= 1
 
 
 def test_the_figure_and_the_tables_point_back_to_the_source_files(imported_workflow):
     workdir, sources = imported_workflow
     sidecars = [
-        workdir / "figures-imported" / "imported_replay.pdf.prov.json",
-        workdir / "results-imported" / "tables" / "imported" / "replay" / "runs.parquet.prov.json",
-        workdir / "results-imported" / "imported" / "thresholds.json.prov.json",
+        workdir / "figures" / "imported-example" / "imported_replay.pdf.prov.json",
+        workdir / "results" / "imported-example" / "tables" / "imported" / "replay" / "runs.parquet.prov.json",
+        workdir / "results" / "imported-example" / "imported" / "thresholds.json.prov.json",
     ]
     for sidecar in sidecars:
         inputs = json.loads(sidecar.read_text())["inputs"]
         named = {(sidecar.parent / i["path"]).resolve(): i["sha256"] for i in inputs}
         for source in sources.values():
             assert source.resolve() in named, f"{sidecar} does not name {source}"
-    run = next((workdir / "results-imported" / "imported" / "runs").rglob("run.json"))
+    run = next((workdir / "results" / "imported-example" / "imported" / "runs").rglob("run.json"))
     imported = json.loads(run.read_text())["imported"]
-    assert (workdir / "results-imported" / "imported" / "runs" / imported["source_file"]).resolve() in {
+    assert (workdir / "results" / "imported-example" / "imported" / "runs" / imported["source_file"]).resolve() in {
         s.resolve() for s in sources.values()
     }
