@@ -1,5 +1,6 @@
 # ctxpolicy: calibration -> cells (full comparison, sweeps, summarizer comparison) -> grading
-# -> run and call tables -> every figure and table, each with a provenance sidecar.
+# -> run and call tables -> every figure and table, each with a provenance sidecar; a config's
+# `imported` corpus -> import -> thresholds -> replay -> its figures (workflow/rules/imported.smk).
 #
 #   snakemake --cores 2                                   # the embedded local study (config/config.yaml)
 #   snakemake --cores 2 figures/fig2.pdf                  # one figure and only what it needs
@@ -23,8 +24,7 @@ rule all:
     input:
         FIGURE_OUTPUTS,
         [f"{p}.prov.json" for p in FIGURE_OUTPUTS],
-        f"{TABLES}/runs.parquet",
-        f"{TABLES}/runs.parquet.prov.json",
+        [f"{TABLES}/runs.parquet", f"{TABLES}/runs.parquet.prov.json"] if HAS_STUDY else [],
         VIEW_OUTPUTS,
 
 
@@ -37,6 +37,11 @@ include: "workflow/rules/replay.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/view.smk"
 include: "workflow/rules/servers.smk"
+
+
+if IMPORTED:
+
+    include: "workflow/rules/imported.smk"
 
 
 localrules:

@@ -9,6 +9,7 @@ import matplotlib.text
 
 from ctxpolicy.figures import (
     agent_calls,
+    cost_methods,
     cost_models,
     coverage,
     decomposition,
@@ -56,6 +57,7 @@ COMPUTE = {
     "reacquisition": lambda r, c, k: reacquisition.compute(r, c, n_boot=BOOT, seed=0),
     "cost_models": lambda r, c, k: cost_models.compute(r, c, n_boot=BOOT, seed=0),
     "cost_decomposition": lambda r, c, k: decomposition.compute(r, replay_table(r), c, n_boot=BOOT, seed=0),
+    "cost_methods": lambda r, c, k: cost_methods.compute(r, c),
 }
 PLOT = {
     "fig2": tradeoffs.plot,
@@ -72,6 +74,7 @@ PLOT = {
     "reacquisition": reacquisition.plot,
     "cost_models": cost_models.plot,
     "cost_decomposition": decomposition.plot,
+    "cost_methods": cost_methods.plot,
 }
 FIGURES = {name: (lambda r, c, k, name=name: PLOT[name](COMPUTE[name](r, c, k))) for name in COMPUTE}
 

@@ -175,7 +175,10 @@ def test_run_settings_have_one_set_of_defaults_and_record_the_same_keys(tmp_path
         "request_timeout_s",
         "connect_timeout_s",
         "retry",
+        "action_format",
     ]
+    assert settings.record()["action_format"] == "mswea_bash_command"
+    assert RunSettings(mode="tool").record()["action_format"] == "tool_calls"
     assert settings.record()["request_timeout_s"] == 600 and isinstance(settings.record()["request_timeout_s"], int)
     # the shipped agent file sets no run setting: every value is RunSettings' own
     assert load_agent_file().settings() == {}

@@ -29,6 +29,8 @@ REQUIRED = [
     "retention",
     "cost_models",
     "cost_decomposition",
+    "cost_methods",
+    "imported_replay",  # a config's imported corpus (workflow/rules/imported.smk)
     "table1_4",
     "table3",
     "table5",

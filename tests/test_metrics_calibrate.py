@@ -101,7 +101,25 @@ def test_time_limited_runs_are_left_out_of_calibration(tmp_path, capsys):
     written = json.loads(out.read_text())
     assert written["peaks"] == sorted(int(p) for p in peaks[2:]) and written["n_runs"] == 4
     assert written["time_limited_runs"] == 2 and written["warnings"] == []
+    assert written["counts"] == "server" and written["runs_by_counts"] == {"server": 6}  # every FC run read: our own
     assert "2 time-limited left out" in capsys.readouterr().out
+
+
+def test_imported_runs_without_usage_calibrate_from_local_counts_and_say_so(tmp_path, capsys):
+    from ctxpolicy.importing.cli import main as import_main
+    from ctxpolicy.testing.trajectories import swe_agent
+
+    source = tmp_path / "swe" / "task-a.traj"
+    source.parent.mkdir()
+    source.write_text(json.dumps(swe_agent()))  # SWE-agent keeps only totals: local counts
+    args = SimpleNamespace(input=[str(source)], format="auto", benchmark="b", model="m", verdicts=None)
+    assert import_main(SimpleNamespace(**vars(args), out=str(tmp_path / "runs"))) == 0
+    out = tmp_path / "t.json"
+    cell = tmp_path / "runs" / "b" / "m" / "imported"
+    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=10)) == 0
+    written = json.loads(out.read_text())
+    assert written["counts"] == "local" and written["runs_by_counts"] == {"local": 1}
+    assert any("local prompt counts" in w for w in written["warnings"])
 
 
 def test_all_time_limited_calibrates_from_them_with_a_recorded_warning(tmp_path, capsys):

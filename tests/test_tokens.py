@@ -3,7 +3,7 @@ import json
 import tiktoken
 
 from ctxpolicy import tokens
-from ctxpolicy.tokens import count_message, count_messages, count_text
+from ctxpolicy.tokens import IMAGE_PART_TOKENS, count_message, count_messages, count_text
 
 
 def test_counts_are_cl100k_base():
@@ -30,7 +30,7 @@ def test_message_counts_content_and_tool_call_arguments_but_never_extra():
     assert count_message({"role": "assistant", "content": None}) == 0
 
 
-def test_multimodal_content_counts_text_parts():
+def test_multimodal_content_counts_text_parts_and_each_image_by_the_documented_rule():
     message = {
         "role": "user",
         "content": [
@@ -39,7 +39,7 @@ def test_multimodal_content_counts_text_parts():
             {"type": "text", "text": "second"},
         ],
     }
-    assert count_message(message) == count_text("first part") + count_text("second")
+    assert count_message(message) == count_text("first part") + count_text("second") + IMAGE_PART_TOKENS
 
 
 def test_count_messages_is_the_sum():

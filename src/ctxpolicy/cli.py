@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "proxy": ("ctxpolicy.proxy.cli", "serve a compression policy in front of any agent (OpenAI-compatible)"),
     "proxy-verdict": ("ctxpolicy.proxy.cli_verdict", "grade ended proxy conversations by hand (verdict.json)"),
+    "import": ("ctxpolicy.importing.cli", "import public agent trajectories as FC runs of the imported track"),
     "replay": ("ctxpolicy.replay.cli", "replay recorded FC runs through policies with the agent's actions fixed"),
     "view": ("ctxpolicy.view.cli", "write a self-contained HTML page of a run (its compression events) or a cell"),
 }

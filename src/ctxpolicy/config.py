@@ -104,7 +104,8 @@ def _describe(error) -> str:
         unknown = sorted(set(value) - set(allowed))
         return f"{where}: unknown key {unknown[0]!r}; allowed keys: {', '.join(allowed)}"
     if kind == "required":
-        missing = [k for k in rule if k not in value]
+        # defaults are filled while validating: a key missing then may be present now
+        missing = [k for k in rule if k not in value] or [error.message.split("'")[1]]
         return f"{where}: missing required key {missing[0]!r}"
     if kind in ("enum", "const"):
         allowed = rule if kind == "enum" else [rule]

@@ -34,13 +34,26 @@ def count_text(text: str) -> int:
     return len(_encoding().encode(text, disallowed_special=()))
 
 
+IMAGE_PART_TYPES = ("image_url", "input_image", "image")
+IMAGE_PART_TOKENS = 85
+"""What one image part of a message counts: OpenAI's flat price of an image at low detail, the
+least any image costs there (the real count depends on the image's size and the provider; no
+image is decoded here). Every part of a type in ``IMAGE_PART_TYPES`` counts this much."""
+
+
 def _content_texts(content: Any) -> Iterable[str]:
     if isinstance(content, str):
         yield content
-    elif isinstance(content, list):  # multimodal parts: only text parts carry tokens here
+    elif isinstance(content, list):  # multimodal parts: text parts by their text, images see _images
         for part in content:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 yield part["text"]
+
+
+def _images(content: Any) -> int:
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for part in content if isinstance(part, Mapping) and part.get("type") in IMAGE_PART_TYPES)
 
 
 def _tool_call_arguments(tool_calls: Any) -> Iterable[str]:
@@ -52,10 +65,14 @@ def _tool_call_arguments(tool_calls: Any) -> Iterable[str]:
 
 
 def count_message(message: Mapping[str, Any]) -> int:
-    """Tokens of one chat message: its content plus its tool-call arguments."""
+    """Tokens of one chat message: its content (text parts, and ``IMAGE_PART_TOKENS`` per image
+    part) plus its tool-call arguments."""
     content = message.get("content")
     # the common case (plain text, no tool calls) stays cheap: it runs for every message each step
-    total = count_text(content) if isinstance(content, str) else sum(map(count_text, _content_texts(content)))
+    if isinstance(content, str):
+        total = count_text(content)
+    else:
+        total = sum(map(count_text, _content_texts(content))) + IMAGE_PART_TOKENS * _images(content)
     tool_calls = message.get("tool_calls")
     if tool_calls:
         total += sum(map(count_text, _tool_call_arguments(tool_calls)))

@@ -112,3 +112,52 @@ def test_installed_command_runs_as_a_subprocess():
     )
     assert process.returncode == 0, process.stderr
     assert json.loads(process.stdout)["messages"] == HISTORY
+
+
+def test_an_orphan_tool_message_is_refused_naming_it(monkeypatch, capsys):
+    history = tool_history([(5, [50])] * 3)
+    orphan = next(i for i, m in enumerate(history) if m["role"] == "tool")
+    history[orphan] = {**history[orphan], "tool_call_id": "nobody"}
+    code, out, err = run_compress(
+        monkeypatch, capsys, json.dumps({"messages": history}), "--policy", "TR/Th/0.5", "--threshold", "10"
+    )
+    assert code == 2 and out == ""
+    assert f"messages[{orphan}].tool_call_id: 'nobody'" in err and "orphan" in err
+
+
+def test_a_trailing_exit_message_is_accepted_and_left_alone(monkeypatch, capsys):
+    exit_message = {"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}}
+    code, out, err = run_compress(
+        monkeypatch,
+        capsys,
+        json.dumps({"messages": HISTORY + [exit_message]}),
+        "--policy",
+        "TR/Th/0.5",
+        "--threshold",
+        "100",
+    )
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["messages"][-1] == exit_message and payload["events"][0]["primitive"] == "TR"
+    code, _, err = run_compress(
+        monkeypatch, capsys, json.dumps({"messages": [exit_message] + HISTORY}), "--policy", "FC"
+    )
+    assert code == 2 and "messages[0].role: 'exit' is accepted only as the last message" in err
+
+
+def test_action_format_flag_finds_bash_fences_and_names_a_bad_value(monkeypatch, capsys):
+    history = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    for k in range(6):
+        history += [
+            {"role": "assistant", "content": f"THOUGHT: look {k}.\n\n```bash\ncat file{k}.py\n```"},
+            {"role": "user", "content": "x " * 200},
+        ]
+    args = ("--policy", "CC/Th", "--threshold", "10")
+    code, out, _ = run_compress(
+        monkeypatch, capsys, json.dumps({"messages": history}), *args, "--action-format", "bash"
+    )
+    assert code == 0 and "ran: cat file0.py" in json.loads(out)["messages"][2]["content"]
+    code, out, _ = run_compress(monkeypatch, capsys, json.dumps({"messages": history}), *args)  # detected
+    assert code == 0 and "ran: cat file0.py" in json.loads(out)["messages"][2]["content"]
+    code, _, err = run_compress(monkeypatch, capsys, json.dumps({"messages": history}), *args, "--action-format", "zsh")
+    assert code == 2 and "--action-format: 'zsh' is no action format" in err

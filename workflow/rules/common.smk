@@ -13,7 +13,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import ExecMode
 
 from ctxpolicy.config import ConfigError
-from ctxpolicy.figures.catalog import report_caption, targets_for
+from ctxpolicy.figures.catalog import IMPORTED_REPLAY_RUNS, report_caption, targets_for
 from ctxpolicy.grid import (
     SCOPES,
     calibration_cell,
@@ -22,6 +22,8 @@ from ctxpolicy.grid import (
     load_study,
     thresholds_path,
 )
+from ctxpolicy.importing.cli import trajectory_files
+from ctxpolicy.policies.spec import parse_spec
 from ctxpolicy.serving import shared as shared_servers
 
 REPO = Path(workflow.basedir)
@@ -189,6 +191,45 @@ def replay_dirs() -> list:
     return [f"{REPLAY}/{benchmark}/{model}" for benchmark, model in pairs]
 
 
+# ---------------------------------------------------------------- an imported corpus
+# The config's `imported` block (workflow/rules/imported.smk): its trajectory files, listed when
+# the DAG is built, are the inputs of the import and of every imported figure's provenance.
+
+IMPORTED = CONFIG.get("imported")
+HAS_STUDY = bool(CONFIG["models"])  # an imported-only config has no study of its own
+IMPORTED_ROOT = f"{RESULTS}/imported"
+
+
+def _imported_sources() -> list:
+    if not IMPORTED:
+        return []
+    files, problems = trajectory_files([IMPORTED["path"]], IMPORTED["format"])
+    if problems or not files:
+        raise WorkflowError(
+            f"{CONFIG_FILE}: imported.path: {IMPORTED['path']!r}: "
+            + ("; ".join(problems) if problems else "no trajectory file found")
+        )
+    return sorted(str(f) for f in files)
+
+
+IMPORTED_SOURCES = _imported_sources()
+
+
+def imported_cell() -> str:
+    return f"{IMPORTED_ROOT}/runs/{IMPORTED['benchmark']}/{IMPORTED['model']}/imported"
+
+
+def imported_policies(triggered: bool) -> list:
+    """grid.full_comparison's policies with (or without) a threshold trigger; FC always untriggered."""
+    specs = [str(s) for s in CONFIG["grid"]["full_comparison"]["policies"]]
+    chosen = [s for s in specs if parse_spec(s).needs_threshold == triggered]
+    return chosen if triggered else ["FC", *(s for s in chosen if s != "FC")]
+
+
+def imported_verdicts() -> list:
+    return [IMPORTED["verdicts"]] if IMPORTED and IMPORTED["verdicts"] else []
+
+
 # ---------------------------------------------------------------- figures and tables
 # One rule per target of ctxpolicy.figures.catalog.targets_for (workflow/figures.yaml), appendix
 # variants included; paths come resolved for this config's results_dir and figures_dir.
@@ -202,8 +243,12 @@ def rule_suffix(name: str) -> str:
 
 
 def figure_inputs(spec: dict) -> list:
-    """The target's data files; config-named files (cohorts) are relative to the repository."""
-    return [p if p.startswith(f"{RESULTS}/") else repo_file(p) for p in spec["inputs"]]
+    """The target's data files; config-named files (cohorts) are relative to the repository. An
+    imported figure's inputs end with the corpus's trajectory files (its provenance names them)."""
+    files = [p if p.startswith(f"{RESULTS}/") else repo_file(p) for p in spec["inputs"]]
+    if any(p.endswith(IMPORTED_REPLAY_RUNS) for p in spec["inputs"]):
+        files += IMPORTED_SOURCES
+    return files
 
 
 # What the report says about each target's files, read by its caption template through the

@@ -20,7 +20,7 @@ from ctxpolicy.agent.messages import api_message
 from ctxpolicy.agent.model import EndpointModel
 from ctxpolicy.agent.record import RunRecorder, summary_call_record
 from ctxpolicy.rundir import CallRecord
-from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, SummaryCall
+from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, SummaryCall, actions
 from ctxpolicy.tokens import count_messages
 
 
@@ -81,7 +81,14 @@ class PolicyAgent(DefaultAgent):
     # --- the loop ----------------------------------------------------------------------------
 
     def _new_session(self) -> PolicySession:
-        return PolicySession(self.policy, threshold=self.threshold, summarizer=self.summarizer, dump=self.dump)
+        mode = getattr(getattr(self.model, "config", None), "mode", "text")
+        return PolicySession(
+            self.policy,
+            threshold=self.threshold,
+            summarizer=self.summarizer,
+            dump=self.dump,
+            action_format=actions.of_mode(mode),  # what RunSettings.record records
+        )
 
     @property
     def context(self) -> list[dict]:

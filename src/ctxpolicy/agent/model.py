@@ -24,11 +24,12 @@ from pydantic import BaseModel, ConfigDict
 
 from ctxpolicy.agent.client import ChatClient, ChatResponse
 from ctxpolicy.agent.messages import api_message
+from ctxpolicy.policies import actions
 
 # A fenced block: opening fence with its info string, body, closing fence (matched in order, so
 # a closing fence is never taken for the opening of the next block).
 FENCED_BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
-HARNESS_TAG = "mswea_bash_command"
+HARNESS_TAG = actions.MSWEA  # the text mode's action format (ctxpolicy.policies.actions)
 SHELL_TAGS = ("bash", "sh", "shell", "console", "")  # what small models write instead of the harness tag
 
 

@@ -75,7 +75,10 @@ class RunSettings(_Settings):
     """Retries of a failed request (agent file)."""
 
     def record(self) -> dict:
-        return self.model_dump()
+        """The settings as ``run.json`` records them, with the action format the mode writes."""
+        from ctxpolicy.policies import actions
+
+        return {**self.model_dump(), "action_format": actions.of_mode(self.mode)}
 
 
 class AgentFile(_Settings):

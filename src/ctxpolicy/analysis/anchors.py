@@ -172,37 +172,39 @@ ANCHOR_CACHE_SIZE = 30_000  # messages whose anchors are kept (an audit meets ea
 _anchor_cache: dict[Any, frozenset[Anchor]] = {}
 
 
-def message_anchors(message: Mapping[str, Any]) -> frozenset[Anchor]:
-    """Every anchor of one message; commands only from an assistant's command blocks or tool calls.
+def message_anchors(message: Mapping[str, Any], action_format: str | None = None) -> frozenset[Anchor]:
+    """Every anchor of one message; commands only from an assistant's command blocks (in the run's
+    ``action_format``) or tool calls.
 
-    Memoised by the message's canonical JSON: the windows of a run's steps, and the replays of one
-    source, hold the same messages again and again (the audit's time went into re-extracting
-    them; the cache is cleared whole when it holds ``ANCHOR_CACHE_SIZE`` messages)."""
+    Memoised by the message's canonical JSON and the action format: the windows of a run's steps,
+    and the replays of one source, hold the same messages again and again (the audit's time went
+    into re-extracting them; the cache is cleared whole when it holds ``ANCHOR_CACHE_SIZE``
+    messages)."""
     content = message.get("content")
     if isinstance(content, str) and not message.get("tool_calls") and set(message) <= {"role", "content"}:
-        key: Any = (message.get("role"), content)  # a string hashes once: the usual message costs no dump
+        key: Any = (message.get("role"), content, action_format)  # a string hashes once: no dump
     else:
-        key = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+        key = (json.dumps(message, sort_keys=True, ensure_ascii=False, default=str), action_format)
     found = _anchor_cache.get(key)
     if found is None:
         if len(_anchor_cache) >= ANCHOR_CACHE_SIZE:
             _anchor_cache.clear()
-        found = _anchor_cache[key] = frozenset(_message_anchors(message))
+        found = _anchor_cache[key] = frozenset(_message_anchors(message, action_format))
     return found
 
 
-def _message_anchors(message: Mapping[str, Any]) -> set[Anchor]:
+def _message_anchors(message: Mapping[str, Any], action_format: str | None) -> set[Anchor]:
     text = text_of(message)
     found = {(kind, value) for kind, extract in TEXT_EXTRACTORS.items() for value in extract(text)}
     if message.get("role") == "assistant":
-        found |= {("command", normalise(c).strip()) for c in commands_of(dict(message))}
+        found |= {("command", normalise(c).strip()) for c in commands_of(dict(message), action_format)}
     return found
 
 
-def anchors_of(messages: Iterable[Mapping[str, Any]]) -> set[Anchor]:
+def anchors_of(messages: Iterable[Mapping[str, Any]], action_format: str | None = None) -> set[Anchor]:
     found: set[Anchor] = set()
     for message in messages:
-        found |= message_anchors(message)
+        found |= message_anchors(message, action_format)
     return found
 
 

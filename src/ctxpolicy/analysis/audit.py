@@ -25,7 +25,9 @@ from ctxpolicy.analysis import anchors as anchors_
 from ctxpolicy.analysis.constraints import constraints_of, restated
 from ctxpolicy.analysis.judge import LexicalJudge
 from ctxpolicy.analysis.reacquisition import count_after, removed_outputs
+from ctxpolicy.metrics.commands import commands_of
 from ctxpolicy.analysis.windows import RecordError, Step, Transcript, read_transcript
+from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import SUMMARY_MARKER, marker_of
 
 IDENTITY = (
@@ -85,27 +87,42 @@ COLUMNS = (
 
 
 def read_identity(run_dir: Path) -> tuple[dict, str | None]:
+    identity, outcome, _ = read_run_facts(run_dir)
+    return identity, outcome
+
+
+def read_run_facts(run_dir: Path) -> tuple[dict, str | None, dict]:
+    """(identity, outcome, settings) of a run's ``run.json``; settings carry the recorded
+    ``action_format`` (checked, ``mswea_bash_command`` when absent) and ``protected_prefix``."""
+    path = Path(run_dir) / rundir.RUN_JSON
     try:
         record = rundir.read_run_json(run_dir)
     except rundir.RunRecordError as exc:
         raise RecordError(str(exc)) from None
     identity = record.get("identity")
     if not isinstance(identity, dict):
-        raise RecordError(f"{Path(run_dir) / rundir.RUN_JSON}: field 'identity' is missing or not an object")
-    return identity, record.get("outcome")
+        raise RecordError(f"{path}: field 'identity' is missing or not an object")
+    try:
+        action_format = actions.of_record(record)
+    except actions.ActionFormatError as exc:
+        raise RecordError(f"{path}: {exc}") from None
+    prefix = (record.get("settings") or {}).get("protected_prefix")
+    if prefix is not None and (isinstance(prefix, bool) or not isinstance(prefix, int) or prefix < 0):
+        raise RecordError(f"{path}: field settings.protected_prefix is {prefix!r}; expected a non-negative integer")
+    return identity, record.get("outcome"), {"action_format": action_format, "protected_prefix": prefix}
 
 
 def audit_run(run_dir: str | Path, judge=None) -> list[dict[str, Any]]:
     """The audit rows of one run directory (``judge``: a judge of ``ctxpolicy.analysis.judge``)."""
     run_dir = Path(run_dir)
-    identity, outcome = read_identity(run_dir)
+    identity, outcome, settings = read_run_facts(run_dir)
     transcript = read_transcript(run_dir)
     judge = judge or LexicalJudge()
     base = {"run_dir": str(run_dir), **{k: identity.get(k) for k in IDENTITY}, "outcome": outcome}
     rows = []
     for number, step in enumerate(transcript.steps):
         until = transcript.steps[number + 1].step if number + 1 < len(transcript.steps) else None
-        rows.append({**base, "event": number, **audit_step(transcript, step, until, judge)})
+        rows.append({**base, "event": number, **audit_step(transcript, step, until, judge, **settings)})
     return rows
 
 
@@ -137,7 +154,25 @@ def audit_checked(run_dir: str | Path, judge=None) -> list[dict[str, Any]]:
     return rows
 
 
-def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> dict[str, Any]:
+def silent_run(run_dir: str | Path) -> str | None:
+    """The no-action warning of a run whose agent answers hold no command in its recorded action
+    format (None when some do, or it made no call)."""
+    _, _, settings = read_run_facts(Path(run_dir))
+    transcript = read_transcript(Path(run_dir))
+    fmt = settings["action_format"]
+    if not transcript.replies or any(commands_of(dict(m), fmt) for _, m in transcript.replies):
+        return None
+    return actions.no_action_warning(run_dir, len(transcript.replies), fmt)
+
+
+def audit_step(
+    transcript: Transcript,
+    step: Step,
+    until: int | None,
+    judge,
+    action_format: str | None = None,
+    protected_prefix: int | None = None,
+) -> dict[str, Any]:
     before, after = transcript.messages(step.before_ids), transcript.messages(step.after_ids)
     after_ids, before_ids = set(step.after_ids), set(step.before_ids)
     removed = [m for mid, m in zip(step.before_ids, before) if mid not in after_ids]
@@ -147,13 +182,15 @@ def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> 
     kept_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid not in summary_ids)
     summary_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid in summary_ids)
 
-    at_risk = anchors_.anchors_of(removed)
+    at_risk = anchors_.anchors_of(removed, action_format)
     kept = {a for a in at_risk if anchors_.mentions(a, kept_text)}
     summarised = {a for a in at_risk - kept if anchors_.mentions(a, summary_text)}
     lost = at_risk - kept - summarised
 
     verdicts = _constraint_verdicts(constraints_of(removed), kept_text, summary_text, judge)
-    gone = removed_outputs(before, [i for i, mid in enumerate(step.before_ids) if mid in after_ids])
+    gone = removed_outputs(
+        before, [i for i, mid in enumerate(step.before_ids) if mid in after_ids], action_format, protected_prefix
+    )
     reacq = count_after(
         transcript.replies,
         step.step,
@@ -161,6 +198,7 @@ def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> 
         gone,
         {v for k, v in lost if k == "command"},
         {v for k, v in lost if k == "path"},
+        action_format,
     )
     steps_after = sum(1 for s in transcript.agent_steps if s >= step.step and (until is None or s < until))
     first, last = step.events[0], step.events[-1]
@@ -174,7 +212,7 @@ def audit_step(transcript: Transcript, step: Step, until: int | None, judge) -> 
         "window_tokens_before": first.get("window_tokens_before"),
         "total_tokens_before": first.get("total_tokens_before"),
         "total_tokens_after": last.get("total_tokens_after"),
-        "anchors_before": len(anchors_.anchors_of(before)),
+        "anchors_before": len(anchors_.anchors_of(before, action_format)),
         "anchors_at_risk": len(at_risk),
         "anchors_kept": len(kept),
         "anchors_summarised": len(summarised),

@@ -89,7 +89,9 @@ def main(args: argparse.Namespace) -> int:
             audited = {i: _audit_one(run_dirs[i], judge) for i in order}
         rows, left_out = [], 0
         for i in range(len(run_dirs)):
-            run_rows, problem = audited[i]
+            run_rows, problem, warning = audited[i]
+            if warning:
+                print(f"audit: {warning}", file=sys.stderr)
             if problem is not None:  # this run only: reported, the others audited
                 print(f"left out: {problem}", file=sys.stderr)
                 left_out += 1
@@ -111,17 +113,28 @@ def _processes(asked: int | None, runs: int) -> int:
     return max(1, min(asked or min(len(os.sched_getaffinity(0)), 8), runs))
 
 
-def _audit_one(run_dir: Path, judge) -> tuple[list[dict], str | None]:
-    """The run's rows, or no rows and the reason it is left out ("PATH: reason")."""
+def _silent(run_dir: Path) -> str | None:
+    """The no-action warning of a run (``audit.silent_run``); None for a run the audit left out."""
+    from ctxpolicy.analysis.audit import RecordError, silent_run
+
+    try:
+        return silent_run(run_dir)
+    except (RecordError, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _audit_one(run_dir: Path, judge) -> tuple[list[dict], str | None, str | None]:
+    """The run's rows, or no rows and the reason it is left out ("PATH: reason"); and its
+    no-action warning, if any."""
     from ctxpolicy.analysis.audit import RecordError, audit_checked
 
     try:
-        return audit_checked(run_dir, judge), None
+        return audit_checked(run_dir, judge), None, _silent(run_dir)
     except RecordError as exc:
-        return [], str(exc)
+        return [], str(exc), None
 
 
-def _audit_lexical(run_dir: Path) -> tuple[list[dict], str | None]:
+def _audit_lexical(run_dir: Path) -> tuple[list[dict], str | None, str | None]:
     from ctxpolicy.analysis.judge import LexicalJudge
 
     return _audit_one(run_dir, LexicalJudge())

@@ -36,7 +36,9 @@ def same_path(a: str, b: str) -> bool:
     return a == b or a.endswith("/" + b) or b.endswith("/" + a)
 
 
-def _producer(before: Sequence[Mapping[str, Any]], index: int, tool_mode: bool) -> list[str]:
+def _producer(
+    before: Sequence[Mapping[str, Any]], index: int, tool_mode: bool, action_format: str | None = None
+) -> list[str]:
     observation = before[index]
     call_id = observation.get("tool_call_id")
     for message in reversed(before[:index]):
@@ -47,21 +49,28 @@ def _producer(before: Sequence[Mapping[str, Any]], index: int, tool_mode: bool) 
                 if call.get("id") == call_id:
                     return commands_of({"tool_calls": [call]})
             continue
-        return commands_of(dict(message))
+        return commands_of(dict(message), action_format)
     return []
 
 
-def removed_outputs(before: Sequence[Mapping[str, Any]], kept: Iterable[int]) -> Removed:
-    """``kept``: positions of ``before`` whose message is still in the history after the event."""
+def removed_outputs(
+    before: Sequence[Mapping[str, Any]],
+    kept: Iterable[int],
+    action_format: str | None = None,
+    prefix_length: int | None = None,
+) -> Removed:
+    """``kept``: positions of ``before`` whose message is still in the history after the event;
+    ``action_format`` and ``prefix_length`` the run's recorded ones (None: ``mswea_bash_command``,
+    system and task message)."""
     kept = set(kept)
     tool_mode = uses_tool_calls(before)
     removed = Removed()
     for index, message in enumerate(before):
         if index in kept or not is_observation(message, tool_mode) or marker_of(message):
             continue  # still there, not an output, or an output an earlier event already removed
-        if not tool_mode and index < _task_index(before):
+        if not tool_mode and index < (_task_index(before) if prefix_length is None else prefix_length):
             continue
-        commands = _producer(before, index, tool_mode)
+        commands = _producer(before, index, tool_mode, action_format)
         removed.commands |= {command_key(c) for c in commands}
         removed.paths |= paths(text_of(message))
         for command in commands:
@@ -101,6 +110,7 @@ def count_after(
     removed: Removed,
     lost_commands: set[str],
     lost_paths: set[str],
+    action_format: str | None = None,
 ) -> Reacquisition:
     """Count over the replies made at steps ``event_step`` .. ``until_step - 1`` (to the end if None)."""
     result = Reacquisition()
@@ -108,7 +118,7 @@ def count_after(
     for step, message in replies:
         if step < event_step or (until_step is not None and step >= until_step):
             continue
-        for command in commands_of(dict(message)):
+        for command in commands_of(dict(message), action_format):
             result.total += 1
             result.retrieval += is_retrieval(command)
             if reacquires(command, removed):

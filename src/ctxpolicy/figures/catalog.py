@@ -30,6 +30,10 @@ its files are written under. The workflow runs::
     papermill NOTEBOOK EXECUTED -p tables_dir TABLES_DIR -p config_path CONFIG -p out_dir FIGURES_DIR \\
         -y '{"name": STEM, "pairs": PAIRS, ...params}'
 
+Targets whose pairs come ``from: imported`` are drawn from the config's ``imported`` corpus
+(its replay table, ``{results_dir}/tables/imported/replay/``) and exist only when the config has
+one; the study's own targets exist only when it has models (an imported-only config has none).
+
 ``papermill_args(name, ...)`` builds that argument list for a main target without a config.
 """
 
@@ -54,8 +58,11 @@ TABLE_SUFFIXES = (".csv", ".md", ".tex")
 
 SCOPED_TABLES = {"runs": "runs.parquet", "calls": "calls.parquet", "events": "events.parquet"}
 REPLAY_RUNS = "replay/runs.parquet"  # replay-track runs (workflow/rules/replay.smk), any scope
-DATA = (*SCOPED_TABLES, "replay_runs", "cohorts", "thresholds")
-PAIR_TRACKS = ("full_comparison", "sweeps", "summarizer")
+IMPORTED_TABLES = "imported"  # an imported corpus's tables (workflow/rules/imported.smk)
+IMPORTED_REPLAY_RUNS = f"{IMPORTED_TABLES}/{REPLAY_RUNS}"  # its replays
+DATA = (*SCOPED_TABLES, "replay_runs", "imported_replay_runs", "cohorts", "thresholds")
+IMPORTED_TRACK = "imported"  # pairs.from of a figure of the config's imported corpus
+PAIR_TRACKS = ("full_comparison", "sweeps", "summarizer", IMPORTED_TRACK)
 DEFAULTS = ("all", "first", "first-model", "first-benchmark")
 ALL_PAIRS, NO_PAIR = "", "none"
 FIELDS = {"number", "shows", "notebook", "data", "scope", "pairs", "params", "tables"}
@@ -103,11 +110,20 @@ def _catalog() -> dict[str, dict]:
     return entries
 
 
+def is_imported(entry: Mapping[str, Any]) -> bool:
+    """A target drawn from the config's imported corpus (not from the study's own runs)."""
+    return ((entry.get("pairs") or {}).get("from")) == IMPORTED_TRACK
+
+
 def _layout(name: str, entry: dict, results_dir: str, figures_dir: str) -> dict:
     tables_dir = f"{results_dir}/tables" if entry["scope"] == "all" else f"{results_dir}/tables/{entry['scope']}"
+    if is_imported(entry):
+        tables_dir = f"{results_dir}/tables/{IMPORTED_TABLES}"
     inputs = [f"{tables_dir}/{SCOPED_TABLES[d]}" for d in entry["data"] if d in SCOPED_TABLES]
     if "replay_runs" in entry["data"]:
         inputs.append(f"{results_dir}/tables/{REPLAY_RUNS}")
+    if "imported_replay_runs" in entry["data"]:
+        inputs.append(f"{results_dir}/tables/{IMPORTED_REPLAY_RUNS}")
     if "tables" in entry:
         outputs = [f"{figures_dir}/{stem}{s}" for stem in entry["tables"] for s in TABLE_SUFFIXES]
     else:
@@ -154,7 +170,11 @@ def threshold_files(config: Mapping[str, Any]) -> list[str]:
 
 
 def track_pairs(config: Mapping[str, Any], track: str) -> list[tuple[str, str]]:
-    """(model, benchmark) pairs of a grid track, model-major in config order."""
+    """(model, benchmark) pairs of a grid track, model-major in config order; the imported
+    corpus's one pair for ``imported``."""
+    if track == IMPORTED_TRACK:
+        block = config.get("imported")
+        return [(block["model"], block["benchmark"])] if block else []
     block = (config.get("grid") or {}).get(track) or {}
     return [(m, b) for m in block.get("models") or [] for b in block.get("benchmarks") or []]
 
@@ -225,7 +245,10 @@ def targets_for(config: Mapping[str, Any], source: str = "<config>") -> dict[str
     resolved: dict[str, dict] = {}
     shown_by_family: dict[tuple, set | None] = {}
     first_of_family: dict[tuple, str] = {}
+    has_study, has_imported = bool(config.get("models")), bool(config.get("imported"))
     for name, entry in _catalog().items():
+        if not (has_imported if is_imported(entry) else has_study):
+            continue  # an imported corpus's figures need one; the study's need a study
         spec = _layout(name, entry, results_dir, figures_dir)
         spec["variant_of"] = None
         if "cohorts" in entry["data"]:

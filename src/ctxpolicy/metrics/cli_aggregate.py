@@ -36,6 +36,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--strict", action="store_true", help="exit 1 when any run was left out")
 
 
+def no_action_warnings(runs) -> list[str]:
+    """One warning per run whose agent calls hold no command the run's action format recognises."""
+    from ctxpolicy.policies.actions import no_action_warning
+
+    if runs is None or not len(runs):
+        return []
+    silent = runs[(runs["agent_calls"] > 0) & (runs["retrieval_cmds"] + runs["execution_cmds"] == 0)]
+    return [no_action_warning(row.run_dir, int(row.agent_calls), None) for row in silent.itertuples()]
+
+
 def main(args) -> int:
     from ctxpolicy.metrics.aggregate import aggregate, write_left_out, write_tables
     from ctxpolicy.metrics.records import RecordError
@@ -52,6 +62,8 @@ def main(args) -> int:
         return 2
     for problem in tables.problems:
         print(f"left out: {problem.path}: {problem.reason}", file=sys.stderr)
+    for line in no_action_warnings(tables.runs):
+        print(line, file=sys.stderr)
     try:
         runs_path, calls_path = write_tables(tables, args.out)
         write_left_out(tables, args.out)

@@ -5,7 +5,11 @@ listed on stderr and left out), takes each run's peak context (largest server-re
 agent prompt) and writes the 5th/15th/25th percentiles, rounded to the nearest --round tokens,
 with the distribution, to the thresholds file (atomically). Time-limited runs are left out; when
 all runs are time-limited, they are used with a warning on stderr and in the file's `warnings`
-(ctxpolicy.metrics.calibrate.select_peaks).
+(ctxpolicy.metrics.calibrate.select_peaks). The file's `counts` says whose prompt counts the
+peaks are: `server` (our own runs), or an imported run's `imported.counts` (`provider`, or
+`local` cl100k counts where the source has no per-call usage), `mixed` when the runs differ;
+`runs_by_counts` counts the runs read of each kind, and counts other than the server's are a
+warning.
 
 With --preset, writes the thresholds file of a `source: preset` entry of the config instead
 (--config, --benchmark, --model; ctxpolicy.metrics.calibrate.preset_thresholds): the same layout,
@@ -88,25 +92,34 @@ def write_preset(args) -> int:
     return 0
 
 
+def prompt_counts(run: dict) -> str:
+    """Whose prompt counts a run's peak context is: ``server`` (our own runs: the model server's),
+    else an imported run's ``imported.counts`` (``provider``, ``local`` or ``mixed``)."""
+    imported = run.get("imported") or {}
+    return str(imported.get("counts") or "server")
+
+
 def calibrate(args) -> int:
     import json
 
     from ctxpolicy.atomic import atomic_write_text
     from ctxpolicy.metrics.calibrate import select_peaks, sweep_warnings, thresholds_from_peaks
     from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
+    from ctxpolicy.rundir import RUN_JSON
 
     try:
         run_dirs = find_run_dirs(args.runs)
     except RecordError as exc:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
-    runs, identities = [], set()
+    runs, identities, counts = [], set(), {}
     for run_dir in run_dirs:
         try:
-            row = read_run(run_dir).row
+            record = read_run(run_dir)
         except RecordError as exc:
             print(f"left out: {exc}", file=sys.stderr)
             continue
+        row = record.row
         if row["policy"] != "FC":
             print(
                 f"calibrate: {run_dir}/run.json: field identity.policy is {row['policy']!r}, not 'FC'", file=sys.stderr
@@ -115,6 +128,8 @@ def calibrate(args) -> int:
         if row["peak_prompt_tokens"] is not None:
             runs.append((row["outcome"], row["peak_prompt_tokens"]))
             identities.add((row["benchmark"], row["model"]))
+            kind = prompt_counts(json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8")))
+            counts[kind] = counts.get(kind, 0) + 1
     if len(identities) > 1:
         print(f"calibrate: runs mix (benchmark, model) pairs {sorted(identities)}", file=sys.stderr)
         return 2
@@ -125,13 +140,21 @@ def calibrate(args) -> int:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
     ((result["benchmark"], result["model"]),) = identities
+    result["counts"] = next(iter(counts)) if len(counts) == 1 else "mixed"
+    result["runs_by_counts"] = dict(sorted(counts.items()))
+    if result["counts"] != "server":
+        result["warnings"] = [
+            *result["warnings"],
+            f"peak contexts from {result['counts']} prompt counts (imported runs: "
+            "`local` = cl100k counts where the source has no per-call usage)",
+        ]
     result["warnings"] = [*result["warnings"], *sweep_warnings(result)]
     atomic_write_text(args.out, json.dumps(result, indent=2))
     for warning in result["warnings"]:
         print(f"calibrate: WARNING: {args.out}: {warning}", file=sys.stderr)
     left_out = (
         f" ({choice['time_limited_runs']} time-limited left out)"
-        if choice["time_limited_runs"] and not result["warnings"]
+        if choice["time_limited_runs"] and not choice["warnings"]
         else ""
     )
     print(

@@ -13,6 +13,11 @@ Output: one JSON object {"estimated": {fresh, cached, summary, billed_input}, "e
 null (without message ids on every agent call), "measured": {...} or null (without
 cached_tokens on every agent call), "block": B, "discount": D}, all counts in server tokens.
 Definitions: docs/metrics.md, section 3.
+
+With --runs (run folders, any depth) it prices every complete run instead and prints the
+estimated, exact and measured billed input side by side, per run and summed per policy (``--json``:
+one JSON object). Wherever a method is more than ``metrics.cost.DISAGREEMENT_MARGIN`` from the
+reference (measured where reported, else exact) a warning goes to stderr.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "-i", "--input", type=Path, default=None, help="calls JSONL, or a run directory (default: stdin)"
     )
+    parser.add_argument(
+        "--runs", nargs="+", action="extend", type=Path, help="run folders: price every complete run side by side"
+    )
+    parser.add_argument("--json", action="store_true", help="with --runs: one JSON object instead of a table")
 
 
 class CallsError(ValueError):
@@ -148,9 +157,76 @@ def price(calls: list[dict], block: int, discount: float) -> dict:
     return result
 
 
+def _run_calls(source: Path) -> list[dict]:
+    from ctxpolicy.rundir import MESSAGES_JSONL
+
+    with open(source) as handle:
+        lines = handle.readlines()
+    store = source.parent / MESSAGES_JSONL
+    if store.is_file():
+        return with_message_tokens(read_calls(lines, str(source), need_tokens=False), store)
+    return read_calls(lines, str(source))
+
+
+def side_by_side(run_dirs: list[Path], block: int, discount: float) -> tuple[list[dict], list[dict], list[str]]:
+    """(one row per run, one row per policy, warnings): billed input by each method."""
+    from ctxpolicy.metrics.cost import METHODS, disagreements
+    from ctxpolicy.rundir import CALLS_JSONL, read_run_json
+
+    rows, warnings = [], []
+    for run_dir in run_dirs:
+        identity = read_run_json(run_dir).get("identity") or {}
+        try:
+            result = price(_run_calls(run_dir / CALLS_JSONL), block, discount)
+        except ValueError as exc:
+            raise CallsError(f"{run_dir}: {exc}") from None
+        billed = {m: (result[m] or {}).get("billed_input") for m in METHODS}
+        rows.append({"run": str(run_dir), "policy": identity.get("policy"), "track": identity.get("track"), **billed})
+        warnings += [f"{run_dir}: {line}" for line in disagreements(billed)]
+    policies: dict = {}
+    for row in rows:
+        entry = policies.setdefault(row["policy"], {"policy": row["policy"], "runs": 0, **dict.fromkeys(METHODS, 0.0)})
+        entry["runs"] += 1
+        for method in METHODS:
+            entry[method] = None if entry[method] is None or row[method] is None else entry[method] + row[method]
+    for entry in policies.values():
+        warnings += [f"policy {entry['policy']} (sum of {entry['runs']} runs): {line}" for line in disagreements(entry)]
+    return rows, list(policies.values()), warnings
+
+
+def _main_runs(args) -> int:
+    import json
+
+    from ctxpolicy.rundir import find_run_dirs, is_complete_run
+
+    try:
+        run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
+        rows, policies, warnings = side_by_side(run_dirs, args.block, args.discount)
+    except (CallsError, OSError, ValueError) as exc:
+        print(f"cost: {exc}", file=sys.stderr)
+        return 2
+    for line in warnings:
+        print(f"cost: warning: {line}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"runs": rows, "policies": policies, "block": args.block, "discount": args.discount}))
+        return 0
+    shown = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
+    print(f"{'policy / run':<48} {'estimated':>12} {'exact':>12} {'measured':>12}")
+    for entry in policies:
+        print(
+            f"{str(entry['policy']):<48} {shown(entry['estimated']):>12} {shown(entry['exact']):>12} "
+            f"{shown(entry['measured']):>12}"
+        )
+        for row in (r for r in rows if r["policy"] == entry["policy"]):
+            name = "  " + Path(row["run"]).name
+            print(f"{name:<48} {shown(row['estimated']):>12} {shown(row['exact']):>12} {shown(row['measured']):>12}")
+    return 0
+
+
 def main(args) -> int:
     import json
 
+    from ctxpolicy.metrics.cost import METHODS, disagreements
     from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, read_bytes
 
     if args.block < 1 or not 0 <= args.discount <= 1:
@@ -158,6 +234,11 @@ def main(args) -> int:
             f"cost: --block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}", file=sys.stderr
         )
         return 2
+    if getattr(args, "runs", None):  # callers that build their own namespace may leave it out
+        if args.input is not None:
+            print("cost: -i and --runs go apart: one run's calls, or run folders", file=sys.stderr)
+            return 2
+        return _main_runs(args)
     try:
         if args.input is None:
             calls = read_calls(sys.stdin, "<stdin>")
@@ -176,5 +257,7 @@ def main(args) -> int:
     except ValueError as exc:  # a malformed event field, named by unchanged_prefix
         print(f"cost: {args.input or '<stdin>'}: {exc}", file=sys.stderr)
         return 2
+    for line in disagreements({m: (result[m] or {}).get("billed_input") for m in METHODS}):
+        print(f"cost: warning: {args.input or '<stdin>'}: {line}", file=sys.stderr)
     print(json.dumps(result))
     return 0

@@ -14,7 +14,8 @@ import json
 import re
 from functools import lru_cache
 
-COMMAND_BLOCK = re.compile(r"```mswea_bash_command\s*\n([^\x00]*?)```")
+from ctxpolicy.policies import actions
+
 SEPARATOR = "\x00"  # joins message texts so one regex pass finds every block, none across messages
 SPLIT = re.compile(r"&&|\|\||;|\||\n")
 WRITE_REDIRECT = re.compile(r"(?<![0-9&])>{1,2}(?!\s*/dev/null)|\btee\b")
@@ -65,9 +66,11 @@ GIT_READERS = {"show", "diff", "log", "status", "grep", "blame", "ls-files", "br
 NEUTRAL = {"cd", "echo", "true", "printf", "export", "set", "sleep", "clear"}
 
 
-def commands_of(message: dict) -> list[str]:
-    """The shell commands in one assistant message (text mode blocks or tool-call arguments)."""
-    found = COMMAND_BLOCK.findall(message.get("content") or "") if isinstance(message.get("content"), str) else []
+def commands_of(message: dict, action_format: str | None = None) -> list[str]:
+    """The shell commands in one assistant message: its fenced blocks in the run's action format
+    (``policies.actions``; None: ``mswea_bash_command``) and its tool-call arguments."""
+    content = message.get("content")
+    found = actions.fenced_commands(content, action_format) if isinstance(content, str) else []
     for call in message.get("tool_calls") or []:
         arguments = (call.get("function") or {}).get("arguments")
         if isinstance(arguments, str):
@@ -108,11 +111,11 @@ def _kind(simple: str) -> str:
     return "read" if head in READERS else "exec"
 
 
-def count_commands(messages: list[dict]) -> tuple[int, int]:
-    """(retrieval, execution) command counts over assistant messages."""
+def count_commands(messages: list[dict], action_format: str | None = None) -> tuple[int, int]:
+    """(retrieval, execution) command counts over assistant messages, in the run's action format."""
     assistant = [m for m in messages if m.get("role") == "assistant"]
     texts = SEPARATOR.join(m["content"] for m in assistant if isinstance(m.get("content"), str))
-    commands = [c.strip() for c in COMMAND_BLOCK.findall(texts)]
+    commands = [c.strip() for c in actions.fenced_commands(texts, action_format)]
     commands += [c for m in assistant if m.get("tool_calls") for c in commands_of({"tool_calls": m["tool_calls"]})]
     commands = [c for c in commands if c]
     retrieval = sum(map(is_retrieval, commands))

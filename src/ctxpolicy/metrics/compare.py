@@ -56,7 +56,7 @@ RATIOS = {
 
 # Tracks whose runs are not attempts at a task: a proxied conversation, a replayed trajectory.
 # They never count for resolve rates, planned attempts or the baseline; ``select`` leaves them out.
-NON_STUDY_TRACKS = ("proxy", "replay")
+NON_STUDY_TRACKS = ("proxy", "replay", "imported")
 
 
 # -- selection ---------------------------------------------------------------------------

@@ -220,3 +220,31 @@ def billed(
     n_cached = int(cached.sum())
     n_fresh = int(prompts.sum()) - n_cached
     return Billed(n_fresh, n_cached, int(summary_input), n_fresh + discount * n_cached + int(summary_input))
+
+
+DISAGREEMENT_MARGIN = 0.10
+"""How far (relative) another method's billed input may be from the reference before ``ctxpolicy
+cost`` warns: the reference is the measured bill where the server reported cached tokens on every
+call, else the exact simulation (docs/metrics.md, "Which cost to trust")."""
+
+
+def disagreements(billed_input: Mapping[str, float | None], margin: float = DISAGREEMENT_MARGIN) -> list[str]:
+    """One line per method whose billed input is more than ``margin`` from the reference's.
+
+    ``billed_input``: method -> billed input (None where the method cannot be computed)."""
+    reference = "measured" if billed_input.get("measured") is not None else "exact"
+    base = billed_input.get(reference)
+    if base is None:
+        return []
+    lines = []
+    for method in METHODS:
+        value = billed_input.get(method)
+        if method == reference or value is None:
+            continue
+        gap = abs(value - base) / base if base else (0.0 if value == base else float("inf"))
+        if gap > margin:
+            lines.append(
+                f"{method} billed input {value:,.1f} is {gap:.0%} from the {reference} {base:,.1f} "
+                f"(more than {margin:.0%})"
+            )
+    return lines

@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 
 from ctxpolicy.metrics.commands import count_commands
+from ctxpolicy.policies import actions
 from ctxpolicy.metrics.cost import (
     DEFAULT_BLOCK,
     DEFAULT_DISCOUNT,
@@ -243,7 +244,7 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     if verdict is not None:
         _check_record("verdict", verdict, verdict_path)
 
-    store, commands = _read_stores(run_dir)
+    store, commands = _read_stores(run_dir, action_format_of(run, run_path))
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
     _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
     columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
@@ -252,30 +253,39 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     return RunRows(row, columns)
 
 
-def _read_stores(run_dir: Path) -> tuple[dict[str, int], tuple[int, int]]:
+def action_format_of(run: dict, path: Path) -> str:
+    """The run's ``settings.action_format`` (``mswea_bash_command`` when it names none)."""
+    try:
+        return actions.of_record(run)
+    except actions.ActionFormatError as exc:
+        raise RecordError(path, str(exc)) from None
+
+
+def _read_stores(run_dir: Path, action_format: str) -> tuple[dict[str, int], tuple[int, int]]:
     """Message id -> tokens over the run's whole message store (its own ``messages.jsonl`` and,
     schema version 2, its ``message_base`` chain's), and the (retrieval, execution) command counts
-    of its assistant messages (a base's counted once: a writer stores only what its base lacks)."""
+    of its assistant messages in the run's action format (a base's counted once: a writer stores
+    only what its base lacks)."""
     try:
         files = rundir.message_store_files(run_dir)
     except rundir.RunRecordError as exc:
         raise RecordError(exc.path, exc.reason) from None
     store, assistant = _read_store(files[0])
-    retrieval, execution = count_commands(assistant)
+    retrieval, execution = count_commands(assistant, action_format)
     for path in files[1:]:
         stat = path.stat()
-        base, (r, e) = _base_store(path, stat.st_mtime_ns, stat.st_size)
+        base, (r, e) = _base_store(path, stat.st_mtime_ns, stat.st_size, action_format)
         store = {**base, **store}
         retrieval, execution = retrieval + r, execution + e
     return store, (retrieval, execution)
 
 
 @functools.lru_cache(maxsize=64)
-def _base_store(path: Path, mtime_ns: int, size: int) -> tuple[dict[str, int], tuple[int, int]]:
+def _base_store(path: Path, mtime_ns: int, size: int, action_format: str) -> tuple[dict[str, int], tuple[int, int]]:
     """A source run's store as its replays read it, parsed once per process (its replays, one per
     configuration, share it); the file's mtime and size are in the key."""
     store, assistant = _read_store(path)
-    return store, count_commands(assistant)
+    return store, count_commands(assistant, action_format)
 
 
 def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import (
     PLACEHOLDER,
-    TEXT_ACTION_RE,
     Message,
     is_generated_block,
     is_observation,
@@ -78,9 +78,9 @@ def clear_ninth_from_end(window: Sequence[Message], context: StageContext) -> Re
     return Rewrite(new_window, cleared=1)
 
 
-def _without_thinking(message: Message) -> dict | None:
-    actions = TEXT_ACTION_RE.findall(text_of(message))
-    content = "\n\n".join(f"```mswea_bash_command\n{a}\n```" for a in actions)
+def _without_thinking(message: Message, action_format: str | None) -> dict | None:
+    found = actions.fenced_actions(text_of(message), action_format)
+    content = "\n\n".join(actions.fence(command, label) for label, command, _ in found)  # the run's own fence
     stripped = {k: v for k, v in message.items() if k not in ("reasoning_content", "thinking_blocks")}
     if isinstance(message.get("content"), str) or message.get("content") is None:
         if (message.get("content") or "") != content:
@@ -88,17 +88,18 @@ def _without_thinking(message: Message) -> dict | None:
     return stripped if stripped != dict(message) else None
 
 
-def clear_thinking(window: Sequence[Message]) -> Rewrite | None:
+def clear_thinking(window: Sequence[Message], action_format: str | None = None) -> Rewrite | None:
     """CT: remove reasoning text from assistant turns except the last ten.
 
-    What stays of an older assistant turn is its action: the command block in text mode, the
-    ``tool_calls`` in tool-calling mode. ``reasoning_content`` and ``thinking_blocks`` go too.
+    What stays of an older assistant turn is its action: the command block in text mode (in the
+    run's action format, written with the fence it was written with), the ``tool_calls`` in
+    tool-calling mode. ``reasoning_content`` and ``thinking_blocks`` go too.
     """
     assistants = [i for i, m in enumerate(window) if m.get("role") == "assistant" and not is_generated_block(m)]
     new_window = list(window)
     cleared = 0
     for index in assistants[:-CT_KEEP_RECENT_TURNS] if len(assistants) > CT_KEEP_RECENT_TURNS else ():
-        replacement = _without_thinking(window[index])
+        replacement = _without_thinking(window[index], action_format)
         if replacement is not None:
             new_window[index] = replacement
             cleared += 1

@@ -29,6 +29,7 @@ from pathlib import Path
 from ctxpolicy.threshold_settings import SETTINGS, ThresholdsFileError, is_token_count, read_thresholds
 
 ROLES = ("system", "developer", "user", "assistant", "tool")  # the OpenAI chat roles
+EXIT_ROLE = "exit"  # mini-swe-agent 2.x's last message (no call): accepted last and returned as it is
 
 
 class InputError(Exception):
@@ -48,6 +49,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--summarizer-temperature", type=float, default=0.2)
     parser.add_argument("--summarizer-max-tokens", type=int, default=4096)
     parser.add_argument("--dump-dir", type=Path, help="directory for the DUMP stage's history file")
+    parser.add_argument(
+        "--action-format",
+        default="auto",
+        help="how the agent writes its commands: auto (default: detect) | mswea_bash_command | bash | tool_calls",
+    )
+    parser.add_argument(
+        "--protected-prefix",
+        type=int,
+        help="messages kept verbatim at the start (default: system and first user message; more where "
+        "demonstrations come before the task)",
+    )
     parser.add_argument("-i", "--input", type=Path, help="input JSON file (default: stdin)")
     parser.add_argument("-o", "--output", type=Path, help="output JSON file (default: stdout)")
 
@@ -72,11 +84,37 @@ def _read_history(path: Path | None) -> list:
         raise InputError(f"{source}: not JSON: {exc.msg} at line {exc.lineno}") from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise InputError(f"{source}: field 'messages': expected a list of chat messages")
-    for index, message in enumerate(data["messages"]):
+    messages = data["messages"]
+    for index, message in enumerate(messages):
         problem = message_problem(message)
         if problem:
             raise InputError(f"{source}: messages[{index}]{problem}")
-    return data["messages"]
+        if message.get("role") == "exit" and index != len(messages) - 1:
+            raise InputError(f"{source}: messages[{index}].role: 'exit' is accepted only as the last message")
+    problem = pairing_problem(messages)
+    if problem:
+        raise InputError(f"{source}: {problem}")
+    return messages
+
+
+def pairing_problem(messages: list[dict]) -> str | None:
+    """A ``tool`` message that answers no tool call of the assistant turn before it (an orphan the
+    chat API would reject, and that TR could not keep with its call), or None."""
+    open_ids: set = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "assistant":
+            open_ids = {c.get("id") for c in message.get("tool_calls") or () if isinstance(c, dict)}
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_ids:
+                return (
+                    f"messages[{index}].tool_call_id: {_shown(call_id)} answers no tool call of the assistant "
+                    "message before it (an orphan tool message); pair it or leave it out"
+                )
+        else:
+            open_ids = set()
+    return None
 
 
 def message_problem(message: object) -> str | None:
@@ -86,7 +124,7 @@ def message_problem(message: object) -> str | None:
     if "role" not in message:
         return ": missing field 'role'"
     role = message.get("role")
-    if role not in ROLES:
+    if role not in ROLES and role != EXIT_ROLE:
         return f".role: {_shown(role)} is not one of {', '.join(ROLES)}"
     content = message.get("content")
     if not (
@@ -175,6 +213,7 @@ def _write(payload: dict, path: Path | None) -> None:
 
 
 def _run(args: argparse.Namespace) -> dict:
+    from ctxpolicy.policies import actions
     from ctxpolicy.policies import (
         PRESETS,
         EndpointSummarizer,
@@ -204,6 +243,15 @@ def _run(args: argparse.Namespace) -> dict:
         else None
     )
     messages = _read_history(args.input)
+    exit_message = messages[-1:] if messages and messages[-1].get("role") == "exit" else []
+    messages = messages[: len(messages) - len(exit_message)]  # mini-swe-agent's exit: no call, left as it is
+    action_format = None if args.action_format == "auto" else args.action_format
+    try:
+        actions.check_format(action_format, "--action-format")
+    except actions.ActionFormatError as exc:
+        raise InputError(f"{exc} (or auto)") from None
+    if args.protected_prefix is not None and args.protected_prefix < 0:
+        raise InputError(f"--protected-prefix: {args.protected_prefix} must be >= 0")
     try:
         result = apply_policy(
             spec,
@@ -212,11 +260,13 @@ def _run(args: argparse.Namespace) -> dict:
             calls=args.calls,
             summarizer=summarizer,
             dump=HistoryDump(args.dump_dir) if args.dump_dir else None,
+            action_format=action_format,
+            prefix_length=args.protected_prefix,
         )
     except PolicyError as exc:
         raise InputError(f"{args.input or 'stdin'}: {exc}") from None
     return {
-        "messages": result.messages,
+        "messages": result.messages + exit_message,
         "events": result.events,
         "summary_calls": [asdict(call) for call in result.summary_calls],
     }

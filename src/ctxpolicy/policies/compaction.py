@@ -13,9 +13,9 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import (
     COMPACTED_MARKER,
-    TEXT_ACTION_RE,
     Message,
     marker_of,
     text_of,
@@ -56,16 +56,18 @@ def call_signature(name: str, raw_arguments: str) -> str:
     return _cut(f"{name}({shown})", MAX_SIGNATURE_CHARS)
 
 
-def _compact_message(message: Message) -> tuple[str, ...]:
-    return _compact(message.get("role") == "assistant", text_of(message), tool_call_key(message))
+def _compact_message(message: Message, action_format: str | None) -> tuple[str, ...]:
+    return _compact(message.get("role") == "assistant", text_of(message), tool_call_key(message), action_format)
 
 
 @lru_cache(maxsize=1 << 16)
-def _compact(is_assistant: bool, text: str, calls: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+def _compact(
+    is_assistant: bool, text: str, calls: tuple[tuple[str, str], ...], action_format: str | None
+) -> tuple[str, ...]:
     if is_assistant:
-        thought = TEXT_ACTION_RE.sub("", text).strip()
+        thought = actions.without_actions(text, action_format).strip()
         lines = [f"assistant: {_cut(' '.join(thought.split()), MAX_THOUGHT_CHARS)}"] if thought else []
-        lines += [f"  ran: {command_signature(c)}" for c in TEXT_ACTION_RE.findall(text)]
+        lines += [f"  ran: {command_signature(c)}" for c in actions.fenced_commands(text, action_format)]
         lines += [f"  ran: {call_signature(name, arguments)}" for name, arguments in calls]
         return tuple(lines)
     if len(text) > MAX_RESULT_CHARS:
@@ -77,7 +79,7 @@ def _turn_starts(window: Sequence[Message]) -> list[int]:
     return [i for i, m in enumerate(window) if m.get("role") == "assistant"]
 
 
-def compact(window: Sequence[Message]) -> Rewrite | None:
+def compact(window: Sequence[Message], action_format: str | None = None) -> Rewrite | None:
     starts = _turn_starts(window)
     if len(starts) <= KEEP_RECENT_TURNS:
         return None
@@ -85,6 +87,6 @@ def compact(window: Sequence[Message]) -> Rewrite | None:
     older = [m for m in window[:recent_start] if marker_of(m) != COMPACTED_MARKER]
     if not older:
         return None
-    lines = [line for message in older for line in _compact_message(message)]
+    lines = [line for message in older for line in _compact_message(message, action_format)]
     block = {"role": "user", "content": f"{COMPACTED_MARKER} Compacted record of earlier turns:\n" + "\n".join(lines)}
     return Rewrite([block, *window[recent_start:]], removed=recent_start, summary_tokens=count_message(block))

@@ -58,7 +58,7 @@ def _paths(text: str) -> tuple[str, ...]:
     return tuple(PATH_RE.findall(text))
 
 
-def facts(window: Sequence[Message]) -> tuple[list[str], list[str]]:
+def facts(window: Sequence[Message], action_format: str | None = None) -> tuple[list[str], list[str]]:
     """(chronological fact lines, file paths in order of first mention)."""
     tool_mode = uses_tool_calls(window)
     lines: list[str] = []
@@ -69,7 +69,7 @@ def facts(window: Sequence[Message]) -> tuple[list[str], list[str]]:
         if is_generated_block(message):
             lines.append(f"earlier: {_clip(text.split(chr(10), 2)[-1])}")
         elif message.get("role") == "assistant":
-            for command in commands_of(message):
+            for command in commands_of(message, action_format):
                 paths.update(dict.fromkeys(_paths(command)))
                 lines.append(f"$ {_clip(command.splitlines()[0] if command else '')}")
         elif is_observation(message, tool_mode):
@@ -77,8 +77,8 @@ def facts(window: Sequence[Message]) -> tuple[list[str], list[str]]:
     return lines, list(paths)
 
 
-def digest_text(window: Sequence[Message], allowance: int) -> str:
-    lines, paths = facts(window)
+def digest_text(window: Sequence[Message], allowance: int, action_format: str | None = None) -> str:
+    lines, paths = facts(window, action_format)
     budget = max(MIN_ALLOWANCE_TOKENS, allowance)
     header = "Extractive digest of earlier steps (commands, return codes, errors, test results):"
     files = f"Files seen: {', '.join(paths)}" if paths else ""
@@ -96,6 +96,6 @@ def digest_text(window: Sequence[Message], allowance: int) -> str:
 
 
 def digest_window(window: Sequence[Message], target: int, context: StageContext) -> Rewrite:
-    message = summary_message(digest_text(window, target), context.dump_path)
+    message = summary_message(digest_text(window, target, context.action_format), context.dump_path)
     tokens = count_message(message)
     return Rewrite([message], removed=len(window), summary_tokens=tokens, fallback="TR" if tokens > target else None)

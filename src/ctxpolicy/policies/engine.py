@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ctxpolicy.policies import actions
 from ctxpolicy.policies.clearing import clear_ninth_from_end, clear_thinking, clear_tool_results
 from ctxpolicy.policies.compaction import compact
 from ctxpolicy.policies.digest import digest_window
@@ -48,14 +49,14 @@ def _run_stage(
     if stage == "OTRC":
         return clear_ninth_from_end(window, context)
     if stage == "CC":
-        return compact(window)
+        return compact(window, context.action_format)
     assert target is not None, f"stage {stage} needs a depth target"
     if stage == "TR":
         return truncate(window, target)
     if stage == "TRC":
         return clear_tool_results(window, target, fall_back_to_tr=is_last)
     if stage == "CT":
-        return clear_thinking(window)
+        return clear_thinking(window, context.action_format)
     if stage in ("SU", "S"):
         return summarize_window(stage, window, target, context)
     if stage in ("SU-p", "S-p"):
@@ -106,10 +107,15 @@ def apply_policy(
     calls: int | None = None,
     summarizer: Summarizer | None = None,
     dump: HistoryDump | None = None,
+    action_format: str | None = None,
+    prefix_length: int | None = None,
 ) -> PolicyResult:
     """Apply ``spec`` once to ``messages`` (never mutated) as it would run before the next call.
 
     ``calls`` is the number of agent calls made so far (default: the assistant messages).
+    ``action_format`` is how the agent writes its commands (``policies.actions``; None: detected
+    from the messages, ``mswea_bash_command`` when none is recognised); ``prefix_length`` the run's
+    recorded protected prefix (None: system and task message, ``history.protected_prefix_length``).
     Unchanged messages are returned as the same objects; changed ones are new dicts.
     """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
@@ -119,7 +125,10 @@ def apply_policy(
     history = list(messages)
     if calls is None:
         calls = sum(1 for m in history if m.get("role") == "assistant")
-    prefix_length = protected_prefix_length(history)
+    prefix_length = protected_prefix_length(history, prefix_length)
+    if action_format is None:
+        action_format = actions.detect(history) or actions.DEFAULT
+    actions.check_format(action_format)
     events: list[dict] = []
     summary_calls: list[SummaryCall] = []
     for trigger, stages in (("St", spec.step_stages), ("Th", spec.threshold_stages)):
@@ -135,7 +144,7 @@ def apply_policy(
                     raise PolicyError(f"policy {spec} has a DUMP stage and needs a dump directory")
                 dump_path = dump.write(history, calls)
                 continue
-            context = StageContext(len(history), calls, summarizer, dump_path)
+            context = StageContext(len(history), calls, summarizer, dump_path, action_format)
             stage_target = target if stage not in ("OTRC", "CC") else None
             rewrite = _run_stage(stage, history[prefix_length:], stage_target, context, position == len(stages) - 1)
             if rewrite is None:

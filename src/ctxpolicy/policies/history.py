@@ -1,11 +1,15 @@
 """The anatomy of an agent history: protected prefix, window, observations, markers, units.
 
-Both mini-swe-agent 2.x formats are understood:
+Both kinds of agent history are understood:
 
-* text mode: the assistant's command sits in a ```mswea_bash_command``` block of its content
-  and every observation is a ``user`` message after the task message;
+* text mode: the assistant's command sits in a fenced block of its content, in the run's action
+  format (``ctxpolicy.policies.actions``: ``mswea_bash_command`` or ``bash`` fences), and every
+  observation is a ``user`` message after the task message;
 * tool-calling mode: the assistant carries ``tool_calls`` and each observation is a ``tool``
   message with the matching ``tool_call_id``.
+
+The protected prefix is the system message and the task message; where demonstrations come
+before the task (SWE-agent), a run records a longer prefix and the policies take it as given.
 
 Messages the policies write start with a marker, so that later events recognise them:
 ``[ctxpolicy:summary]`` (summaries and digests), ``[ctxpolicy:cleared]`` (cleared tool
@@ -15,11 +19,12 @@ results) and ``[ctxpolicy:compacted]`` (a CC block).
 from __future__ import annotations
 
 import json
-import re
+
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from ctxpolicy.policies import actions
 from ctxpolicy.tokens import count_message
 
 SUMMARY_MARKER = "[ctxpolicy:summary]"
@@ -30,13 +35,18 @@ MARKER_STEM = "[ctxpolicy:"
 PLACEHOLDER = f"{CLEARED_MARKER} Old tool result cleared to save context."
 MESSAGE_PLACEHOLDER = f"{CLEARED_MARKER} Old message cleared to save context."  # what OTRC puts over a non-result
 
-TEXT_ACTION_RE = re.compile(r"```mswea_bash_command\s*\n(.*?)\n```", re.DOTALL)
-
 Message = Mapping[str, Any]
 
 
-def protected_prefix_length(messages: Sequence[Message]) -> int:
-    """Length of the system message plus the first user (task) message; all of it if no task."""
+def protected_prefix_length(messages: Sequence[Message], recorded: int | None = None) -> int:
+    """Length of the system message plus the first user (task) message; all of it if no task.
+
+    ``recorded`` is a run's own prefix length (``run.json`` ``settings.protected_prefix``: through
+    the real task when demonstrations come first); it is taken as given, up to the history's length."""
+    if recorded is not None:
+        if isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < 0:
+            raise ValueError(f"protected prefix: expected a non-negative integer, got {recorded!r}")
+        return min(recorded, len(messages))
     for index, message in enumerate(messages):
         if message.get("role") == "user":
             return index + 1
@@ -119,8 +129,8 @@ def tool_call_key(message: Message) -> tuple[tuple[str, str], ...]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _commands(text: str, calls: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    commands = [c.strip() for c in TEXT_ACTION_RE.findall(text)]
+def _commands(text: str, calls: tuple[tuple[str, str], ...], action_format: str | None) -> tuple[str, ...]:
+    commands = [c.strip() for c in actions.fenced_commands(text, action_format)] if "```" in text else []
     for name, raw in calls:
         try:
             arguments = json.loads(raw)
@@ -133,9 +143,10 @@ def _commands(text: str, calls: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     return tuple(commands)
 
 
-def commands_of(message: Message) -> tuple[str, ...]:
-    """The shell commands an assistant message asked for, in either format."""
-    return _commands(text_of(message), tool_call_key(message))
+def commands_of(message: Message, action_format: str | None = None) -> tuple[str, ...]:
+    """The shell commands an assistant message asked for: its fenced blocks in the run's action
+    format (None: ``mswea_bash_command``), and its tool calls."""
+    return _commands(text_of(message), tool_call_key(message), action_format)
 
 
 def with_content(message: Message, content: str) -> dict:

@@ -29,3 +29,4 @@ class StageContext:
     calls: int
     summarizer: Summarizer | None = None
     dump_path: str | None = None  # set by a DUMP stage for the summary that follows
+    action_format: str | None = None  # how the agent writes its commands (policies.actions)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ctxpolicy.policies import actions
 from ctxpolicy.policies.dump import HistoryDump
 from ctxpolicy.policies.engine import apply_policy, check_messages
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
@@ -62,11 +63,17 @@ class PolicySession:
         summarizer: Summarizer | None = None,
         dump: HistoryDump | None = None,
         messages: Iterable[Mapping] = (),
+        action_format: str | None = None,
+        prefix_length: int | None = None,
     ):
         self.policy = parse_spec(policy) if isinstance(policy, str) else policy
         self.threshold = threshold
         self.summarizer = summarizer
         self.dump = dump
+        self.action_format = actions.check_format(action_format)
+        """How the agent writes its commands; None: detected from the context (and kept once found)."""
+        self.prefix_length = prefix_length
+        """The run's recorded protected prefix; None: system and task message."""
         self._context: list[dict] = []
         self._pending: list[dict] = []
         self.calls_made = 0
@@ -96,8 +103,17 @@ class PolicySession:
         calls = self.calls_made if calls is None else calls
         working = self._context + self._pending
         before = count_messages(working)
+        if self.action_format is None:
+            self.action_format = actions.detect(self._pending)  # stays None until an action is seen
         result = apply_policy(
-            self.policy, working, threshold=self.threshold, calls=calls, summarizer=self.summarizer, dump=self.dump
+            self.policy,
+            working,
+            threshold=self.threshold,
+            calls=calls,
+            summarizer=self.summarizer,
+            dump=self.dump,
+            action_format=self.action_format or actions.DEFAULT,
+            prefix_length=self.prefix_length,
         )
         self._context, self._pending = list(result.messages), []
         self.calls_made += 1

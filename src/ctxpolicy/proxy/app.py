@@ -81,6 +81,7 @@ class ProxyConfig:
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     summarizer: Summarizer | None = None
     dump_dir: Path | None = None
+    action_format: str | None = None  # how the agent writes its commands (policies.actions); None: detect
 
 
 class Proxy:
@@ -137,7 +138,11 @@ class Proxy:
     def _new_session(self) -> PolicySession:
         dump = HistoryDump(self.config.dump_dir) if self.config.dump_dir else None
         return PolicySession(
-            self.settings.policy, threshold=self.settings.threshold, summarizer=self.config.summarizer, dump=dump
+            self.settings.policy,
+            threshold=self.settings.threshold,
+            summarizer=self.config.summarizer,
+            dump=dump,
+            action_format=self.config.action_format,
         )
 
     def _ended(self, conversation: Conversation, why: str) -> None:

@@ -55,6 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_CONVERSATIONS,
         help=f"conversations kept at once (default {DEFAULT_MAX_CONVERSATIONS})",
     )
+    p.add_argument(
+        "--action-format",
+        default="auto",
+        help="how the agent writes its commands: auto (default: detect) | mswea_bash_command | bash | tool_calls",
+    )
     p.add_argument("--max-body-mb", type=float, default=32.0, help="largest request body accepted (default 32)")
     p.add_argument(
         "--request-timeout",
@@ -156,7 +161,19 @@ def build_config(args: argparse.Namespace):
         request_timeout_s=args.request_timeout,
         summarizer=summarizer,
         dump_dir=dump_dir,
+        action_format=_action_format(args.action_format),
     )
+
+
+def _action_format(value: str) -> str | None:
+    from ctxpolicy.policies import actions
+
+    if value == "auto":
+        return None
+    try:
+        return actions.check_format(value, "--action-format")
+    except actions.ActionFormatError as exc:
+        raise UsageError(f"{exc} (or auto)") from None
 
 
 def _env(variable: str | None, option: str) -> str | None:

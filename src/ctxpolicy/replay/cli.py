@@ -18,6 +18,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ctxpolicy.policies import actions
+from ctxpolicy.policies.history import text_of as history_text
 from ctxpolicy.threshold_settings import FIXED, SETTINGS
 
 
@@ -93,6 +95,15 @@ def _policies(args):
     return policies
 
 
+def no_action(source) -> bool:
+    """True when no agent answer of the source holds an action in its recorded format."""
+    fmt = actions.of_record(source.record)
+    answers = [m for m in source.store.values() if m.get("role") == "assistant"]
+    if fmt == actions.TOOL_CALLS:
+        return bool(answers) and not any(m.get("tool_calls") for m in answers)
+    return bool(answers) and not any(actions.fenced_commands(history_text(m), fmt) for m in answers)
+
+
 def main(args) -> int:
     from ctxpolicy.policies import EndpointSummarizer, HistoryDump, PolicyError
     from ctxpolicy.replay.engine import replay_source
@@ -122,6 +133,11 @@ def main(args) -> int:
         except SourceError as exc:
             print(f"replay: {exc}", file=sys.stderr)
             return 2
+        if no_action(source):
+            print(
+                f"replay: {actions.no_action_warning(run_dir, source.steps, actions.of_record(source.record))}",
+                file=sys.stderr,
+            )
         for policy in policies:
             dump = None
             if "DUMP" in policy.stages:

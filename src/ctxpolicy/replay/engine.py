@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ctxpolicy.agent.messages import api_message, message_id
 from ctxpolicy.agent.record import summary_call_record
-from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer
+from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer, actions
 from ctxpolicy.replay.source import SourceRun
 from ctxpolicy.rundir import CallRecord
 from ctxpolicy.tokens import count_message
@@ -88,7 +88,15 @@ def replay_source(
     """The calls ``policy`` would have made on ``source``'s trajectory, in the run-record format.
     ``step_seconds``, when given, gets each step's duration appended (for benchmarks)."""
     start = time.time()
-    session = PolicySession(policy, threshold=threshold, summarizer=summarizer, dump=dump)
+    settings = source.record.get("settings") or {}
+    session = PolicySession(
+        policy,
+        threshold=threshold,
+        summarizer=summarizer,
+        dump=dump,
+        action_format=actions.of_record(source.record),
+        prefix_length=settings.get("protected_prefix"),
+    )
     store = _Store(source)
     calls: list[CallRecord] = []
     absorbed = 0

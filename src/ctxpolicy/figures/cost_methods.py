@@ -1,0 +1,122 @@
+"""Beyond the study: the cost model against the server's own counts. For each policy of the full
+comparison (FC included), the mean billed input per run under the three methods side by side:
+estimated (the study's reconstruction), exact (prefix-cache simulation over the recorded
+messages) and measured (the server- or provider-reported cached tokens), in tokens, not relative
+to FC, so that the figure shows how far each model is from the real bill.
+
+Numbers are ``runs.parquet``'s ``billed_est``, ``billed_exact`` and ``billed_measured`` (the
+runs' calls priced by ``ctxpolicy.metrics.cost``, the same as ``ctxpolicy cost --runs``); a
+method whose mean is more than ``metrics.cost.DISAGREEMENT_MARGIN`` from the reference (measured
+where every run has it, else exact) is a note (``metrics.cost.disagreements``). Layout: one panel
+per (benchmark, model) pair (``axes.pair_facets``), policies on the y axis; ``pairs`` restricts
+the pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
+
+from ctxpolicy.figures import axes as ax_
+from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.threshold_settings import PRIMARY
+
+STEM = "cost_methods"
+METHODS = (("estimated", "billed_est", ""), ("exact", "billed_exact", "//"), ("measured", "billed_measured", ".."))
+
+
+def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    from ctxpolicy.metrics.cost import DISAGREEMENT_MARGIN, disagreements
+
+    block = inputs.block(config, "full_comparison")
+    setting = block.get("setting", PRIMARY)
+    policies = [style.FC, *comparisons.policies_of(config, "full_comparison")]
+    combos, found = comparisons.pair_combos(config, "full_comparison", pairs)
+    if not combos:
+        found.append("the config has no grid.full_comparison block with models and benchmarks.")
+    rows = []
+    for benchmark, model in combos:
+        own = comparisons.runs_of(runs, config, benchmark, model)
+        if own.empty:
+            found.append(notes.why_no_runs(model, benchmark))
+            continue
+        own = own[inputs.setting_matches(own["setting"], setting).to_numpy()]
+        for policy in policies:
+            mine = own[own["policy"].astype(str) == policy]
+            if mine.empty:
+                continue
+            row = {"benchmark": benchmark, "model": model, "policy": policy, "n_runs": len(mine)}
+            for method, column, _ in METHODS:
+                values = mine[column].astype(float) if column in mine else pd.Series(np.nan, index=mine.index)
+                # a method counts only when every run has it (measured: the server reported cached tokens)
+                row[method] = float(values.mean()) if values.notna().all() else float("nan")
+            billed = {m: (None if np.isnan(row[m]) else row[m]) for m, _, _ in METHODS}
+            reference = "measured" if billed["measured"] is not None else "exact"
+            row["reference"] = reference
+            for method, _, _ in METHODS:
+                base = billed[reference]
+                row[f"{method}_gap"] = (
+                    float("nan") if billed[method] is None or not base else billed[method] / base - 1.0
+                )
+            row["disagrees"] = bool(disagreements(billed))
+            rows.append(row)
+        mine = [r for r in rows if (r["benchmark"], r["model"]) == (benchmark, model)]
+        if mine and all(np.isnan(r["measured"]) for r in mine):
+            found.append(f"no measured bill for {model} on {benchmark}: the server reported no cached tokens.")
+        if off := [r for r in mine if r["disagrees"]]:
+            found.append(
+                f"{model} on {benchmark}: {len(off)} of {len(mine)} policies have a method more than "
+                f"{DISAGREEMENT_MARGIN:.0%} from the {off[0]['reference']} bill (the data's *_gap columns)."
+            )
+    return Prepared(pd.DataFrame(rows), found, {"combos": combos, "setting": setting})
+
+
+def plot(data: Prepared, name: str = STEM):
+    title = ax_.figure_title(
+        name,
+        "billed input per run: estimated, exact and measured "
+        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)",
+    )
+    combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
+    if not combos:
+        return notes.note_figure(title, data.notes)
+    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    models = len({m for _, m in combos})
+    fig, panels = ax_.pair_facets(
+        combos, panel_height=max(1.3, 0.28 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
+    )
+    height = 0.8 / len(METHODS)
+    y = np.arange(len(specs))[::-1].astype(float)
+    for (benchmark, model), ax in panels.items():
+        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        for k, (method, _, hatch) in enumerate(METHODS):
+            values = rows[method].astype(float).to_numpy() / 1000.0
+            ax.barh(
+                y + (1 - k) * height,
+                np.nan_to_num(values),
+                height,
+                hatch=hatch,
+                color=[style.policy_color(p) for p in specs],
+                edgecolor="white",
+                linewidth=0.4,
+            )
+        ax.set_ylim(-0.6, len(specs) - 0.4)
+        ax.set_yticks(y, [style.short_label(p) for p in specs])
+        ax.grid(axis="y", visible=False)
+        notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
+    ax_.hide_inner_labels(panels)
+    fig.supxlabel("mean billed input per run (k tokens)", fontsize=7)
+    ax_.legend_top(
+        fig,
+        [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=m) for m, _, h in METHODS]
+        + ax_.policy_handles(specs),
+        ncol=4,
+        title=title,
+    )
+    return notes.finish(fig, data.notes)

@@ -1,0 +1,142 @@
+"""An imported corpus replayed: each policy's mechanical ratio to FC (billed input cost, tokens,
+calls) over the corpus's trajectories, agent's actions held fixed (``ctxpolicy replay``): the cost
+decomposition's mechanical part, without a behavioural one (an imported corpus has no runs of the
+policies themselves).
+
+A ratio is a ratio of means over tasks, ``mean_t replay(policy) / mean_t replay(FC)``, with a 95 %
+task-bootstrap interval (``ctxpolicy.metrics.bootstrap``); cost is the exact prefix simulation in
+local counts (``billed_exact``). Policies are grid.full_comparison's, the triggered ones at its
+setting. Layout: one row per imported (benchmark, model) pair, one column per resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ctxpolicy.figures import axes as ax_
+from ctxpolicy.figures import inputs, notes, style
+from ctxpolicy.figures.catalog import IMPORTED_TABLES, REPLAY_RUNS
+from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resample_counts
+from ctxpolicy.threshold_settings import PRIMARY
+
+STEM = "imported_replay"
+RESOURCES = (
+    ("cost", "billed input cost", "billed_exact"),
+    ("tokens", "tokens", "total_tokens"),
+    ("calls", "calls", None),
+)
+
+
+def read_replays(tables_dir: str | Path) -> pd.DataFrame:
+    """The imported corpus's replay runs: ``{tables_dir}/replay/runs.parquet`` (tables_dir is
+    ``{results_dir}/tables/imported``), or under ``tables_dir/imported/`` when given the tables root."""
+    tables_dir = Path(tables_dir)
+    for candidate in (tables_dir / "replay", tables_dir / IMPORTED_TABLES / "replay"):
+        if (candidate / "runs.parquet").exists():
+            return inputs.read_runs(candidate)
+    return inputs.read_runs(tables_dir / Path(REPLAY_RUNS).parent)
+
+
+def _resource(runs: pd.DataFrame, column: str | None) -> pd.Series:
+    if column is None:
+        return runs["agent_calls"].astype(float) + runs["summary_calls"].fillna(0).astype(float)
+    return runs[column].astype(float)
+
+
+def compute(replays: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+    block = config.get("imported") or {}
+    grid = (config.get("grid") or {}).get("full_comparison") or {}
+    setting = grid.get("setting", PRIMARY)
+    policies = [str(p) for p in grid.get("policies") or [] if str(p) != "FC"]
+    combos = [(block["benchmark"], block["model"])] if block else []
+    found: list[str] = []
+    if not combos:
+        found.append("the config has no imported block: nothing to draw.")
+    if replays.empty:
+        found.append("no replay runs of the imported corpus (workflow/rules/imported.smk).")
+        return Prepared(pd.DataFrame(), found, {"combos": combos, "setting": setting})
+    rows = []
+    for benchmark, model in combos:
+        own = inputs.select(replays, benchmark=benchmark, model=model)
+        fc = own[own["policy"].astype(str) == "FC"]
+        if fc.empty:
+            found.append(f"no FC replay of the imported corpus ({model} on {benchmark}).")
+            continue
+        for policy in policies:
+            mine = own[(own["policy"].astype(str) == policy) & inputs.setting_matches(own["setting"], setting)]
+            if mine.empty:
+                found.append(f"{policy}: no replay runs ({model} on {benchmark}).")
+                continue
+            tasks = sorted(set(mine["task_id"]) & set(fc["task_id"]))
+            counts = resample_counts(len(tasks), n_boot, seed)
+            included = np.ones(len(tasks), dtype=bool)
+            settings = mine["setting"].dropna()
+            row = {
+                "benchmark": benchmark,
+                "model": model,
+                "policy": policy,
+                "setting": settings.iloc[0] if len(settings) else None,
+                "n_tasks": len(tasks),
+            }
+            for resource, _, column in RESOURCES:
+                num = mine.assign(v=_resource(mine, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
+                den = fc.assign(v=_resource(fc, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
+                est = float(np.nansum(num) / np.nansum(den)) if np.nansum(den) > 0 else float("nan")
+                lo, hi = percentile_interval(boot_ratio(counts, num, den, included))
+                row.update({f"{resource}_est": est, f"{resource}_lo": lo, f"{resource}_hi": hi})
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if not table.empty and "replay_summaries" in replays and (replays["replay_summaries"] == "placeholder").any():
+        found.append(
+            "summary policies were replayed with placeholder summaries: their ratios count sizes, not content."
+        )
+    return Prepared(table, found, {"combos": combos, "setting": setting})
+
+
+def plot(data: Prepared, name: str = STEM):
+    title = ax_.figure_title(
+        name,
+        f"imported corpus replayed: mechanical ratio to FC ({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)",
+    )
+    combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
+    if not combos:
+        return notes.note_figure(title, data.notes)
+    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    fig, grid = ax_.grid(len(combos), len(RESOURCES), row_height=0.2 * len(specs) + 0.7, sharey=True)
+    y = np.arange(len(specs))[::-1].astype(float)
+    for r, (row_axes, (benchmark, model)) in enumerate(zip(grid, combos)):
+        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        for ax, (resource, label, _) in zip(row_axes, RESOURCES):
+            est, err = ax_.value(rows, resource), ax_.interval(rows, resource)
+            for i, spec in enumerate(specs):
+                if np.isnan(est.iloc[i]):
+                    continue
+                ax.errorbar(
+                    [est.iloc[i]],
+                    [y[i]],
+                    xerr=None if err is None else err[:, i : i + 1],
+                    fmt="o",
+                    color=style.policy_color(spec),
+                    markersize=4.5,
+                    markerfacecolor="white",
+                    elinewidth=0.8,
+                    zorder=3,
+                )
+            ax.axvline(1.0, color="#666666", linewidth=0.6)
+            ax.grid(axis="y", visible=False)
+            if r == 0:
+                ax.set_title(f"{label} / FC")
+        row_axes[0].set_yticks(y, [style.short_label(p) for p in specs])
+        row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
+    ax_.legend_top(fig, ax_.policy_handles(specs), ncol=4, title=title)
+    footer = (
+        "replay of the imported trajectories (agent's actions fixed); cost: exact prefix simulation in local counts."
+    )
+    return notes.finish(fig, [footer, *data.notes])

@@ -1,0 +1,110 @@
+# An imported corpus (config `imported`, docs/import.md): the trajectory files are imported into
+# one FC cell of track `imported` under {results_dir}/imported/runs/ (`ctxpolicy import`), the
+# thresholds are calibrated from that cell (local counts where the source has no per-call usage:
+# the thresholds file's `counts` says so), every policy of grid.full_comparison is replayed over
+# it (`ctxpolicy replay`: FC and the untriggered ones, then the triggered ones at the grid's
+# setting), and the replays become one table, {results_dir}/tables/imported/replay/, that the
+# imported_replay figure reads. Every sidecar names the trajectory files it comes from.
+
+
+rule import_corpus:
+    input:
+        sources=IMPORTED_SOURCES,
+        verdicts=imported_verdicts(),
+    output:
+        directory(imported_cell()),
+    log:
+        f"{RESULTS}/logs/imported/import.log",
+    conda:
+        SOFTWARE_ENV
+    resources:
+        **ANALYSIS,
+    params:
+        ctxpolicy=CTXPOLICY,
+        path=lambda wildcards: IMPORTED["path"],
+        format=IMPORTED["format"],
+        benchmark=IMPORTED["benchmark"],
+        model=IMPORTED["model"],
+        verdicts=lambda wildcards, input: f"--verdicts {shlex.quote(input.verdicts)}" if input.verdicts else "",
+        runs_root=lambda wildcards, output: parent_dir(parent_dir(parent_dir(output[0]))),
+    shell:
+        "({params.ctxpolicy} import -i {params.path:q} --format {params.format} --benchmark {params.benchmark:q}"
+        " --model {params.model:q} {params.verdicts} --out {params.runs_root:q}) > {log} 2>&1"
+
+
+rule imported_thresholds:
+    input:
+        cell=imported_cell(),
+        sources=IMPORTED_SOURCES,
+    output:
+        thresholds=f"{IMPORTED_ROOT}/thresholds.json",
+        sidecar=f"{IMPORTED_ROOT}/thresholds.json.prov.json",
+    log:
+        f"{RESULTS}/logs/imported/thresholds.log",
+    conda:
+        SOFTWARE_ENV
+    resources:
+        **ANALYSIS,
+    params:
+        ctxpolicy=CTXPOLICY,
+        config=CONFIG_FILE,
+        rounding=IMPORTED["round"],
+    shell:
+        "({params.ctxpolicy} calibrate --runs {input.cell:q} --round {params.rounding} --out {output.thresholds:q}"
+        " && {params.ctxpolicy} provenance record {output.thresholds:q} --config {params.config:q}"
+        " --runs {input.cell:q} --inputs {input.sources:q}) > {log} 2>&1"
+
+
+rule imported_replay:
+    input:
+        cell=imported_cell(),
+        thresholds=f"{IMPORTED_ROOT}/thresholds.json",
+    output:
+        directory(f"{IMPORTED_ROOT}/replay/{IMPORTED['benchmark']}/{IMPORTED['model']}"),
+    log:
+        f"{RESULTS}/logs/imported/replay.log",
+    conda:
+        SOFTWARE_ENV
+    resources:
+        **ANALYSIS,
+    params:
+        ctxpolicy=CTXPOLICY,
+        replay_root=lambda wildcards, output: parent_dir(parent_dir(output[0])),
+        untriggered=imported_policies(triggered=False),
+        triggered=imported_policies(triggered=True),
+        setting=CONFIG["grid"]["full_comparison"]["setting"],
+    shell:
+        "(mkdir -p {output:q}"
+        " && {params.ctxpolicy} replay --runs {input.cell:q} --policy {params.untriggered:q}"
+        " --out {params.replay_root:q}"
+        " && if [ -n {params.triggered:q} ]; then"
+        " {params.ctxpolicy} replay --runs {input.cell:q} --policy {params.triggered:q}"
+        " --setting {params.setting} --thresholds {input.thresholds:q} --out {params.replay_root:q};"
+        " fi) > {log} 2>&1"
+
+
+rule aggregate_imported_replay:
+    input:
+        replay=rules.imported_replay.output[0],
+        cell=imported_cell(),
+        sources=IMPORTED_SOURCES,
+    output:
+        runs=f"{TABLES}/imported/replay/runs.parquet",
+        calls=f"{TABLES}/imported/replay/calls.parquet",
+        sidecars=multiext(f"{TABLES}/imported/replay/", "runs.parquet.prov.json", "calls.parquet.prov.json"),
+    log:
+        f"{RESULTS}/logs/aggregate/imported_replay.log",
+    conda:
+        SOFTWARE_ENV
+    threads: SLURM["analysis"]["cpus"]
+    resources:
+        **ANALYSIS,
+    params:
+        ctxpolicy=CTXPOLICY,
+        config=CONFIG_FILE,
+        tables=lambda wildcards, output: parent_dir(output.runs),
+    shell:
+        "({params.ctxpolicy} aggregate --runs {input.replay:q} --out {params.tables:q}"
+        " && {params.ctxpolicy} provenance record {output.runs:q} {output.calls:q}"
+        " --config {params.config:q} --runs {input.replay:q} {input.cell:q}"
+        " --inputs {input.sources:q}) > {log} 2>&1"
