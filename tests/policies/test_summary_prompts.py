@@ -215,6 +215,7 @@ def run_su_through_the_harness(run_dir: Path):
 
 def test_a_dropped_in_pair_is_exactly_what_the_run_records_for_the_summarizer(tmp_path, monkeypatch):
     from ctxpolicy.agent.record import read_json, read_jsonl
+    from ctxpolicy.rundir import read_calls
 
     published = tmp_path / "prompts"
     write_pair(
@@ -227,7 +228,7 @@ def test_a_dropped_in_pair_is_exactly_what_the_run_records_for_the_summarizer(tm
     result = run_su_through_the_harness(tmp_path / "run")
 
     store = {line["id"]: line["message"] for line in read_jsonl(result.run_dir / "messages.jsonl")}
-    calls = list(read_jsonl(result.run_dir / "calls.jsonl"))
+    calls = read_calls(result.run_dir)  # prompts resolved, either schema version
     summary = next(c for c in calls if c["kind"] == "summary")
     (event,) = next(c for c in calls if c["kind"] == "agent" and c["step"] == summary["step"])["events"]
     trajectory = read_json(result.run_dir / "trajectory.json")["messages"]

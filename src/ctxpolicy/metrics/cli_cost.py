@@ -158,13 +158,13 @@ def price(calls: list[dict], block: int, discount: float) -> dict:
 
 
 def _run_calls(source: Path) -> list[dict]:
-    from ctxpolicy.rundir import MESSAGES_JSONL
+    """The calls of one ``calls.jsonl`` (either schema version), with message tokens from its run's
+    store where it has one."""
+    from ctxpolicy.rundir import MESSAGES_JSONL, read_bytes
 
-    with open(source) as handle:
-        lines = handle.readlines()
-    store = source.parent / MESSAGES_JSONL
-    if store.is_file():
-        return with_message_tokens(read_calls(lines, str(source), need_tokens=False), store)
+    lines = read_bytes(source).decode("utf-8").splitlines()
+    if (source.parent / MESSAGES_JSONL).is_file():
+        return with_message_tokens(read_calls(lines, str(source), need_tokens=False), source.parent)
     return read_calls(lines, str(source))
 
 
@@ -227,7 +227,7 @@ def main(args) -> int:
     import json
 
     from ctxpolicy.metrics.cost import METHODS, disagreements
-    from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, read_bytes
+    from ctxpolicy.rundir import CALLS_JSONL
 
     if args.block < 1 or not 0 <= args.discount <= 1:
         print(
@@ -243,12 +243,7 @@ def main(args) -> int:
         if args.input is None:
             calls = read_calls(sys.stdin, "<stdin>")
         else:
-            source = args.input / CALLS_JSONL if args.input.is_dir() else args.input
-            lines = read_bytes(source).decode("utf-8").splitlines()
-            if (source.parent / MESSAGES_JSONL).is_file():
-                calls = with_message_tokens(read_calls(lines, str(source), need_tokens=False), source.parent)
-            else:
-                calls = read_calls(lines, str(source))
+            calls = _run_calls(args.input / CALLS_JSONL if args.input.is_dir() else args.input)
     except (CallsError, OSError) as exc:
         print(f"cost: {exc}", file=sys.stderr)
         return 2
