@@ -163,10 +163,10 @@ def test_an_unforeseen_failure_leaves_only_that_run_out(good_runs, tmp_path, mon
     victim = good[1]
     counted = records.count_commands
 
-    def count_or_fail(messages):
+    def count_or_fail(messages, action_format=None):
         if any("boom" in str(m) for m in messages):
             raise RuntimeError("a reader bug")
-        return counted(messages)
+        return counted(messages, action_format)
 
     monkeypatch.setattr(records, "count_commands", count_or_fail)
     store = Path(victim) / "messages.jsonl"
