@@ -57,10 +57,7 @@ COMPUTE = {
     "reacquisition": lambda r, c, k: reacquisition.compute(r, c, n_boot=BOOT, seed=0),
     "cost_models": lambda r, c, k: cost_models.compute(r, c, n_boot=BOOT, seed=0),
     "cost_decomposition": lambda r, c, k: decomposition.compute(r, replay_table(r), c, n_boot=BOOT, seed=0),
-    **{
-        view: (lambda r, c, k, view=view: quoted.compute(view, r, c, n_boot=BOOT, seed=0))
-        for view in quoted.VIEWS
-    },
+    **{view: (lambda r, c, k, view=view: quoted.compute(view, r, c, n_boot=BOOT, seed=0)) for view in quoted.VIEWS},
 }
 PLOT = {
     "fig2": tradeoffs.plot,
