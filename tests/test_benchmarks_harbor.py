@@ -280,3 +280,24 @@ def test_two_trials_of_a_task_claim_attempts_one_and_two_and_record_them(tmp_pat
     assert environment.commands[0] == ("ls", "/app", 180)
     with pytest.raises(RuntimeError, match="already claimed"):
         claim_attempt(cell, "hello-world", 2)
+
+
+def test_a_harbor_timeout_makes_the_run_time_limited_in_the_tables():
+    from ctxpolicy.benchmarks.base import RunRecord
+    from ctxpolicy.metrics.outcomes import harness_timed_out, outcome_class
+
+    run = RunRecord(Path("r"), "hello-world", 1, None, None)
+    trial = {
+        "trial_name": "t",
+        "reward": 0.0,
+        "exception_type": "AgentTimeoutError",
+        "exception_message": "m",
+        "results_file": "f",
+    }
+    verdict = harbor.verdict_from_harbor_trial(run, trial).to_json()
+    assert (
+        harness_timed_out(verdict)
+        and outcome_class("error", verdict["resolved"], harness_timed_out(verdict)) == "time_limited"
+    )
+    finished = harbor.verdict_from_harbor_trial(run, {**trial, "exception_type": None}).to_json()
+    assert not harness_timed_out(finished)

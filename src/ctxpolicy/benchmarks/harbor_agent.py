@@ -12,7 +12,9 @@ interface, which tests/test_benchmarks_harbor.py checks against a record of Harb
 directory's claim file, so concurrent trials of one task never share an attempt), writes the
 claim to ``logs_dir/ctxpolicy.json`` (Harbor keeps it under the trial's ``agent/``), then runs
 one ctxpolicy run (``runner``, as for the tb harness: ``ctxpolicy.agent.terminal_bench:run_task``)
-in a worker thread, its commands sent to Harbor's environment through ``HarborExec``.
+in a worker thread, its commands sent to Harbor's environment through ``HarborExec``. When
+Harbor's agent timeout cancels ``run``, every later command of that run fails at once, so the run
+ends and records itself; the verdict's ``time_limited`` says Harbor stopped it.
 """
 
 from __future__ import annotations
@@ -110,12 +112,15 @@ class HarborExec(LocalEnvironment):
     def __init__(self, environment: Any, loop: asyncio.AbstractEventLoop, **kwargs: Any):
         super().__init__(config_class=ContainerExecConfig, **kwargs)
         self.harbor_environment, self.loop = environment, loop
+        self.stopped = False  # set when Harbor cancels the agent (its timeout): no further command
 
     def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
         command = action.get("command", "")
         limit = timeout or self.config.timeout
-        coroutine = self.harbor_environment.exec(command, cwd=cwd or self.config.cwd, timeout_sec=limit)
         try:
+            if self.stopped:
+                raise RuntimeError("Harbor stopped the agent (its agent timeout)")
+            coroutine = self.harbor_environment.exec(command, cwd=cwd or self.config.cwd, timeout_sec=limit)
             result = asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
             output = (result.stdout or "") + (result.stderr or "")
             out = {"output": output, "returncode": result.return_code, "exception_info": ""}
@@ -189,15 +194,19 @@ class CtxpolicyHarborAgent(_Base):
         (Path(self.logs_dir) / IDENTITY_FILE).write_text(json.dumps(identity) + "\n", encoding="utf-8")
         executor = HarborExec(environment, asyncio.get_running_loop(), cwd=self.cwd, timeout=self.command_timeout_s)
         runner = _import(self.runner_path)
-        record = await asyncio.to_thread(
-            runner,
-            instruction=instruction,
-            environment=executor,
-            task_id=task_id,
-            attempt=attempt,
-            run_dir=run_dir,
-            **self.settings,
-        )
+        try:
+            record = await asyncio.to_thread(
+                runner,
+                instruction=instruction,
+                environment=executor,
+                task_id=task_id,
+                attempt=attempt,
+                run_dir=run_dir,
+                **self.settings,
+            )
+        except asyncio.CancelledError:  # Harbor's timeout: the runner's thread sees its next command fail
+            executor.stopped = True
+            raise
         totals = (record or {}).get("totals") or {}
         if context is not None:
             context.n_input_tokens = int(totals.get("prompt_tokens") or 0)
