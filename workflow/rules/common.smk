@@ -123,7 +123,7 @@ def harness_option(wildcards, output) -> str:
     if not harbor.uses_harbor(CONFIG, wildcards.benchmark):
         return ""
     prefix = harbor.cell_prefix(CONFIG, wildcards.benchmark, wildcards.model, parent_dir(output[0]), repo_root=REPO)
-    return "--harness-argv " + shlex.quote(shlex.join(prefix))
+    return f"--harness-argv {shlex.quote(shlex.join(prefix))}"
 
 
 def parent_dir(path) -> str:
