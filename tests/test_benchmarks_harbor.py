@@ -301,3 +301,31 @@ def test_a_harbor_timeout_makes_the_run_time_limited_in_the_tables():
     )
     finished = harbor.verdict_from_harbor_trial(run, {**trial, "exception_type": None}).to_json()
     assert not harness_timed_out(finished)
+
+
+def test_run_cell_runs_the_rules_harbor_command_with_the_tasks_and_agent_kwargs(tmp_path):
+    """run-cell's harness command: the --harness-argv prefix as the rule wrote it, then the tasks."""
+    import shlex
+
+    from ctxpolicy.agent.cli_cell import harness_command
+
+    prefix = harbor.harbor_run_prefix(model="served", jobs_dir=tmp_path / "harbor", n_attempts=2, n_concurrent=1)
+    cell = SimpleNamespace(
+        slug="FC",
+        benchmark="terminalbench",
+        model="qwen",
+        policy="FC",
+        setting=None,
+        summarizer=None,
+        cohort="main",
+        track="calibration",
+    )
+    plan = SimpleNamespace(cell=cell, thresholds_file=None, adapter=adapter_for(tmp_path), concurrency=1, attempts=2)
+    args = SimpleNamespace(config=str(tmp_path / "c.yaml"), out=tmp_path / "cell", harness_argv=shlex.join(prefix))
+    endpoint = SimpleNamespace(base_url="http://127.0.0.1:8000/v1", served_name="served")
+    argv = harness_command(plan, args, endpoint)(["hello-world"])
+    assert argv[: len(prefix)] == prefix
+    rest = argv[len(prefix) :]
+    assert rest[:2] == ["--include-task-name", "hello-world"]
+    assert f"cell_dir={(tmp_path / 'cell').resolve()}" in rest and "endpoint=http://127.0.0.1:8000/v1" in rest
+    assert rest[-2:] == ["--agent-kwarg", "attempts=2"]
