@@ -259,6 +259,7 @@ def test_two_trials_of_a_task_claim_attempts_one_and_two_and_record_them(tmp_pat
             attempts="2",
             runner="test_benchmarks_harbor:fake_runner",
             policy="FC",
+            step_limit=250,  # Harbor hands `--agent-kwarg step_limit=250` over as an int
         )
         context = SimpleNamespace(n_input_tokens=None, n_output_tokens=None, metadata=None)
         await agent.setup(environment)
@@ -276,7 +277,7 @@ def test_two_trials_of_a_task_claim_attempts_one_and_two_and_record_them(tmp_pat
         assert identity["task_id"] == "hello-world" and identity["attempt"] == context.metadata["attempt"]
         assert context.n_input_tokens == 500 and context.n_output_tokens == 40
     seen = json.loads((cell / "hello-world__a1" / "seen.json").read_text())
-    assert seen == {"output": "ran ls\n", "settings": {"policy": "FC"}}
+    assert seen == {"output": "ran ls\n", "settings": {"policy": "FC", "step_limit": "250"}}
     assert environment.commands[0] == ("ls", "/app", 180)
     with pytest.raises(RuntimeError, match="already claimed"):
         claim_attempt(cell, "hello-world", 2)

@@ -155,7 +155,9 @@ class CtxpolicyHarborAgent(_Base):
         cwd: str = "/app",
         **kwargs: Any,
     ):
-        settings = {k: kwargs.pop(k) for k in list(kwargs) if k not in _BASE_KWARGS}
+        # Harbor parses each --agent-kwarg value as JSON or a Python literal (250 -> int, 0.5 -> float);
+        # the runner takes the strings the tb harness gives it
+        settings = {k: str(kwargs.pop(k)) for k in list(kwargs) if k not in _BASE_KWARGS}
         super().__init__(logs_dir, model_name, *args, **kwargs)
         if not cell_dir:
             raise ValueError("the ctxpolicy Harbor agent needs --agent-kwarg cell_dir=...")
