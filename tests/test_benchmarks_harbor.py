@@ -280,7 +280,10 @@ def test_two_trials_of_a_task_claim_attempts_one_and_two_and_record_them(tmp_pat
     assert seen == {"output": "ran ls\n", "settings": {"policy": "FC", "step_limit": "250"}}
     assert environment.commands[0] == ("ls", "/app", 180)
     with pytest.raises(RuntimeError, match="already claimed"):
-        claim_attempt(cell, "hello-world", 2)
+        claim_attempt(cell, "hello-world", 2, "job")
+    # a restarted cell's new job: attempt 1 complete, attempt 2 claimed by the old job only
+    (cell / "hello-world__a1" / "run.json").write_text(json.dumps({"complete": True}))
+    assert claim_attempt(cell, "hello-world", 2, "job-2") == 2
 
 
 def test_a_harbor_timeout_makes_the_run_time_limited_in_the_tables():

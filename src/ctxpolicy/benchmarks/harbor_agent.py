@@ -8,8 +8,9 @@ the class subclasses ``harbor.agents.base.BaseAgent``, otherwise a stand-in base
 interface, which tests/test_benchmarks_harbor.py checks against a record of Harbor 0.20.0's
 ``BaseAgent`` (tests/fixtures/harbor/base_agent_0.20.0.json).
 
-``run`` claims the first free attempt of the task in ``cell_dir`` (an exclusive create of the run
-directory's claim file, so concurrent trials of one task never share an attempt), writes the
+``run`` claims the first attempt of the task in ``cell_dir`` without a complete run (an exclusive
+create of the run directory's claim file for this Harbor job, so concurrent trials of one task
+never share an attempt and a restarted cell's new job redoes only what is missing), writes the
 claim to ``logs_dir/ctxpolicy.json`` (Harbor keeps it under the trial's ``agent/``), then runs
 one ctxpolicy run (``runner``, as for the tb harness: ``ctxpolicy.agent.terminal_bench:run_task``)
 in a worker thread, its commands sent to Harbor's environment through ``HarborExec``. When
@@ -32,7 +33,7 @@ from minisweagent.utils.serialize import recursive_merge
 
 from ctxpolicy.benchmarks.container_exec import ContainerExecConfig
 from ctxpolicy.benchmarks.harbor import HARBOR_VERSION, IDENTITY_FILE
-from ctxpolicy.rundir import run_dir_name
+from ctxpolicy.rundir import is_complete_run, run_dir_name
 
 DEFAULT_RUNNER = "ctxpolicy.agent.terminal_bench:run_task"
 COMMAND_TIMEOUT_S = 180
@@ -91,18 +92,21 @@ def _import(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def claim_attempt(cell_dir: Path, task_id: str, attempts: int) -> int:
-    """The first attempt of ``task_id`` whose run directory nobody has claimed yet (1-based)."""
+def claim_attempt(cell_dir: Path, task_id: str, attempts: int, job: str = "") -> int:
+    """The first attempt of ``task_id`` (1-based) without a complete run that no trial of this
+    Harbor ``job`` has claimed yet: a restarted cell's new job redoes only what is missing."""
     for attempt in range(1, min(attempts, MAX_ATTEMPTS) + 1):
         run_dir = cell_dir / run_dir_name(task_id, attempt)
+        if is_complete_run(run_dir):
+            continue
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            with open(run_dir / CLAIM_FILE, "x", encoding="utf-8") as handle:
+            with open(run_dir / f"{CLAIM_FILE}{'-' + job if job else ''}", "x", encoding="utf-8") as handle:
                 handle.write(str(attempt))
             return attempt
         except FileExistsError:
             continue
-    raise RuntimeError(f"{cell_dir}: every attempt of {task_id} (1..{attempts}) is already claimed")
+    raise RuntimeError(f"{cell_dir}: every attempt of {task_id} (1..{attempts}) is complete or already claimed")
 
 
 class HarborExec(LocalEnvironment):
@@ -189,7 +193,8 @@ class CtxpolicyHarborAgent(_Base):
 
     async def run(self, instruction: str, environment: Any, context: Any) -> None:
         task_id = self.task_id()
-        attempt = claim_attempt(self.cell_dir, task_id, self.attempts)
+        job = Path(self.logs_dir).parent.parent.name  # JOBS_DIR/JOB/TRIAL/agent
+        attempt = claim_attempt(self.cell_dir, task_id, self.attempts, job)
         run_dir = self.cell_dir / run_dir_name(task_id, attempt)
         Path(self.logs_dir).mkdir(parents=True, exist_ok=True)
         identity = {"task_id": task_id, "attempt": attempt, "run_dir": str(run_dir)}
