@@ -233,12 +233,21 @@ def test_a_broken_result_file_names_the_file_and_field(tmp_path):
 class FakeEnvironment:
     """Harbor's environment as the agent sees it: an async exec returning an ExecResult-like object."""
 
-    def __init__(self):
+    def __init__(self, environment_name="hello-world"):
+        self.environment_name = environment_name  # BaseEnvironment's: the task's short name
         self.commands = []
 
     async def exec(self, command, cwd=None, env=None, timeout_sec=None, user=None):
         self.commands.append((command, cwd, timeout_sec))
         return SimpleNamespace(stdout=f"ran {command}\n", stderr="", return_code=0)
+
+
+def test_the_fake_environment_has_harbors_exec():
+    want = RECORD["environment_exec"]
+    assert list(inspect.signature(FakeEnvironment.exec).parameters) == want["params"]
+    assert inspect.iscoroutinefunction(FakeEnvironment.exec) == want["async"]
+    result = asyncio.run(FakeEnvironment().exec("true"))
+    assert all(hasattr(result, field) for field in want["returns"])
 
 
 def fake_runner(*, instruction, environment, task_id, attempt, run_dir, **settings):
@@ -279,6 +288,9 @@ def test_two_trials_of_a_task_claim_attempts_one_and_two_and_record_them(tmp_pat
     seen = json.loads((cell / "hello-world__a1" / "seen.json").read_text())
     assert seen == {"output": "ran ls\n", "settings": {"policy": "FC", "step_limit": "250"}}
     assert environment.commands[0] == ("ls", "/app", 180)
+    long_name = "a-task-name-longer-than-thirty-two-characters"
+    agent = CtxpolicyHarborAgent(logs_dir=tmp_path / "j" / f"{long_name[:32]}__x" / "agent", cell_dir=str(cell))
+    assert agent.task_id(FakeEnvironment(long_name)) == long_name  # Harbor cuts the trial name, not this
     with pytest.raises(RuntimeError, match="already claimed"):
         claim_attempt(cell, "hello-world", 2, "job")
     # a restarted cell's new job: attempt 1 complete, attempt 2 claimed by the old job only

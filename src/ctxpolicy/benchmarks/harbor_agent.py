@@ -185,14 +185,18 @@ class CtxpolicyHarborAgent(_Base):
         """Nothing to install: our agent runs on the host and only sends commands into the task's
         environment (as it does for the tb harness)."""
 
-    def task_id(self) -> str:
-        """The task name from Harbor's trial directory (``logs_dir`` is ``TRIAL/agent``; a trial is
-        ``TASK__suffix``)."""
+    def task_id(self, environment: Any = None) -> str:
+        """The task's name: Harbor's ``environment.environment_name`` (the task's short name), else
+        the trial directory's (``logs_dir`` is ``TRIAL/agent``, a trial ``TASK__suffix``, with the
+        task name cut to 32 characters by Harbor, hence only a fallback)."""
+        name = getattr(environment, "environment_name", None)
+        if isinstance(name, str) and name:
+            return name
         trial = Path(self.logs_dir).parent.name
         return trial.rsplit("__", 1)[0] if "__" in trial else trial
 
     async def run(self, instruction: str, environment: Any, context: Any) -> None:
-        task_id = self.task_id()
+        task_id = self.task_id(environment)
         job = Path(self.logs_dir).parent.parent.name  # JOBS_DIR/JOB/TRIAL/agent
         attempt = claim_attempt(self.cell_dir, task_id, self.attempts, job)
         run_dir = self.cell_dir / run_dir_name(task_id, attempt)
