@@ -252,9 +252,17 @@ def test_paper_terminal_bench_cell_prints_its_harbor_command(tmp_path):
 
     config = load_config(REPO_ROOT / "config/paper.yaml")
     cell_dir = "results/runs/terminalbench/qwen/TR_Th_0.5__primary"
-    commands = planned_commands(tmp_path, REPO_ROOT / "config/paper.yaml", f"{cell_dir}/cell.json")
-    command = commands.split("run-cell", 1)[1]
-    assert f"--cell terminalbench/qwen/TR_Th_0.5__primary --out {cell_dir} --harness-argv " in command
+    swe_cell = "results/runs/swebench/qwen/TR_Th_0.5__primary"
+    done = snakemake(
+        tmp_path, REPO_ROOT / "config/paper.yaml", f"{cell_dir}/cell.json", f"{swe_cell}/cell.json", "-n", "-p"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = {
+        part.split("--cell ", 1)[1].split()[0]: part
+        for part in " ".join((done.stdout + done.stderr).split()).split("run-cell")[1:]
+    }
+    command = cells["terminalbench/qwen/TR_Th_0.5__primary"]
+    assert f"--out {cell_dir} --harness-argv " in command
     argv = shlex.split(shlex.split(command.split("--harness-argv ", 1)[1].split(" > ", 1)[0])[0])
     assert argv[:2] == ["harbor", "run"]
     options = dict(zip(argv[2::2], argv[3::2]))
@@ -267,6 +275,5 @@ def test_paper_terminal_bench_cell_prints_its_harbor_command(tmp_path):
         "--n-concurrent": str(config["benchmarks"]["terminalbench"]["concurrency"]),
     }
     assert argv[-1] == "--yes"
-    swe_cell = "results/runs/swebench/qwen/TR_Th_0.5__primary/cell.json"
-    swe = planned_commands(tmp_path, REPO_ROOT / "config/paper.yaml", swe_cell)
+    swe = cells["swebench/qwen/TR_Th_0.5__primary"]
     assert "--harness-argv" not in swe and "harbor run" not in swe
