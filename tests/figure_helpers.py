@@ -16,6 +16,7 @@ from ctxpolicy.figures import (
     notes,
     outcomes,
     prompt_profile,
+    quoted,
     ranks,
     reacquisition,
     summarizers,
@@ -58,6 +59,7 @@ COMPUTE = {
     "cost_models": lambda r, c, k: cost_models.compute(r, c, n_boot=BOOT, seed=0),
     "cost_decomposition": lambda r, c, k: decomposition.compute(r, replay_table(r), c, n_boot=BOOT, seed=0),
     "cost_methods": lambda r, c, k: cost_methods.compute(r, c),
+    **{view: (lambda r, c, k, view=view: quoted.compute(view, r, c, n_boot=BOOT, seed=0)) for view in quoted.VIEWS},
 }
 PLOT = {
     "fig2": tradeoffs.plot,
@@ -75,6 +77,7 @@ PLOT = {
     "cost_models": cost_models.plot,
     "cost_decomposition": decomposition.plot,
     "cost_methods": cost_methods.plot,
+    **{view: (lambda d, view=view: quoted.plot(view, d, view)) for view in quoted.VIEWS},
 }
 FIGURES = {name: (lambda r, c, k, name=name: PLOT[name](COMPUTE[name](r, c, k))) for name in COMPUTE}
 

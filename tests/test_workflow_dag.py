@@ -244,3 +244,40 @@ def test_preset_thresholds_file_and_its_sidecar(study):
     assert (written["source"], written["tight"], written["primary"], written["loose"]) == ("preset", 900, 1200, 1500)
     sidecar = json.loads((workdir / f"{target}.prov.json").read_text())
     assert "config.yaml" in json.dumps(sidecar.get("config"))
+
+
+def test_paper_terminal_bench_cell_prints_its_harbor_command(tmp_path):
+    """config/paper.yaml runs Terminal-Bench through Harbor: the dry run shows the cell's `harbor run`
+    with our agent's import path, the dataset, the cell's jobs directory, attempts and concurrency."""
+    import shlex
+
+    from ctxpolicy.benchmarks.harbor import AGENT_IMPORT_PATH, DATASET
+    from ctxpolicy.config import REPO_ROOT
+
+    config = load_config(REPO_ROOT / "config/paper.yaml")
+    cell_dir = "results/runs/terminalbench/qwen/TR_Th_0.5__primary"
+    swe_cell = "results/runs/swebench/qwen/TR_Th_0.5__primary"
+    done = snakemake(
+        tmp_path, REPO_ROOT / "config/paper.yaml", f"{cell_dir}/cell.json", f"{swe_cell}/cell.json", "-n", "-p"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = {
+        part.split("--cell ", 1)[1].split()[0]: part
+        for part in " ".join((done.stdout + done.stderr).split()).split("run-cell")[1:]
+    }
+    command = cells["terminalbench/qwen/TR_Th_0.5__primary"]
+    assert f"--out {cell_dir} --harness-argv " in command
+    argv = shlex.split(shlex.split(command.split("--harness-argv ", 1)[1].split(" > ", 1)[0])[0])
+    assert argv[:2] == ["harbor", "run"]
+    options = dict(zip(argv[2::2], argv[3::2]))
+    assert options == {
+        "--agent-import-path": AGENT_IMPORT_PATH,
+        "--model": config["models"]["qwen"]["served_name"],
+        "--dataset": DATASET,
+        "--jobs-dir": f"{cell_dir}/harbor",
+        "--n-attempts": str(config["attempts"]),
+        "--n-concurrent": str(config["benchmarks"]["terminalbench"]["concurrency"]),
+    }
+    assert argv[-1] == "--yes"
+    swe = cells["swebench/qwen/TR_Th_0.5__primary"]
+    assert "--harness-argv" not in swe and "harbor run" not in swe

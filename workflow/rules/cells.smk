@@ -3,8 +3,9 @@
 # file), executes every run against one model server and writes CELL_DIR/cell.json last.
 # cell.json is the only declared output, so Snakemake never deletes a killed cell's run
 # directories: a restarted cell redoes only the runs without a complete run.json. The thresholds
-# file is declared as input so that calibration comes first. One rule per model, for its
-# serving resources.
+# file is declared as input so that calibration comes first. A Harbor cell (Terminal-Bench with
+# `harness: harbor`) carries its `harbor run ...` in the shell (--harness-argv), so a dry run
+# shows it. One rule per model, for its serving resources.
 
 for _model, _spec in CONFIG["models"].items():
 
@@ -26,7 +27,8 @@ for _model, _spec in CONFIG["models"].items():
             ctxpolicy=CTXPOLICY,
             config=CONFIG_FILE,
             cell_dir=lambda wildcards, output: parent_dir(output[0]),
+            harness=harness_option,
         shell:
             "{params.ctxpolicy} run-cell --config {params.config:q}"
             " --cell {wildcards.benchmark}/{wildcards.model}/{wildcards.slug}"
-            " --out {params.cell_dir:q} > {log} 2>&1"
+            " --out {params.cell_dir:q} {params.harness} > {log} 2>&1"

@@ -116,6 +116,18 @@ def evals_in_scope(wildcards) -> list:
     return [eval_json(c) for c in cells_in_scope(CELLS, wildcards.scope)]
 
 
+def harness_option(wildcards, output) -> str:
+    """A Harbor cell (terminalbench with `harness: harbor`): `--harness-argv 'harbor run ...'`, the
+    config-fixed part of its Harbor command, so that a dry run (`snakemake -n -p`) prints it;
+    run-cell adds the tasks and the agent kwargs. Empty for every other cell."""
+    from ctxpolicy.benchmarks import harbor
+
+    if not harbor.uses_harbor(CONFIG, wildcards.benchmark):
+        return ""
+    prefix = harbor.cell_prefix(CONFIG, wildcards.benchmark, wildcards.model, parent_dir(output[0]), repo_root=REPO)
+    return f"--harness-argv {shlex.quote(shlex.join(prefix))}"
+
+
 def parent_dir(path) -> str:
     return os.path.dirname(str(path))
 

@@ -32,6 +32,7 @@ import dataclasses
 import functools
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -76,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--out", type=Path, required=True, help="the cell directory")
+    parser.add_argument(
+        "--harness-argv",
+        help="Harbor cells: the config-fixed `harbor run ...` (the rule's shell writes it, see "
+        "ctxpolicy.benchmarks.harbor.cell_prefix); run-cell adds the tasks and agent kwargs",
+    )
 
 
 CELL_FORMS_HELP = """\
@@ -260,6 +266,7 @@ def harness_command(plan: CellPlan, args: argparse.Namespace, endpoint: Any):
 
     kwargs = harness_kwargs(args, cell=plan.cell, thresholds=plan.thresholds_file, cell_dir=args.out, endpoint=endpoint)
     run_id = f"{plan.cell.slug}-{time.strftime('%Y%m%dT%H%M%S')}"
+    extra = {"prefix": shlex.split(args.harness_argv)} if getattr(args, "harness_argv", None) else {}
     return lambda task_ids: plan.adapter.harness_argv(
         task_ids,
         model=endpoint.served_name,
@@ -268,6 +275,7 @@ def harness_command(plan: CellPlan, args: argparse.Namespace, endpoint: Any):
         n_concurrent=plan.concurrency,
         n_attempts=plan.attempts,
         agent_kwargs=kwargs,
+        **extra,
     )
 
 

@@ -1,6 +1,8 @@
 """Terminal-Bench 1.0 (terminal-bench-core 0.1.1): cohorts, task instructions from a local copy
-of the dataset, and verdicts from the terminal-bench harness, which runs our agent through
-`ctxpolicy.benchmarks.tb_agent:CtxpolicyAgent` in its own containers with its own test parser.
+of the dataset, and verdicts from the harness that ran each trial in its own containers with its
+own tests: ``harness: tb`` (the default), the terminal-bench harness with our agent
+`ctxpolicy.benchmarks.tb_agent:CtxpolicyAgent`; ``harness: harbor`` (the study's), Harbor 0.20.0
+with `ctxpolicy.benchmarks.harbor_agent:CtxpolicyHarborAgent` (``ctxpolicy.benchmarks.harbor``).
 
 The terminal-bench package needs Python >= 3.12 and Docker: it lives in envs/terminal-bench.yaml
 and nothing here imports it.
@@ -17,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from ctxpolicy.benchmarks import containers
+from ctxpolicy.benchmarks import containers, harbor
 from ctxpolicy.benchmarks.base import (
     TERMINAL_SUBMISSION,
     BenchmarkError,
@@ -37,6 +39,7 @@ DIFFICULTY_RANK = {"easy": 0, "medium": 1, "hard": 2}
 # the study: 40 tasks, and a sweep subset of 15 drawn from them
 STUDY_DESIGN = {"main": {"strata": {STRATUM: 40}}, "sweep": {"from": "main", "strata": {STRATUM: 15}}}
 HARNESS = "terminal-bench"
+HARNESSES = ("tb", harbor.HARNESS)
 AGENT_IMPORT_PATH = "ctxpolicy.benchmarks.tb_agent:CtxpolicyAgent"
 HARNESS_OUTPUT = "terminal-bench"  # the harness's --output-path, inside the cell directory
 TRIAL_NAME = re.compile(r"^(?P<task>.+)\.(?P<attempt>\d+)-of-\d+\.(?P<run>.+)$")
@@ -144,6 +147,11 @@ class TerminalBenchAdapter:
         self.cfg = bench_cfg
         self.repo_root = Path(repo_root)
         self.environment = bench_cfg.get("environment", "docker")
+        self.harness = bench_cfg.get("harness", "tb")
+        if self.harness not in HARNESSES:
+            raise BenchmarkError(
+                f"benchmarks.{name}.harness: {self.harness!r} unknown; allowed: {', '.join(HARNESSES)}"
+            )
         dataset = bench_cfg.get("dataset") or {}
         self.dataset_path = self.repo_root / dataset["path"] if dataset.get("path") else None
 
@@ -239,7 +247,20 @@ class TerminalBenchAdapter:
         n_concurrent: int,
         n_attempts: int,
         agent_kwargs: dict[str, str],
+        prefix: list[str] | None = None,
     ) -> list[str]:
+        """The harness command for some tasks. Harbor: ``prefix`` (the rule's, see
+        ``harbor.cell_prefix``) or the same built here, then the tasks and agent kwargs (with the
+        attempts, which our Harbor agent numbers itself)."""
+        if self.harness == harbor.HARNESS:
+            fixed = prefix or harbor.harbor_run_prefix(
+                model=model,
+                jobs_dir=Path(cell_dir) / harbor.JOBS_DIR,
+                n_attempts=n_attempts,
+                n_concurrent=n_concurrent,
+                dataset_path=self.dataset_path,
+            )
+            return [*fixed, *harbor.harbor_task_args(task_ids, {**agent_kwargs, "attempts": str(n_attempts)})]
         return tb_run_argv(
             dataset_path=self.dataset_path,
             task_ids=task_ids,
@@ -251,6 +272,11 @@ class TerminalBenchAdapter:
             agent_kwargs=agent_kwargs,
         )
 
+    def _trials(self, cell_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
+        if self.harness == harbor.HARNESS:
+            return harbor.harbor_trials(cell_dir / harbor.JOBS_DIR)
+        return harness_trials(cell_dir / HARNESS_OUTPUT)
+
     def evaluate(self, run_dirs: list[Path], log_dir: Path) -> dict[Path, Verdict]:
         """The harness has already judged every trial; map its verdicts onto our run records."""
         verdicts: dict[Path, Verdict] = {}
@@ -259,8 +285,12 @@ class TerminalBenchAdapter:
             run = read_run(run_dir)
             cell_dir = Path(run_dir).parent
             if cell_dir not in trials_by_cell:
-                trials_by_cell[cell_dir] = harness_trials(cell_dir / HARNESS_OUTPUT)
-            verdict = verdict_from_trial(run, trials_by_cell[cell_dir].get((run.task_id, run.attempt)))
+                trials_by_cell[cell_dir] = self._trials(cell_dir)
+            trial = trials_by_cell[cell_dir].get((run.task_id, run.attempt))
+            if self.harness == harbor.HARNESS:
+                verdict = harbor.verdict_from_harbor_trial(run, trial)
+            else:
+                verdict = verdict_from_trial(run, trial)
             write_verdict(run_dir, verdict)
             verdicts[Path(run_dir)] = verdict
         return verdicts

@@ -20,9 +20,15 @@ MISSING = "other"  # a planned attempt without a run counts here (other/missing)
 
 
 def harness_timed_out(verdict: dict | None) -> bool:
-    """Whether the grading harness says it stopped the run for time (``report.failure_mode``)."""
+    """Whether the grading harness says it stopped the run for time: ``report.time_limited``
+    (Harbor's agent timeout, ``ctxpolicy.benchmarks.harbor``) or a ``report.failure_mode`` naming a
+    timeout (terminal-bench's)."""
     report = (verdict or {}).get("report")
-    mode = report.get("failure_mode") if isinstance(report, dict) else None
+    if not isinstance(report, dict):
+        return False
+    if report.get("time_limited") is True:
+        return True
+    mode = report.get("failure_mode")
     return isinstance(mode, str) and "timeout" in mode.lower()
 
 

@@ -9,6 +9,9 @@
 * ``compressions_shared``: compressions per run on tasks both FC and the policy solve
   (Observation 3): the policy's successful attempts on tasks solved by both (⌈2A/3⌉ of A), a mean
   per task, then the mean over tasks; a compression is one firing (a call with events).
+* ``fc_peaks``: the peak prompt tokens of each FC run with a recorded peak (A.4's peak-context
+  distribution, the one calibration reads), and ``share_above`` the fraction of those peaks
+  strictly above each threshold (the runs a policy at that threshold would compress).
 
 Definitions: docs/metrics.md, section 5.6. Pure functions of the runs table.
 """
@@ -54,10 +57,16 @@ def _identity(benchmark: str, model: str, cell: str, group: pd.DataFrame) -> dic
     return {"benchmark": benchmark, "model": model, **{k: described.get(k) for k in ID_COLUMNS[2:5]}, "cell": cell}
 
 
+def _floats(values: pd.Series) -> pd.Series:
+    """A column as float64 with NaN for a missing value (nullable integers and ``pd.NA`` included)."""
+    numbers = pd.to_numeric(values.astype("object").where(values.notna(), np.nan), errors="coerce")
+    return pd.Series(np.asarray(numbers, dtype=float), index=values.index)
+
+
 def _per_call_means(runs: pd.DataFrame) -> pd.DataFrame:
     eligible = resource_eligible(runs)
-    calls = eligible["agent_calls"].astype(float)
-    per_call = eligible["agent_latency_s"].astype(float) / calls.where(calls > 0)
+    calls = _floats(eligible["agent_calls"])
+    per_call = _floats(eligible["agent_latency_s"]) / calls.where(calls > 0)
     frame = pd.DataFrame({"agent_calls": calls, "per_call_latency_s": per_call})
     return frame.groupby(eligible["task_id"].astype(str).to_numpy()).mean()
 
@@ -92,8 +101,8 @@ def summary_share(runs: pd.DataFrame, *, model: str, benchmark: str, track: str 
         if str(group["primitive"].iloc[0]) not in SUMMARY_PRIMITIVES:
             continue
         solved = group[group["resolved"].to_numpy(dtype=bool)]
-        wall = float(solved["wall_s"].astype(float).sum())
-        summary = float(solved["summary_latency_s"].astype(float).fillna(0.0).sum())
+        wall = float(_floats(solved["wall_s"]).sum())
+        summary = float(_floats(solved["summary_latency_s"]).fillna(0.0).sum())
         rows.append(
             {
                 **_identity(benchmark, model, cell, group),
@@ -109,7 +118,7 @@ def summary_share(runs: pd.DataFrame, *, model: str, benchmark: str, track: str 
 def _compressions_when_solved(runs: pd.DataFrame, attempts: int) -> pd.Series:
     planned = planned_runs(runs, attempts)
     successes = planned[planned["resolved"].to_numpy(dtype=bool)]
-    return successes.groupby(successes["task_id"].astype(str))["compressions"].mean()
+    return _floats(successes["compressions"]).groupby(successes["task_id"].astype(str).to_numpy()).mean()
 
 
 def compressions_shared(
@@ -132,3 +141,28 @@ def compressions_shared(
             }
         )
     return pd.DataFrame(rows)
+
+
+def fc_peaks(runs: pd.DataFrame, *, model: str, benchmark: str) -> pd.DataFrame:
+    """One row per FC run of the pair with a recorded ``peak_prompt_tokens``: task, attempt,
+    outcome and the peak (tokens), sorted by the peak."""
+    base = baseline_runs(select(runs, model=model, benchmark=benchmark), FC)
+    if base.empty:
+        raise ValueError(f"no {FC} runs for model {model!r} on benchmark {benchmark!r}")
+    peaks = _floats(base["peak_prompt_tokens"])
+    known = base[peaks.notna()]
+    columns = [c for c in ("task_id", "attempt", "outcome") if c in known]
+    out = known[columns].copy()
+    out["peak_prompt_tokens"] = peaks[peaks.notna()]
+    out.insert(0, "model", model)
+    out.insert(0, "benchmark", benchmark)
+    return out.sort_values(["peak_prompt_tokens", *columns], kind="stable").reset_index(drop=True)
+
+
+def share_above(peaks: pd.Series, thresholds: dict[str, float]) -> dict[str, float]:
+    """Per threshold setting: the fraction of ``peaks`` strictly above its tokens (NaN without peaks)."""
+    values = _floats(peaks).dropna().to_numpy(dtype=float)
+    return {
+        setting: float((values > float(tokens)).mean()) if len(values) else np.nan
+        for setting, tokens in thresholds.items()
+    }
