@@ -31,6 +31,10 @@ REQUIRED = [
     "cost_decomposition",
     "cost_methods",
     "imported_replay",  # a config's imported corpus (workflow/rules/imported.smk)
+    "quoted_calls",  # the numbers the study's observations quote (metrics.quoted)
+    "quoted_summary_share",
+    "quoted_compressions",
+    "peak_context",
     "table1_4",
     "table3",
     "table5",
