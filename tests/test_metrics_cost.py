@@ -241,7 +241,7 @@ def call(kind, prompt, ids=None):
 
 def run_cli(monkeypatch, capsys, lines, **options):
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
-    args = SimpleNamespace(block=16, discount=0.1, input=None, **options)
+    args = SimpleNamespace(block=16, discount=0.1, input=None, **{"json": True, **options})
     code = cli_cost.main(args)
     captured = capsys.readouterr()
     return code, (json.loads(captured.out) if code == 0 else None), captured.err
@@ -318,3 +318,20 @@ def test_config_key_selects_one_of_the_named_methods_and_defaults_to_the_estimat
         assert validate_config({**config, "metrics": {"cost_method": method}})["metrics"]["cost_method"] == method
     with pytest.raises(ConfigError, match="cost_method"):
         validate_config({**config, "metrics": {"cost_method": "cheap"}})
+
+
+def test_cost_cli_prints_a_table_rounded_for_people_by_default(monkeypatch, capsys):
+    lines = [call("agent", 160, ["s", "t"]), call("agent", 213, ["s", "t", "a", "o"])]
+    code, full, _ = run_cli(monkeypatch, capsys, lines)  # --json: full precision
+    assert code == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert cli_cost.main(SimpleNamespace(block=16, discount=0.1, input=None, json=False)) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("<stdin>: billed input in tokens (cache block 16 tokens")
+    assert table[1].split() == ["method", "billed", "input", "fresh", "cached", "summary", "input"]
+    rows = {line.split()[0]: line.split()[1:] for line in table[2:]}
+    assert set(rows) == {"estimated", "exact", "measured"}
+    assert rows["measured"] == ["-"] * 4  # no server-reported cached tokens in these calls
+    for method in ("estimated", "exact"):
+        assert rows[method][0] == f"{full[method]['billed_input']:,.1f}"
+        assert rows[method][1] == f"{full[method]['fresh']:,}"

@@ -160,7 +160,7 @@ def test_cost_reads_version_1_and_2_lines_from_a_file(v1_runs, v2_runs, capsys):
     fc = next(d for d in rundir.find_run_dirs(v1_runs / "runs") if d.parent.name == "FC")
     outputs = []
     for run in (fc, v2_runs / fc.relative_to(v1_runs)):
-        assert cli_cost.main(Namespace(block=16, discount=0.1, input=run / CALLS_JSONL)) == 0
+        assert cli_cost.main(Namespace(block=16, discount=0.1, input=run / CALLS_JSONL, json=True)) == 0
         outputs.append(json.loads(capsys.readouterr().out))
     assert outputs[0] == outputs[1] and outputs[0]["exact"] is not None
 

@@ -27,9 +27,16 @@ from pathlib import Path
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--block", type=int, default=16, help="cache block size in tokens (default 16)")
+    from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
+
     parser.add_argument(
-        "--discount", type=float, default=0.1, help="price of a cached token relative to a fresh one (default 0.1)"
+        "--block", type=int, default=DEFAULT_BLOCK, help=f"cache block size in tokens (default {DEFAULT_BLOCK})"
+    )
+    parser.add_argument(
+        "--discount",
+        type=float,
+        default=DEFAULT_DISCOUNT,
+        help=f"price of a cached token relative to a fresh one (default {DEFAULT_DISCOUNT:g})",
     )
     parser.add_argument(
         "-i", "--input", type=Path, default=None, help="calls JSONL, or a run directory (default: stdin)"
@@ -37,7 +44,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--runs", nargs="+", action="extend", type=Path, help="run folders: price every complete run side by side"
     )
-    parser.add_argument("--json", action="store_true", help="with --runs: one JSON object instead of a table")
+    parser.add_argument("--json", action="store_true", help="one JSON object, full precision, instead of a table")
 
 
 class CallsError(ValueError):
@@ -254,5 +261,29 @@ def main(args) -> int:
         return 2
     for line in disagreements({m: (result[m] or {}).get("billed_input") for m in METHODS}):
         print(f"cost: warning: {args.input or '<stdin>'}: {line}", file=sys.stderr)
-    print(json.dumps(result))
+    if getattr(args, "json", False):
+        print(json.dumps(result))
+    else:
+        print(priced_table(result, str(args.input or "<stdin>")))
     return 0
+
+
+def priced_table(result: dict, source: str) -> str:
+    """One run's bill by each method, rounded for people (``--json`` keeps full precision)."""
+    from ctxpolicy.metrics.cost import METHODS
+
+    lines = [
+        f"{source}: billed input in tokens (cache block {result['block']} tokens, "
+        f"a cached token at {result['discount']:g} of a fresh one; '-' = the method needs what the run lacks)",
+        f"{'method':<10} {'billed input':>14} {'fresh':>12} {'cached':>12} {'summary input':>14}",
+    ]
+    for method in METHODS:
+        bill = result[method]
+        if bill is None:
+            lines.append(f"{method:<10} {'-':>14} {'-':>12} {'-':>12} {'-':>14}")
+        else:
+            lines.append(
+                f"{method:<10} {bill['billed_input']:>14,.1f} {bill['fresh']:>12,} {bill['cached']:>12,} "
+                f"{bill['summary']:>14,}"
+            )
+    return "\n".join(lines)
