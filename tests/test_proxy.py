@@ -237,7 +237,10 @@ def test_records_validate_and_aggregate(upstream, tmp_path):
     ok = runs[runs["outcome"].astype(str) == "not_graded"].iloc[0]
     assert ok["billed_exact"] > 0 and ok["compression_events"] >= 1  # the cost columns, as for harness runs
     priced = subprocess.run(
-        [sys.executable, "-m", "ctxpolicy", "cost", "-i", ok["run_dir"], "--json"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "ctxpolicy", "cost", "-i", ok["run_dir"], "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert priced.returncode == 0, priced.stderr
     cost = json.loads(priced.stdout)  # `ctxpolicy cost` prices the recorded run as aggregate does

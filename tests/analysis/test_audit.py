@@ -135,7 +135,9 @@ def test_cli_writes_one_row_per_event_and_refuses_bad_input(tmp_path, capsys):
     assert cli(["audit", "--runs", str(cell), "--out", str(out)]) == 0
     table = pd.read_parquet(out)
     assert list(table["task_id"]) == ["task-1"] and table["anchors_lost"].tolist() == [3]
-    assert "S-p/Th/0.5 (primary): 1 steps, anchors 0.25 [0.25, 0.25]" in capsys.readouterr().out
+    assert (
+        "S-p/Th/0.5 (primary): 1 compression steps; anchor retention 0.25 (95% CI 0.25-0.25)" in capsys.readouterr().out
+    )
     again = tmp_path / "again.parquet"
     assert cli(["audit", "--runs", str(cell), "--out", str(again)]) == 0
     assert again.read_bytes() == out.read_bytes()  # the same runs give the same bytes

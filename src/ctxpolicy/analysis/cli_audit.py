@@ -141,20 +141,22 @@ def _audit_lexical(run_dir: Path) -> tuple[list[dict], str | None, str | None]:
 
 
 def _per_policy(table, resamples: int, seed: int) -> str:
-    """One line per policy: steps, anchor and constraint retention [95% CI], reacquisitions per step."""
+    """One line per policy: compression steps, anchor and constraint retention (the share of what
+    was at risk that the compressed context still states) and reacquisitions per step, each with
+    its task-bootstrap 95% interval."""
     from ctxpolicy.analysis.summary import by_policy
 
     def rate(row, name: str) -> str:
         if row[name] != row[name]:  # NaN: nothing at risk
             return "n/a"
-        return f"{row[name]:.2f} [{row[name + '_lo']:.2f}, {row[name + '_hi']:.2f}]"
+        return f"{row[name]:.2f} (95% CI {row[name + '_lo']:.2f}-{row[name + '_hi']:.2f})"
 
     lines = []
     for row in by_policy(table, n_boot=resamples, seed=seed).to_dict("records"):
         lines.append(
             f"  {row['benchmark']}/{row['model']} {row['policy']} ({row['threshold_setting']}): "
-            f"{row['n_events']} steps, anchors {rate(row, 'anchor_retention')}, "
-            f"constraints {rate(row, 'constraint_retention')}, "
-            f"reacquisitions/step {rate(row, 'reacq_per_event')}"
+            f"{row['n_events']} compression steps; anchor retention {rate(row, 'anchor_retention')}; "
+            f"constraint retention {rate(row, 'constraint_retention')}; "
+            f"reacquisitions per step {rate(row, 'reacq_per_event')}"
         )
     return "\n".join(lines) or "  no compression steps"
