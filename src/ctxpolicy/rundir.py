@@ -357,6 +357,15 @@ CALL_KINDS = ("agent", "summary")
 CALL_STATUSES = ("ok", "error")
 
 
+_CALL_TIMES = ("index", "step", "start", "end", "latency_s")
+_CALL_PROMPT = ("est_tokens_before", "est_tokens_after", "message_ids", "events", "attempts")
+
+
+def _same(names: dict, *groups: tuple[str, ...]) -> dict:
+    """The builder arguments that pass through to ``CallRecord.answered`` unchanged."""
+    return {name: names[name] for group in groups for name in group}
+
+
 @dataclass(kw_only=True)
 class CallRecord:
     """One line of ``calls.jsonl``: one LLM call of a run (agent harness, proxy or replay alike).
@@ -404,6 +413,108 @@ class CallRecord:
     usage_source: str | None = field(default=None, metadata={"omitted_when_null": True})
     """``local`` when the proxy's upstream reported no usage and the counts are local; the key is
     left out of the line otherwise."""
+
+    @classmethod
+    def answered(
+        cls,
+        *,
+        step: int,
+        start: float | None,
+        end: float | None,
+        latency_s: float | None,
+        prompt_tokens: int | None,
+        completion_tokens: int | None,
+        cached_tokens: int | None,
+        est_tokens_before: int,
+        est_tokens_after: int,
+        message_ids: list[str],
+        events: list[dict],
+        attempts: int | None = None,
+        finish_reason: str | None = None,
+        model: str | None = None,
+        usage_source: str | None = None,
+        index: int = -1,
+        status: str = "ok",
+        error: str | None = None,
+        kind: str = "agent",
+    ) -> CallRecord:
+        """An agent call the model answered (harness, proxy, replay, importer alike); a replayed
+        call keeps its source's status and error. ``failed`` and ``summary`` build through it."""
+        return cls(
+            index=index,
+            kind=kind,
+            step=step,
+            start=start,
+            end=end,
+            latency_s=latency_s,
+            status=status,
+            error=error,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cached_tokens=cached_tokens,
+            est_tokens_before=est_tokens_before,
+            est_tokens_after=est_tokens_after,
+            message_ids=message_ids,
+            events=events,
+            attempts=attempts,
+            finish_reason=finish_reason,
+            model=model,
+            usage_source=usage_source,
+        )
+
+    @classmethod
+    def failed(
+        cls,
+        *,
+        kind: str,
+        step: int,
+        start: float,
+        end: float,
+        latency_s: float,
+        error: str,
+        est_tokens_before: int,
+        est_tokens_after: int,
+        message_ids: list[str],
+        events: list[dict],
+        attempts: int | None = None,
+        index: int = -1,
+    ) -> CallRecord:
+        """A call that got no usable answer: no server counts, the reason in ``error``."""
+        none = dict(prompt_tokens=None, completion_tokens=None, cached_tokens=None)
+        return cls.answered(
+            kind=kind, status="error", error=error, **none, **_same(locals(), _CALL_TIMES, _CALL_PROMPT)
+        )
+
+    @classmethod
+    def summary(
+        cls,
+        *,
+        step: int,
+        start: float,
+        end: float,
+        latency_s: float,
+        error: str | None,
+        prompt_tokens: int | None,
+        completion_tokens: int | None,
+        cached_tokens: int | None,
+        request_tokens: int,
+        message_ids: list[str],
+        attempts: int | None,
+        model: str | None,
+        index: int = -1,
+    ) -> CallRecord:
+        """A summarizer call a compression stage made; its local estimate is the request's count."""
+        return cls.answered(
+            kind="summary",
+            status="error" if error else "ok",
+            error=error,
+            est_tokens_before=request_tokens,
+            est_tokens_after=request_tokens,
+            events=[],
+            **_same(locals(), _CALL_TIMES, ("prompt_tokens", "completion_tokens", "cached_tokens", "message_ids")),
+            attempts=attempts,
+            model=model,
+        )
 
     def to_json(self) -> dict:
         """The line as a dict, keys in field order (the values are not copied)."""

@@ -171,14 +171,11 @@ class PolicyAgent(DefaultAgent):
 
 
 def ok_call(call: dict, response: ChatResponse) -> CallRecord:
-    return CallRecord(
-        kind=call["kind"],
+    return CallRecord.answered(
         step=call["step"],
         start=response.start,
         end=response.end,
         latency_s=response.latency_s,
-        status="ok",
-        error=None,
         prompt_tokens=response.prompt_tokens,
         completion_tokens=response.completion_tokens,
         cached_tokens=response.cached_tokens,
@@ -193,24 +190,18 @@ def ok_call(call: dict, response: ChatResponse) -> CallRecord:
 
 
 def failed_call(call: dict, exc: EndpointError, start: float, end: float, latency_s: float) -> CallRecord:
-    return CallRecord(
+    return CallRecord.failed(
         kind=call["kind"],
         step=call["step"],
         start=start,
         end=end,
         latency_s=latency_s,
-        status="error",
         error=f"{type(exc).__name__}: {exc}",
-        prompt_tokens=None,
-        completion_tokens=None,
-        cached_tokens=None,
         est_tokens_before=call["est_tokens_before"],
         est_tokens_after=call["est_tokens_after"],
         message_ids=call["message_ids"],
         events=call["events"],
         attempts=exc.attempts,
-        finish_reason=None,
-        model=None,
     )
 
 

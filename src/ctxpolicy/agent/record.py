@@ -138,24 +138,18 @@ def summary_call_record(
 ) -> CallRecord:
     """The ``calls.jsonl`` line of one summarizer call (a ``policies.SummaryCall``), for the agent
     harness and the offline replay alike; its local estimate is the request's token count."""
-    estimate = count_messages(call.request_messages)
-    return CallRecord(
+    return CallRecord.summary(
         index=index,
-        kind="summary",
         step=step,
         start=call.start,
         end=call.end,
         latency_s=latency_s,
-        status="error" if call.error else "ok",
         error=call.error,
         prompt_tokens=call.prompt_tokens,
         completion_tokens=call.completion_tokens,
         cached_tokens=call.cached_tokens,
-        est_tokens_before=estimate,
-        est_tokens_after=estimate,
+        request_tokens=count_messages(call.request_messages),
         message_ids=message_ids,
-        events=[],
         attempts=attempts,
-        finish_reason=None,
         model=call.model,
     )

@@ -123,14 +123,11 @@ def write_imported_run(
             usage = call.has_usage
             lines.append(
                 recorder.record_call(
-                    CallRecord(
-                        kind="agent",
+                    CallRecord.answered(
                         step=step,
                         start=None,
                         end=call.end,
                         latency_s=None,
-                        status="ok",
-                        error=None,
                         prompt_tokens=call.prompt_tokens if usage else local,
                         completion_tokens=call.completion_tokens if usage else count_message(call.reply),
                         cached_tokens=call.cached_tokens if usage else None,
@@ -138,7 +135,6 @@ def write_imported_run(
                         est_tokens_after=local,
                         message_ids=ids,
                         events=[],
-                        attempts=None,
                         finish_reason=call.finish_reason,
                         model=call.model,
                         usage_source=None if usage else "local",

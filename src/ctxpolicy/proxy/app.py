@@ -33,6 +33,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from ctxpolicy.agent.record import summary_call_record
 from ctxpolicy.policies import HistoryDump, PolicyError, PolicySession, Summarizer, Turn
 from ctxpolicy.proxy import anthropic
 from ctxpolicy.proxy.alternation import merge_same_role
@@ -440,24 +441,12 @@ class Proxy:
     def _record_summaries(self, record: ConversationRecord, turn: Turn, step: int) -> None:
         for summary in turn.summary_calls:
             record.record_call(
-                CallRecord(
-                    kind="summary",
+                summary_call_record(
+                    summary,
                     step=step,
-                    start=summary.start,
-                    end=summary.end,
                     latency_s=max(0.0, summary.end - summary.start),
-                    status="error" if summary.error else "ok",
-                    error=summary.error,
-                    prompt_tokens=summary.prompt_tokens,
-                    completion_tokens=summary.completion_tokens,
-                    cached_tokens=summary.cached_tokens,
-                    est_tokens_before=turn.tokens_before,
-                    est_tokens_after=turn.tokens_before,
                     message_ids=record.store(summary.request_messages),
-                    events=[],
                     attempts=1,
-                    finish_reason=None,
-                    model=summary.model,
                 )
             )
 
@@ -467,14 +456,11 @@ class Proxy:
         self._record_summaries(record, turn, call.step)
         local = not usage.reported
         record.record_call(
-            CallRecord(
-                kind="agent",
+            CallRecord.answered(
                 step=call.step,
                 start=start,
                 end=start + latency_s,
                 latency_s=latency_s,
-                status="ok",
-                error=None,
                 prompt_tokens=turn.tokens_after if local else usage.prompt_tokens,
                 completion_tokens=0 if local else usage.completion_tokens,
                 cached_tokens=usage.cached_tokens,
@@ -495,24 +481,18 @@ class Proxy:
             return
         self._record_summaries(record, turn, call.step)
         record.record_call(
-            CallRecord(
+            CallRecord.failed(
                 kind="agent",
                 step=call.step,
                 start=start,
                 end=start + latency,
                 latency_s=latency,
-                status="error",
                 error=error,
-                prompt_tokens=None,
-                completion_tokens=None,
-                cached_tokens=None,
                 est_tokens_before=call.tokens_before,
                 est_tokens_after=call.tokens_after,
                 message_ids=record.store(call.sent),
                 events=call.events,
                 attempts=1,
-                finish_reason=None,
-                model=None,
             )
         )
 

@@ -120,9 +120,8 @@ def replay_source(
         now = time.time()
         ok = call.get("status", "ok") == "ok"
         calls.append(
-            CallRecord(
+            CallRecord.answered(
                 index=len(calls),
-                kind="agent",
                 step=step,
                 start=now,
                 end=now,
@@ -136,9 +135,6 @@ def replay_source(
                 est_tokens_after=turn.tokens_after,
                 message_ids=store.ids(turn.messages),
                 events=turn.events,
-                attempts=None,
-                finish_reason=None,
-                model=None,
             )
         )
         if step_seconds is not None:
