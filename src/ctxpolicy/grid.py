@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxpolicy.cohort_file import CohortError, read_cohort
-from ctxpolicy.config import TRACKS, ConfigError, load_config, validate_config
+from ctxpolicy.config import TRACKS, ConfigError, validate_config
 from ctxpolicy.paths import in_repo
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.threshold_settings import PRIMARY
@@ -198,11 +198,6 @@ def _how_to_write(config: dict, cell: Cell, path: Path) -> str:
 
 
 # ---------------------------------------------------------------- the study: config checked against its grid
-
-
-def load_study(path: str | Path) -> dict:
-    """``config.load_config`` and the checks that need the grid (``check_study``)."""
-    return check_study(load_config(path), source=str(path))
 
 
 def validate_study(data: Mapping[str, Any], source: str = "<config>") -> dict:

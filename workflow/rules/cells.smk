@@ -6,7 +6,8 @@
 # file is declared as input so that calibration comes first. One rule per model, for its
 # serving resources.
 
-for _model, _spec in CONFIG["models"].items():
+for _model in STUDY.models:
+    _spec = STUDY.model(_model)
 
     rule:
         name:

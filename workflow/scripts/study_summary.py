@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ctxpolicy.config import ConfigError
 from ctxpolicy.figures.catalog import targets_for
-from ctxpolicy.grid import expand_grid, load_study, thresholds_path
+from ctxpolicy.study import Pair, Study, load_study, study_of
 
 
 def _json(path: Path):
@@ -42,9 +42,10 @@ def figure_notes(output: Path) -> list[str]:
     return notes
 
 
-def summarize(config: dict) -> list[str]:
-    results = Path(config["results_dir"])
-    cells = expand_grid(config)
+def summarize(study: Study) -> list[str]:
+    study = study_of(study)
+    results = Path(study.results_dir)
+    cells = list(study.cells)
     outcomes: Counter = Counter()
     warnings: list[str] = []
     done = 0
@@ -56,13 +57,13 @@ def summarize(config: dict) -> list[str]:
         outcomes.update({str(k): int(v) for k, v in (record.get("outcomes") or {}).items()})
         warnings += [f"{cell.run_root(results)}: {w}" for w in _strings(record.get("warnings"))]
     for benchmark, model in sorted({(c.benchmark, c.model) for c in cells if c.setting}):
-        path = thresholds_path(config, benchmark, model)
+        path = study.thresholds_file(Pair(model, benchmark))
         record = _json(path)
         if isinstance(record, dict):
             warnings += [f"{path}: {w}" for w in _strings(record.get("warnings"))]
     runs = ", ".join(f"{k} {v}" for k, v in outcomes.most_common()) or "none"
     lines = [f"cells done: {done} of {len(cells)}", f"runs: {sum(outcomes.values())} ({runs})"]
-    outputs = [Path(p) for spec in targets_for(config).values() for p in spec["outputs"]]
+    outputs = [Path(p) for spec in targets_for(study).values() for p in spec["outputs"]]
     written = [p for p in outputs if p.exists()]
     missing = [str(p) for p in outputs if not p.exists()]
     lines.append(

@@ -49,12 +49,13 @@ def resource_gaps(own: pd.DataFrame, table: pd.DataFrame, model: str, benchmark:
     """Why resource ratios are missing for a (benchmark, model): no eligible FC run at all, or
     the policies whose ratios came out undefined."""
     from ctxpolicy.metrics.compare import resource_eligible
+    from ctxpolicy.metrics.outcomes import time_limited
 
     if table.empty or "tokens_ratio_est" not in table:
         return []
     fc = own[own["policy"].astype(str) == style.FC]
     if len(fc) and resource_eligible(fc).empty:
-        timed_out = bool((fc["outcome"].astype(str) == "time_limit").all())
+        timed_out = bool(time_limited(fc).all())
         return [notes.why_no_eligible_fc(model, benchmark, all_time_limited=timed_out)]
     undefined = table.loc[table["tokens_ratio_est"].isna(), "policy"].astype(str)
     return [notes.why_ratios_undefined(style.order_policies(undefined), model, benchmark)] if len(undefined) else []

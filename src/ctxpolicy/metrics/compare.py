@@ -21,7 +21,7 @@ import pandas as pd
 
 from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, boot_means, boot_ratio, percentile_interval, resample_counts
 from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
-from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES, planned_outcome_counts, planned_runs_of
+from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES, planned_outcome_counts, planned_runs_of, time_limited
 
 FC = "FC"
 CELL_COLUMNS = ("policy", "primitive", "trigger", "depth", "setting", "summarizer")
@@ -171,8 +171,10 @@ def task_success(runs: pd.DataFrame, attempts: int | None = None) -> pd.Series:
 
 
 def resource_eligible(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs that count for resource ratios: not time-limited, at least two prompt counts."""
-    return runs[((runs["outcome"] != "time_limit") & (runs["n_prompt_counts"] >= 2)).to_numpy()]
+    """Runs that count for resource ratios: not time-limited (``metrics.outcomes.time_limited``:
+    the agent's limit or the harness's timeout, whatever the verdict; A.5), at least two prompt
+    counts."""
+    return runs[((~time_limited(runs)) & (runs["n_prompt_counts"] >= 2)).to_numpy()]
 
 
 def task_resource_means(runs: pd.DataFrame, column: str) -> pd.Series:

@@ -280,7 +280,7 @@ def write_thresholds(config: dict) -> list[Path]:
     for benchmark, per_model in config["thresholds"].items():
         for model in per_model:
             path = Path(thresholds_path(config, benchmark, model))
-            atomic_write_json(path, preset_thresholds(config, benchmark, model), indent=1)
+            atomic_write_json(path, preset_thresholds(per_model[model], benchmark, model), indent=1)
             written.append(path)
     return written
 
