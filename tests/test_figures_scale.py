@@ -96,7 +96,7 @@ SCALE_FIGURES = {
 def scale_data(paper_tables):
     style.apply()
     tables_dir, config_path = paper_tables
-    return inputs.read_runs(tables_dir), inputs.read_config(config_path), inputs.read_calls(tables_dir)
+    return inputs.read_runs(tables_dir), inputs.read_study(config_path), inputs.read_calls(tables_dir)
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ It owns:
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -349,10 +350,17 @@ class Study:
 
 def study_of(config: Mapping[str, Any] | Study, source: str = "<config>") -> Study:
     """A Study from a loaded config mapping (validated again; its grid checked), or the Study
-    itself. For callers (tests, scripts) that hold a mapping."""
+    itself. For callers (tests, scripts) that hold a mapping; the same content gives the same
+    Study (cached on its JSON text, so a mapping changed in place is a new study)."""
     if isinstance(config, Study):
         return config
-    return Study(check_study(validate_config(config, source=source), source=source), source)
+    return _study_of_text(json.dumps(config, sort_keys=True, default=str), source)
+
+
+@functools.lru_cache(maxsize=16)
+def _study_of_text(text: str, source: str) -> Study:
+    data = json.loads(text)
+    return Study(check_study(validate_config(data, source=source), source=source), source)
 
 
 def load_study(path: str | Path) -> Study:

@@ -22,7 +22,6 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
-from ctxpolicy.threshold_settings import PRIMARY
 
 GAIN, LOSS = "#009E73", "#D55E00"
 KEPT, MISSED = "#9E9E9E", "#F0F0F0"  # solved by both; solved by neither
@@ -115,7 +114,7 @@ def compute(
     data.notes = said + data.notes
     data.meta.update(
         thresholds=ax_.threshold_table(own),
-        setting=inputs.block(config, "full_comparison").get("setting", PRIMARY),
+        setting=inputs.block(config, "full_comparison")["setting"],
         attempts=comparisons.planned_attempts(config),
     )
     return data
@@ -145,14 +144,14 @@ def compute_sweep(
         "attempts": comparisons.planned_attempts(config),
         "thresholds": ax_.threshold_table(inputs.select_pairs(runs, pairs)),
     }
-    if setting not in (sweeps.get("settings") or []):
+    if setting not in sweeps["settings"]:
         return Prepared(
             pd.DataFrame(),
             said
             + [
                 (
                     f"the config's sweep has no {setting!r} threshold setting "
-                    f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'})."
+                    f"(settings: {', '.join(sweeps['settings']) or 'none'})."
                 )
             ],
             meta,
@@ -164,7 +163,7 @@ def compute_sweep(
         n_boot=n_boot,
         seed=seed,
         combos=combos,
-        cohort=sweeps.get("cohort", "sweep"),
+        cohort=sweeps["cohort"],
         setting=setting,
         policies=sweep_policies(config),
         metric=_gains_losses(config),
