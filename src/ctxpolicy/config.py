@@ -161,7 +161,7 @@ def _check_model_files(config: dict, fail) -> None:
 def _check_grid(config: dict, fail) -> None:
     models, benchmarks = config["models"], config["benchmarks"]
     for track in TRACKS:
-        section = config["grid"].get(track, {})
+        section = config["grid"][track]  # the schema fills in every section
         for key, known, what in (
             ("models", models, "model"),
             ("benchmarks", benchmarks, "benchmark"),

@@ -220,6 +220,20 @@ class Study:
         for policy in summ["policies"]:
             for summarizer in summ["summarizers"]:
                 add("summarizer", policy, summ["setting"], summarizer)
+            # the agent summarizing itself, every other summarizer's reference: the cell another
+            # track runs (the sweep's), where the grid has one
+            for benchmark in summ["benchmarks"]:
+                for model in summ["models"]:
+                    if model in summ["summarizers"]:
+                        continue  # already added: the agent named as its own summarizer
+                    spec = parse_spec(policy)
+                    wanted = summ["setting"] if spec.needs_threshold else None
+                    probe = Cell("summarizer", benchmark, model, str(spec), wanted, summ["cohort"], None)
+                    if probe.id in self._by_id:
+                        cell = self._by_id[probe.id]
+                        out.append(
+                            Design("summarizer", benchmark, model, str(spec), wanted, None, summ["cohort"], cell)
+                        )
         return tuple(out)
 
     def design(self, track: str, pair: Pair | None = None) -> list[Design]:
