@@ -293,3 +293,32 @@ def test_the_ast_check_finds_what_it_looks_for():
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.func.attr == "get"]
     assert calls and all(_config_root(n.func.value) for n in calls)
     assert _config_root(ast.parse("spec.get('x')").body[0].value.func.value) is None
+
+
+def test_compare_with_the_config_compares_the_designs_cells_by_id(paper_tables, paper_runs):
+    from types import SimpleNamespace
+
+    from ctxpolicy.metrics.cli_compare import compare
+
+    tables_dir, config_path = paper_tables
+    runs, _, study = paper_runs
+    args = SimpleNamespace(
+        runs=Path(tables_dir) / "runs.parquet",
+        config=config_path,
+        benchmark="swebench",
+        model="synth-a",
+        track="sweep",
+        setting=None,
+        baseline="FC",
+        attempts=None,
+        resamples=BOOT,
+        seed=0,
+        cost_method=None,
+        replay=None,
+    )
+    table, attempts = compare(args)
+    pair = Pair("synth-a", "swebench")
+    wanted = {c.slug for c in study.design_cells("sweeps", pair, reference=False)}
+    assert attempts == study.attempts and args.cost_method == study.cost_method
+    assert set(table["cell"]) == wanted  # the shared full-comparison cells in, no summarizer cell
+    assert table["summarizer"].isna().all() and (table["resolve_rate"] <= 1).all()

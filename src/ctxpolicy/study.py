@@ -245,6 +245,16 @@ class Study:
             if d.track == name and (pair is None or (d.model, d.benchmark) == (pair.model, pair.benchmark))
         ]
 
+    def design_cells(self, track: str, pair: Pair, *, reference: bool = True) -> list[Cell]:
+        """The cells behind a track's numbers for one pair: its design's cells (shared ones
+        included), each once, with the pair's FC reference first where ``reference``."""
+        cells: list[Cell] = []
+        ref = self.reference_cell(pair) if reference else None
+        for cell in [ref, *(d.cell for d in self.design(track, pair))]:
+            if cell is not None and cell not in cells:
+                cells.append(cell)
+        return cells
+
     def cell_for(
         self,
         benchmark: str,

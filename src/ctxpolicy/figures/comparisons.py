@@ -49,24 +49,13 @@ def select_cells(runs: pd.DataFrame, cells) -> pd.DataFrame:
     return runs[run_cell_ids(runs).isin(ids).to_numpy()]
 
 
-def design_cells(study: Study, track: str, pair: Pair, *, reference: bool = True) -> list:
-    """The cells of a track's design for one pair (shared cells included, each once), and the
-    pair's FC reference cell first where ``reference``."""
-    cells = []
-    ref = study.reference_cell(pair) if reference else None
-    for cell in [ref, *(d.cell for d in study.design(track, pair))]:
-        if cell is not None and cell not in cells:
-            cells.append(cell)
-    return cells
-
-
 def design_runs(
     runs: pd.DataFrame, study: Study, track: str, pair: Pair, cohort: str | None = None, *, reference: bool = True
 ) -> pd.DataFrame:
     """The runs behind a track's numbers for one pair: its design's cells and the FC reference
-    (``design_cells``), on a cohort's planned tasks where ``cohort`` is given (the sweeps use the
+    (``Study.design_cells``), on a cohort's planned tasks where ``cohort`` is given (the sweeps use the
     sweep subset, which the shared main-cohort cells also cover)."""
-    own = select_cells(runs, design_cells(study, track, pair, reference=reference))
+    own = select_cells(runs, study.design_cells(track, pair, reference=reference))
     if cohort and study.has_cohort(pair.benchmark, cohort):
         own = restrict_tasks(own, set(study.cohort_tasks(pair.benchmark, cohort)))
     return own

@@ -15,6 +15,13 @@ examples:
   ctxpolicy compare --runs results/tables/runs.parquet
   ctxpolicy compare --runs results/tables/sweep/runs.parquet --track sweep --setting tight --json
   ctxpolicy compare --runs runs.parquet --benchmark swebench --model qwen --cost-method exact --csv
+  ctxpolicy compare --config config/paper.yaml --runs results/tables/runs.parquet --track sweep
+
+Which runs are compared: with --config, the cells of the study's design for --track (shared
+cells included: the full comparison's primary D = 0.5 cells in the sweep, the calibration FC as
+the reference; ctxpolicy.study.Study.design_cells), selected by cell id, and the study's
+attempts and cost method are the defaults of --attempts and --cost-method; without it, the
+cells the table's `cell` and `track` columns name.
 """
 
 from __future__ import annotations
@@ -54,8 +61,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument(
         "--cost-method",
-        default=DEFAULT_METHOD,
-        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default {DEFAULT_METHOD})",
+        default=None,
+        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default: --config's metrics.cost_method, "
+        f"else {DEFAULT_METHOD})",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="the study config: its cells (by id), attempts and cost method (default: the table's cell columns)",
     )
     parser.add_argument(
         "--replay",
@@ -79,9 +93,20 @@ def compare(args):
     """The comparison table for the arguments (CompareError for bad input)."""
     import pandas as pd
 
+    from ctxpolicy.config import ConfigError
     from ctxpolicy.metrics.compare import compare_to_baseline, planned_attempts, study_runs
-    from ctxpolicy.metrics.cost import METHODS
+    from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
 
+    study = None
+    if getattr(args, "config", None):
+        from ctxpolicy.study import load_study
+
+        try:
+            study = load_study(args.config)
+        except ConfigError as exc:
+            raise CompareError(str(exc)) from None
+    if args.cost_method is None:
+        args.cost_method = study.cost_method if study else DEFAULT_METHOD
     if args.track not in TRACKS:
         raise CompareError(f"--track is {args.track!r}; allowed: {', '.join(TRACKS)}")
     if args.cost_method not in METHODS:
@@ -89,7 +114,7 @@ def compare(args):
     if args.attempts is not None and args.attempts < 1 or args.resamples < 1:
         raise CompareError(f"--attempts and --resamples must be >= 1: got {args.attempts}, {args.resamples}")
     runs = _read_runs(args.runs)
-    attempts = args.attempts or planned_attempts(study_runs(runs))
+    attempts = args.attempts or (study.attempts if study else planned_attempts(study_runs(runs)))
     for column, value in (("benchmark", args.benchmark), ("model", args.model)):
         known = sorted(map(str, runs[column].dropna().unique()))
         if value is not None and value not in known:
@@ -97,6 +122,8 @@ def compare(args):
     frames = []
     for benchmark, model in _combos(runs, args.benchmark, args.model):
         own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
+        if study is not None:
+            own = _study_cells(own, study, args.track, benchmark, model)
         try:
             table = compare_to_baseline(
                 own,
@@ -106,7 +133,7 @@ def compare(args):
                 baseline_setting=args.setting,
                 attempts=attempts,
                 cost_method=args.cost_method,
-                track=args.track,
+                track=None if study is not None else args.track,  # the study names the cells itself
                 n_boot=args.resamples,
                 seed=args.seed,
             )
@@ -123,6 +150,18 @@ def compare(args):
             + (f" at setting {args.setting!r}" if args.setting else "")
         )
     return _with_decomposition(table, runs, args), attempts
+
+
+def _study_cells(own, study, track: str, benchmark: str, model: str):
+    """The runs of the study's design cells for the track and the FC reference, by cell id
+    (every run of another track, e.g. replay runs, is kept for the decomposition)."""
+    from ctxpolicy.study import Pair
+
+    section = {"full": "full_comparison", "sweep": "sweeps", "summarizer": "summarizer"}[track]
+    ids = {c.id for c in study.design_cells(section, Pair(model, benchmark))}
+    run_ids = own["benchmark"].astype(str) + "/" + own["model"].astype(str) + "/" + own["cell"].astype(str)
+    study_tracks = own["track"].astype(str).isin(["calibration", "full", "sweep", "summarizer"])
+    return own[(run_ids.isin(ids) | ~study_tracks).to_numpy()]
 
 
 def _with_decomposition(table, runs, args):
