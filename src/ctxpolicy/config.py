@@ -5,7 +5,7 @@ Validation has the semantics of ``snakemake.utils.validate(config, schema, set_d
 checks a schema cannot express (a grid naming an unknown model, a cohort limit of an unknown
 cohort, ...). Every failure is one ``ConfigError`` line naming the file, the key path, the
 value and what is allowed. The checks that need the expanded grid (policy specs parse, every
-Th cell has a threshold source) are ``ctxpolicy.grid.check_study``; ``grid.load_study`` runs
+Th cell has a threshold source) are ``ctxpolicy.grid.check_study``; ``ctxpolicy.study.load_study`` runs
 both. This module never imports the grid.
 """
 
