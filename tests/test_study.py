@@ -322,3 +322,18 @@ def test_compare_with_the_config_compares_the_designs_cells_by_id(paper_tables, 
     assert attempts == study.attempts and args.cost_method == study.cost_method
     assert set(table["cell"]) == wanted  # the shared full-comparison cells in, no summarizer cell
     assert table["summarizer"].isna().all() and (table["resolve_rate"] <= 1).all()
+
+
+def test_the_paper_shaped_data_holds_the_studys_edge_shapes(paper_runs):
+    from ctxpolicy.testing.paper import unsolvable
+
+    runs, _, _ = paper_runs
+    tb = runs[runs["benchmark"] == "terminalbench"]
+    harness = tb[(tb["outcome"] == "submitted") & tb["time_limited"].astype(bool)]
+    assert len(harness) and (harness["outcome_class"].isin(["success", "time_limited"])).all()
+    assert (runs["outcome"] == "time_limit").any()  # the agent's own clock too
+    assert (runs["track"] == "summarizer").any() and runs["summarizer"].notna().any()
+    assert (~runs["has_verdict"].astype(bool)).any()  # ungraded runs
+    never = runs.groupby("task_id")["resolved"].sum()
+    hard = [t for t in never.index if unsolvable(str(t))]
+    assert hard and (never[hard] == 0).all()
