@@ -337,3 +337,32 @@ def test_the_paper_shaped_data_holds_the_studys_edge_shapes(paper_runs):
     never = runs.groupby("task_id")["resolved"].sum()
     hard = [t for t in never.index if unsolvable(str(t))]
     assert hard and (never[hard] == 0).all()
+
+
+def test_fig4_terminal_bench_variant_keeps_its_rows_with_a_dozen_long_task_names(paper_runs):
+    import matplotlib.pyplot as plt
+
+    from ctxpolicy.figures import coverage, layout
+
+    runs, _, study = paper_runs
+    pair = ("synth-b", "terminalbench")
+    own = runs[(runs["model"] == pair[0]) & (runs["benchmark"] == pair[1])]
+    tasks = sorted(own["task_id"].astype(str).unique())[:6]
+    own = own[own["task_id"].astype(str).isin(tasks)]
+    long_names = {t: f"configure-reverse-proxy-with-tls-termination-{i:02d}" for i, t in enumerate(tasks)}
+    twelve = pd.concat(
+        [
+            own.assign(task_id=own["task_id"].astype(str).map(long_names)),
+            own.assign(task_id=own["task_id"].astype(str).map(lambda t: long_names[t] + "-and-caching")),
+        ],
+        ignore_index=True,
+    )
+    fig = coverage.plot(coverage.compute(twelve, study, pairs=[pair]), name="fig4-synth-b-terminalbench")
+    try:
+        layout.check(fig, name="fig4-synth-b-terminalbench")
+        ax = fig.axes[0]
+        n_rows = len(ax.get_yticklabels())
+        row_in = ax.get_position().height * fig.get_figheight() / n_rows
+        assert row_in >= 0.8 * coverage.ROW_IN, f"rows squashed to {row_in:.3f} in"
+    finally:
+        plt.close(fig)

@@ -39,6 +39,7 @@ def unsolvable(task_id: str) -> bool:
     """Whether no policy solves the task (any cohort, any cell): drawn from the id alone."""
     return zlib.crc32(f"{UNSOLVABLE_SALT}:{task_id}".encode()) % 12 == 0
 
+
 # How each policy moves success, per model (the same policy does differently across models).
 _SHIFTS = {
     "synth-a": {
