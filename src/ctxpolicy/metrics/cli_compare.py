@@ -94,7 +94,7 @@ def compare(args):
     import pandas as pd
 
     from ctxpolicy.config import ConfigError
-    from ctxpolicy.metrics.compare import compare_to_baseline, planned_attempts, study_runs
+    from ctxpolicy.metrics.compare import attempts_in_table, compare_to_baseline, study_runs
     from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
 
     study = None
@@ -114,7 +114,7 @@ def compare(args):
     if args.attempts is not None and args.attempts < 1 or args.resamples < 1:
         raise CompareError(f"--attempts and --resamples must be >= 1: got {args.attempts}, {args.resamples}")
     runs = _read_runs(args.runs)
-    attempts = args.attempts or (study.attempts if study else planned_attempts(study_runs(runs)))
+    attempts = args.attempts or (study.attempts if study else attempts_in_table(study_runs(runs)))
     for column, value in (("benchmark", args.benchmark), ("model", args.model)):
         known = sorted(map(str, runs[column].dropna().unique()))
         if value is not None and value not in known:
