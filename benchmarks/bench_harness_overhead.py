@@ -55,7 +55,7 @@ def main() -> int:
         config, "local", args.model, overrides={"step_limit": args.steps, "max_tokens": args.max_tokens}
     )
     identity = make_identity(
-        config=config,
+        seed=config["seed"],
         benchmark="local",
         cohort="main",
         model=args.model,

@@ -82,7 +82,7 @@ def _papermill(spec: dict, tables: Path, config: Path, out: Path, executed: Path
 
 def synthetic(task_cap: int) -> Path:
     from ctxpolicy.figures.catalog import targets_for
-    from ctxpolicy.figures.inputs import read_config
+    from ctxpolicy.figures.inputs import read_study
     from ctxpolicy.testing.paper import build_tables, make_paper_dataset
 
     target = GALLERY / "synthetic"
@@ -92,7 +92,7 @@ def synthetic(task_cap: int) -> Path:
         tables = build_tables(data, processes=2, audit_attempts=1)
         specs = [
             s
-            for s in targets_for(read_config(config)).values()
+            for s in targets_for(read_study(config)).values()
             if s["variant_of"] is None and any(p.endswith(".png") for p in s["outputs"])
         ]
         out, executed = Path(tmp) / "figures", Path(tmp) / "notebooks"

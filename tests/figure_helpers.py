@@ -32,12 +32,13 @@ FIXTURE = "tests/fixtures/figures"
 
 def read_fixture():
     """The figure fixture as (runs, config, calls), read from the repository root."""
+    from ctxpolicy.config import load_config
     from ctxpolicy.figures import inputs
 
     with contextlib.chdir(ROOT):
         return (
             inputs.read_runs(f"{FIXTURE}/tables"),
-            inputs.read_config(f"{FIXTURE}/config.yaml"),
+            load_config(f"{FIXTURE}/config.yaml"),  # a mapping: tests change it; figures make it a Study
             inputs.read_calls(f"{FIXTURE}/tables"),
         )
 

@@ -63,7 +63,7 @@ def run(
 ):
     spec = parse_spec(policy)
     identity = make_identity(
-        config=CONFIG,
+        seed=CONFIG["seed"],
         benchmark="fake",
         cohort="main",
         model="fake",
@@ -250,7 +250,7 @@ def test_cell_goes_on_through_faults_and_redoes_only_missing_runs(tmp_path, serv
         runs = []
         for t in tasks:
             identity = make_identity(
-                config=CONFIG,
+                seed=CONFIG["seed"],
                 benchmark="fake",
                 cohort="main",
                 model="fake",
@@ -292,7 +292,7 @@ def test_cell_goes_on_through_faults_and_redoes_only_missing_runs(tmp_path, serv
 def test_a_named_summarizer_gets_the_summary_calls_on_its_own_endpoint(tmp_path, server):
     the_task = task("loop")
     identity = make_identity(
-        config=CONFIG,
+        seed=CONFIG["seed"],
         benchmark="fake",
         cohort="main",
         model="fake",

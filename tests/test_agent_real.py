@@ -44,7 +44,7 @@ def embedded_run(tmp_path_factory):
         config, "local", MODEL, overrides={"step_limit": 3, "max_tokens": 128, "wall_time_limit_s": 1200}
     )
     identity = make_identity(
-        config=config,
+        seed=config["seed"],
         benchmark="local",
         cohort="main",
         model=MODEL,

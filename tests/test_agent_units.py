@@ -160,7 +160,7 @@ def test_the_agent_file_is_validated_naming_file_key_and_value(tmp_path, text, e
 
 def test_run_settings_have_one_set_of_defaults_and_record_the_same_keys(tmp_path):
     (tmp_path / "agent.yaml").write_text("templates: {text: t.yaml}\n")
-    bare = {"models": {"m": {"server": "llamacpp", "served_name": "m"}}, "benchmarks": {"b": {}}}
+    bare = {"models": {"m": {"server": "llamacpp", "served_name": "m"}}, "benchmarks": {"b": {"limits": {}}}}
     settings = build_settings(bare, "b", "m", agent_dir=tmp_path)
     assert settings == RunSettings()
     assert list(settings.record()) == [

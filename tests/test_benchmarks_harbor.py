@@ -122,15 +122,12 @@ def test_harbor_command_runs_our_agent_on_the_cells_tasks(tmp_path):
 
 
 def test_a_local_dataset_copy_is_passed_as_path(tmp_path):
-    config = {
-        "attempts": 2,
-        "models": {"m": {"served_name": "served"}},
-        "benchmarks": {"tb": {"adapter": "terminalbench", "harness": "harbor", "dataset": {"path": "data/tb"}}},
-    }
-    prefix = harbor.cell_prefix(config, "tb", "m", "runs/tb/m/FC", repo_root="/repo")
+    bench = {"adapter": "terminalbench", "harness": "harbor", "concurrency": 4, "dataset": {"path": "data/tb"}}
+    prefix = harbor.cell_prefix(bench, "served", 2, "runs/tb/m/FC", repo_root="/repo")
     assert prefix[prefix.index("--path") + 1] == "/repo/data/tb" and "--dataset" not in prefix
     assert prefix[prefix.index("--model") + 1] == "served" and prefix[prefix.index("--n-attempts") + 1] == "2"
-    assert harbor.uses_harbor(config, "tb") and not harbor.uses_harbor({"benchmarks": {"tb": {}}}, "tb")
+    assert prefix[prefix.index("--n-concurrent") + 1] == "4"
+    assert harbor.uses_harbor(bench) and not harbor.uses_harbor({**bench, "harness": "tb"})
 
 
 # ---------------------------------------------------------------- result files

@@ -49,7 +49,9 @@ def in_root(monkeypatch):
 
 @pytest.fixture
 def config(in_root):
-    return inputs.read_config("tests/fixtures/figures/config.yaml")
+    from ctxpolicy.config import load_config
+
+    return load_config("tests/fixtures/figures/config.yaml")  # a mapping the tests change
 
 
 # ---------------------------------------------------------------- style

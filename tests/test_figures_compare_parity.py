@@ -35,7 +35,7 @@ FIG4_KEYS = ("solved", "baseline_solved", "gains", "losses", "left_out_tasks")
 
 @pytest.fixture(scope="module")
 def fixture():
-    return inputs.read_runs(f"{FIXTURE}/tables"), inputs.read_config(f"{FIXTURE}/config.yaml")
+    return inputs.read_runs(f"{FIXTURE}/tables"), inputs.read_study(f"{FIXTURE}/config.yaml")
 
 
 def compare_json(*args: str) -> pd.DataFrame:

@@ -144,9 +144,15 @@ def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_se
             # TRC/Th: its own primitive at one depth: nothing to compare, never marked
             run("TRC/Th", "t1", billed_est=400.0, wall_s=500.0),
             run("TRC/Th", "t2", billed_est=400.0, wall_s=500.0),
+            # another track's cell of the same policy and setting (another summarizer): not a row's
+            run("TR/Th/0.3", "t2", resolved=True, summarizer="other", billed_est=1.0, wall_s=1.0),
         ]
     )
-    table = metrics_sweep.all_attempts_summary(runs, ["TR/Th/0.3", "TR/Th/0.7", "TRC/Th"], ["primary"], "estimated")
+    cells = {
+        "fc": "FC",
+        "rows": [("primary", p, p.replace("/", "_") + "__primary") for p in ["TR/Th/0.3", "TR/Th/0.7", "TRC/Th"]],
+    }
+    table = metrics_sweep.all_attempts_summary(runs, cells, "estimated")
     rows = table.set_index("policy")
     assert rows.loc["TR/Th/0.3", "resolve_rate"] == 0.5
     assert rows.loc["TR/Th/0.3", "cost_ratio_all"] == pytest.approx(400 / 400)  # (50+350)/(100+300)
@@ -279,7 +285,7 @@ def test_fig21_needs_two_of_three_successes_and_averages_calls_over_successes():
         run("TR/Th/0.5", "t2", 2),
         run("TR/Th/0.5", "t2", 3),
     ]
-    metric = agent_calls.calls_change_metric({"attempts": 3})
+    metric = agent_calls.calls_change_metric(3)
     table = metric(pd.DataFrame(rows), model="m", benchmark="b", n_boot=100, seed=0)
     row = table.iloc[0]
     assert row["calls_change_est"] == pytest.approx(30 / 15 - 1)  # +100 %

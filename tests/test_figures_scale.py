@@ -96,7 +96,7 @@ SCALE_FIGURES = {
 def scale_data(paper_tables):
     style.apply()
     tables_dir, config_path = paper_tables
-    return inputs.read_runs(tables_dir), inputs.read_config(config_path), inputs.read_calls(tables_dir)
+    return inputs.read_runs(tables_dir), inputs.read_study(config_path), inputs.read_calls(tables_dir)
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_depth_invariant_policies_are_never_drawn_at_a_depth(rendered, scale_dat
     """TRC and the OTRC stacks are horizontal references in the depth ablation: no marker at a depth."""
     fig = rendered["fig9"]
     _runs, config, _calls = scale_data
-    invariant = {style.policy_color(p) for p in config["grid"]["sweeps"]["invariant"]}
+    invariant = {style.policy_color(p) for p in config.section("sweeps")["invariant"]}
     for ax in fig.axes:
         for line in ax.lines:
             if matplotlib.colors.to_hex(line.get_color()) in {matplotlib.colors.to_hex(c) for c in invariant}:

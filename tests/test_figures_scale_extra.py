@@ -41,7 +41,7 @@ def study(paper_tables):
     style.apply()
     return (
         inputs.read_runs(tables_dir),
-        inputs.read_config(config_path),
+        inputs.read_study(config_path),
         pd.read_parquet(tables_dir / "events.parquet"),
     )
 

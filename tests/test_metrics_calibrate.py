@@ -11,7 +11,7 @@ import pytest
 
 from ctxpolicy.metrics import cli_calibrate
 from ctxpolicy.metrics.aggregate import aggregate
-from ctxpolicy.metrics.calibrate import PRESET_THRESHOLDS, round_nearest, thresholds_from_peaks
+from ctxpolicy.metrics.calibrate import PRESET_THRESHOLDS, round_nearest, select_peaks, thresholds_from_peaks
 from ctxpolicy.testing.runs import make_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,11 +70,36 @@ def test_calibrate_cli_writes_the_thresholds_file(tmp_path, capsys):
     assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=100)) == 0
     written = json.loads(out.read_text())
     runs = aggregate([cell], processes=1).runs
-    peaks = runs[runs["outcome"] != "time_limit"]["peak_prompt_tokens"].to_numpy()  # the clock's peaks left out
+    assert runs["time_limited"].any()  # the generator's time-limited FC runs count too (A.4)
+    peaks = runs["peak_prompt_tokens"].to_numpy()
     assert written["peaks"] == sorted(int(p) for p in peaks)
     assert written["tight"] == round_nearest(np.percentile(peaks, 5), 100)
     assert written["loose"] == round_nearest(np.percentile(peaks, 25), 100)
     assert (written["benchmark"], written["model"], written["round_to"]) == ("local", "qwen05b", 100)
+    assert written["calibrated_from"] == "every FC run"
+
+
+def test_calibration_over_time_limited_fc_runs_gives_the_percentiles_of_all_peaks():
+    """Hand-worked (A.4): five FC runs, two of them time-limited (one by the agent's clock, one
+    by the harness), peaks 1000..5000. Every peak counts: the 5th percentile sits at position
+    0.2 of 0..4 (1000 + 0.2 * 1000 = 1200), the 15th at 0.6 (1600), the 25th at 1.0 (2000)."""
+    runs = [(True, 1000), (False, 2000), (True, 3000), (False, 4000), (False, 5000), (False, None)]
+    peaks, choice = select_peaks(runs)
+    assert peaks == [1000, 2000, 3000, 4000, 5000]
+    assert choice == {"time_limited_runs": 2, "calibrated_from": "every FC run", "warnings": []}
+    result = thresholds_from_peaks(peaks, round_to=100)
+    assert result["percentiles"] == {"5": 1200.0, "15": 1600.0, "25": 2000.0}
+    assert (result["tight"], result["primary"], result["loose"]) == (1200, 1600, 2000)
+    # the local study's rule, by name: the two time-limited peaks are left out
+    within, rule = select_peaks(runs, exclude_time_limited=True)
+    assert within == [2000, 4000, 5000] and rule["calibrated_from"] == "runs within the time limit"
+
+
+def test_the_config_names_the_exclusion_off_in_the_paper_and_on_in_the_local_study():
+    from ctxpolicy.study import load_study
+
+    assert load_study(ROOT / "config" / "paper.yaml").calibration_excludes_time_limited is False
+    assert load_study(ROOT / "config" / "config.yaml").calibration_excludes_time_limited is True
 
 
 def test_calibrate_cli_refuses_non_fc_runs(tmp_path, capsys):
@@ -91,17 +116,23 @@ def _set_outcomes(cell, outcome_of) -> None:
         run_json.write_text(json.dumps(record))
 
 
-def test_time_limited_runs_are_left_out_of_calibration(tmp_path, capsys):
+LOCAL_CONFIG = ROOT / "config" / "config.yaml"  # grid.calibration.exclude_time_limited: true
+
+
+def test_time_limited_runs_are_left_out_of_calibration_where_the_config_says(tmp_path, capsys):
     make_runs(tmp_path / "runs", policies=["FC"], tasks=6, attempts=1, calls_per_run=6, seed=3)
     cell = tmp_path / "runs" / "local" / "qwen05b" / "FC"
     _set_outcomes(cell, lambda i: "time_limit" if i < 2 else "step_limit")
     peaks = aggregate([cell], processes=1).runs.sort_values("run_dir")["peak_prompt_tokens"].tolist()
     out = tmp_path / "t.json"
-    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=10)) == 0
+    args = SimpleNamespace(runs=[cell], out=out, round_to=None, config=LOCAL_CONFIG)
+    assert cli_calibrate.main(args) == 0
     written = json.loads(out.read_text())
     assert written["peaks"] == sorted(int(p) for p in peaks[2:]) and written["n_runs"] == 4
     assert written["time_limited_runs"] == 2 and written["warnings"] == []
     assert written["counts"] == "server" and written["runs_by_counts"] == {"server": 6}  # every FC run read: our own
+    assert written["calibrated_from"] == "runs within the time limit"
+    assert written["round_to"] == 10  # the config's thresholds.local.qwen05b.round
     assert "2 time-limited left out" in capsys.readouterr().out
 
 
@@ -127,10 +158,10 @@ def test_all_time_limited_calibrates_from_them_with_a_recorded_warning(tmp_path,
     cell = tmp_path / "runs" / "local" / "qwen05b" / "FC"
     _set_outcomes(cell, lambda i: "time_limit")
     out = tmp_path / "t.json"
-    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=10)) == 0
+    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=out, round_to=10, config=LOCAL_CONFIG)) == 0
     written = json.loads(out.read_text())
     assert written["n_runs"] == 4 and written["calibrated_from"] == "time-limited runs (none finished)"
-    assert "all 4 FC runs hit the wall-time limit" in written["warnings"][0]
+    assert "all 4 FC runs hit the time limit" in written["warnings"][0]
     assert "WARNING" in capsys.readouterr().err
 
 

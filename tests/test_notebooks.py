@@ -65,9 +65,9 @@ def execute_edge(name: str, out_dir: Path, executed_dir: Path, tables_dir: Path)
 def paper_targets(config_path: Path) -> dict[str, dict]:
     """The main targets for the paper-shaped data set's config, each with its pairs and name."""
     from ctxpolicy.figures.catalog import targets_for
-    from ctxpolicy.figures.inputs import read_config
+    from ctxpolicy.figures.inputs import read_study
 
-    return {n: s for n, s in targets_for(read_config(config_path)).items() if s["variant_of"] is None}
+    return {n: s for n, s in targets_for(read_study(config_path)).items() if s["variant_of"] is None}
 
 
 def execute_all(names, tmp: Path, paper_tables) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:

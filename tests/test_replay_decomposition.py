@@ -141,7 +141,7 @@ def test_the_figure_draws_every_full_comparison_policy_with_replays_and_notes_wi
     from ctxpolicy.testing.replays import replay_table
 
     fixture = Path(__file__).parent / "fixtures" / "figures"
-    config = inputs.read_config(fixture / "config.yaml")
+    config = inputs.read_study(fixture / "config.yaml")
     runs = inputs.read_runs(fixture / "tables")
     replays = replay_table(runs, saving=0.6)
     data = decomposition.compute(runs, replays, config, n_boot=50, seed=0)

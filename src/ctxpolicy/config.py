@@ -5,7 +5,7 @@ Validation has the semantics of ``snakemake.utils.validate(config, schema, set_d
 checks a schema cannot express (a grid naming an unknown model, a cohort limit of an unknown
 cohort, ...). Every failure is one ``ConfigError`` line naming the file, the key path, the
 value and what is allowed. The checks that need the expanded grid (policy specs parse, every
-Th cell has a threshold source) are ``ctxpolicy.grid.check_study``; ``grid.load_study`` runs
+Th cell has a threshold source) are ``ctxpolicy.grid.check_study``; ``ctxpolicy.study.load_study`` runs
 both. This module never imports the grid.
 """
 
@@ -162,7 +162,7 @@ def _check_model_files(config: dict, fail) -> None:
 def _check_grid(config: dict, fail) -> None:
     models, benchmarks = config["models"], config["benchmarks"]
     for track in TRACKS:
-        section = config["grid"].get(track, {})
+        section = config["grid"][track]  # the schema fills in every section
         for key, known, what in (
             ("models", models, "model"),
             ("benchmarks", benchmarks, "benchmark"),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxpolicy.cohort_file import CohortError, read_cohort
-from ctxpolicy.config import TRACKS, ConfigError, load_config, validate_config
+from ctxpolicy.config import TRACKS, ConfigError, validate_config
 from ctxpolicy.paths import in_repo
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.threshold_settings import (
@@ -74,17 +74,18 @@ class Cell:
 
 
 def expand_grid(config: dict) -> list[Cell]:
-    """Every cell of the study, in track order, each (benchmark, model, slug) once."""
+    """Every cell of the study, in track order, each (benchmark, model, slug) once. ``config`` is
+    validated and default-filled (``config.load_config``): every section and key the schema
+    gives a default is there."""
     grid = config["grid"]
     cells: dict[tuple[str, str, str], Cell] = {}
 
-    def add(track: str, section: dict, policy: str, setting: str | None, summarizer: str | None = None):
-        for benchmark in section.get("benchmarks", []):
-            for model in section.get("models", []):
-                if summarizer == model:
-                    summarizer_name = None  # the agent summarizing itself is the ordinary cell
-                else:
-                    summarizer_name = summarizer
+    def add(track: str, policy: str, setting: str | None, summarizer: str | None = None):
+        section = grid[track]
+        for benchmark in section["benchmarks"]:
+            for model in section["models"]:
+                # the agent summarizing itself is the ordinary cell
+                summarizer_name = None if summarizer == model else summarizer
                 parsed = parse_spec(policy)
                 threshold = setting if parsed.needs_threshold else None
                 cell = Cell(
@@ -92,26 +93,26 @@ def expand_grid(config: dict) -> list[Cell]:
                 )
                 cells.setdefault(cell.key, cell)
 
-    calibration = grid.get("calibration", {})
-    if calibration.get("models") and calibration.get("benchmarks"):
-        add("calibration", {"cohort": "main", **calibration}, "FC", None)
+    calibration = grid["calibration"]
+    if calibration["models"] and calibration["benchmarks"]:
+        add("calibration", "FC", None)
 
-    full = grid.get("full_comparison", {})
-    for policy in full.get("policies", []):
-        add("full_comparison", {"cohort": "main", **full}, policy, full.get("setting", PRIMARY))
+    full = grid["full_comparison"]
+    for policy in full["policies"]:
+        add("full_comparison", policy, full["setting"])
 
-    sweeps = {"cohort": "sweep", **grid.get("sweeps", {})}
-    for setting in sweeps.get("settings", []):
-        for primitive in sweeps.get("tunable", []):
-            for depth in sweeps.get("depths", []):
-                add("sweeps", sweeps, f"{primitive}/Th/{depth:g}", setting)
-        for policy in sweeps.get("invariant", []):
-            add("sweeps", sweeps, policy, setting)
+    sweeps = grid["sweeps"]
+    for setting in sweeps["settings"]:
+        for primitive in sweeps["tunable"]:
+            for depth in sweeps["depths"]:
+                add("sweeps", f"{primitive}/Th/{depth:g}", setting)
+        for policy in sweeps["invariant"]:
+            add("sweeps", policy, setting)
 
-    summ = {"cohort": "sweep", **grid.get("summarizer", {})}
-    for policy in summ.get("policies", []):
-        for summarizer in summ.get("summarizers", []):
-            add("summarizer", summ, policy, summ.get("setting", PRIMARY), summarizer)
+    summ = grid["summarizer"]
+    for policy in summ["policies"]:
+        for summarizer in summ["summarizers"]:
+            add("summarizer", policy, summ["setting"], summarizer)
 
     return list(cells.values())
 
@@ -131,8 +132,8 @@ def cohort_tasks(config: dict, benchmark: str, cohort: str) -> list[str]:
         tasks = read_cohort(cohort_path(config, benchmark, cohort))
     except CohortError as exc:
         raise ConfigError(f"cohort {cohort!r} of benchmark {benchmark!r}: {exc}") from None
-    limit = config["benchmarks"][benchmark].get("cohort_limit", {}).get(cohort)
-    return tasks[:limit] if limit else tasks
+    limits = config["benchmarks"][benchmark]["cohort_limit"]  # the schema fills in {}
+    return tasks[: limits[cohort]] if cohort in limits else tasks
 
 
 def cell_tasks(config: dict, cell: Cell) -> list[str]:
@@ -193,7 +194,8 @@ def resolve_threshold(config: dict, cell: Cell, thresholds_file: str | Path | No
 
 
 def _how_to_write(config: dict, cell: Cell, path: Path) -> str:
-    source = config.get("thresholds", {}).get(cell.benchmark, {}).get(cell.model, {}).get("source")
+    per_model = config["thresholds"][cell.benchmark] if cell.benchmark in config["thresholds"] else {}
+    source = per_model[cell.model]["source"] if cell.model in per_model else None
     target = thresholds_path(config, cell.benchmark, cell.model)
     if source == "preset":
         return (
@@ -204,11 +206,6 @@ def _how_to_write(config: dict, cell: Cell, path: Path) -> str:
 
 
 # ---------------------------------------------------------------- the study: config checked against its grid
-
-
-def load_study(path: str | Path) -> dict:
-    """``config.load_config`` and the checks that need the grid (``check_study``)."""
-    return check_study(load_config(path), source=str(path))
 
 
 def validate_study(data: Mapping[str, Any], source: str = "<config>") -> dict:
@@ -242,16 +239,16 @@ def _check_cohorts(config: dict, fail) -> None:
 
 def _check_policies(config: dict, fail) -> None:
     for track in TRACK_NAMES:
-        section = config["grid"].get(track, {})
+        section = config["grid"][track]  # the schema fills in every section
         specs = [
             (f"grid.{track}.{key}[{i}]", spec)
             for key in ("policies", "invariant")
-            for i, spec in enumerate(section.get(key, []))
+            for i, spec in enumerate(section[key] if key in section else [])
         ]
         specs += [
             (f"grid.{track}.tunable[{i}]", f"{primitive}/Th/{depth:g}")
-            for i, primitive in enumerate(section.get("tunable", []))
-            for depth in section.get("depths", [])
+            for i, primitive in enumerate(section["tunable"] if "tunable" in section else [])
+            for depth in section["depths"]
         ]
         for where, spec in specs:
             try:
@@ -278,7 +275,8 @@ def _check_thresholds(config: dict, fail) -> None:
     for cell in cells:
         if cell.setting is None:
             continue
-        source_of = config["thresholds"].get(cell.benchmark, {}).get(cell.model)
+        per_model = config["thresholds"][cell.benchmark] if cell.benchmark in config["thresholds"] else {}
+        source_of = per_model[cell.model] if cell.model in per_model else None
         where = f"thresholds.{cell.benchmark}.{cell.model}"
         if source_of is None:
             fail(

@@ -19,11 +19,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ctxpolicy.config import ConfigError
-    from ctxpolicy.grid import cell_record, expand_grid, load_study, summarize
+    from ctxpolicy.grid import cell_record, summarize
+    from ctxpolicy.study import load_study
 
     try:
-        config = load_study(args.config)
-        cells = expand_grid(config)
+        study = load_study(args.config)
+        config, cells = study.config, list(study.cells)
         summary = summarize(cells, config)
         records = [cell_record(c, config) for c in cells] if args.json else []
     except ConfigError as exc:

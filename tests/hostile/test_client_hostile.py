@@ -123,7 +123,7 @@ def fake_task(fault: str | None = None) -> Task:
 
 def identity_of(task: Task, policy: str = "FC", threshold: int | None = None):
     return make_identity(
-        config={"seed": 1},
+        seed=1,
         benchmark="fake",
         cohort="main",
         model="fake",

@@ -173,7 +173,7 @@ def run_su_through_the_harness(run_dir: Path):
 
     task = Task(task_id="t", stratum="fake", kind="terminal", instruction="List the files. FAULT:loop")
     identity = make_identity(
-        config={"seed": 1},
+        seed=1,
         benchmark="fake",
         cohort="main",
         model="fake",

@@ -1,6 +1,7 @@
 # Thresholds per benchmark and model (config `thresholds`), each with a provenance sidecar:
 # source `calibrate` reads the FC cell of the calibration cohort (whose runs are also the full
-# comparison's FC reference); source `preset` writes the config's numbers in the same layout.
+# comparison's FC reference) with the study's calibration rule and rounding (ctxpolicy calibrate
+# --config); source `preset` writes the config's numbers in the same layout.
 
 
 rule thresholds:
@@ -18,11 +19,10 @@ rule thresholds:
         ctxpolicy=CTXPOLICY,
         config=CONFIG_FILE,
         source=lambda wildcards: threshold_source(wildcards)["source"],
-        rounding=lambda wildcards: threshold_source(wildcards).get("round", 1000),
         fc_cell=lambda wildcards, input: parent_dirs(input.fc_cell),
     shell:
         "(if [ {params.source} = calibrate ]; then"
-        " {params.ctxpolicy} calibrate --runs {params.fc_cell:q} --round {params.rounding} --out {output:q}"
+        " {params.ctxpolicy} calibrate --config {params.config:q} --runs {params.fc_cell:q} --out {output:q}"
         " && {params.ctxpolicy} provenance record {output:q} --config {params.config:q} --runs {params.fc_cell:q};"
         " else"
         " {params.ctxpolicy} calibrate --preset --config {params.config:q}"

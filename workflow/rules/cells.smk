@@ -7,7 +7,8 @@
 # `harness: harbor`) carries its `harbor run ...` in the shell (--harness-argv), so a dry run
 # shows it. One rule per model, for its serving resources.
 
-for _model, _spec in CONFIG["models"].items():
+for _model in STUDY.models:
+    _spec = STUDY.model(_model)
 
     rule:
         name:

@@ -1,6 +1,7 @@
 # Shared state of the DAG and every helper the rules use (the rule files hold rules only).
-# The config is a single file (default config/config.yaml, or --configfile FILE); it is
-# validated by ctxpolicy.config at start-up and passed by path to every ctxpolicy command.
+# The config is a single file (default config/config.yaml, or --configfile FILE); it is loaded
+# once as the typed study (ctxpolicy.study.load_study: validated, its grid checked) and passed
+# by path to every ctxpolicy command. The rules ask STUDY; none reads the config mapping.
 
 import json
 import os
@@ -14,17 +15,11 @@ from snakemake.settings.types import ExecMode
 
 from ctxpolicy.config import ConfigError
 from ctxpolicy.figures.catalog import IMPORTED_REPLAY_RUNS, report_caption, targets_for
-from ctxpolicy.grid import (
-    SCOPES,
-    calibration_cell,
-    cells_in_scope,
-    expand_grid,
-    load_study,
-    thresholds_path,
-)
+from ctxpolicy.grid import SCOPES
 from ctxpolicy.importing.cli import trajectory_files
 from ctxpolicy.policies.spec import parse_spec
 from ctxpolicy.serving import shared as shared_servers
+from ctxpolicy.study import Pair, load_study
 
 REPO = Path(workflow.basedir)
 
@@ -53,19 +48,19 @@ def _config_file() -> str:
 
 CONFIG_FILE = _config_file()
 try:
-    CONFIG = load_study(CONFIG_FILE)
-    FIGURE_TARGETS = targets_for(CONFIG, source=CONFIG_FILE)
+    STUDY = load_study(CONFIG_FILE)
+    FIGURE_TARGETS = targets_for(STUDY, source=CONFIG_FILE)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
-RESULTS = CONFIG["results_dir"].rstrip("/")
-FIGURES = CONFIG["figures_dir"].rstrip("/")
+RESULTS = STUDY.results_dir
+FIGURES = STUDY.figures_dir
 RUNS = f"{RESULTS}/runs"
 TABLES = f"{RESULTS}/tables"
 REPLAY = f"{RESULTS}/replay"
-CELLS = expand_grid(CONFIG)
+CELLS = list(STUDY.cells)
 CELL_BY_KEY = {c.key: c for c in CELLS}
-SLURM = CONFIG["slurm"]
+SLURM = STUDY.slurm
 
 
 def _uses_conda() -> bool:
@@ -109,11 +104,11 @@ def cell_of(wildcards):
 def cell_thresholds(wildcards) -> list:
     """The thresholds file a threshold-triggered cell's run-cell reads (none for the others)."""
     cell = cell_of(wildcards)
-    return [str(thresholds_path(CONFIG, cell.benchmark, cell.model))] if cell.setting else []
+    return [str(STUDY.thresholds_file(Pair(cell.model, cell.benchmark)))] if cell.setting else []
 
 
 def evals_in_scope(wildcards) -> list:
-    return [eval_json(c) for c in cells_in_scope(CELLS, wildcards.scope)]
+    return [eval_json(c) for c in STUDY.cells_in_scope(wildcards.scope)]
 
 
 def harness_option(wildcards, output) -> str:
@@ -122,9 +117,11 @@ def harness_option(wildcards, output) -> str:
     run-cell adds the tasks and the agent kwargs. Empty for every other cell."""
     from ctxpolicy.benchmarks import harbor
 
-    if not harbor.uses_harbor(CONFIG, wildcards.benchmark):
+    bench = STUDY.benchmark(wildcards.benchmark)
+    if not harbor.uses_harbor(bench):
         return ""
-    prefix = harbor.cell_prefix(CONFIG, wildcards.benchmark, wildcards.model, parent_dir(output[0]), repo_root=REPO)
+    served = STUDY.model(wildcards.model)["served_name"]
+    prefix = harbor.cell_prefix(bench, served, STUDY.attempts, parent_dir(output[0]), repo_root=REPO)
     return f"--harness-argv {shlex.quote(shlex.join(prefix))}"
 
 
@@ -139,33 +136,29 @@ def parent_dirs(paths) -> list:
 # ---------------------------------------------------------------- thresholds
 
 
+def pair_of(wildcards) -> Pair:
+    return Pair(wildcards.model, wildcards.benchmark)
+
+
 def threshold_source(wildcards) -> dict:
-    return CONFIG["thresholds"][wildcards.benchmark][wildcards.model]
+    source = STUDY.threshold_source(pair_of(wildcards))
+    if source is None:
+        raise WorkflowError(f"{CONFIG_FILE}: thresholds.{wildcards.benchmark}.{wildcards.model}: not in the config")
+    return source
 
 
 def calibration_input(wildcards) -> list:
     """The FC calibration cell's cell.json for source `calibrate`; nothing for a preset."""
     if threshold_source(wildcards)["source"] != "calibrate":
         return []
-    return [cell_json(calibration_cell(CELLS, wildcards.benchmark, wildcards.model))]
+    return [cell_json(STUDY.calibration_cell(pair_of(wildcards)))]
 
 
 # ---------------------------------------------------------------- replay
 
 
-def _full_cells(benchmark: str, model: str) -> list:
-    return [
-        c
-        for c in cells_in_scope(CELLS, "full")
-        if c.benchmark == benchmark and c.model == model and c.summarizer is None
-    ]
-
-
 def replay_fc_cell(wildcards) -> str:
-    fc = next(
-        (c for c in _full_cells(wildcards.benchmark, wildcards.model) if c.policy == "FC"),
-        None,
-    )
+    fc = STUDY.replay_plan(pair_of(wildcards))["fc"]
     if fc is None:
         raise WorkflowError(
             f"{REPLAY}/{wildcards.benchmark}/{wildcards.model}: the full comparison has no FC cell "
@@ -174,41 +167,34 @@ def replay_fc_cell(wildcards) -> str:
     return cell_json(fc)
 
 
-def _compared(wildcards) -> list:
-    return [c for c in _full_cells(wildcards.benchmark, wildcards.model) if c.track == "full" and c.policy != "FC"]
-
-
 def replay_untriggered(wildcards) -> list:
     """FC and the full comparison's policies without a threshold (replayed without one)."""
-    return ["FC", *(c.policy for c in _compared(wildcards) if not c.setting)]
+    return STUDY.replay_plan(pair_of(wildcards))["untriggered"]
 
 
 def replay_triggered(wildcards) -> list:
     """The full comparison's policies at its threshold setting."""
-    return [c.policy for c in _compared(wildcards) if c.setting]
+    return STUDY.replay_plan(pair_of(wildcards))["triggered"]
 
 
 def replay_setting(wildcards) -> str:
-    return next((c.setting for c in _compared(wildcards) if c.setting), "")
+    return STUDY.replay_plan(pair_of(wildcards))["setting"]
 
 
 def replay_thresholds(wildcards) -> list:
-    return [str(thresholds_path(CONFIG, wildcards.benchmark, wildcards.model))] if replay_triggered(wildcards) else []
+    return [str(STUDY.thresholds_file(pair_of(wildcards)))] if replay_triggered(wildcards) else []
 
 
 def replay_dirs() -> list:
-    pairs = sorted(
-        {(c.benchmark, c.model) for c in cells_in_scope(CELLS, "full") if c.track == "full" and c.policy != "FC"}
-    )
-    return [f"{REPLAY}/{benchmark}/{model}" for benchmark, model in pairs]
+    return [f"{REPLAY}/{pair.benchmark}/{pair.model}" for pair in STUDY.replay_pairs()]
 
 
 # ---------------------------------------------------------------- an imported corpus
 # The config's `imported` block (workflow/rules/imported.smk): its trajectory files, listed when
 # the DAG is built, are the inputs of the import and of every imported figure's provenance.
 
-IMPORTED = CONFIG.get("imported")
-HAS_STUDY = bool(CONFIG["models"])  # an imported-only config has no study of its own
+IMPORTED = STUDY.imported
+HAS_STUDY = STUDY.has_study  # an imported-only config has no study of its own
 IMPORTED_ROOT = f"{RESULTS}/imported"
 
 
@@ -233,7 +219,7 @@ def imported_cell() -> str:
 
 def imported_policies(triggered: bool) -> list:
     """grid.full_comparison's policies with (or without) a threshold trigger; FC always untriggered."""
-    specs = [str(s) for s in CONFIG["grid"]["full_comparison"]["policies"]]
+    specs = [str(s) for s in STUDY.section("full_comparison")["policies"]]
     chosen = [s for s in specs if parse_spec(s).needs_threshold == triggered]
     return chosen if triggered else ["FC", *(s for s in chosen if s != "FC")]
 
@@ -272,7 +258,7 @@ REPORT_CAPTIONS = {
     for order, (name, spec) in enumerate(FIGURE_TARGETS.items())
 }
 config["report_captions"] = REPORT_CAPTIONS
-config["study"] = CONFIG["study"]  # workflow/report/workflow.rst names the study
+config["study"] = STUDY.name  # workflow/report/workflow.rst names the study
 
 
 def figure_files(target: str, spec: dict) -> list:
@@ -306,7 +292,7 @@ def view_index(cell) -> str:
     return f"{RESULTS}/view/{cell.benchmark}/{cell.model}/{cell.slug}/index.html"
 
 
-VIEW_OUTPUTS = [view_index(c) for c in CELLS] if CONFIG["view"]["in_all"] else []
+VIEW_OUTPUTS = [view_index(c) for c in CELLS] if STUDY.view_in_all else []
 
 
 # ---------------------------------------------------------------- resources
@@ -333,14 +319,14 @@ def job_resources(spec: dict) -> dict:
 def cell_gpus(wildcards) -> int:
     """The agent model's GPUs plus the summarizer's (0 asks for none)."""
     cell = cell_of(wildcards)
-    gpus = CONFIG["models"][cell.model]["resources"]["gpus"]
+    gpus = STUDY.model(cell.model)["resources"]["gpus"]
     if cell.summarizer:
-        gpus += CONFIG["models"][cell.summarizer]["resources"]["gpus"]
+        gpus += STUDY.model(cell.summarizer)["resources"]["gpus"]
     return gpus
 
 
 def cell_resources(model: str) -> dict:
-    res = job_resources(CONFIG["models"][model]["resources"])
+    res = job_resources(STUDY.model(model)["resources"])
     if SLURM["request_gpus"]:
         res["gpu"] = cell_gpus
     return res
@@ -376,7 +362,7 @@ def stop_shared_servers() -> None:
 
 
 wildcard_constraints:
-    benchmark="|".join(map(re.escape, CONFIG["benchmarks"])),
-    model="|".join(map(re.escape, CONFIG["models"])),
+    benchmark="|".join(map(re.escape, STUDY.benchmarks)),
+    model="|".join(map(re.escape, STUDY.models)),
     slug=r"[^/]+",
     scope="|".join(s for s in SCOPES if s != "all"),

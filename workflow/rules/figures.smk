@@ -31,7 +31,7 @@ for _target, _spec in FIGURE_TARGETS.items():
             tables_dir=lambda wildcards, tables_dir=_spec["tables_dir"]: tables_dir,
             figures_dir=lambda wildcards: FIGURES,
             notebook_params=notebook_params(_spec),
-            cost_method=CONFIG["metrics"]["cost_method"],
+            cost_method=STUDY.cost_method,
         shell:
             "({params.python} -m papermill --no-progress-bar {input.notebook:q} {output.executed:q}"
             " -p tables_dir {params.tables_dir:q} -p config_path {params.config:q}"

@@ -72,7 +72,7 @@ rule imported_replay:
         replay_root=lambda wildcards, output: parent_dir(parent_dir(output[0])),
         untriggered=imported_policies(triggered=False),
         triggered=imported_policies(triggered=True),
-        setting=CONFIG["grid"]["full_comparison"]["setting"],
+        setting=STUDY.section("full_comparison")["setting"],
     shell:
         "(mkdir -p {output:q}"
         " && {params.ctxpolicy} replay --runs {input.cell:q} --policy {params.untriggered:q}"

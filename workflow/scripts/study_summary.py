@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ctxpolicy.config import ConfigError
 from ctxpolicy.figures.catalog import targets_for
-from ctxpolicy.grid import expand_grid, load_study, thresholds_path
 from ctxpolicy.metrics.calibrate import sweep_warnings
+from ctxpolicy.study import Pair, Study, load_study, study_of
 
 
 def _json(path: Path):
@@ -50,9 +50,10 @@ def threshold_line(benchmark: str, model: str, record: dict) -> str:
     return f"thresholds {benchmark}/{model}: {values}; distinct and each below an FC peak: {verdict}"
 
 
-def summarize(config: dict) -> list[str]:
-    results = Path(config["results_dir"])
-    cells = expand_grid(config)
+def summarize(study: Study) -> list[str]:
+    study = study_of(study)
+    results = Path(study.results_dir)
+    cells = list(study.cells)
     outcomes: Counter = Counter()
     warnings: list[str] = []
     lines_thresholds: list[str] = []
@@ -65,7 +66,7 @@ def summarize(config: dict) -> list[str]:
         outcomes.update({str(k): int(v) for k, v in (record.get("outcomes") or {}).items()})
         warnings += [f"{cell.run_root(results)}: {w}" for w in _strings(record.get("warnings"))]
     for benchmark, model in sorted({(c.benchmark, c.model) for c in cells if c.setting}):
-        path = thresholds_path(config, benchmark, model)
+        path = study.thresholds_file(Pair(model, benchmark))
         record = _json(path)
         if isinstance(record, dict):
             recorded = _strings(record.get("warnings"))
@@ -74,7 +75,7 @@ def summarize(config: dict) -> list[str]:
             lines_thresholds.append(threshold_line(benchmark, model, record))
     runs = ", ".join(f"{k} {v}" for k, v in outcomes.most_common()) or "none"
     lines = [f"cells done: {done} of {len(cells)}", f"runs: {sum(outcomes.values())} ({runs})", *lines_thresholds]
-    outputs = [Path(p) for spec in targets_for(config).values() for p in spec["outputs"]]
+    outputs = [Path(p) for spec in targets_for(study).values() for p in spec["outputs"]]
     written = [p for p in outputs if p.exists()]
     missing = [str(p) for p in outputs if not p.exists()]
     lines.append(
@@ -89,19 +90,19 @@ def summarize(config: dict) -> list[str]:
             noted[key] = notes
     lines.append(f"drawn with a missing-data note: {len(noted)}")
     lines += [f"  {figure}: {' | '.join(notes)}" for figure, notes in sorted(noted.items())]
-    lines += trajectory_pages(config, cells)
+    lines += trajectory_pages(study, cells)
     lines.append(f"warnings: {len(warnings)}")
     lines += [f"  {w}" for w in warnings]
     return lines
 
 
-def trajectory_pages(config: dict, cells: list) -> list[str]:
+def trajectory_pages(study: Study, cells: list) -> list[str]:
     """Where each cell's trajectory index is (rule view_cell, results/view/), in one or two lines."""
-    root = Path(config["results_dir"]) / "view"
+    root = Path(study.results_dir) / "view"
     indexes = [root / c.benchmark / c.model / c.slug / "index.html" for c in cells]
     written = [p for p in indexes if p.is_file()]
     if not written:
-        switch = "on" if (config.get("view") or {}).get("in_all") else "off: view.in_all is false"
+        switch = "on" if study.view_in_all else "off: view.in_all is false"
         return [f"trajectory pages: none ({switch}; ctxpolicy view --runs CELL_DIR writes them)"]
     return [f"trajectory pages: {len(written)} of {len(cells)} cells under {root}/; open {written[0]}"]
 
@@ -111,12 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="config/config.yaml")
     args = parser.parse_args(argv)
     try:
-        config = load_study(args.config)
+        study = load_study(args.config)
     except ConfigError as exc:
         print(f"study summary: {exc}")
         return 0
     print(f"== study summary ({args.config})")
-    for line in summarize(config):
+    for line in summarize(study):
         print(f"   {line}")
     return 0
 

@@ -95,7 +95,7 @@ the cell:
 
 @dataclass(frozen=True)
 class CellPlan:
-    config: dict
+    study: Any  # ctxpolicy.study.Study
     adapter: Any
     tasks: list
     attempts: int
@@ -123,17 +123,16 @@ class CellPlan:
         }
 
 
-def select_cell(args: argparse.Namespace, config: dict) -> Any:
+def select_cell(args: argparse.Namespace, study: Any) -> Any:
     """The cell to run: ``--cell ID`` looked up in the grid, or the one the flags describe."""
     from ctxpolicy.agent.cli_common import CELL_FLAGS, cell_from_flags
     from ctxpolicy.agent.plan import PlanError
-    from ctxpolicy.grid import expand_grid, find_cell
 
     if args.cell:
         given = [f"--{name}" for name in (*CELL_FLAGS, "cohort") if getattr(args, name) is not None]
         if given:
             raise PlanError(f"--cell {args.cell} names the whole cell; leave out {', '.join(given)}")
-        return find_cell(expand_grid(config), args.cell, source=str(args.config))
+        return study.cell_by_id(args.cell)
     missing = [f"--{name}" for name in ("benchmark", "model", "policy") if getattr(args, name) is None]
     if missing:
         raise PlanError(
@@ -147,19 +146,19 @@ def plan_cell(args: argparse.Namespace) -> CellPlan:
     from ctxpolicy.agent.cli_common import load_study, make_adapter, settings_overrides
     from ctxpolicy.agent.plan import PlanError
     from ctxpolicy.agent.settings import build_settings
-    from ctxpolicy.grid import cell_tasks, resolve_threshold, thresholds_path
+    from ctxpolicy.study import Pair
 
-    config = load_study(args)
-    cell = select_cell(args, config)
-    threshold = resolve_threshold(config, cell, args.thresholds)
+    study = load_study(args)
+    cell = select_cell(args, study)
+    threshold = study.resolve_threshold(cell, args.thresholds)
     thresholds_file = (
-        None if cell.setting is None else (args.thresholds or thresholds_path(config, cell.benchmark, cell.model))
+        None if cell.setting is None else (args.thresholds or study.thresholds_file(Pair(cell.model, cell.benchmark)))
     )
     for option, value in (("--concurrency", args.concurrency), ("--attempts", args.attempts)):
         if value is not None and value < 1:  # 0 must not fall back to the config's value
             raise PlanError(f"{option} {value}: must be 1 or more")
-    adapter = make_adapter(config, cell.benchmark)
-    wanted = cell_tasks(config, cell)
+    adapter = make_adapter(study, cell.benchmark)
+    wanted = study.tasks(cell)
     if args.tasks:
         asked = args.tasks.split(",")
         unknown = sorted(set(asked) - set(wanted))
@@ -170,15 +169,15 @@ def plan_cell(args: argparse.Namespace) -> CellPlan:
             )
         wanted = asked
     tasks = [t for t in adapter.tasks(cell.cohort) if t.task_id in set(wanted)]
-    attempts = args.attempts or int(config.get("attempts", 1))
-    concurrency = args.concurrency or int(config["benchmarks"][cell.benchmark].get("concurrency", 1))
+    attempts = args.attempts or study.attempts
+    concurrency = args.concurrency or study.concurrency(cell.benchmark)
     settings_of = {
         t.task_id: build_settings(
-            config, cell.benchmark, cell.model, task_timeout_s=t.timeout_s, overrides=settings_overrides(args)
+            study.config, cell.benchmark, cell.model, task_timeout_s=t.timeout_s, overrides=settings_overrides(args)
         )
         for t in tasks
     }
-    return CellPlan(config, adapter, tasks, attempts, concurrency, cell, threshold, thresholds_file, settings_of)
+    return CellPlan(study, adapter, tasks, attempts, concurrency, cell, threshold, thresholds_file, settings_of)
 
 
 def planned_runs(plan: CellPlan, out: Path) -> list:
@@ -202,7 +201,7 @@ def bind_runs(plan: CellPlan, runs: list, endpoint: Any, summary_endpoint: Any, 
     bound = []
     for run in runs:
         task = tasks[run.task_id]
-        identity = cell_identity(plan.config, plan.cell, task=task, attempt=run.attempt, threshold=plan.threshold)
+        identity = cell_identity(plan.study, plan.cell, task=task, attempt=run.attempt, threshold=plan.threshold)
         bound.append(
             dataclasses.replace(
                 run,
@@ -329,7 +328,7 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
             cell = plan.cell
             endpoint = servers.enter_context(
                 cell_endpoint(
-                    plan.config,
+                    plan.study.config,
                     args.config,
                     cell.model,
                     url=args.endpoint,
@@ -341,7 +340,7 @@ def _run(plan: CellPlan, args: argparse.Namespace) -> int:
             if cell.summarizer and cell.summarizer != cell.model:
                 summary_endpoint = servers.enter_context(
                     cell_endpoint(
-                        plan.config,
+                        plan.study.config,
                         args.config,
                         cell.summarizer,
                         url=args.summarizer_endpoint,

@@ -63,19 +63,19 @@ def fail(message: str) -> int:
     return 2
 
 
-def load_study(args: argparse.Namespace) -> dict:
-    """The config (checked against its grid, ``grid.load_study``); the names the flags give exist."""
+def load_study(args: argparse.Namespace) -> Any:
+    """The study (``ctxpolicy.study.load_study``); the names the flags give exist."""
     from ctxpolicy.config import ConfigError
-    from ctxpolicy.grid import load_study as load
+    from ctxpolicy.study import load_study as load
 
-    config = load(args.config)
-    for kind, name in (("benchmarks", args.benchmark), ("models", args.model)):
-        if name is not None and name not in config[kind]:
-            raise ConfigError(f"{args.config}: {kind}.{name}: not defined; defined: {', '.join(config[kind])}")
-    if args.summarizer and args.summarizer not in config["models"]:
+    study = load(args.config)
+    for kind, name, known in (("benchmarks", args.benchmark, study.benchmarks), ("models", args.model, study.models)):
+        if name is not None and name not in known:
+            raise ConfigError(f"{args.config}: {kind}.{name}: not defined; defined: {', '.join(known)}")
+    if args.summarizer and args.summarizer not in study.models:
         raise ConfigError(f"{args.config}: models.{args.summarizer}: not defined (--summarizer)")
     check_endpoint_urls(args)
-    return config
+    return study
 
 
 def cell_from_flags(args: argparse.Namespace, cohort: str) -> Any:
@@ -118,11 +118,12 @@ def settings_overrides(args: argparse.Namespace) -> dict:
     return {"mode": args.mode, "step_limit": args.step_limit, "max_tokens": args.max_tokens}
 
 
-def make_adapter(config: dict, benchmark: str) -> Any:
+def make_adapter(study: Any, benchmark: str) -> Any:
+    """The benchmark's adapter (``study``: a ``ctxpolicy.study.Study``), its environment checked."""
     from ctxpolicy.agent.plan import repo_root
     from ctxpolicy.benchmarks import get_adapter
 
-    adapter = get_adapter(benchmark, config["benchmarks"][benchmark], repo_root())
+    adapter = get_adapter(benchmark, study.benchmark(benchmark), repo_root())
     adapter.check_environment()
     return adapter
 

@@ -53,7 +53,6 @@ def main(args: argparse.Namespace) -> int:
     from ctxpolicy.agent.cli_common import cell_from_flags, input_errors, load_study, make_adapter, settings_overrides
     from ctxpolicy.agent.plan import cell_identity, find_task
     from ctxpolicy.agent.settings import build_settings
-    from ctxpolicy.grid import resolve_threshold
 
     if args.attempt < 1:
         return fail(f"--attempt: {args.attempt} must be 1 or more")
@@ -65,20 +64,21 @@ def main(args: argparse.Namespace) -> int:
     if refused:
         return fail(refused)
     try:
-        config = load_study(args)
+        study = load_study(args)
+        config = study.config
         cell = cell_from_flags(args, cohort=args.cohort or "main")
         fixed = args.threshold is not None and cell.spec.needs_threshold
         if fixed:  # tokens given directly: no setting, nothing read
             cell = dataclasses.replace(cell, setting=None)
-        threshold = args.threshold if fixed else resolve_threshold(config, cell, args.thresholds)
-        adapter = make_adapter(config, cell.benchmark)
-        task, cohort = find_task(adapter, config, cell.benchmark, args.task, args.cohort)
+        threshold = args.threshold if fixed else study.resolve_threshold(cell, args.thresholds)
+        adapter = make_adapter(study, cell.benchmark)
+        task, cohort = find_task(adapter, study, cell.benchmark, args.task, args.cohort)
         cell = dataclasses.replace(cell, cohort=cohort)
         settings = build_settings(
             config, cell.benchmark, cell.model, task_timeout_s=task.timeout_s, overrides=settings_overrides(args)
         )
         identity = cell_identity(
-            config,
+            study,
             cell,
             task=task,
             attempt=args.attempt,

@@ -19,7 +19,7 @@ def run_dir_name(task_id: str, attempt: int) -> str:
 
 def make_identity(
     *,
-    config: dict,
+    seed: int,
     benchmark: str,
     cohort: str,
     model: str,
@@ -32,7 +32,8 @@ def make_identity(
     cell: str,
     track: str,
 ) -> RunIdentity:
-    """``policy`` is a parsed ``ctxpolicy.policies.PolicySpec``."""
+    """``policy`` is a parsed ``ctxpolicy.policies.PolicySpec``; ``seed`` the study's seed (each
+    attempt's run seed is derived from it)."""
     return RunIdentity(
         benchmark=benchmark,
         cohort=cohort,
@@ -47,19 +48,20 @@ def make_identity(
         depth=policy.depth,
         summarizer=summarizer,
         attempt=attempt,
-        seed=run_seed(int(config.get("seed", 0)), attempt),
+        seed=run_seed(seed, attempt),
         cell=cell,
         track=track,
     )
 
 
 def cell_identity(
-    config: dict, cell: Any, *, task: Any, attempt: int, threshold: int | None, threshold_setting: str | None = None
+    study: Any, cell: Any, *, task: Any, attempt: int, threshold: int | None, threshold_setting: str | None = None
 ) -> RunIdentity:
-    """The identity of one run of ``cell`` (a ``ctxpolicy.grid.Cell``); ``threshold_setting``
-    replaces the cell's setting where a run was given tokens directly (``fixed``)."""
+    """The identity of one run of ``cell`` (a ``ctxpolicy.grid.Cell``) of ``study`` (a
+    ``ctxpolicy.study.Study``); ``threshold_setting`` replaces the cell's setting where a run was
+    given tokens directly (``fixed``)."""
     return make_identity(
-        config=config,
+        seed=study.seed,
         benchmark=cell.benchmark,
         cohort=cell.cohort,
         model=cell.model,
@@ -74,9 +76,9 @@ def cell_identity(
     )
 
 
-def find_task(adapter: Any, config: dict, benchmark: str, task_id: str, cohort: str | None) -> tuple[Any, str]:
+def find_task(adapter: Any, study: Any, benchmark: str, task_id: str, cohort: str | None) -> tuple[Any, str]:
     """The task and the cohort it was found in (the named one first, then the others)."""
-    cohorts = list(config["benchmarks"][benchmark].get("cohorts", {}))
+    cohorts = list(study.benchmark(benchmark)["cohorts"])
     order = [cohort] if cohort else []
     order += [c for c in cohorts if c not in order]
     for name in order:

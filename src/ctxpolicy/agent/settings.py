@@ -201,7 +201,7 @@ def build_settings(
     benchmark's config, a task's own timeout (Terminal-Bench) and ``overrides`` (None: not given)."""
     agent_file = load_agent_file(agent_dir)
     model_cfg = config["models"][model]
-    limits = config["benchmarks"][benchmark].get("limits", {})
+    limits = config["benchmarks"][benchmark]["limits"]  # the schema fills in {}
     layers = [
         (f"{Path(agent_dir) / 'agent.yaml'}", agent_file.settings()),
         (f"models.{model}", {field: model_cfg[key] for key, field in MODEL_KEYS.items() if key in model_cfg}),

@@ -92,29 +92,30 @@ def run_task(
     """One trial as one run; returns the run record (run.json's content)."""
     from ctxpolicy.benchmarks import get_adapter
     from ctxpolicy.benchmarks.base import TERMINAL_SUBMISSION, Task
-    from ctxpolicy.grid import Cell, load_study, resolve_threshold
+    from ctxpolicy.grid import Cell
     from ctxpolicy.policies import parse_spec
+    from ctxpolicy.study import load_study
 
     study = load_study(config)
     spec = parse_spec(policy)
     setting = (setting or "primary") if spec.needs_threshold else None
     cell = Cell(track, benchmark, model, str(spec), setting, cohort, summarizer)
-    threshold = resolve_threshold(study, cell, thresholds)
+    threshold = study.resolve_threshold(cell, thresholds)
     task = Task(task_id=task_id, stratum="terminal-bench", kind="terminal", instruction=instruction)
     try:  # the dataset's own record of the task, for its stratum and timeout, where it is at hand
         known, _ = find_task(
-            get_adapter(benchmark, study["benchmarks"][benchmark], repo_root()), study, benchmark, task_id, cohort
+            get_adapter(benchmark, study.benchmark(benchmark), repo_root()), study, benchmark, task_id, cohort
         )
         task = Task(task_id, known.stratum, "terminal", instruction, known.timeout_s, known.metadata)
     except Exception:  # no dataset at hand (or not this task): the harness's instruction is enough
         pass
     overrides = {"mode": mode, "step_limit": _int(step_limit), "max_tokens": _int(max_tokens)}
-    settings = build_settings(study, benchmark, model, task_timeout_s=task.timeout_s, overrides=overrides)
+    settings = build_settings(study.config, benchmark, model, task_timeout_s=task.timeout_s, overrides=overrides)
     identity = cell_identity(study, cell, task=task, attempt=int(attempt), threshold=threshold)
-    model_cfg = study["models"][model]
+    model_cfg = study.config["models"][model]
     summary = None
     if summarizer and summarizer != model and summarizer_endpoint:
-        summary = endpoint_for_url(summarizer_endpoint, summarizer, study["models"][summarizer])
+        summary = endpoint_for_url(summarizer_endpoint, summarizer, study.config["models"][summarizer])
     result = execute_run(
         identity=identity,
         task=task,

@@ -18,6 +18,7 @@ and gives attempts no number, so our agent (``harbor_agent``) claims one and wri
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,24 +130,28 @@ def verdict_from_harbor_trial(run: RunRecord, trial: dict[str, Any] | None) -> V
     return Verdict(report["resolved"], HARNESS, report, trial["results_file"])
 
 
-def uses_harbor(config: dict[str, Any], benchmark: str) -> bool:
-    """Whether a benchmark of the config runs through Harbor (``adapter: terminalbench``, ``harness: harbor``)."""
-    bench = (config.get("benchmarks") or {}).get(benchmark) or {}
-    return bench.get("adapter") == "terminalbench" and bench.get("harness", "tb") == HARNESS
+def uses_harbor(bench: Mapping[str, Any]) -> bool:
+    """Whether a benchmark (its config block, schema defaults filled) runs through Harbor
+    (``adapter: terminalbench``, ``harness: harbor``)."""
+    return bench["adapter"] == "terminalbench" and bench["harness"] == HARNESS
 
 
 def cell_prefix(
-    config: dict[str, Any], benchmark: str, model: str, cell_dir: Path | str, *, repo_root: Path | str = "."
+    bench: Mapping[str, Any],
+    served_name: str,
+    attempts: int,
+    cell_dir: Path | str,
+    *,
+    repo_root: Path | str = ".",
 ) -> list[str]:
-    """The config-fixed `harbor run` of one cell (``harbor_run_prefix`` with the config's served
-    model name, attempts, the benchmark's concurrency and dataset copy, ``CELL_DIR/harbor``)."""
-    bench = (config.get("benchmarks") or {}).get(benchmark) or {}
+    """The config-fixed `harbor run` of one cell (``harbor_run_prefix`` with the model's served
+    name, the study's attempts, the benchmark's concurrency and dataset copy, ``CELL_DIR/harbor``);
+    ``bench`` is the benchmark's config block, schema defaults filled."""
     dataset = (bench.get("dataset") or {}).get("path")
-    served = ((config.get("models") or {}).get(model) or {}).get("served_name") or model
     return harbor_run_prefix(
-        model=str(served),
+        model=str(served_name),
         jobs_dir=Path(cell_dir) / JOBS_DIR,
-        n_attempts=int(config.get("attempts") or 1),
-        n_concurrent=int(bench.get("concurrency") or 1),
+        n_attempts=int(attempts),
+        n_concurrent=int(bench["concurrency"]),
         dataset_path=Path(repo_root) / dataset if dataset else None,
     )

@@ -31,10 +31,12 @@ from ctxpolicy.metrics.compare import solved_threshold
 MIN_TASKS_FOR_INTERVAL = 3
 
 
-def calls_change_metric(config: Mapping[str, Any]):
+def calls_change_metric(attempts: int):
+    """Figure 21's metric for ``compare_block``: a task counts once ``attempts``' solved
+    threshold of its attempts succeed (``solved_threshold``)."""
     from ctxpolicy.metrics.compare import execution_length
 
-    need = solved_threshold(comparisons.planned_attempts(config))
+    need = solved_threshold(attempts)
 
     def metric(runs, *, model, benchmark, n_boot, seed, **_):
         table = execution_length(runs, model=model, benchmark=benchmark, solved_min=need, n_boot=n_boot, seed=seed)
@@ -58,7 +60,12 @@ def compute(
     runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
 ) -> Prepared:
     data = comparisons.compare_full_comparison(
-        runs, config, n_boot=n_boot, seed=seed, metric=calls_change_metric(config), pairs=pairs
+        runs,
+        config,
+        n_boot=n_boot,
+        seed=seed,
+        metric=calls_change_metric(comparisons.planned_attempts(config)),
+        pairs=pairs,
     )
     if data.empty:
         return data

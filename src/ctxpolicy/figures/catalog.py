@@ -49,6 +49,7 @@ import yaml
 from ctxpolicy.config import ConfigError
 from ctxpolicy.grid import SCOPES
 from ctxpolicy.paths import REPO_ROOT
+from ctxpolicy.study import IMPORTED_TRACK, Pair, Study, study_of  # IMPORTED_TRACK: pairs.from of an imported corpus
 
 CATALOG_FILE = REPO_ROOT / "workflow" / "figures.yaml"
 
@@ -61,7 +62,6 @@ REPLAY_RUNS = "replay/runs.parquet"  # replay-track runs (workflow/rules/replay.
 IMPORTED_TABLES = "imported"  # an imported corpus's tables (workflow/rules/imported.smk)
 IMPORTED_REPLAY_RUNS = f"{IMPORTED_TABLES}/{REPLAY_RUNS}"  # its replays
 DATA = (*SCOPED_TABLES, "replay_runs", "imported_replay_runs", "cohorts", "thresholds")
-IMPORTED_TRACK = "imported"  # pairs.from of a figure of the config's imported corpus
 PAIR_TRACKS = ("full_comparison", "sweeps", "summarizer", IMPORTED_TRACK)
 DEFAULTS = ("all", "first", "first-model", "first-benchmark")
 ALL_PAIRS, NO_PAIR = "", "none"
@@ -149,34 +149,20 @@ TARGETS: dict[str, dict] = {name: _layout(name, entry, "results", "figures") for
 # ---------------------------------------------------------------- the config's pairs
 
 
-def cohort_files(config: Mapping[str, Any]) -> list[str]:
+def cohort_files(study: Study | Mapping[str, Any]) -> list[str]:
     """The cohort files named in the config, in config order."""
-    files: list[str] = []
-    for bench in (config.get("benchmarks") or {}).values():
-        for path in ((bench or {}).get("cohorts") or {}).values():
-            if path and str(path) not in files:
-                files.append(str(path))
-    return files
+    return study_of(study).cohort_files()
 
 
-def threshold_files(config: Mapping[str, Any]) -> list[str]:
+def threshold_files(study: Study | Mapping[str, Any]) -> list[str]:
     """``{results_dir}/thresholds/{benchmark}/{model}.json`` for every entry of ``thresholds``."""
-    results_dir = str(config.get("results_dir") or "results").rstrip("/")
-    return [
-        f"{results_dir}/thresholds/{benchmark}/{model}.json"
-        for benchmark, models in (config.get("thresholds") or {}).items()
-        for model in (models or {})
-    ]
+    study = study_of(study)
+    return [str(study.thresholds_file(pair)) for pair in study.threshold_pairs()]
 
 
-def track_pairs(config: Mapping[str, Any], track: str) -> list[tuple[str, str]]:
-    """(model, benchmark) pairs of a grid track, model-major in config order; the imported
-    corpus's one pair for ``imported``."""
-    if track == IMPORTED_TRACK:
-        block = config.get("imported")
-        return [(block["model"], block["benchmark"])] if block else []
-    block = (config.get("grid") or {}).get(track) or {}
-    return [(m, b) for m in block.get("models") or [] for b in block.get("benchmarks") or []]
+def track_pairs(study: Study | Mapping[str, Any], track: str) -> list[Pair]:
+    """(model, benchmark) pairs of a grid track, model-major in config order; the imported corpus's one pair for ``imported`` (``Study.pairs``)."""
+    return study_of(study).pairs(track)
 
 
 def pair_name(pair: tuple[str, str]) -> str:
@@ -190,30 +176,28 @@ def pairs_param(pairs: list[tuple[str, str]] | None) -> str:
     return ",".join(map(pair_name, pairs)) or NO_PAIR
 
 
-def figure_pairs_block(config: Mapping[str, Any], source: str = "<config>") -> dict[str, list[tuple[str, str]]]:
-    """The config's ``figures:`` block, checked against the catalog and the config's names."""
+def figure_pairs_block(study: Study | Mapping[str, Any], source: str = "<config>") -> dict[str, list[Pair]]:
+    """The config's ``figures:`` block (``Study.figure_pairs``), checked against the catalog and
+    the study's names."""
+    study = study_of(study, source)
     figures = [name for name, spec in TARGETS.items() if spec["pairs"]]
-    block = config.get("figures") or {}
     checked = {}
-    for stem, items in block.items():
+    for stem, pairs in study.figure_pairs().items():
         if stem not in figures:
             raise ConfigError(
                 f"{source}: figures.{stem}: {stem!r} is not a figure that shows pairs; allowed: {', '.join(figures)}"
             )
-        pairs = []
-        for i, item in enumerate(items or []):
-            model, _, benchmark = str(item).partition("/")
-            if model not in (config.get("models") or {}):
+        for i, pair in enumerate(pairs):
+            if pair.model not in study.models:
                 raise ConfigError(
-                    f"{source}: figures.{stem}[{i}]: {item!r}: unknown model {model!r}; "
-                    f"allowed: {', '.join(config.get('models') or {})}"
+                    f"{source}: figures.{stem}[{i}]: {str(pair)!r}: unknown model {pair.model!r}; "
+                    f"allowed: {', '.join(study.models)}"
                 )
-            if benchmark not in (config.get("benchmarks") or {}):
+            if pair.benchmark not in study.benchmarks:
                 raise ConfigError(
-                    f"{source}: figures.{stem}[{i}]: {item!r}: unknown benchmark {benchmark!r}; "
-                    f"allowed: {', '.join(config.get('benchmarks') or {})}"
+                    f"{source}: figures.{stem}[{i}]: {str(pair)!r}: unknown benchmark {pair.benchmark!r}; "
+                    f"allowed: {', '.join(study.benchmarks)}"
                 )
-            pairs.append((model, benchmark))
         checked[stem] = pairs
     return checked
 
@@ -237,26 +221,27 @@ def _family(spec: Mapping[str, Any]) -> tuple:
     return spec["notebook"], tuple(sorted(spec["params"].items()))
 
 
-def targets_for(config: Mapping[str, Any], source: str = "<config>") -> dict[str, dict]:
-    """Every target for this config, appendix variants included (see the module docstring)."""
-    results_dir = str(config.get("results_dir") or "results").rstrip("/")
-    figures_dir = str(config.get("figures_dir") or "figures").rstrip("/")
-    chosen = figure_pairs_block(config, source)
+def targets_for(study: Study | Mapping[str, Any], source: str = "<config>") -> dict[str, dict]:
+    """Every target for this study (a ``ctxpolicy.study.Study``; a loaded config mapping is made
+    one), appendix variants included (see the module docstring)."""
+    study = study_of(study, source)
+    results_dir, figures_dir = study.results_dir, study.figures_dir
+    chosen = figure_pairs_block(study, source)
     resolved: dict[str, dict] = {}
     shown_by_family: dict[tuple, set | None] = {}
     first_of_family: dict[tuple, str] = {}
-    has_study, has_imported = bool(config.get("models")), bool(config.get("imported"))
+    has_study, has_imported = study.has_study, bool(study.imported)
     for name, entry in _catalog().items():
         if not (has_imported if is_imported(entry) else has_study):
             continue  # an imported corpus's figures need one; the study's need a study
         spec = _layout(name, entry, results_dir, figures_dir)
         spec["variant_of"] = None
         if "cohorts" in entry["data"]:
-            spec["inputs"] += cohort_files(config)
+            spec["inputs"] += study.cohort_files()
         if "thresholds" in entry["data"]:
-            spec["inputs"] += threshold_files(config)
+            spec["inputs"] += threshold_files(study)
         if spec["pairs"]:
-            computed = track_pairs(config, spec["pairs"]["from"])
+            computed = study.pairs(spec["pairs"]["from"])
             shows = chosen[name] if name in chosen else default_pairs(spec["pairs"], computed)
             spec["params"].update(name=name, pairs=pairs_param(shows))
             family = _family(TARGETS[name])
@@ -268,7 +253,7 @@ def targets_for(config: Mapping[str, Any], source: str = "<config>") -> dict[str
         main = first_of_family[family]
         if shown is None:
             continue
-        for model, benchmark in track_pairs(config, resolved[main]["pairs"]["from"]):
+        for model, benchmark in study.pairs(resolved[main]["pairs"]["from"]):
             if (model, benchmark) not in shown:
                 resolved[f"{main}-{model}-{benchmark}"] = _variant(
                     resolved[main], model, benchmark, results_dir, figures_dir

@@ -3,6 +3,12 @@
 Figures never compute statistics themselves: each function here selects the runs a
 figure is about and hands them to the metrics room, then labels the result with the
 benchmark and model. A (benchmark, model) without runs becomes a note, not an error.
+
+The runs behind a number are named by cell ids (``BENCHMARK/MODEL/SLUG``, the table's
+``benchmark``, ``model`` and ``cell`` columns): a track's numbers for a pair come from the
+cells of its design (``ctxpolicy.study.Study.design``, shared cells included) and the pair's
+FC reference, never from filtering the table on policy or setting strings, so a figure gives
+the same numbers from the whole runs table as from its scope's table.
 """
 
 from __future__ import annotations
@@ -15,19 +21,44 @@ import pandas as pd
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import compare_to_baseline
-from ctxpolicy.metrics.cost import DEFAULT_METHOD
-from ctxpolicy.threshold_settings import PRIMARY
+from ctxpolicy.study import Pair, Study, study_of
 
 IDENTITY = ("benchmark", "model", "policy", "setting", "summarizer", "cell", "primitive", "trigger", "depth")
 
 
-def cost_method(config: Mapping[str, Any]) -> str:
+def cost_method(config: Study | Mapping[str, Any]) -> str:
     """The headline billed-cost method (``metrics.cost_method``: estimated, exact or measured)."""
-    return str(((config.get("metrics") or {}).get("cost_method")) or DEFAULT_METHOD)
+    return study_of(config).cost_method
 
 
-def planned_attempts(config: Mapping[str, Any]) -> int:
-    return max(1, int(config.get("attempts") or 1))
+def planned_attempts(config: Study | Mapping[str, Any]) -> int:
+    """The study's planned attempts per task (the config's ``attempts``)."""
+    return study_of(config).attempts
+
+
+def run_cell_ids(runs: pd.DataFrame) -> pd.Series:
+    """Each run's cell id ``BENCHMARK/MODEL/SLUG`` from the table's cell columns."""
+    if runs.empty:
+        return pd.Series([], index=runs.index, dtype="object")
+    return runs["benchmark"].astype(str) + "/" + runs["model"].astype(str) + "/" + runs["cell"].astype(str)
+
+
+def select_cells(runs: pd.DataFrame, cells) -> pd.DataFrame:
+    """The runs of the given cells (``ctxpolicy.grid.Cell``s or ids), by cell id."""
+    ids = {c if isinstance(c, str) else c.id for c in cells}
+    return runs[run_cell_ids(runs).isin(ids).to_numpy()]
+
+
+def design_runs(
+    runs: pd.DataFrame, study: Study, track: str, pair: Pair, cohort: str | None = None, *, reference: bool = True
+) -> pd.DataFrame:
+    """The runs behind a track's numbers for one pair: its design's cells and the FC reference
+    (``Study.design_cells``), on a cohort's planned tasks where ``cohort`` is given (the sweeps use the
+    sweep subset, which the shared main-cohort cells also cover)."""
+    own = select_cells(runs, study.design_cells(track, pair, reference=reference))
+    if cohort and study.has_cohort(pair.benchmark, cohort):
+        own = restrict_tasks(own, set(study.cohort_tasks(pair.benchmark, cohort)))
+    return own
 
 
 def compare_against_fc(
@@ -49,24 +80,25 @@ def resource_gaps(own: pd.DataFrame, table: pd.DataFrame, model: str, benchmark:
     """Why resource ratios are missing for a (benchmark, model): no eligible FC run at all, or
     the policies whose ratios came out undefined."""
     from ctxpolicy.metrics.compare import resource_eligible
+    from ctxpolicy.metrics.outcomes import time_limited
 
     if table.empty or "tokens_ratio_est" not in table:
         return []
     fc = own[own["policy"].astype(str) == style.FC]
     if len(fc) and resource_eligible(fc).empty:
-        timed_out = bool((fc["outcome"].astype(str) == "time_limit").all())
+        timed_out = bool(time_limited(fc).all())
         return [notes.why_no_eligible_fc(model, benchmark, all_time_limited=timed_out)]
     undefined = table.loc[table["tokens_ratio_est"].isna(), "policy"].astype(str)
     return [notes.why_ratios_undefined(style.order_policies(undefined), model, benchmark)] if len(undefined) else []
 
 
 def pair_combos(
-    config: Mapping[str, Any], block_name: str, pairs: list[tuple[str, str]] | None
+    config: Study | Mapping[str, Any], block_name: str, pairs: list[tuple[str, str]] | None
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """The (benchmark, model) combos of a grid block that a figure draws: all of them in config
     order (``pairs`` None), or the given (model, benchmark) pairs in the order given, with a note
     for each pair the block does not have (``inputs.parse_pairs`` reads the notebook parameter)."""
-    combos = inputs.combos(config, block_name)
+    combos = [(p.benchmark, p.model) for p in study_of(config).pairs(block_name)]
     if pairs is None:
         return combos, []
     chosen, said = [], []
@@ -78,26 +110,19 @@ def pair_combos(
     return chosen, said
 
 
-def policies_of(config: Mapping[str, Any], block_name: str) -> list[str]:
-    """The policy specs of a grid block's cells (``ctxpolicy.grid`` is the authority), FC left out."""
-    from ctxpolicy.grid import TRACK_NAMES, expand_grid
-
-    track = TRACK_NAMES.get(block_name, block_name)
-    return style.order_policies(
-        c.policy for c in expand_grid(dict(config)) if c.track == track and c.policy != style.FC
-    )
+def policies_of(config: Study | Mapping[str, Any], block_name: str) -> list[str]:
+    """The policy specs of a grid block's cells (``ctxpolicy.study`` is the authority), FC left out."""
+    return style.order_policies(c.policy for c in study_of(config).cells_of(block_name) if c.policy != style.FC)
 
 
-def cohort_tasks(config: Mapping[str, Any], benchmark: str, cohort: str | None) -> set[str] | None:
-    """Task ids the study plans for a cohort (``ctxpolicy.grid.cohort_tasks``: the file, cut by
+def cohort_tasks(config: Study | Mapping[str, Any], benchmark: str, cohort: str | None) -> set[str] | None:
+    """Task ids the study plans for a cohort (``Study.cohort_tasks``: the file, cut by
     ``cohort_limit``), or None when the config names no such cohort. A cohort file that is named
     but missing or unreadable is an error (``ConfigError`` naming it), never "every task"."""
-    from ctxpolicy.grid import cohort_tasks as planned
-
-    cohorts = ((config.get("benchmarks") or {}).get(benchmark) or {}).get("cohorts") or {}
-    if not cohort or cohort not in cohorts:
+    study = study_of(config)
+    if not study.has_cohort(benchmark, cohort):
         return None
-    return set(planned(dict(config), benchmark, cohort))
+    return set(study.cohort_tasks(benchmark, cohort))
 
 
 def restrict_tasks(runs: pd.DataFrame, tasks: set[str] | None) -> pd.DataFrame:
@@ -110,7 +135,7 @@ def runs_of(
     """One (benchmark, model)'s runs, restricted to a cohort's tasks when the config names the
     cohort (sweep figures use the sweep subset, which the main cohort's runs also cover)."""
     own = inputs.select(runs, benchmark=benchmark, model=model)
-    return restrict_tasks(own, cohort_tasks(config, benchmark, cohort))
+    return own if cohort is None else restrict_tasks(own, cohort_tasks(config, benchmark, cohort))
 
 
 def compare_full_comparison(
@@ -126,21 +151,22 @@ def compare_full_comparison(
     """``compare_block`` over the full comparison, at its threshold setting, for its policies;
     ``pairs`` (model, benchmark) restricts it to some pairs (None: all), ``combos`` (benchmark,
     model) gives the pairs' order when a figure has already chosen them (``pair_combos``)."""
-    block = inputs.block(config, "full_comparison")
+    study = study_of(config)
+    setting = study.section("full_comparison")["setting"]
     if combos is None:
-        combos = pair_combos(config, "full_comparison", pairs)[0]
+        combos = pair_combos(study, "full_comparison", pairs)[0]
     data = compare_block(
         inputs.select_pairs(runs, pairs),
-        config,
+        study,
         "full_comparison",
         n_boot=n_boot,
         seed=seed,
         combos=combos,
-        setting=block.get("setting", PRIMARY),
-        policies=policies_of(config, "full_comparison"),
+        setting=setting,
+        policies=policies_of(study, "full_comparison"),
         metric=metric,
     )
-    data.meta["setting"] = block.get("setting", PRIMARY)
+    data.meta["setting"] = setting
     return data
 
 
@@ -159,16 +185,18 @@ def compare_block(
     metric=None,
 ) -> Prepared:
     """``compare_to_fc`` (or another ``ctxpolicy.metrics.compare`` function with the same
-    signature, ``metric``) for each (benchmark, model) of a block, one row per cell.
-    ``own_summarizer`` keeps only cells where the agent summarizes for itself."""
-    method = cost_method(config)
+    signature, ``metric``) for each (benchmark, model) of a block, one row per cell: the runs of
+    the block's design cells and the FC reference (``design_runs``, by cell id), on ``cohort``'s
+    tasks where given. ``own_summarizer`` keeps only cells where the agent summarizes for itself."""
+    study = study_of(config)
+    method = study.cost_method
     metric = metric or compare_against_fc
-    combos = combos if combos is not None else inputs.combos(config, block_name)
+    combos = combos if combos is not None else [(p.benchmark, p.model) for p in study.pairs(block_name)]
     frames, said = [], []
     if not combos:
         said.append(f"the config has no grid.{block_name} block with models and benchmarks.")
     for benchmark, model in combos:
-        own = runs_of(runs, config, benchmark, model, cohort)
+        own = design_runs(runs, study, block_name, Pair(model, benchmark), cohort)
         if own.empty:
             said.append(notes.why_no_runs(model, benchmark))
             continue
@@ -181,7 +209,7 @@ def compare_block(
             benchmark=benchmark,
             n_boot=n_boot,
             seed=seed,
-            attempts=planned_attempts(config),
+            attempts=study.attempts,
             cost_method=method,
         )
         if table.empty:

@@ -22,7 +22,6 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
-from ctxpolicy.threshold_settings import PRIMARY
 
 GAIN, LOSS = "#009E73", "#D55E00"
 KEPT, MISSED = "#9E9E9E", "#F0F0F0"  # solved by both; solved by neither
@@ -34,6 +33,17 @@ STATES = (
     (3, MISSED, "missed by both"),
 )
 LABEL_TASKS_MAX = 30  # task ids are printed only up to this many tasks per panel
+ROW_IN = 0.17  # inches per policy row, whatever the task labels need
+TICK_CHAR_IN = 0.045  # inches per character of a task id printed under a grid (5 pt, rotated 90 degrees)
+
+
+def label_space(tasks) -> float:
+    """Inches the rotated task-id labels under a grid need (none when the ids are not printed),
+    added to the panel so that its rows keep their height with long Terminal-Bench names."""
+    tasks = [str(t) for t in tasks]
+    if not tasks or len(tasks) > LABEL_TASKS_MAX:
+        return 0.0
+    return TICK_CHAR_IN * max(map(len, tasks))
 
 
 def _gains_losses(config: Mapping[str, Any]):
@@ -115,7 +125,7 @@ def compute(
     data.notes = said + data.notes
     data.meta.update(
         thresholds=ax_.threshold_table(own),
-        setting=inputs.block(config, "full_comparison").get("setting", PRIMARY),
+        setting=inputs.block(config, "full_comparison")["setting"],
         attempts=comparisons.planned_attempts(config),
     )
     return data
@@ -145,14 +155,14 @@ def compute_sweep(
         "attempts": comparisons.planned_attempts(config),
         "thresholds": ax_.threshold_table(inputs.select_pairs(runs, pairs)),
     }
-    if setting not in (sweeps.get("settings") or []):
+    if setting not in sweeps["settings"]:
         return Prepared(
             pd.DataFrame(),
             said
             + [
                 (
                     f"the config's sweep has no {setting!r} threshold setting "
-                    f"(settings: {', '.join(sweeps.get('settings') or []) or 'none'})."
+                    f"(settings: {', '.join(sweeps['settings']) or 'none'})."
                 )
             ],
             meta,
@@ -164,7 +174,7 @@ def compute_sweep(
         n_boot=n_boot,
         seed=seed,
         combos=combos,
-        cohort=sweeps.get("cohort", "sweep"),
+        cohort=sweeps["cohort"],
         setting=setting,
         policies=sweep_policies(config),
         metric=_gains_losses(config),
@@ -273,8 +283,13 @@ def plot(data: Prepared, title: str | None = None, name: str = "fig4"):
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
-    # plt.subplots, not a FacetGrid: each pair's grid has its own tasks (columns), one panel per pair
-    heights = [0.17 * len(specs) + 0.55 for _ in combos]
+    grids = {}
+    for benchmark, model in combos:
+        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        grids[(benchmark, model)] = (rows, *task_grid(rows, specs))
+    # plt.subplots, not a FacetGrid: each pair's grid has its own tasks (columns), one panel per pair;
+    # each panel's rows keep ROW_IN whatever its task labels need below them
+    heights = [ROW_IN * len(specs) + 0.55 + label_space(grids[c][1].columns) for c in combos]
     fig, axes = plt.subplots(
         len(combos),
         1,
@@ -286,8 +301,7 @@ def plot(data: Prepared, title: str | None = None, name: str = "fig4"):
     drawn = []
     thresholds = data.meta.get("thresholds") or {}
     for ax, (benchmark, model) in zip(axes[:, 0], combos):
-        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        grid, n_solved = task_grid(rows, specs)
+        rows, grid, n_solved = grids[(benchmark, model)]
         _draw_grid(ax, grid, n_solved, [style.short_label(s) for s in grid.index], rows)
         drawn.append(grid.to_numpy(dtype=float).ravel())
         ax.set_title(
@@ -317,7 +331,9 @@ def plot_sweep(data: Prepared, name: str):
     specs = style.order_policies(data.table["policy"])
     benchmark, model = data.table["benchmark"].iloc[0], data.table["model"].iloc[0]
     grid, n_solved = task_grid(data.table, specs)
-    fig, ax = plt.subplots(figsize=(style.FULL_WIDTH, 0.17 * len(specs) + 1.5), layout="constrained")
+    fig, ax = plt.subplots(
+        figsize=(style.FULL_WIDTH, ROW_IN * len(specs) + 1.5 + label_space(grid.columns)), layout="constrained"
+    )
     labels = [
         style.short_label(s) + (f" D = {style.depth_of(s):g}" if style.depth_of(s) is not None else "")
         for s in grid.index

@@ -24,7 +24,6 @@ from matplotlib.lines import Line2D
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.threshold_settings import PRIMARY
 
 STEM = "cost_decomposition"
 REPLAY_TABLES = "replay"  # the replay runs' table directory, next to the study's scoped tables
@@ -53,13 +52,11 @@ def compute(
     seed: int,
     pairs: list[tuple[str, str]] | None = None,
 ) -> Prepared:
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD
-    from ctxpolicy.metrics.decomposition import UNPRICEABLE, MEASURED_NOTE, decompose, missing_decompositions
+    from ctxpolicy.metrics.decomposition import MEASURED_NOTE, UNPRICEABLE, decompose, missing_decompositions
 
-    block = inputs.block(config, "full_comparison")
-    setting = block.get("setting", PRIMARY)
+    setting = inputs.block(config, "full_comparison")["setting"]
     policies = comparisons.policies_of(config, "full_comparison")
-    cost_method = (config.get("metrics") or {}).get("cost_method", DEFAULT_METHOD)
+    cost_method = comparisons.cost_method(config)
     combos = comparisons.pair_combos(config, "full_comparison", pairs)[0]
     runs, replays = inputs.select_pairs(runs, pairs), inputs.select_pairs(replays, pairs)
     frames, found = [], []

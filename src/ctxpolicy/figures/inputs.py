@@ -12,17 +12,18 @@ from typing import Any
 import pandas as pd
 
 from ctxpolicy.metrics import aggregate, records
+from ctxpolicy.study import Study, study_of
 
 # The tables' columns as ``ctxpolicy aggregate`` writes them; a column an older table lacks is added empty.
 RUN_COLUMNS = records.RUN_COLUMNS
 CALL_COLUMNS = (*aggregate.CALL_RUN_COLUMNS, *aggregate.CALL_COLUMNS)
 
 
-def read_config(path: str | Path) -> dict[str, Any]:
-    """The validated, default-filled config (``ctxpolicy.config.load_config``) as a mapping."""
-    from ctxpolicy.config import load_config
+def read_study(path: str | Path) -> Study:
+    """The study a notebook draws (``ctxpolicy.study.load_study``: validated, its grid checked)."""
+    from ctxpolicy.study import load_study
 
-    return load_config(path)
+    return load_study(path)
 
 
 def _read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -43,18 +44,18 @@ def read_calls(tables_dir: str | Path) -> pd.DataFrame:
     return _read_table(Path(tables_dir) / "calls.parquet", CALL_COLUMNS)
 
 
-def block(config: Mapping[str, Any], name: str) -> dict[str, Any]:
-    return dict(((config.get("grid") or {}).get(name)) or {})
+def block(config: Study | Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A grid section of the study (``Study.section``), schema defaults filled."""
+    return study_of(config).section(name)
 
 
-def combos(config: Mapping[str, Any], block_name: str) -> list[tuple[str, str]]:
-    """(benchmark, model) pairs of a grid block, model-major in config order."""
-    b = block(config, block_name)
-    return [(bench, model) for model in (b.get("models") or []) for bench in (b.get("benchmarks") or [])]
+def combos(config: Study | Mapping[str, Any], block_name: str) -> list[tuple[str, str]]:
+    """(benchmark, model) pairs of a grid block, model-major in config order (``Study.pairs``)."""
+    return [(p.benchmark, p.model) for p in study_of(config).pairs(block_name)]
 
 
-def models(config: Mapping[str, Any]) -> list[str]:
-    return list((config.get("models") or {}).keys())
+def models(config: Study | Mapping[str, Any]) -> list[str]:
+    return study_of(config).models
 
 
 def parse_pairs(text: str | None) -> list[tuple[str, str]] | None:
@@ -84,11 +85,9 @@ def select_pairs(table: pd.DataFrame, pairs: list[tuple[str, str]] | None) -> pd
     return table[[k in wanted for k in keys]]
 
 
-def is_synthetic(config: Mapping[str, Any]) -> bool:
-    """Whether the config describes synthetic data (a study named ``synthetic…``, or the test
-    fixture's ``fixture``): such figures carry a visible mark."""
-    study = str(config.get("study") or "")
-    return study.startswith("synthetic") or study == "fixture"
+def is_synthetic(config: Study | Mapping[str, Any]) -> bool:
+    """Whether the study is synthetic data (``Study.is_synthetic``): such figures carry a visible mark."""
+    return study_of(config).is_synthetic
 
 
 def select(runs: pd.DataFrame, **where: Any) -> pd.DataFrame:

@@ -16,15 +16,12 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.threshold_settings import PRIMARY
 
 SUMMARY_COLOR = "#AA3377"
 
 
 def pick_policy(config: Mapping[str, Any], runs: pd.DataFrame) -> str | None:
-    candidates = [
-        p for p in inputs.block(config, "full_comparison").get("policies") or [] if style.primitive_of(p) == "TR"
-    ]
+    candidates = [p for p in inputs.block(config, "full_comparison")["policies"] if style.primitive_of(p) == "TR"]
     candidates += sorted({p for p in runs["policy"].dropna().astype(str) if style.primitive_of(p) == "TR"})
     present = set(runs["policy"].dropna().astype(str))
     return next((p for p in candidates if p in present), None)
@@ -52,7 +49,7 @@ def compute(
             return Prepared(pd.DataFrame(), ["the config has no full comparison."])
         benchmark, model = benchmark or combos[0][0], model or combos[0][1]
     own = inputs.select(runs, benchmark=benchmark, model=model)
-    setting = inputs.block(config, "full_comparison").get("setting", PRIMARY)
+    setting = inputs.block(config, "full_comparison")["setting"]
     policy = pick_policy(config, own)
     meta = {"benchmark": benchmark, "model": model, "policy": policy}
     if policy is None:

@@ -19,7 +19,6 @@ from matplotlib.patches import Rectangle
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.threshold_settings import PRIMARY
 
 # (A, B) by primitive, drawn as A − B: the study's four pairs (S is the structured summary).
 PAIRS = (("S-p", "S"), ("TRC+S", "S"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"))
@@ -58,8 +57,7 @@ def compute(
 ) -> Prepared:
     """``pairs``: the (model, benchmark) pairs to compare (None: all of the full comparison's);
     (a) ranks the pairs of ``ranks_benchmark`` (``ranked_benchmark``), (b) draws every pair."""
-    block = inputs.block(config, "full_comparison")
-    setting = block.get("setting", PRIMARY)
+    setting = inputs.block(config, "full_comparison")["setting"]
     combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
     runs = inputs.select_pairs(runs, pairs)
     compared = comparisons.compare_block(

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
+from ctxpolicy.study import study_of
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
@@ -33,7 +34,8 @@ GROUP = ("benchmark", "model", "policy", "primitive", "depth")
 def event_combos(events: pd.DataFrame, config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(benchmark, model) pairs with audited steps: config order first, then any others."""
     present = set(zip(events["benchmark"].astype(str), events["model"].astype(str)))
-    ordered = [(b, m) for m in inputs.models(config) for b in (config.get("benchmarks") or {})]
+    study = study_of(config)
+    ordered = [(b, m) for m in study.models for b in study.benchmarks]
     return [c for c in ordered if c in present] + sorted(present - set(ordered))
 
 

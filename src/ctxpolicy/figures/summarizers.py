@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
+from ctxpolicy.study import Pair, study_of
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import resolve_rate_interval
-from ctxpolicy.threshold_settings import PRIMARY
 
 SELF = "self"
 RATIO_PANELS = (
@@ -72,7 +72,7 @@ def compute(
     block = inputs.block(config, "summarizer")
     combos = comparisons.pair_combos(config, "summarizer", pairs)[0]
     runs = inputs.select_pairs(runs, pairs)
-    policies = [p for p in block.get("policies") or []]
+    policies = list(block["policies"])
     said: list[str] = []
     if not combos or not policies:
         why = (
@@ -81,15 +81,18 @@ def compute(
             else "the summarizer comparison has none of the pairs this figure shows."
         )
         return Prepared(pd.DataFrame(), [why])
-    if not block.get("summarizers"):
+    if not block["summarizers"]:
         said.append("the config lists no other summarizers: only the agent summarizing itself is shown.")
     method = comparisons.cost_method(config)
     attempts = comparisons.planned_attempts(config)
-    setting = block.get("setting", PRIMARY)
+    setting = block["setting"]
     rows = []
     for benchmark, model in combos:
-        own = comparisons.runs_of(runs, config, benchmark, model, block.get("cohort"))
-        own = own[inputs.setting_matches(own["setting"], setting)]
+        # the summarizer comparison's cells by id (the self-summarizing one is the sweep's shared
+        # cell), never the sweep's other cells of the same policy and setting
+        own = comparisons.design_runs(
+            runs, study_of(config), "summarizer", Pair(model, benchmark), block["cohort"], reference=False
+        )
         for policy in style.order_policies(policies):
             cells = own[own["policy"].astype(str) == policy]
             if cells.empty:

@@ -21,23 +21,33 @@ from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.calibrate import sweep_warnings
 from ctxpolicy.metrics.depth_wins import TIE_RULE, depth_wins
+from ctxpolicy.metrics.outcomes import time_limited
 from ctxpolicy.metrics.sweep import all_attempts_summary, firings_per_attempt
+from ctxpolicy.study import Pair, Study, study_of
 
-TIME_LIMITED = "time_limited"
+
+def sweep_policies(config: Study | Mapping[str, Any]) -> list[str]:
+    """The policies of the sweep's design (``Study.design``): its own cells' and those the grid
+    gives to the full comparison (the primary D = 0.5 cells, whose main cohort covers the sweep
+    subset)."""
+    return style.order_policies({d.policy for d in study_of(config).design("sweeps")} - {style.FC})
 
 
-def sweep_policies(config: Mapping[str, Any]) -> list[str]:
-    """The sweep's cells' policies, plus the full comparison's policies of the same primitive
-    and trigger (the grid gives those cells to the full comparison, whose main cohort covers
-    the sweep subset)."""
-    swept = comparisons.policies_of(config, "sweeps")
-    kinds = {(style.primitive_of(p), style.trigger_of(p)) for p in swept}
-    extra = [
-        p
-        for p in comparisons.policies_of(config, "full_comparison")
-        if (style.primitive_of(p), style.trigger_of(p)) in kinds
-    ]
-    return style.order_policies(swept + extra)
+def summary_cells(study: Study, pair: Pair, policies: list[str], settings: list[str]) -> dict:
+    """Figure 3's table rows and the cell behind each: ``{"fc": FC cell slug, "rows": [(setting,
+    policy, cell slug), ...]}`` in setting then policy order, from the sweep's design (a policy
+    without a threshold is the same cell at every setting; the full comparison's primary cell
+    stands in the sweep)."""
+    by_key = {(d.setting, d.policy): d.cell for d in study.design("sweeps", pair)}
+    unset = {d.policy: d.cell for d in study.design("sweeps", pair) if d.setting is None}
+    rows = []
+    for setting in settings:
+        for policy in policies:
+            cell = by_key.get((setting, policy)) or unset.get(policy)
+            if cell is not None:
+                rows.append((setting, policy, cell.slug))
+    fc = study.reference_cell(pair)
+    return {"fc": fc.slug if fc else None, "rows": rows}
 
 
 def _sweep_combo(
@@ -85,18 +95,20 @@ def compute(
     combo, said = _sweep_combo(config, pairs, slot)
     if combo is None:
         return Prepared(pd.DataFrame(), said)
-    policies = sweep_policies(config)
-    settings = sorted(inputs.block(config, "sweeps").get("settings") or [], key=style.setting_sort_key)
-    cohort = inputs.block(config, "sweeps").get("cohort", "sweep")
+    study = study_of(config)
+    policies = sweep_policies(study)
+    settings = sorted(study.section("sweeps")["settings"], key=style.setting_sort_key)
+    cohort = study.section("sweeps")["cohort"]
     compared = comparisons.compare_block(
-        runs, config, "sweeps", n_boot=n_boot, seed=seed, combos=[combo], cohort=cohort, policies=policies
+        runs, study, "sweeps", n_boot=n_boot, seed=seed, combos=[combo], cohort=cohort, policies=policies
     )
-    own = comparisons.runs_of(runs, config, combo[0], combo[1], cohort)
+    pair = Pair(combo[1], combo[0])
+    own = comparisons.design_runs(runs, study, "sweeps", pair, cohort)  # by cell id, the shared cells included
     frequency, freq_notes, summary = pd.DataFrame(), [], pd.DataFrame()
     if summaries:  # Figure 3's frequency curves and table (``summaries=False``: the ablation figures)
-        frequency, freq_notes = firings_per_attempt(own[own["outcome_class"].astype(str) != TIME_LIMITED], calls)
+        frequency, freq_notes = firings_per_attempt(own[~time_limited(own).to_numpy()], calls)
         summary = all_attempts_summary(
-            own, policies, settings, comparisons.cost_method(config), attempts=comparisons.planned_attempts(config)
+            own, summary_cells(study, pair, policies, settings), study.cost_method, attempts=study.attempts
         )
     thresholds = ax_.threshold_table(own)
     return Prepared(

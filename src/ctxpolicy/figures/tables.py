@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ctxpolicy import rundir
+from ctxpolicy.study import study_of
 from ctxpolicy.figures import style
 
 FILLED, OPEN = "●", "○"
@@ -33,10 +33,8 @@ TRACK_LABELS = {
 
 
 def grid_cells(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> list:
-    """The grid's cells (``ctxpolicy.grid.expand_grid``), only those of ``pairs`` when given."""
-    from ctxpolicy.grid import expand_grid
-
-    cells = expand_grid(dict(config))
+    """The study's cells (``Study.cells``), only those of ``pairs`` when given."""
+    cells = list(study_of(config).cells)
     return cells if pairs is None else [c for c in cells if (c.model, c.benchmark) in set(pairs)]
 
 
@@ -69,8 +67,7 @@ def table1(cells: list) -> pd.DataFrame:
 
 def table4(cells: list, config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | None]:
     """Cells and runs per track, benchmark and model."""
-    from ctxpolicy.grid import cohort_tasks
-
+    study = study_of(config)
     rows: dict[tuple, dict] = {}
     unreadable: set[str] = set()
     for c in cells:
@@ -91,12 +88,12 @@ def table4(cells: list, config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | 
         row["policies"].add(c.policy)
         row["cells"] += 1
         try:
-            n = len(cohort_tasks(dict(config), c.benchmark, c.cohort))
+            n = len(study.tasks(c))
         except Exception:  # an unreadable cohort is reported in the note, not fatal
             unreadable.add(f"{c.benchmark}/{c.cohort}")
             n = 0
         row["tasks"] = max(row["tasks"], n)
-        row["runs"] += n * int(config.get("attempts", 1))
+        row["runs"] += n * study.attempts
     table = pd.DataFrame([{**r, "policies": len(r["policies"])} for r in rows.values()])
     note = f"cohort files unreadable, counted as 0 tasks: {', '.join(sorted(unreadable))}" if unreadable else None
     return table, note
@@ -119,21 +116,20 @@ def table3(
     ``ctxpolicy.grid.cohort_tasks`` applies it); strata as the runs recorded them."""
     from ctxpolicy.cohort_file import CohortError, read_cohort
     from ctxpolicy.config import ConfigError
-    from ctxpolicy.grid import cohort_path, cohort_tasks
 
-    config = dict(config)
+    study = study_of(config)
     known = {}
     if runs is not None and not runs.empty:
         known = dict(zip(runs["task_id"].astype(str), runs["stratum"].astype(str)))
     rows, missing, limited = [], [], []
     benchmarks = None if pairs is None else {b for _, b in pairs}
-    for benchmark, spec in (config.get("benchmarks") or {}).items():
+    for benchmark in study.benchmarks:
         if benchmarks is not None and benchmark not in benchmarks:
             continue
-        for cohort, path in ((spec or {}).get("cohorts") or {}).items():
+        for cohort, path in study.benchmark(benchmark)["cohorts"].items():
             try:
-                tasks = cohort_tasks(config, benchmark, cohort)
-                listed = len(read_cohort(cohort_path(config, benchmark, cohort)))
+                tasks = study.cohort_tasks(benchmark, cohort)
+                listed = len(read_cohort(study.cohort_path(benchmark, cohort)))
             except (ConfigError, CohortError):
                 missing.append(str(path))
                 continue
@@ -222,30 +218,30 @@ def table5(runs: pd.DataFrame, pairs: list[tuple[str, str]] | None = None) -> tu
 
 
 def table6(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> tuple[pd.DataFrame, str | None]:
-    results_dir = Path(str(config.get("results_dir") or "results"))
+    study = study_of(config)
     rows, missing = [], []
-    for benchmark, models in (config.get("thresholds") or {}).items():
-        for model, spec in (models or {}).items():
-            if pairs is not None and (model, benchmark) not in set(pairs):
-                continue
-            spec = dict(spec or {})
-            path = results_dir / "thresholds" / benchmark / f"{model}.json"
-            try:
-                values = json.loads(path.read_text())
-            except (OSError, ValueError):
-                values = spec if spec.get("source") == "preset" else None
-            if values is None:
-                missing.append(str(path))
-                continue
-            preset = str(values.get("source", spec.get("source"))) == "preset"
-            rows.append(
-                {
-                    "benchmark": benchmark,
-                    "model": model,
-                    "source": "preset*" if preset else "calibrated",
-                    **{s: values.get(s) for s in style.SETTING_ORDER},
-                }
-            )
+    for pair in study.threshold_pairs():
+        benchmark, model = pair.benchmark, pair.model
+        if pairs is not None and (model, benchmark) not in set(pairs):
+            continue
+        spec = dict(study.threshold_source(pair))
+        path = study.thresholds_file(pair)
+        try:
+            values = json.loads(path.read_text())
+        except (OSError, ValueError):
+            values = spec if spec["source"] == "preset" else None
+        if values is None:
+            missing.append(str(path))
+            continue
+        preset = str(values.get("source", spec["source"])) == "preset"
+        rows.append(
+            {
+                "benchmark": benchmark,
+                "model": model,
+                "source": "preset*" if preset else "calibrated",
+                **{s: values.get(s) for s in style.SETTING_ORDER},
+            }
+        )
     notes = []
     if any(r["source"].startswith("preset") for r in rows):
         notes.append("* preset thresholds from the config, not calibrated")

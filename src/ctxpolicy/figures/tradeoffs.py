@@ -19,7 +19,6 @@ import seaborn as sns
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.threshold_settings import PRIMARY
 
 # (key, label, reference line, scale): resolve_delta is a fraction, drawn in percentage points
 PANELS = (
@@ -38,7 +37,7 @@ def compute(
     data = comparisons.compare_full_comparison(own, config, n_boot=n_boot, seed=seed, combos=combos)
     data.notes = said + data.notes
     data.meta["thresholds"] = ax_.threshold_table(own)
-    data.meta["setting"] = inputs.block(config, "full_comparison").get("setting", PRIMARY)
+    data.meta["setting"] = inputs.block(config, "full_comparison")["setting"]
     return data
 
 

@@ -5,12 +5,16 @@ agent calls. The tight, primary and loose thresholds are the 5th, 15th and 25th 
 those peaks (numpy's default linear interpolation), rounded to the nearest ``round_to`` tokens
 (halves round up). The study used 1,000; small embedded models need a finer unit (e.g. 100).
 
-Runs that hit the wall-time limit are left out: their peak is where the clock stopped them, not
-where the task took them, and they are not eligible for resource ratios either. When *every* FC
-run hit the limit (a slow or busy machine), the thresholds are still derived, from all of them,
-so that the study goes on, and the file says so in ``warnings`` (``ctxpolicy calibrate`` also
-prints it, and the local study's end summary repeats it). So does ``sweep_warnings``: settings
-that coincide, or that no FC peak exceeds, make a sweep that does not sweep.
+The study (A.4) takes the peak of *every* uncompressed trajectory, time-limited ones included:
+that is the default (``calibrated_from: "every FC run"``). A config may instead leave out the
+time-limited runs (``grid.calibration.exclude_time_limited``; the local study does, on a slow
+machine a run's peak is where the clock stopped it): time-limited is the runs table's one
+definition (``metrics.outcomes.is_time_limited``: the agent's time limit or the harness's
+timeout). When *every* FC run is time-limited, the thresholds are still derived, from all of
+them, so that the study goes on, and the file says so in ``warnings`` (``ctxpolicy calibrate``
+also prints it, and the local study's end summary repeats it). The file records the rule in
+``calibrated_from`` and ``time_limited_runs``. ``sweep_warnings`` adds a warning where settings
+coincide, or no FC peak exceeds one: a sweep that does not sweep.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from ctxpolicy.threshold_settings import order_problem
 
 PERCENTILES = {"tight": 5, "primary": 15, "loose": 25}
 DEFAULT_ROUND = 1000
-TIME_LIMITED = "time_limit"  # the run outcome of a run stopped by the wall-time limit
+EVERY_RUN = "every FC run"  # A.4: the peak of every FC trajectory
+WITHIN_LIMIT = "runs within the time limit"  # grid.calibration.exclude_time_limited
 
 # The study's own thresholds (tokens), keyed like config/paper.yaml: benchmark -> model.
 PRESET_THRESHOLDS: dict[str, dict[str, dict]] = {
@@ -65,13 +70,12 @@ def thresholds_from_peaks(peaks: list[int] | np.ndarray, round_to: int = DEFAULT
     return result
 
 
-def preset_thresholds(config: dict, benchmark: str, model: str) -> dict:
-    """The thresholds-file content for a config's preset (``thresholds.B.M: {source: preset, ...}``):
-    the same layout as a calibrated file, so that cells read one kind of file whatever the source;
-    settings the preset leaves out are null. Raises ValueError naming the key when it is no preset
-    or its settings are not tight < primary < loose."""
-    source = config.get("thresholds", {}).get(benchmark, {}).get(model)
-    if not source or source.get("source") != "preset":
+def preset_thresholds(source: dict | None, benchmark: str, model: str) -> dict:
+    """The thresholds-file content for a preset (the config's ``thresholds.B.M``, ``source``:
+    ``{source: preset, ...}``): the same layout as a calibrated file, so that cells read one kind
+    of file whatever the source; settings the preset leaves out are null. Raises ValueError
+    naming the key when it is no preset or its settings are not tight < primary < loose."""
+    if not isinstance(source, dict) or source.get("source") != "preset":
         raise ValueError(
             f"thresholds.{benchmark}.{model}: {source!r} is not a preset "
             "({source: preset, tight: N, primary: N, loose: N})"
@@ -82,16 +86,24 @@ def preset_thresholds(config: dict, benchmark: str, model: str) -> dict:
     return {"source": "preset", **{name: source.get(name) for name in PERCENTILES}, "percentiles": {}, "peaks": []}
 
 
-def select_peaks(runs: list[tuple[str | None, int | None]]) -> tuple[list[int], dict]:
-    """The peaks to calibrate from, given (outcome, peak) per FC run, and what the file records
-    about the choice: ``time_limited_runs`` (left out), ``calibrated_from`` and ``warnings``."""
-    with_peak = [(outcome, peak) for outcome, peak in runs if peak is not None]
-    finished = [peak for outcome, peak in with_peak if outcome != TIME_LIMITED]
+def select_peaks(runs: list[tuple[bool, int | None]], *, exclude_time_limited: bool = False) -> tuple[list[int], dict]:
+    """The peaks to calibrate from, given (time_limited, peak) per FC run, and what the file
+    records about the choice: ``calibrated_from`` (the rule), ``time_limited_runs`` (how many
+    of the runs with a peak were time-limited) and ``warnings``. By default (A.4) every peak
+    counts; ``exclude_time_limited`` leaves the time-limited runs out unless that is all of them."""
+    with_peak = [(bool(limited), peak) for limited, peak in runs if peak is not None]
+    finished = [peak for limited, peak in with_peak if not limited]
     limited = len(with_peak) - len(finished)
+    if not exclude_time_limited:
+        return [peak for _, peak in with_peak], {
+            "time_limited_runs": limited,
+            "calibrated_from": EVERY_RUN,
+            "warnings": [],
+        }
     if finished or not with_peak:
-        return finished, {"time_limited_runs": limited, "calibrated_from": "runs within the time limit", "warnings": []}
+        return finished, {"time_limited_runs": limited, "calibrated_from": WITHIN_LIMIT, "warnings": []}
     warning = (
-        f"all {limited} FC runs hit the wall-time limit: thresholds calibrated from the peaks of "
+        f"all {limited} FC runs hit the time limit: thresholds calibrated from the peaks of "
         "time-limited runs (where the clock stopped them), and no FC run is eligible for resource "
         "ratios; raise limits.wall_time_limit_s or run on a less busy machine"
     )

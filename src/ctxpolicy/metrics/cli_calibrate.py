@@ -3,9 +3,12 @@
 Reads every complete run under the --runs cell directories (runs that cannot be read are
 listed on stderr and left out), takes each run's peak context (largest server-reported
 agent prompt) and writes the 5th/15th/25th percentiles, rounded to the nearest --round tokens,
-with the distribution, to the thresholds file (atomically). Time-limited runs are left out; when
-all runs are time-limited, they are used with a warning on stderr and in the file's `warnings`
-(ctxpolicy.metrics.calibrate.select_peaks). The file's `counts` says whose prompt counts the
+with the distribution, to the thresholds file (atomically). Every FC run's peak counts (the
+study's A.4); with --config, the study's ``grid.calibration.exclude_time_limited`` may leave
+the time-limited runs out (all of them are used, with a warning on stderr and in the file's
+`warnings`, when every run is time-limited; ctxpolicy.metrics.calibrate.select_peaks), and the
+pair's ``round`` is the default of --round. The file records the rule (`calibrated_from`).
+The file's `counts` says whose prompt counts the
 peaks are: `server` (our own runs), or an imported run's `imported.counts` (`provider`, or
 `local` cl100k counts where the source has no per-call usage), `mixed` when the runs differ;
 `runs_by_counts` counts the runs read of each kind, and counts other than the server's are a
@@ -15,7 +18,8 @@ With --preset, writes the thresholds file of a `source: preset` entry of the con
 (--config, --benchmark, --model; ctxpolicy.metrics.calibrate.preset_thresholds): the same layout,
 so that Th cells read one kind of file whatever the source.
 
-  ctxpolicy calibrate --runs results/runs/local/qwen05b/FC --round 100 --out results/thresholds/local/qwen05b.json
+  ctxpolicy calibrate --config config/config.yaml --runs results/runs/local/qwen05b/FC \
+      --out results/thresholds/local/qwen05b.json
   ctxpolicy calibrate --preset --config config/paper.yaml --benchmark swebench --model qwen \
       --out results/thresholds/swebench/qwen.json
 """
@@ -41,14 +45,18 @@ def add_arguments(parser) -> None:
         "--round",
         dest="round_to",
         type=int,
-        default=1000,
-        help="rounding unit in tokens (default 1000; e.g. 100 for small local models)",
+        default=None,
+        help="rounding unit in tokens (default: the pair's `round` in --config, else 1000; e.g. 100 for small models)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="study config: its calibration rule and rounding (with --runs), its preset (--preset)",
     )
     preset = parser.add_argument_group("the config's preset instead of runs")
     preset.add_argument(
         "--preset", action="store_true", help="write the preset thresholds of --benchmark and --model from --config"
     )
-    preset.add_argument("--config", type=Path, help="study config")
     preset.add_argument("--benchmark", help="benchmark name from the config")
     preset.add_argument("--model", help="model name from the config")
 
@@ -64,8 +72,9 @@ def main(args) -> int:
 
 def write_preset(args) -> int:
     from ctxpolicy.atomic import atomic_write_json
-    from ctxpolicy.config import ConfigError, load_config
+    from ctxpolicy.config import ConfigError
     from ctxpolicy.metrics.calibrate import preset_thresholds, sweep_warnings
+    from ctxpolicy.study import Pair, load_study
 
     missing = [f"--{name}" for name in ("config", "benchmark", "model") if getattr(args, name, None) is None]
     if missing or args.runs:
@@ -76,7 +85,8 @@ def write_preset(args) -> int:
         )
         return 2
     try:
-        data = preset_thresholds(load_config(args.config), args.benchmark, args.model)
+        source = load_study(args.config).threshold_source(Pair(args.model, args.benchmark))
+        data = preset_thresholds(source, args.benchmark, args.model)
     except ConfigError as exc:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
@@ -103,13 +113,16 @@ def calibrate(args) -> int:
     import json
 
     from ctxpolicy.atomic import atomic_write_text
-    from ctxpolicy.metrics.calibrate import select_peaks, sweep_warnings, thresholds_from_peaks
+    from ctxpolicy.config import ConfigError
+    from ctxpolicy.metrics.calibrate import DEFAULT_ROUND, select_peaks, sweep_warnings, thresholds_from_peaks
     from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
     from ctxpolicy.rundir import RUN_JSON
+    from ctxpolicy.study import Pair, load_study
 
     try:
         run_dirs = find_run_dirs(args.runs)
-    except RecordError as exc:
+        study = load_study(args.config) if getattr(args, "config", None) else None
+    except (RecordError, ConfigError) as exc:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
     runs, identities, counts = [], set(), {}
@@ -126,20 +139,28 @@ def calibrate(args) -> int:
             )
             return 2
         if row["peak_prompt_tokens"] is not None:
-            runs.append((row["outcome"], row["peak_prompt_tokens"]))
+            runs.append((row["time_limited"], row["peak_prompt_tokens"]))
             identities.add((row["benchmark"], row["model"]))
             kind = prompt_counts(json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8")))
             counts[kind] = counts.get(kind, 0) + 1
     if len(identities) > 1:
         print(f"calibrate: runs mix (benchmark, model) pairs {sorted(identities)}", file=sys.stderr)
         return 2
-    peaks, choice = select_peaks(runs)
+    if not identities:
+        print("calibrate: no FC run with a server-reported prompt count under --runs", file=sys.stderr)
+        return 2
+    ((benchmark, model),) = identities
+    exclude = bool(study and study.calibration_excludes_time_limited)
+    round_to = args.round_to or (
+        study.threshold_rounding(Pair(model, benchmark), DEFAULT_ROUND) if study else DEFAULT_ROUND
+    )
+    peaks, choice = select_peaks(runs, exclude_time_limited=exclude)
     try:
-        result = {**thresholds_from_peaks(peaks, args.round_to), **choice}
+        result = {**thresholds_from_peaks(peaks, round_to), **choice}
     except ValueError as exc:
         print(f"calibrate: {exc}", file=sys.stderr)
         return 2
-    ((result["benchmark"], result["model"]),) = identities
+    result["benchmark"], result["model"] = benchmark, model
     result["counts"] = next(iter(counts)) if len(counts) == 1 else "mixed"
     result["runs_by_counts"] = dict(sorted(counts.items()))
     if result["counts"] != "server":
@@ -154,7 +175,7 @@ def calibrate(args) -> int:
         print(f"calibrate: WARNING: {args.out}: {warning}", file=sys.stderr)
     left_out = (
         f" ({choice['time_limited_runs']} time-limited left out)"
-        if choice["time_limited_runs"] and not choice["warnings"]
+        if exclude and choice["time_limited_runs"] and not choice["warnings"]
         else ""
     )
     print(

@@ -24,6 +24,13 @@ examples:
   ctxpolicy compare --runs results/tables/full/runs.parquet --view calls --csv
   ctxpolicy compare --runs results/tables/sweep/runs.parquet --track sweep --setting tight --json
   ctxpolicy compare --runs runs.parquet --benchmark swebench --model qwen --cost-method exact --csv
+  ctxpolicy compare --config config/paper.yaml --runs results/tables/runs.parquet --track sweep
+
+Which runs are compared: with --config, the cells of the study's design for --track (shared
+cells included: the full comparison's primary D = 0.5 cells in the sweep, the calibration FC as
+the reference; ctxpolicy.study.Study.design_cells), selected by cell id, and the study's
+attempts and cost method are the defaults of --attempts and --cost-method; without it, the
+cells the table's `cell` and `track` columns name.
 """
 
 from __future__ import annotations
@@ -67,8 +74,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument(
         "--cost-method",
-        default=DEFAULT_METHOD,
-        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default {DEFAULT_METHOD})",
+        default=None,
+        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default: --config's metrics.cost_method, "
+        f"else {DEFAULT_METHOD})",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="the study config: its cells (by id), attempts and cost method (default: the table's cell columns)",
     )
     parser.add_argument(
         "--replay",
@@ -92,9 +106,20 @@ def compare(args):
     """The comparison table for the arguments (CompareError for bad input)."""
     import pandas as pd
 
-    from ctxpolicy.metrics.compare import compare_to_baseline, planned_attempts, study_runs
-    from ctxpolicy.metrics.cost import METHODS
+    from ctxpolicy.config import ConfigError
+    from ctxpolicy.metrics.compare import attempts_in_table, compare_to_baseline, study_runs
+    from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
 
+    study = None
+    if getattr(args, "config", None):
+        from ctxpolicy.study import load_study
+
+        try:
+            study = load_study(args.config)
+        except ConfigError as exc:
+            raise CompareError(str(exc)) from None
+    if args.cost_method is None:
+        args.cost_method = study.cost_method if study else DEFAULT_METHOD
     if args.track not in TRACKS:
         raise CompareError(f"--track is {args.track!r}; allowed: {', '.join(TRACKS)}")
     if args.cost_method not in METHODS:
@@ -102,7 +127,7 @@ def compare(args):
     if args.attempts is not None and args.attempts < 1 or args.resamples < 1:
         raise CompareError(f"--attempts and --resamples must be >= 1: got {args.attempts}, {args.resamples}")
     runs = _read_runs(args.runs)
-    attempts = args.attempts or planned_attempts(study_runs(runs))
+    attempts = args.attempts or (study.attempts if study else attempts_in_table(study_runs(runs)))
     for column, value in (("benchmark", args.benchmark), ("model", args.model)):
         known = sorted(map(str, runs[column].dropna().unique()))
         if value is not None and value not in known:
@@ -111,7 +136,9 @@ def compare(args):
     for benchmark, model in _combos(runs, args.benchmark, args.model):
         own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
         track = args.track
-        if args.track == "sweep":
+        if study is not None:  # the study names the cells itself
+            own, track = _study_cells(own, study, args.track, benchmark, model), None
+        elif args.track == "sweep":
             own, track = sweep_runs(own), None
         try:
             table = compare_to_baseline(
@@ -184,7 +211,7 @@ def quoted_view(args):
     import pandas as pd
 
     from ctxpolicy.metrics import quoted
-    from ctxpolicy.metrics.compare import planned_attempts, study_runs
+    from ctxpolicy.metrics.compare import attempts_in_table, study_runs
 
     runs = _read_runs(args.runs)
     needed = {"calls": ("agent_latency_s",), "summary-share": ("summary_latency_s",), "compressions": ("compressions",)}
@@ -193,7 +220,7 @@ def quoted_view(args):
         raise CompareError(
             f"{args.runs}: --view {args.view} needs column {', '.join(missing)} (re-run ctxpolicy aggregate)"
         )
-    attempts = args.attempts or planned_attempts(study_runs(runs))
+    attempts = args.attempts or attempts_in_table(study_runs(runs))
     frames = []
     for benchmark, model in _combos(runs, args.benchmark, args.model):
         own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
@@ -218,6 +245,18 @@ def quoted_view(args):
     if table.empty:
         raise CompareError(f"{args.runs}: no {args.track}-track cells for --view {args.view}")
     return table
+
+
+def _study_cells(own, study, track: str, benchmark: str, model: str):
+    """The runs of the study's design cells for the track and the FC reference, by cell id
+    (every run of another track, e.g. replay runs, is kept for the decomposition)."""
+    from ctxpolicy.study import Pair
+
+    section = {"full": "full_comparison", "sweep": "sweeps", "summarizer": "summarizer"}[track]
+    ids = {c.id for c in study.design_cells(section, Pair(model, benchmark))}
+    run_ids = own["benchmark"].astype(str) + "/" + own["model"].astype(str) + "/" + own["cell"].astype(str)
+    study_tracks = own["track"].astype(str).isin(["calibration", "full", "sweep", "summarizer"])
+    return own[(run_ids.isin(ids) | ~study_tracks).to_numpy()]
 
 
 def _with_decomposition(table, runs, args):
@@ -409,10 +448,10 @@ def _print_view(args) -> int:
     import pandas as pd
 
     if args.view == "depth-wins":
-        from ctxpolicy.metrics.compare import planned_attempts, study_runs
+        from ctxpolicy.metrics.compare import attempts_in_table, study_runs
 
         runs = _read_runs(args.runs)
-        attempts = args.attempts or planned_attempts(study_runs(runs))
+        attempts = args.attempts or attempts_in_table(study_runs(runs))
         found = depth_win_counts(runs, args, attempts)
         if not found:
             raise CompareError(f"{args.runs}: no sweep-track cells for --view depth-wins")

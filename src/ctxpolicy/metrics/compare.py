@@ -21,7 +21,7 @@ import pandas as pd
 
 from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, boot_means, boot_ratio, percentile_interval, resample_counts
 from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
-from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES, planned_outcome_counts, planned_runs_of
+from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES, planned_outcome_counts, planned_runs_of, time_limited
 
 FC = "FC"
 CELL_COLUMNS = ("policy", "primitive", "trigger", "depth", "setting", "summarizer")
@@ -118,7 +118,7 @@ def cell_description(group: pd.DataFrame) -> dict:
 # -- attempts and tasks --------------------------------------------------------------------
 
 
-def planned_attempts(runs: pd.DataFrame) -> int:
+def attempts_in_table(runs: pd.DataFrame) -> int:
     """Attempts per task when only a table is at hand: the largest attempt number in it."""
     return int(runs["attempt"].max()) if len(runs) else 1
 
@@ -166,13 +166,15 @@ def task_success(runs: pd.DataFrame, attempts: int | None = None) -> pd.Series:
     """Each task's success fraction over the planned attempts: successes among attempts 1..A,
     divided by A (a missing attempt counts as unresolved). A defaults to the table's largest
     attempt number."""
-    attempts = attempts or planned_attempts(runs)
+    attempts = attempts or attempts_in_table(runs)
     return (_attempt_counts(runs, attempts)["successes"] / attempts).astype(float)
 
 
 def resource_eligible(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs that count for resource ratios: not time-limited, at least two prompt counts."""
-    return runs[((runs["outcome"] != "time_limit") & (runs["n_prompt_counts"] >= 2)).to_numpy()]
+    """Runs that count for resource ratios: not time-limited (``metrics.outcomes.time_limited``:
+    the agent's limit or the harness's timeout, whatever the verdict; A.5), at least two prompt
+    counts."""
+    return runs[((~time_limited(runs)) & (runs["n_prompt_counts"] >= 2)).to_numpy()]
 
 
 def task_resource_means(runs: pd.DataFrame, column: str) -> pd.Series:
@@ -217,7 +219,7 @@ def solved_tasks(
     """Per task: solved (bool) when at least ``solved_min`` (default ⌈2A/3⌉) of the planned
     attempts 1..A succeed. With ``require_all`` (the gains/losses rule), tasks without all A
     attempts recorded are left out."""
-    attempts = attempts or planned_attempts(runs)
+    attempts = attempts or attempts_in_table(runs)
     solved_min = solved_min or solved_threshold(attempts)
     counts = _attempt_counts(runs, attempts)
     if require_all:
@@ -285,7 +287,7 @@ def compare_to_baseline(
     if cost_method not in METHODS:
         raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-    attempts = attempts or planned_attempts(selected)
+    attempts = attempts or attempts_in_table(selected)
     solved_min = solved_threshold(attempts)
     base = baseline_runs(selected, baseline, baseline_setting)
     if base.empty:
@@ -485,7 +487,7 @@ def gains_losses(
     attempt number) recorded on both sides; ``left_out_tasks`` counts the others. Solved: at
     least ``solved_min`` (default ⌈2A/3⌉: 2 of 3, 1 of 1) successes."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-    attempts = attempts or planned_attempts(selected)
+    attempts = attempts or attempts_in_table(selected)
     solved_min = solved_min or solved_threshold(attempts)
     base = fc_runs(selected)
     fc = solved_tasks(base, attempts=attempts, solved_min=solved_min)
@@ -529,7 +531,7 @@ def execution_length(
     FC; percentage change of the policy's mean over those tasks against FC's, with a
     task-bootstrap interval."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-    attempts = attempts or planned_attempts(selected)
+    attempts = attempts or attempts_in_table(selected)
     solved_min = solved_min or solved_threshold(attempts)
     fc = calls_when_solved(fc_runs(selected), attempts, solved_min)
     rows = []
@@ -574,7 +576,7 @@ def paired_differences(
     Holm-adjusted p-values across the family. ``pairs`` are cell slugs; default: every pair of
     cells, FC included."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-    attempts = attempts or planned_attempts(selected)
+    attempts = attempts or attempts_in_table(selected)
     by_cell = {str(cell): group for cell, group in selected.groupby("cell", observed=True, sort=True)}
     pairs = pairs if pairs is not None else list(combinations(sorted(by_cell), 2))
     rows = []
@@ -638,7 +640,7 @@ def outcome_breakdown(
     cohort) recorded); those without a run are counted as ``other`` (other/missing) and also in
     ``n_missing``. ``n_planned`` is the bar's total."""
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
-    attempts = attempts or planned_attempts(selected)
+    attempts = attempts or attempts_in_table(selected)
     scope = ["benchmark", "model", "cohort"] if "cohort" in selected else ["benchmark", "model"]
     given = None if tasks is None else sorted({str(t) for t in tasks})
     rows = []

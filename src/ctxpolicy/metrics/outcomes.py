@@ -32,10 +32,32 @@ def harness_timed_out(verdict: dict | None) -> bool:
     return isinstance(mode, str) and "timeout" in mode.lower()
 
 
+AGENT_TIME_LIMIT = "time_limit"  # run.json outcome: the agent's own wall-time limit stopped it
+
+
+def is_time_limited(outcome: str | None, harness_timeout: bool = False) -> bool:
+    """The one definition of a time-limited run for resource comparisons (the runs table's
+    ``time_limited`` column; A.5): the agent's time limit stopped it (outcome ``time_limit``)
+    or the benchmark's harness did (``harness_timed_out``: Terminal-Bench's task timeout, where
+    the agent may have recorded ``submitted``), whatever the verdict. Such runs count in the
+    resolve rate and are left out of token, latency and cost comparisons."""
+    return outcome == AGENT_TIME_LIMIT or bool(harness_timeout)
+
+
+def time_limited(runs: pd.DataFrame) -> pd.Series:
+    """The runs table's ``time_limited`` column as booleans (``is_time_limited``); a table
+    written before the column existed falls back to the agent's outcome alone."""
+    agent = runs["outcome"].astype("object") == AGENT_TIME_LIMIT
+    if "time_limited" not in runs:
+        return agent.astype(bool)
+    column = runs["time_limited"].astype("object")
+    return column.where(column.notna(), agent).astype(bool)
+
+
 def outcome_class(outcome: str | None, resolved: bool, harness_timeout: bool = False) -> str:
     if resolved:
         return "success"
-    if outcome == "time_limit" or harness_timeout:
+    if is_time_limited(outcome, harness_timeout):
         return "time_limited"
     if outcome == "step_limit":
         return "step_limited"

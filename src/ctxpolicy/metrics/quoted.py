@@ -27,7 +27,7 @@ from ctxpolicy.metrics.compare import (
     _ratio_with_interval,
     baseline_runs,
     cell_description,
-    planned_attempts,
+    attempts_in_table,
     planned_runs,
     policy_cells,
     resource_eligible,
@@ -127,7 +127,7 @@ def compressions_shared(
     """Per policy cell: mean compressions per successful run on the tasks both it and FC solve."""
     rows = []
     for cell, group, base in _cells(runs, model, benchmark, track):
-        planned = attempts or planned_attempts(select(runs, model=model, benchmark=benchmark))
+        planned = attempts or attempts_in_table(select(runs, model=model, benchmark=benchmark))
         needed = solved_threshold(planned)
         mine = solved_tasks(group, attempts=planned, solved_min=needed, require_all=False)
         theirs = solved_tasks(base, attempts=planned, solved_min=needed, require_all=False)

@@ -35,7 +35,7 @@ from ctxpolicy.metrics.cost import (
     has_otrc,
     unchanged_prefix,
 )
-from ctxpolicy.metrics.outcomes import harness_timed_out, outcome_class
+from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
 from ctxpolicy.schemas import describe, field_rule, reading_view, schema
@@ -112,6 +112,7 @@ RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
     "resolved",
     "has_verdict",
     "outcome_class",
+    "time_limited",
     "wall_s",
     "steps",
     "agent_calls",
@@ -599,6 +600,7 @@ def _run_row(
         "resolved": resolved,
         "has_verdict": verdict is not None,
         "outcome_class": outcome_class(outcome, resolved, harness_timed_out(verdict)),
+        "time_limited": is_time_limited(outcome, harness_timed_out(verdict)),
         "wall_s": timing.get("wall_s"),
         "steps": n_agent if totals.get("steps") is None else totals["steps"],
         "agent_calls": n_agent,

@@ -6,15 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ctxpolicy.metrics.compare import FC, resolve_rate
+from ctxpolicy.metrics.compare import resolve_rate
 from ctxpolicy.metrics.cost import BILLED_COLUMNS
 from ctxpolicy.metrics.depth_wins import best_flags
-
-
-def _setting_matches(settings: pd.Series, wanted: str) -> pd.Series:
-    """A cell at the ``wanted`` threshold setting, or a policy without one (FC, step-only)."""
-    values = settings.astype("object")
-    return values.isna() | (values == wanted) | (values == "none")
 
 
 def firings_per_attempt(runs: pd.DataFrame, calls: pd.DataFrame | None) -> tuple[pd.DataFrame, list[str]]:
@@ -54,13 +48,17 @@ def firings_per_attempt(runs: pd.DataFrame, calls: pd.DataFrame | None) -> tuple
     )[columns], said
 
 
-def all_attempts_summary(
-    runs: pd.DataFrame, policies: list[str], settings: list[str], method: str, *, attempts: int | None = None
-) -> pd.DataFrame:
+def all_attempts_summary(runs: pd.DataFrame, cells: dict, method: str, *, attempts: int | None = None) -> pd.DataFrame:
     """Figure 3's table: per setting and policy, over **all** attempts (time-capped included):
     resolve rate, billed cost relative to FC (task means over the tasks both ran) and mean
     latency in seconds; ``best_*`` marks the best across depths within each primitive and
-    setting, only where it has several depths there (``metrics.depth_wins.best_flags``). Resolve rates are over the ``attempts`` planned attempts (missing ones unresolved)."""
+    setting, only where it has several depths there (``metrics.depth_wins.best_flags``). Resolve
+    rates are over the ``attempts`` planned attempts (missing ones unresolved).
+
+    ``runs`` are one (benchmark, model)'s; ``cells`` names the runs behind each row by cell slug
+    (the table's ``cell`` column): ``{"fc": FC slug, "rows": [(setting, policy, slug), ...]}``
+    (``figures.sweep.summary_cells``), so another track's cells of the same policy and setting
+    (the summarizer comparison's) never count."""
     columns = [
         "setting",
         "policy",
@@ -77,31 +75,30 @@ def all_attempts_summary(
     if runs.empty:
         return pd.DataFrame(columns=columns)
     billed = BILLED_COLUMNS[method]
-    runs = runs.assign(policy=runs["policy"].astype(str), setting=runs["setting"].astype(str))
-    fc = runs[runs["policy"] == FC]
+    slug = runs["cell"].astype(str)
+    fc = runs[(slug == str(cells["fc"])).to_numpy()]
     fc_cost = fc.groupby("task_id", observed=True)[billed].mean()
     rows = []
-    for setting in settings:
-        for policy in policies:
-            mine = runs[(runs["policy"] == policy) & _setting_matches(runs["setting"], setting)]
-            if mine.empty:
-                continue
-            cost = mine.groupby("task_id", observed=True)[billed].mean()
-            shared = cost.dropna().index.intersection(fc_cost.dropna().index)
-            fc_mean = fc_cost[shared].mean() if len(shared) else np.nan
-            primitive, depth = mine["primitive"].iloc[0], mine["depth"].iloc[0]
-            rows.append(
-                {
-                    "setting": setting,
-                    "policy": policy,
-                    "primitive": primitive,
-                    "depth": depth,
-                    "n_tasks": int(mine["task_id"].nunique()),
-                    "resolve_rate": resolve_rate(mine, attempts),
-                    "cost_ratio_all": cost[shared].mean() / fc_mean if len(shared) and fc_mean > 0 else np.nan,
-                    "latency_s": mine.groupby("task_id", observed=True)["wall_s"].mean().mean(),
-                }
-            )
+    for setting, policy, cell in cells["rows"]:
+        mine = runs[(slug == cell).to_numpy()]
+        if mine.empty:
+            continue
+        cost = mine.groupby("task_id", observed=True)[billed].mean()
+        shared = cost.dropna().index.intersection(fc_cost.dropna().index)
+        fc_mean = fc_cost[shared].mean() if len(shared) else np.nan
+        primitive, depth = mine["primitive"].iloc[0], mine["depth"].iloc[0]
+        rows.append(
+            {
+                "setting": setting,
+                "policy": policy,
+                "primitive": primitive,
+                "depth": depth,
+                "n_tasks": int(mine["task_id"].nunique()),
+                "resolve_rate": resolve_rate(mine, attempts),
+                "cost_ratio_all": cost[shared].mean() / fc_mean if len(shared) and fc_mean > 0 else np.nan,
+                "latency_s": mine.groupby("task_id", observed=True)["wall_s"].mean().mean(),
+            }
+        )
     table = pd.DataFrame(rows, columns=columns[:8])
     if table.empty:
         return pd.DataFrame(columns=columns)

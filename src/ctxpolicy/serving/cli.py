@@ -53,11 +53,11 @@ def _load_model_cfg(config_path: Path, model: str) -> dict:
     from ctxpolicy.config import load_config
 
     config = load_config(config_path)
-    models = config.get("models") or {}
+    models = config["models"]
     if model not in models:
         raise KeyError(f"{config_path}: models.{model} not found; known: {', '.join(sorted(models))}")
     cfg = dict(models[model])
-    if cfg.get("seed") is None and config.get("seed") is not None:
+    if cfg.get("seed") is None:  # the model's server seed, else the study's (the schema gives one)
         cfg["seed"] = config["seed"]
     return cfg
 

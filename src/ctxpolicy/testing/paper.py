@@ -31,6 +31,14 @@ from ctxpolicy.testing.runs import Profile, RunSpec, write_runs
 
 CONFIG = REPO_ROOT / "config" / "synthetic-paper.yaml"
 TASK_TIMEOUTS_S = (360, 600, 900, 1200, 1800)  # Terminal-Bench tasks carry their own timeouts
+HARNESS_TIMEOUTS = {"terminalbench": 0.06}  # share of submitted runs the harness stops for time
+UNSOLVABLE_SALT = "unsolvable-16"  # about 1 task in 12 no policy solves; one among each cohort's first 6
+
+
+def unsolvable(task_id: str) -> bool:
+    """Whether no policy solves the task (any cohort, any cell): drawn from the id alone."""
+    return zlib.crc32(f"{UNSOLVABLE_SALT}:{task_id}".encode()) % 12 == 0
+
 
 # How each policy moves success, per model (the same policy does differently across models).
 _SHIFTS = {
@@ -265,6 +273,8 @@ def run_specs(config: dict, *, seed: int = 0) -> list[RunSpec]:
                         model_name=config["models"][cell.model]["served_name"],
                         profile=profile,
                         versions=versions,
+                        harness_timeouts=HARNESS_TIMEOUTS.get(config["benchmarks"][cell.benchmark]["adapter"], 0.0),
+                        unsolvable=unsolvable(task_id),
                     )
                 )
     return specs
@@ -280,7 +290,7 @@ def write_thresholds(config: dict) -> list[Path]:
     for benchmark, per_model in config["thresholds"].items():
         for model in per_model:
             path = Path(thresholds_path(config, benchmark, model))
-            atomic_write_json(path, preset_thresholds(config, benchmark, model), indent=1)
+            atomic_write_json(path, preset_thresholds(per_model[model], benchmark, model), indent=1)
             written.append(path)
     return written
 

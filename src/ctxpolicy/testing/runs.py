@@ -106,6 +106,9 @@ class RunSpec:
     model_name: str | None = None
     profile: Profile = GENERIC
     versions: Mapping | None = None
+    # edge shapes of a real study (the paper-shaped data set sets them; docs/synthetic.md)
+    harness_timeouts: float = 0.0  # share of submitted runs a harness stops for time (report.failure_mode)
+    unsolvable: bool = False  # a task no policy solves
 
 
 def canonical(message: dict) -> str:
@@ -221,6 +224,11 @@ def _key(spec: RunSpec, *parts) -> bytes:
         str(p)
         for p in (spec.seed, spec.benchmark, spec.model, spec.policy, spec.setting, spec.task_id, spec.attempt, *parts)
     ).encode()
+
+
+def _fraction(spec: RunSpec, what: str) -> float:
+    """A draw in [0, 1) of its own (it leaves the run's random stream as it is)."""
+    return zlib.crc32(_key(spec, spec.summarizer, what)) / 2**32
 
 
 def _rng(spec: RunSpec) -> np.random.Generator:
@@ -451,7 +459,12 @@ def write_run(spec: RunSpec) -> Path:
         outcome = "error"
     shift = prof.policy_shift.get(pol.primitive, prof.policy_shift.get(_first_stage(pol), -0.04))
     p_success = np.clip(p_task + prof.success_shift + shift, 0, 1)
-    resolved = outcome == "submitted" and rng.random() < p_success
+    resolved = outcome == "submitted" and rng.random() < p_success and not spec.unsolvable
+    report = {}
+    if outcome == "submitted" and _fraction(spec, "harness-timeout") < spec.harness_timeouts:
+        # Terminal-Bench's harness stopped it at the task's timeout after the agent had submitted:
+        # time-limited for resource comparisons whatever the verdict (metrics.outcomes)
+        report = {"failure_mode": "agent_timeout"}
 
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -473,7 +486,7 @@ def write_run(spec: RunSpec) -> Path:
     if rng.random() > 0.01:  # a few runs stay ungraded, as in real studies
         atomic_write_text(
             run_dir / VERDICT_JSON,
-            json.dumps({"resolved": bool(resolved), "harness": "synthetic", "report": {}, "log": ""}),
+            json.dumps({"resolved": bool(resolved), "harness": "synthetic", "report": report, "log": ""}),
             durable=False,
         )
     atomic_write_text(run_dir / RUN_JSON, json.dumps(record), durable=False)
