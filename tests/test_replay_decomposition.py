@@ -176,7 +176,7 @@ def test_the_figure_names_one_method_and_refuses_measured_with_a_note():
     from ctxpolicy.testing.replays import replay_table
 
     fixture = Path(__file__).parent / "fixtures" / "figures"
-    config = inputs.read_config(fixture / "config.yaml")
+    config = inputs.read_study(fixture / "config.yaml")
     runs = inputs.read_runs(fixture / "tables")
     replays = replay_table(runs, saving=0.6)
     measured = {**config, "metrics": {**(config.get("metrics") or {}), "cost_method": "measured"}}

@@ -12,7 +12,7 @@ import yaml
 
 from ctxpolicy.config import ConfigError, validate_config
 from ctxpolicy.figures.catalog import targets_for
-from ctxpolicy.grid import load_study
+from ctxpolicy.study import load_study
 from ctxpolicy.testing.trajectories import write_corpus
 from workflow_helpers import ROOT, snakemake
 
@@ -20,9 +20,9 @@ EXAMPLE = ROOT / "config" / "imported-example.yaml"
 
 
 def test_the_example_is_an_imported_only_study_with_one_figure():
-    config = load_study(EXAMPLE)
-    assert config["models"] == {} and config["imported"]["format"] == "auto"
-    targets = targets_for(config)
+    study = load_study(EXAMPLE)
+    assert not study.has_study and study.imported["format"] == "auto"
+    targets = targets_for(study)
     assert list(targets) == ["imported_replay"]
     assert targets["imported_replay"]["inputs"] == ["results/imported-example/tables/imported/replay/runs.parquet"]
 

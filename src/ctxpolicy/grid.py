@@ -24,7 +24,6 @@ from ctxpolicy.paths import in_repo
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.threshold_settings import (
     PRESET,
-    PRIMARY,
     ThresholdsFileError,
     is_token_count,
     order_problem,

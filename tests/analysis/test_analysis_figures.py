@@ -13,7 +13,10 @@ from ctxpolicy.analysis.table import frame, read_events, write_events
 from ctxpolicy.figures import notes, reacquisition, retention
 
 matplotlib.use("Agg")
-CONFIG = {"benchmarks": {"local": {}}, "models": {"tiny": {}}, "grid": {}}
+from ctxpolicy.paths import REPO_ROOT  # noqa: E402
+from ctxpolicy.study import load_study  # noqa: E402
+
+CONFIG = load_study(REPO_ROOT / "tests" / "fixtures" / "figures" / "config.yaml")  # models qwen05b and tiny
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import yaml
 
 from ctxpolicy import cli
 from ctxpolicy.config import ConfigError
-from ctxpolicy.grid import expand_grid, load_study, resolve_threshold
+from ctxpolicy.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config" / "config.yaml"
@@ -126,18 +126,17 @@ def test_a_preset_out_of_order_fails_the_config_checks_and_calibrate(tmp_path, c
 
 
 def test_a_preset_thresholds_file_out_of_order_is_refused_when_read(tmp_path):
-    config = load_study(CONFIG)
-    config["results_dir"] = str(tmp_path / "results")
-    cell = next(c for c in expand_grid(config) if c.setting == "primary")
+    study = load_study(CONFIG)
+    cell = next(c for c in study.cells if c.setting == "primary")
     path = tmp_path / "thresholds.json"
     path.write_text(json.dumps({**INVERTED, "percentiles": {}, "peaks": []}))
     with pytest.raises(ConfigError, match="tight 9000 is above primary 5000"):
-        resolve_threshold(config, cell, path)
+        study.resolve_threshold(cell, path)
     path.write_text(json.dumps({"source": "calibrated", "tight": 300, "primary": 300, "loose": 400}))
-    assert resolve_threshold(config, cell, path) == 300  # coinciding calibrated settings: a warning's business
+    assert study.resolve_threshold(cell, path) == 300  # coinciding calibrated settings: a warning's business
     path.write_text(json.dumps({"source": "calibrated", "tight": 500, "primary": 300, "loose": 400}))
     with pytest.raises(ConfigError, match="tight 500 is above primary 300"):
-        resolve_threshold(config, cell, path)
+        study.resolve_threshold(cell, path)
 
 
 # ---------------------------------------------------------------- 12: the small ones
@@ -154,12 +153,12 @@ def test_a_threshold_that_is_no_token_count_is_refused_by_compress(tmp_path, mon
 
 
 def test_a_boolean_threshold_file_is_refused_by_run_cells(tmp_path):
-    config = load_study(CONFIG)
-    cell = next(c for c in expand_grid(config) if c.setting == "primary")
+    study = load_study(CONFIG)
+    cell = next(c for c in study.cells if c.setting == "primary")
     path = tmp_path / "thresholds.json"
     path.write_text(json.dumps({"source": "calibrated", "tight": 1, "primary": True, "loose": 3}))
     with pytest.raises(ConfigError, match="field primary is True: not a token count"):
-        resolve_threshold(config, cell, path)
+        study.resolve_threshold(cell, path)
 
 
 def test_a_missing_cohort_file_fails_the_config_checks(tmp_path):

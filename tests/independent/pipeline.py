@@ -65,7 +65,7 @@ def figure_targets(config_path: Path) -> dict[str, dict]:
     """The main figure targets of the config (catalog.targets_for), with their papermill params."""
     from ctxpolicy.figures import catalog, inputs
 
-    config = inputs.read_config(config_path)
+    config = inputs.read_study(config_path)
     return {n: s for n, s in catalog.targets_for(config).items() if s["variant_of"] is None and s["pairs"]}
 
 
@@ -73,7 +73,7 @@ def data_csvs(tables, config_path: Path, targets: dict[str, dict] | None = None)
     """stem -> the frame its ``{stem}.data.csv`` holds (written by ``output.data_csv``, read back)."""
     from ctxpolicy.figures import inputs, output
 
-    config = inputs.read_config(config_path)
+    config = inputs.read_study(config_path)
     out = {}
     for stem, spec in (targets or figure_targets(config_path)).items():
         notebook = Path(spec["notebook"]).stem
@@ -87,7 +87,7 @@ def table_csvs(tables, config_path: Path) -> dict[str, pd.DataFrame]:
     """Tables 1, 3, 4, 5, 6 as their notebooks compute them (the frames ``save_table`` writes)."""
     from ctxpolicy.figures import inputs, tables as study_tables
 
-    config = inputs.read_config(config_path)
+    config = inputs.read_study(config_path)
     runs = tables[0]
     cells = study_tables.grid_cells(config, None)
     t4, _ = study_tables.table4(cells, config)
@@ -117,7 +117,7 @@ def edge_frames() -> dict[str, dict[str, pd.DataFrame]]:
     with contextlib.chdir(repo):  # the fixture config names its files from the repository root
         config_path = Path("tests/fixtures/figures/config.yaml")
         targets = figure_targets(config_path)
-        config = inputs.read_config(config_path)
+        config = inputs.read_study(config_path)
         loaded = edge_cases.load()
         from ctxpolicy.analysis.table import read_events
 

@@ -24,7 +24,6 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.threshold_settings import PRIMARY
 
 STEM = "cost_methods"
 METHODS = (("estimated", "billed_est", ""), ("exact", "billed_exact", "//"), ("measured", "billed_measured", ".."))
@@ -34,7 +33,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str
     from ctxpolicy.metrics.cost import DISAGREEMENT_MARGIN, disagreements
 
     block = inputs.block(config, "full_comparison")
-    setting = block.get("setting", PRIMARY)
+    setting = block["setting"]
     policies = [style.FC, *comparisons.policies_of(config, "full_comparison")]
     combos, found = comparisons.pair_combos(config, "full_comparison", pairs)
     if not combos:

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ctxpolicy.study import IMPORTED_TRACK, Study, study_of
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.catalog import IMPORTED_TABLES, REPLAY_RUNS
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resample_counts
-from ctxpolicy.threshold_settings import PRIMARY
 
 STEM = "imported_replay"
 RESOURCES = (
@@ -49,12 +49,12 @@ def _resource(runs: pd.DataFrame, column: str | None) -> pd.Series:
     return runs[column].astype(float)
 
 
-def compute(replays: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
-    block = config.get("imported") or {}
-    grid = (config.get("grid") or {}).get("full_comparison") or {}
-    setting = grid.get("setting", PRIMARY)
-    policies = [str(p) for p in grid.get("policies") or [] if str(p) != "FC"]
-    combos = [(block["benchmark"], block["model"])] if block else []
+def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+    study = study_of(config)
+    grid = study.section("full_comparison")
+    setting = grid["setting"]
+    policies = [str(p) for p in grid["policies"] if str(p) != "FC"]
+    combos = [(p.benchmark, p.model) for p in study.pairs(IMPORTED_TRACK)]
     found: list[str] = []
     if not combos:
         found.append("the config has no imported block: nothing to draw.")
