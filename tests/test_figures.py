@@ -205,10 +205,14 @@ def test_default_stratum_without_runs():
     assert tables.default_stratum("hello-world") == "other"
 
 
-def test_table3_notes_missing_cohort_files(config):
+def test_table3_never_meets_a_missing_cohort_file(config):
+    """The study's checks refuse a config whose cohort file is missing (naming it), so no table is
+    drawn from a study without its task lists."""
+    from ctxpolicy.config import ConfigError
+
     config["benchmarks"]["local"]["cohorts"]["main"] = "tests/fixtures/figures/nowhere.txt"
-    _, note = tables.table3(config)
-    assert "nowhere.txt" in note
+    with pytest.raises(ConfigError, match="nowhere.txt"):
+        tables.table3(config)
 
 
 def test_table5_reads_versions_and_settings_from_run_records(in_root):

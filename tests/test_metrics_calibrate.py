@@ -132,7 +132,7 @@ def test_time_limited_runs_are_left_out_of_calibration_where_the_config_says(tmp
     assert written["time_limited_runs"] == 2 and written["warnings"] == []
     assert written["counts"] == "server" and written["runs_by_counts"] == {"server": 6}  # every FC run read: our own
     assert written["calibrated_from"] == "runs within the time limit"
-    assert written["round_to"] == 10  # the config's thresholds.local.qwen05b.round
+    assert written["round_to"] == 1  # the config's thresholds.local.qwen05b.round
     assert "2 time-limited left out" in capsys.readouterr().out
 
 

@@ -179,10 +179,10 @@ def test_the_figure_names_one_method_and_refuses_measured_with_a_note():
     config = inputs.read_study(fixture / "config.yaml")
     runs = inputs.read_runs(fixture / "tables")
     replays = replay_table(runs, saving=0.6)
-    measured = {**config, "metrics": {**(config.get("metrics") or {}), "cost_method": "measured"}}
+    measured = {**config.config, "metrics": {**config.config["metrics"], "cost_method": "measured"}}
     data = decomposition.compute(runs, replays, measured, n_boot=20, seed=0)
     assert data.empty and "cost method 'measured'" in data.note_text()
     fig = decomposition.plot(decomposition.compute(runs, replays, config, n_boot=20, seed=0))
     texts = " ".join(t.get_text() for t in fig.texts)
-    method = (config.get("metrics") or {}).get("cost_method", "estimated")
+    method = config.cost_method
     assert f"one method for the runs and the replays: {method}" in texts and "exact prefix" not in texts

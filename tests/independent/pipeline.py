@@ -16,10 +16,12 @@ def _compute(notebook: str, params: dict, tables, config, pairs):
     from ctxpolicy.figures import (
         agent_calls,
         coverage,
+        cost_methods,
         cost_models,
         decomposition,
         outcomes,
         prompt_profile,
+        quoted,
         ranks,
         reacquisition,
         retention,
@@ -45,6 +47,8 @@ def _compute(notebook: str, params: dict, tables, config, pairs):
         "retention": lambda: retention.compute(events, config, **kw),
         "cost_models": lambda: cost_models.compute(runs, config, **kw),
         "cost_decomposition": lambda: decomposition.compute(runs, replays, config, **kw),
+        "cost_methods": lambda: cost_methods.compute(runs, config, pairs=pairs),
+        "quoted": lambda: quoted.compute(params["view"], runs, config, **kw),
     }
     return makers[notebook]()
 

@@ -23,6 +23,7 @@ EDGES = ("empty", "fc_time_limited", "one_task_one_attempt")
 
 RATE = re.compile(
     r"^(resolve_rate|baseline_resolve_rate|share|resolve_rate_(est|lo|hi)"
+    r"|summary_share|share_above_\w+"
     r"|(anchor_retention|anchor_verbatim|constraint_retention|reacq_of_lost_share)(_lo|_hi)?)$"
 )
 DIFFERENCE = re.compile(r"^resolve_delta_(est|lo|hi)$")
@@ -31,8 +32,11 @@ RATIO = re.compile(r"^(\w+_ratio(_\w+)?_(est|lo|hi)|cost_ratio_all|\w+_(actual|m
 CHANGE = re.compile(r"^calls_change_(est|lo|hi)$")  # a ratio minus one
 TOKENS = re.compile(r"^(\w+_tokens|cached_(est|exact))$")  # per-call token counts (Figure 6)
 COUNT = re.compile(
-    r"^(solved|baseline_solved|gains|losses|n|n_attempts|planned|n_tasks|\w+_n_tasks|gains_losses_tasks)$"
+    r"^(solved|baseline_solved|gains|losses|n|n_attempts|planned|n_tasks|\w+_n_tasks|gains_losses_tasks"
+    r"|n_runs|solved_runs|shared_solved_tasks)$"
 )
+# non-negative finite amounts: billed input by each cost method, compressions per run, seconds
+AMOUNT = re.compile(r"^(estimated|exact|measured|compressions_per_run|summary_s|wall_s)$")
 
 
 def bound(config_path: Path) -> int:
@@ -81,6 +85,9 @@ def check_ranges(stem: str, frame: pd.DataFrame, most: int) -> int:
                 prompt = pd.to_numeric(frame["prompt_tokens"], errors="coerce")
                 over = values.notna() & (values > prompt)
                 assert not over.any(), f"{what}: more cached than prompt tokens in {int(over.sum())} call(s)"
+        elif AMOUNT.match(column):
+            bad = present[~present.map(math.isfinite) | (present < 0)]
+            assert bad.empty, f"{what}: amounts not finite and >= 0: {sorted(bad)[:5]}"
         elif COUNT.match(column):
             bad = present[(present < 0) | (present > most) | (present != present.round())]
             assert bad.empty, f"{what}: counts outside 0..{most} (tasks × attempts): {sorted(bad)[:5]}"
@@ -96,7 +103,8 @@ def check_ranges(stem: str, frame: pd.DataFrame, most: int) -> int:
 
 FIGURES = (
     "fig2 fig3 fig4 fig5 fig6 fig9 fig10 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18 fig19 fig20 fig21 "
-    "reacquisition retention cost_models cost_decomposition"
+    "reacquisition retention cost_models cost_decomposition cost_methods quoted_calls quoted_summary_share "
+    "quoted_compressions peak_context"
 ).split()
 
 

@@ -244,8 +244,8 @@ def read_mini_swe_agent(name: str, data: Any) -> Trajectory:
             extras.append(extra)
         history.append(message)
     model_stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
-    config = info.get("config") if isinstance(info.get("config"), Mapping) else {}
-    model_config = config.get("model") if isinstance(config.get("model"), Mapping) else {}
+    agent_config = info.get("config") if isinstance(info.get("config"), Mapping) else {}  # the source agent's
+    model_config = agent_config.get("model") if isinstance(agent_config.get("model"), Mapping) else {}
     trajectory = Trajectory(
         task_id=task_id_of(name),
         source_format=version,

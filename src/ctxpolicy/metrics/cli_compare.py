@@ -185,10 +185,31 @@ def sweep_runs(runs):
     return runs[keep & runs["task_id"].astype(str).isin(tasks).to_numpy()]
 
 
+def _sweep_cells(own, policies: list[str], settings: list[str]) -> dict:
+    """Figure 3's rows from a table without a study (``metrics.sweep.all_attempts_summary``'s
+    ``cells``): per setting and policy, the sweep-track cell, else the full comparison's shared
+    cell (the primary D = 0.5 one, or a policy without a threshold); FC's cell as the reference."""
+    track = own["track"].astype("object")
+    policy = own["policy"].astype("object")
+    setting = own["setting"].astype("object")
+    rows = []
+    for wanted in settings:
+        for name in policies:
+            for from_track in ("sweep", "full"):
+                mask = (track == from_track) & (policy == name) & (setting.isna() | (setting == wanted))
+                cells = sorted(set(own.loc[mask.to_numpy(), "cell"].astype(str)))
+                if cells:
+                    rows.append((wanted, name, cells[0]))
+                    break
+    fc = sorted(set(own.loc[(policy == "FC").to_numpy(), "cell"].astype(str)))
+    return {"fc": fc[0] if fc else None, "rows": rows}
+
+
 def depth_win_counts(runs, args, attempts: int):
     """Per pair: Figure 3's depth-win counts (``metrics.depth_wins``) over its sweep."""
     from ctxpolicy.metrics.depth_wins import depth_wins
     from ctxpolicy.metrics.sweep import all_attempts_summary
+    from ctxpolicy.metrics.cost import DEFAULT_METHOD
     from ctxpolicy.threshold_settings import SETTINGS
 
     out = []
@@ -201,7 +222,8 @@ def depth_win_counts(runs, args, attempts: int):
         values = set(own["setting"].dropna().astype(str))
         settings = [s for s in SETTINGS if s in values and (args.setting is None or s == args.setting)]
         policies = sorted(set(own["policy"].astype(str)) - {"FC"})
-        summary = all_attempts_summary(own, policies, settings, args.cost_method, attempts=attempts)
+        method = args.cost_method or DEFAULT_METHOD
+        summary = all_attempts_summary(own, _sweep_cells(own, policies, settings), method, attempts=attempts)
         out.append((benchmark, model, depth_wins(summary)))
     return out
 
