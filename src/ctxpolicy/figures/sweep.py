@@ -256,8 +256,10 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
     depths = _depths(policies)
     xs = {s: i for i, s in enumerate(settings)}
     # plt.subplots, not a FacetGrid: three measures against the threshold beside a table
-    fig = plt.figure(figsize=(style.FULL_WIDTH, 4.4), layout="constrained")
-    left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.15])
+    n_rows = summary["policy"].nunique() if not summary.empty else 0
+    # the table's rows keep a readable height: a long table makes the figure taller
+    fig = plt.figure(figsize=(style.FULL_WIDTH, max(4.4, 1.9 + 0.15 * n_rows)), layout="constrained")
+    left, right = fig.subfigures(1, 2, width_ratios=[1.0, 1.3])
     axs = left.subplots(3, 1, sharex=True)
     panels = (
         (freq, "firings_per_attempt", "compressions\nper attempt"),
@@ -291,6 +293,8 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
     benchmark, model = data.meta["combo"]
     fig.suptitle(f"{title}: {model} · {benchmark} · sweep subset", x=0.01, ha="left")
     _summary_table(right.subplots(), summary, settings, labels)
+    if not summary.empty:  # the depth-win counts under the table, in the space the layout keeps for them
+        right.supxlabel("\n".join(depth_wins(summary).lines()), x=0.02, ha="left", fontsize=5.5)
     gaps = [n for n in data.notes if "resource ratios" in n]
     return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
 
@@ -338,14 +342,14 @@ def _summary_table(ax, rows: pd.DataFrame, settings: list[str], labels: dict[str
         text.append(line)
         marks.append(mark)
     header = ["policy", *[f"{m}\n{labels[s].split(' ')[0]}" for s in settings for _, m, _ in SUMMARY_MEASURES]]
-    t = ax.table(cellText=text, colLabels=header, loc="upper center", cellLoc="center", edges="horizontal")
+    t = ax.table(cellText=text, colLabels=header, loc="upper right", cellLoc="center", edges="horizontal")
     t.auto_set_font_size(False)
-    t.set_fontsize(5.5)
-    t.auto_set_column_width(list(range(len(header))))
+    row_height = 0.98 / (len(text) + 1.9)  # every row inside the axes, the two-line header too
     for (i, j), cell in t.get_celld().items():
-        cell.set_height(0.038 if i else 0.07)
+        cell.set_height(row_height if i else 1.9 * row_height)
         if i and marks[i - 1][j]:
             cell.set_facecolor(marks[i - 1][j])
+    _fit_width(ax, t, len(header))
     ax.set_title(
         "all attempts, per threshold: resolve rate, billed cost / FC, latency (s);\n"
         "best across depths per primitive: yellow resolve, green cost, ○ latency\n"
@@ -353,15 +357,17 @@ def _summary_table(ax, rows: pd.DataFrame, settings: list[str], labels: dict[str
         loc="left",
         fontsize=6.5,
     )
-    ax.text(
-        0.0,
-        0.0,
-        "\n".join(depth_wins(rows).lines()),
-        transform=ax.transAxes,
-        ha="left",
-        va="bottom",
-        fontsize=5.5,
-    )
+
+
+def _fit_width(ax, table, columns: int, sizes: tuple[float, ...] = (5.5, 5.0, 4.5, 4.0)) -> None:
+    """The largest font (of ``sizes``) at which the table, columns sized to their text, is no
+    wider than its axes (a wider table would run into the panels beside it)."""
+    renderer = ax.figure.canvas.get_renderer()
+    for size in sizes:
+        table.set_fontsize(size)
+        table.auto_set_column_width(list(range(columns)))
+        if table.get_window_extent(renderer).width <= 0.96 * ax.get_window_extent(renderer).width:
+            return
 
 
 ABLATION_ROWS = (
