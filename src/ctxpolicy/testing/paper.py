@@ -35,6 +35,15 @@ HARNESS_TIMEOUTS = {"terminalbench": 0.06}  # share of submitted runs the harnes
 UNSOLVABLE_SALT = "unsolvable-16"  # about 1 task in 12 no policy solves; one among each cohort's first 6
 
 
+MISSING_SALT = "missing-30"  # about 1 in 30 of the later attempts was never recorded (a crashed job)
+
+
+def missing_attempt(cell_slug: str, task_id: str, attempt: int) -> bool:
+    """Whether a run is left out of the data set, as a run whose job died before it wrote anything
+    would be: attempts after the first only, drawn from the cell, task and attempt alone."""
+    return attempt > 1 and zlib.crc32(f"{MISSING_SALT}:{cell_slug}:{task_id}:{attempt}".encode()) % 30 == 0
+
+
 def unsolvable(task_id: str) -> bool:
     """Whether no policy solves the task (any cohort, any cell): drawn from the id alone."""
     return zlib.crc32(f"{UNSOLVABLE_SALT}:{task_id}".encode()) % 12 == 0
@@ -241,7 +250,8 @@ def _wall_limit(config: dict, benchmark: str, task_id: str) -> float | None:
 
 
 def run_specs(config: dict, *, seed: int = 0) -> list[RunSpec]:
-    """Every run of the config's grid: each cell's cohort tasks times attempts ``1..A``."""
+    """Every run of the config's grid: each cell's cohort tasks times attempts ``1..A``, less the
+    ``missing_attempt`` ones."""
     specs = []
     for cell in expand_grid(config):
         steps, profile = _profile(cell, parse_spec(cell.policy).depth)
@@ -251,6 +261,8 @@ def run_specs(config: dict, *, seed: int = 0) -> list[RunSpec]:
         root = cell.run_root(config["results_dir"])
         for index, task_id in enumerate(cohort_tasks(config, cell.benchmark, cell.cohort)):
             for attempt in range(1, config["attempts"] + 1):
+                if missing_attempt(cell.slug, task_id, attempt):
+                    continue
                 specs.append(
                     RunSpec(
                         root / f"{task_id}__a{attempt}",
