@@ -15,11 +15,11 @@ from ctxpolicy import cli
 from ctxpolicy.agent import cli_common
 from ctxpolicy.agent.cell import PlannedRun, set_aside, survey
 from ctxpolicy.agent.cell_lock import cell_lock
-from ctxpolicy.agent.record import atomic_write_json, read_json
+from ctxpolicy.rundir import read_json, write_record
 
 
 def _complete(run_dir: Path, threshold: int | None, outcome: str = "submitted") -> PlannedRun:
-    atomic_write_json(
+    write_record(
         run_dir / "run.json",
         {"complete": True, "outcome": outcome, "error": None, "identity": {"threshold_tokens": threshold}},
     )

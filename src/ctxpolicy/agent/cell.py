@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from ctxpolicy.agent.runner import RunResult
 from ctxpolicy.rundir import CELL_JSON, RUN_JSON, read_run_json, set_aside, write_cell_json
-from ctxpolicy.rundir import is_complete_run as is_complete
+from ctxpolicy.rundir import is_complete_run
 
 HARNESS_LOG = "harness.log"
 ANY_THRESHOLD = object()  # the cell declares no threshold: none of its runs is stale
@@ -73,7 +73,7 @@ def survey(
     """Sort the runs by what their directories hold; reads only, changes nothing."""
     state = Survey(redo_stale=redo_stale)
     for run in runs:
-        if not is_complete(run.run_dir):
+        if not is_complete_run(run.run_dir):
             state.pending.append(run)
             continue
         record = read_run_json(run.run_dir)
@@ -172,7 +172,7 @@ def run_cell(
         raise
     pool.shutdown(wait=True)
     ordered = [results[run.run_dir] for run in runs]
-    unrecorded = [r.run_dir.name for r in ordered if not is_complete(r.run_dir)]
+    unrecorded = [r.run_dir.name for r in ordered if not is_complete_run(r.run_dir)]
     if unrecorded:  # a cell counts only runs with a record; starting it again redoes these
         raise RunsUnrecorded(
             f"{cell_dir}: {len(unrecorded)} run(s) ended without a complete {RUN_JSON}: "
@@ -217,10 +217,10 @@ def run_cell_with_harness(
     for run in runs:
         if run.run_dir in state.done and run.task_id not in pending:
             results.append(state.done[run.run_dir])
-        elif is_complete(run.run_dir):
+        elif is_complete_run(run.run_dir):
             record = read_run_json(run.run_dir)
             results.append(RunResult(run.run_dir, record.get("outcome", "error"), record.get("error")))
-    missing = [run.run_dir.name for run in runs if not is_complete(run.run_dir)]
+    missing = [run.run_dir.name for run in runs if not is_complete_run(run.run_dir)]
     if missing:
         raise HarnessError(
             f"{cell_dir / HARNESS_LOG}: the harness left {len(missing)} run(s) without a complete "

@@ -143,12 +143,12 @@ def select_cell(args: argparse.Namespace, study: Any) -> Any:
 
 
 def plan_cell(args: argparse.Namespace) -> CellPlan:
-    from ctxpolicy.agent.cli_common import load_study, make_adapter, settings_overrides
+    from ctxpolicy.agent.cli_common import make_adapter, study_for_flags, settings_overrides
     from ctxpolicy.agent.plan import PlanError
     from ctxpolicy.agent.settings import build_settings
     from ctxpolicy.study import Pair
 
-    study = load_study(args)
+    study = study_for_flags(args)
     cell = select_cell(args, study)
     threshold = study.resolve_threshold(cell, args.thresholds)
     thresholds_file = (
@@ -183,7 +183,7 @@ def plan_cell(args: argparse.Namespace) -> CellPlan:
 def planned_runs(plan: CellPlan, out: Path) -> list:
     """Every run of the cell, not yet bound to an endpoint (``execute`` None)."""
     from ctxpolicy.agent.cell import PlannedRun
-    from ctxpolicy.agent.plan import run_dir_name
+    from ctxpolicy.rundir import run_dir_name
 
     return [
         PlannedRun(out / run_dir_name(task.task_id, attempt), task.task_id, attempt)
@@ -224,7 +224,7 @@ def bind_runs(plan: CellPlan, runs: list, endpoint: Any, summary_endpoint: Any, 
 def previous_endpoint(out: Path, runs: list) -> dict | None:
     """The server recorded by the last cell.json, else by a run: for a cell.json written without one."""
     from ctxpolicy.agent.cell import CELL_JSON
-    from ctxpolicy.agent.record import RUN_JSON, read_json
+    from ctxpolicy.rundir import RUN_JSON, read_json
 
     for path in [out / CELL_JSON, *(run.run_dir / RUN_JSON for run in runs)]:
         try:

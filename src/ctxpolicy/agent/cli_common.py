@@ -63,12 +63,13 @@ def fail(message: str) -> int:
     return 2
 
 
-def load_study(args: argparse.Namespace) -> Any:
-    """The study (``ctxpolicy.study.load_study``); the names the flags give exist."""
+def study_for_flags(args: argparse.Namespace) -> Any:
+    """The study of ``--config`` (``ctxpolicy.study.load_study``), with the benchmark, models and
+    endpoint URLs the flags name checked against it."""
     from ctxpolicy.config import ConfigError
-    from ctxpolicy.study import load_study as load
+    from ctxpolicy.study import load_study
 
-    study = load(args.config)
+    study = load_study(args.config)
     for kind, name, known in (("benchmarks", args.benchmark, study.benchmarks), ("models", args.model, study.models)):
         if name is not None and name not in known:
             raise ConfigError(f"{args.config}: {kind}.{name}: not defined; defined: {', '.join(known)}")

@@ -13,10 +13,6 @@ class PlanError(ValueError):
     """A run cannot be planned: unknown task, missing threshold, bad endpoint…"""
 
 
-def run_dir_name(task_id: str, attempt: int) -> str:
-    return f"{task_id}__a{attempt}"
-
-
 def make_identity(
     *,
     seed: int,
@@ -108,26 +104,16 @@ def endpoint_for_url(url: str, model: str, model_cfg: dict, served_name: str | N
 
 
 def endpoint_for_server(handle: Any) -> Endpoint:
-    """An endpoint for a server started by ``ctxpolicy.serving.start_server``."""
-    info = dict(getattr(handle, "info", None) or {})
-    model_info = info.get("model") if isinstance(info.get("model"), dict) else {}
-    server_info = info.get("server") if isinstance(info.get("server"), dict) else {}
-    return Endpoint(
-        base_url=handle.base_url.rstrip("/"),
-        served_name=handle.served_name,
-        server={
-            "kind": server_info.get("kind", info.get("kind")),
-            "version": server_info.get("version", info.get("version")),
-            "url": handle.base_url.rstrip("/"),
-        },
-        model={
-            "name": model_info.get("name", handle.served_name),
-            "file": model_info.get("file", info.get("file")),
-            "sha256": model_info.get("sha256", info.get("sha256")),
-            "hub_id": model_info.get("hub_id", info.get("hub_id")),
-            "revision": model_info.get("revision", info.get("revision")),
-        },
-    )
+    """An endpoint for a server started by ``ctxpolicy.serving.start_server``; its ``info`` has
+    the one shape ``ctxpolicy.serving.server.server_info`` writes."""
+    info = handle.info
+    url = handle.base_url.rstrip("/")
+    try:
+        server = {"kind": info["kind"], "version": info["version"], "url": url}
+        model = {key: info["model"][key] for key in ("name", "file", "sha256", "hub_id", "revision")}
+    except (KeyError, TypeError) as exc:
+        raise PlanError(f"server {url}: its info lacks {exc} (see ctxpolicy.serving.server.server_info)") from None
+    return Endpoint(base_url=url, served_name=handle.served_name, server=server, model=model)
 
 
 def repo_root() -> Path:

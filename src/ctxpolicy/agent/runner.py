@@ -22,6 +22,7 @@ from ctxpolicy.agent.settings import AGENT_DIR, RunSettings, load_templates
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.atomic import atomic_write_text
 from ctxpolicy.rundir import CALLS_SCHEMA_VERSION as SCHEMA_VERSION  # run.json's version follows calls.jsonl's
+from ctxpolicy.schemas import schema
 from ctxpolicy.rundir import (
     PATCH_DIFF,
     TRAJECTORY_JSON,
@@ -32,7 +33,8 @@ from ctxpolicy.rundir import (
     write_run_json,
 )
 
-OUTCOMES = ("submitted", "step_limit", "time_limit", "format_error_limit", "context_overflow", "error", "not_graded")
+# The run outcomes: their one list is run.json's schema (ctxpolicy.schemas, "outcome").
+OUTCOMES: tuple[str, ...] = tuple(schema("run")["properties"]["outcome"]["enum"])
 
 # mini-swe-agent exit statuses (and ours, from ctxpolicy.agent.agent) -> run outcomes
 _OUTCOME_OF_EXIT = {
