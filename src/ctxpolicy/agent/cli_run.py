@@ -53,11 +53,10 @@ def main(args: argparse.Namespace) -> int:
     from ctxpolicy.agent.cli_common import (
         cell_from_flags,
         input_errors,
-        make_adapter,
         settings_overrides,
         study_for_flags,
     )
-    from ctxpolicy.agent.plan import cell_identity, find_task
+    from ctxpolicy.agent.plan import cell_identity, find_task, make_adapter
     from ctxpolicy.agent.settings import build_settings
 
     if args.attempt < 1:
@@ -122,7 +121,8 @@ def out_refused(out: Path, force: bool) -> str | None:
 
 
 def _run_unless_complete(args, config, identity, task, adapter, settings) -> int:
-    from ctxpolicy.agent.cli_common import model_endpoint, serving_errors
+    from ctxpolicy.agent.cli_common import serving_errors
+    from ctxpolicy.agent.plan import model_endpoint
     from ctxpolicy.rundir import RUN_JSON, is_complete_run, read_json
     from ctxpolicy.agent.runner import execute_run
 
