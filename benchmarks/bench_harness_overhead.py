@@ -35,7 +35,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from ctxpolicy.agent.plan import endpoint_for_server, make_identity, repo_root
-    from ctxpolicy.agent.record import read_json, read_jsonl
+    from ctxpolicy.rundir import read_json, read_jsonl
     from ctxpolicy.agent.runner import execute_run
     from ctxpolicy.agent.settings import build_settings
     from ctxpolicy.benchmarks import get_adapter

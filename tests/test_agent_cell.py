@@ -12,14 +12,14 @@ from agent_helpers import TASKS, help_text, offline_study
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
-from ctxpolicy.agent import cli_common
+from ctxpolicy.agent import plan
 from ctxpolicy.agent.cell import PlannedRun, set_aside, survey
 from ctxpolicy.agent.cell_lock import cell_lock
-from ctxpolicy.agent.record import atomic_write_json, read_json
+from ctxpolicy.rundir import read_json, write_record
 
 
 def _complete(run_dir: Path, threshold: int | None, outcome: str = "submitted") -> PlannedRun:
-    atomic_write_json(
+    write_record(
         run_dir / "run.json",
         {"complete": True, "outcome": outcome, "error": None, "identity": {"threshold_tokens": threshold}},
     )
@@ -99,7 +99,7 @@ def test_complete_cell_starts_no_server_and_rewrites_cell_json(study, tmp_path, 
     def no_server(*args, **kwargs):
         raise AssertionError("a model server was started for a complete cell")
 
-    monkeypatch.setattr(cli_common, "model_endpoint", no_server)
+    monkeypatch.setattr(plan, "model_endpoint", no_server)
     assert cli.main(_argv(study, cell_dir, thresholds)) == 0  # no --endpoint: would start llama.cpp
     cell = read_json(cell_dir / "cell.json")
     assert all(r["skipped"] and r["outcome"] == "submitted" for r in cell["runs"])
@@ -310,3 +310,23 @@ def test_run_cell_by_id_refuses_flags_that_name_the_cell_again(study, tmp_path, 
     assert code == 2 and "leave out --policy" in capsys.readouterr().err
     code = cli.main(["run-cell", "--config", str(study), "--benchmark", "local", "--out", str(tmp_path / "cell")])
     assert code == 2 and "missing: --model, --policy" in capsys.readouterr().err
+
+
+def test_a_cell_is_planned_from_the_study_s_cell_without_the_command_line(study, tmp_path):
+    from ctxpolicy.grid import Cell
+    from ctxpolicy.study import load_study
+
+    loaded = load_study(study)
+    cell = Cell("full", "local", "qwen05b", "FC", None, "main", None)
+    planned = plan.plan_cell(loaded, cell, attempts=2, tasks=[TASKS[0]])
+    assert [t.task_id for t in planned.tasks] == [TASKS[0]] and planned.threshold is None
+    assert planned.info()["attempts"] == 2 and planned.concurrency == loaded.concurrency("local")
+    runs = planned.runs(tmp_path / "cell")
+    assert [(r.run_dir.name, r.attempt, r.execute) for r in runs] == [
+        (f"{TASKS[0]}__a1", 1, None),
+        (f"{TASKS[0]}__a2", 2, None),
+    ]
+    with pytest.raises(plan.PlanError, match="--attempts 0"):
+        plan.plan_cell(loaded, cell, attempts=0)
+    with pytest.raises(plan.PlanError, match="--tasks: nope"):
+        plan.plan_cell(loaded, cell, tasks=["nope"])

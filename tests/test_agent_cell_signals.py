@@ -15,7 +15,7 @@ from agent_helpers import TASKS, offline_study
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
-from ctxpolicy.agent.record import is_complete
+from ctxpolicy.rundir import is_complete_run
 
 
 class StuckLLMServer(FakeLLMServer):
@@ -109,5 +109,5 @@ def test_signal_stops_the_cell_kills_its_processes_and_records_nothing_in_flight
         f"the processes of run-cell to go: {tree}",
     )
     assert not (cell_dir / "cell.json").exists()
-    assert not any(is_complete(cell_dir / f"{task}__a1") for task in TASKS)
+    assert not any(is_complete_run(cell_dir / f"{task}__a1") for task in TASKS)
     assert "no cell.json" in err

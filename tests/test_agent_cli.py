@@ -9,7 +9,7 @@ from agent_helpers import CONFIG, TASKS, help_text, offline_study
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
-from ctxpolicy.agent.record import read_json
+from ctxpolicy.rundir import read_json
 from ctxpolicy.agent.validate import run_dir_problems
 
 

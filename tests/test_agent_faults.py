@@ -10,8 +10,10 @@ from fake_llm_server import FakeBenchmark, FakeLLMServer, closed_port_url
 
 from ctxpolicy.agent.cell import CELL_JSON, PlannedRun, run_cell
 from ctxpolicy.agent.client import RetryPolicy
-from ctxpolicy.agent.plan import make_identity, run_dir_name
-from ctxpolicy.agent.record import read_json, rebuild_prompts
+from ctxpolicy.agent.plan import make_identity
+from ctxpolicy.rundir import run_dir_name
+from ctxpolicy.agent.record import rebuild_prompts
+from ctxpolicy.rundir import read_json
 from ctxpolicy.rundir import read_calls
 from ctxpolicy.agent.runner import Endpoint, execute_run
 from ctxpolicy.agent.settings import RunSettings

@@ -12,7 +12,7 @@ import yaml
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy.agent.cell import CELL_JSON, HarnessError, PlannedRun, run_cell_with_harness
-from ctxpolicy.agent.record import is_complete
+from ctxpolicy.rundir import is_complete_run
 from ctxpolicy.agent.terminal_bench import run_task
 from ctxpolicy.agent.validate import run_dir_problems
 
@@ -105,5 +105,5 @@ def test_a_harness_that_leaves_runs_unfinished_fails_the_cell_without_cell_json(
             cell_dir=cell_dir,
             cell_info={"slug": "FC"},
         )
-    assert not (cell_dir / CELL_JSON).exists() and not is_complete(cell_dir / "a__a1")
+    assert not (cell_dir / CELL_JSON).exists() and not is_complete_run(cell_dir / "a__a1")
     assert "crashed" in (cell_dir / "harness.log").read_text()

@@ -8,7 +8,8 @@ import pytest
 from conftest import require
 
 from ctxpolicy.agent.plan import endpoint_for_server, make_identity, repo_root
-from ctxpolicy.agent.record import read_json, rebuild_prompts
+from ctxpolicy.agent.record import rebuild_prompts
+from ctxpolicy.rundir import read_json
 from ctxpolicy.rundir import read_calls
 from ctxpolicy.agent.runner import OUTCOMES, execute_run
 from ctxpolicy.agent.settings import build_settings

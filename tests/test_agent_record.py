@@ -15,14 +15,8 @@ import pytest
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy.agent.messages import message_id
-from ctxpolicy.agent.record import (
-    RunRecorder,
-    atomic_write_json,
-    is_complete,
-    read_jsonl,
-    rebuild_prompts,
-    reset_run_dir,
-)
+from ctxpolicy.agent.record import RunRecorder, rebuild_prompts
+from ctxpolicy.rundir import is_complete_run, read_jsonl, reset_run_dir, write_record
 from ctxpolicy.rundir import CallRecord, read_calls
 
 TESTS = Path(__file__).resolve().parent
@@ -30,7 +24,7 @@ TESTS = Path(__file__).resolve().parent
 
 def test_atomic_write_replaces_whole_or_not_at_all(tmp_path, monkeypatch):
     target = tmp_path / "run.json"
-    atomic_write_json(target, {"complete": True, "n": 1})
+    write_record(target, {"complete": True, "n": 1})
     assert json.loads(target.read_text()) == {"complete": True, "n": 1}
 
     def crash(src, dst):
@@ -38,19 +32,19 @@ def test_atomic_write_replaces_whole_or_not_at_all(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError):
-        atomic_write_json(target, {"complete": True, "n": 2})
+        write_record(target, {"complete": True, "n": 2})
     assert json.loads(target.read_text()) == {"complete": True, "n": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temporary file left behind
 
 
 def test_is_complete_needs_a_parsable_record_that_says_so(tmp_path):
-    assert not is_complete(tmp_path)
+    assert not is_complete_run(tmp_path)
     (tmp_path / "run.json").write_text('{"complete": tr')
-    assert not is_complete(tmp_path)
+    assert not is_complete_run(tmp_path)
     (tmp_path / "run.json").write_text('{"complete": false}')
-    assert not is_complete(tmp_path)
+    assert not is_complete_run(tmp_path)
     (tmp_path / "run.json").write_text('{"complete": true}')
-    assert is_complete(tmp_path)
+    assert is_complete_run(tmp_path)
 
 
 def test_store_keeps_each_distinct_message_once_and_prompts_rebuild(tmp_path):
@@ -140,4 +134,4 @@ def test_a_killed_run_leaves_no_complete_record(tmp_path):
         process.wait(timeout=10)
     assert (run_dir / "messages.jsonl").is_file()
     assert not (run_dir / "run.json").exists()
-    assert not is_complete(run_dir)
+    assert not is_complete_run(run_dir)

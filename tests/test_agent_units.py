@@ -206,3 +206,44 @@ def test_the_documented_defaults_are_the_models(tmp_path):
         default = (RunSettings if model == "RunSettings" else RetryPolicy).model_fields[key].default
         assert yaml.safe_load(value) == default, key
         assert RunSettings.model_fields.get(key, RetryPolicy.model_fields.get(key)).description, key
+
+
+def test_the_agent_is_built_with_its_summarizer_on_the_summary_client(tmp_path):
+    """The summarizer is given at construction (no attribute set afterwards), on the summarizer's
+    client and served name, bound to the agent's deadline and call log."""
+    from ctxpolicy.agent.client import ChatClient
+    from ctxpolicy.agent.plan import make_identity
+    from ctxpolicy.agent.record import RunRecorder
+    from ctxpolicy.agent.runner import AgentParts, Endpoint, RunInputs, build_agent
+    from ctxpolicy.agent.settings import load_templates
+    from ctxpolicy.policies import parse_spec
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
+    settings = build_settings(config, "local", "qwen05b")
+    task = type("Task", (), {"task_id": "t", "stratum": "s"})()
+    identity = make_identity(
+        seed=1,
+        benchmark="local",
+        cohort="main",
+        model="qwen05b",
+        policy=parse_spec("OTRC+S-p/St+Th/0.5"),
+        task=task,
+        attempt=1,
+        threshold_setting="primary",
+        threshold_tokens=2000,
+        summarizer="other",
+        cell="c",
+        track="full",
+    )
+    agent_ep, summary_ep = Endpoint("http://127.0.0.1:1/v1", "agent-m"), Endpoint("http://127.0.0.1:2/v1", "sum-m")
+    run = RunInputs(identity, task, None, settings, agent_ep, tmp_path, summarizer_endpoint=summary_ep)
+    agent_client, summary_client = ChatClient(agent_ep.base_url), ChatClient(summary_ep.base_url)
+    with RunRecorder(tmp_path, lambda message: 1) as recorder:
+        parts = AgentParts(load_templates(settings.mode), object(), tmp_path, recorder, agent_client, summary_client)
+        agent = build_agent(run, parts)
+        summarizer = agent.summarizer
+        assert summarizer.client is summary_client and summarizer.model == "sum-m"
+        assert agent.session.summarizer is summarizer  # the session made at construction has it
+        assert summarizer._listener == agent.on_summary_call
+    assert run.summary_endpoint is summary_ep
+    assert RunInputs(identity, task, None, settings, agent_ep, tmp_path).summary_endpoint is agent_ep

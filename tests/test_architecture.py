@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 ROW = re.compile(r"^\| (?P<label>\w+) \| `ctxpolicy\.(?P<room>\w+)` \| (?P<owns>.*) \| (?P<may>.*) \|$")
 # top-level modules that are no room: the command dispatcher and the synthetic-data generators
-NOT_ROOMS = {"__init__", "__main__", "cli", "grid_cli", "testing"}
+NOT_ROOMS = {"__init__", "__main__", "cli", "testing"}
 
 
 def _table() -> dict[str, str]:

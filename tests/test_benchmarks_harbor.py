@@ -320,7 +320,7 @@ def test_run_cell_runs_the_rules_harbor_command_with_the_tasks_and_agent_kwargs(
     """run-cell's harness command: the --harness-argv prefix as the rule wrote it, then the tasks."""
     import shlex
 
-    from ctxpolicy.agent.cli_cell import harness_command
+    from ctxpolicy.agent.cell import harness_command
 
     prefix = harbor.harbor_run_prefix(model="served", jobs_dir=tmp_path / "harbor", n_attempts=2, n_concurrent=1)
     cell = SimpleNamespace(

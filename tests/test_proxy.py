@@ -16,7 +16,8 @@ import openai
 import pytest
 from proxy_helpers import FakeUpstream, serve, settled
 
-from ctxpolicy.agent.record import read_json, rebuild_prompts
+from ctxpolicy.agent.record import rebuild_prompts
+from ctxpolicy.rundir import read_json
 from ctxpolicy.rundir import read_calls
 from ctxpolicy.agent.validate import run_dir_problems
 from ctxpolicy.policies import PolicySession, parse_spec

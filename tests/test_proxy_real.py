@@ -15,7 +15,8 @@ import pytest
 from conftest import require
 from proxy_helpers import serve, settled
 
-from ctxpolicy.agent.record import read_json, read_jsonl, rebuild_prompts
+from ctxpolicy.agent.record import rebuild_prompts
+from ctxpolicy.rundir import read_json, read_jsonl
 from ctxpolicy.agent.validate import run_dir_problems
 from ctxpolicy.policies import parse_spec
 from ctxpolicy.proxy.app import Proxy, ProxyConfig, build_app

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from proxy_helpers import ScriptedUpstream, serve, settled
 
-from ctxpolicy.agent.record import read_json, read_jsonl
+from ctxpolicy.rundir import read_json, read_jsonl
 from ctxpolicy.agent.validate import run_dir_problems
 from ctxpolicy.policies import parse_spec
 from ctxpolicy.proxy.app import Proxy, ProxyConfig, build_app

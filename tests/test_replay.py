@@ -10,7 +10,8 @@ import yaml
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
-from ctxpolicy.agent.record import read_json, rebuild_prompts
+from ctxpolicy.agent.record import rebuild_prompts
+from ctxpolicy.rundir import read_json
 from ctxpolicy.rundir import read_calls, read_message_store
 from ctxpolicy.agent.validate import run_dir_problems
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 import test_serving
 
-from ctxpolicy.agent.cli_cell import cell_endpoint
+from ctxpolicy.agent.cell import cell_endpoint
 from ctxpolicy.config import load_config
 from ctxpolicy.serving import health
 from ctxpolicy.serving.shared import ENV, Session, alive, attach, session_from_environment, stop_all

@@ -239,8 +239,8 @@ def _sources() -> list[tuple[str, str]]:
 
     found = []
     for path in sorted((ROOT / "src" / "ctxpolicy").rglob("*.py")):
-        if path.name == "study.py" and path.parent.name == "ctxpolicy":
-            continue  # the one reader of the config mapping
+        if path.parent == ROOT / "src" / "ctxpolicy" / "study":
+            continue  # the one reader of the config mapping (and its command, `ctxpolicy grid`)
         found.append((str(path.relative_to(ROOT)), path.read_text()))
     for path in sorted((ROOT / "workflow").rglob("*.smk")) + sorted((ROOT / "workflow").rglob("*.py")):
         found.append((str(path.relative_to(ROOT)), path.read_text()))

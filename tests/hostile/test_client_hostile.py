@@ -21,8 +21,9 @@ from ctxpolicy import cli
 from ctxpolicy.agent.cell import CELL_JSON, PlannedRun, RunsUnrecorded, run_cell
 from ctxpolicy.agent.cell_lock import cell_lock
 from ctxpolicy.agent.client import ChatClient, EndpointError, RetryPolicy
-from ctxpolicy.agent.plan import make_identity, run_dir_name
-from ctxpolicy.agent.record import read_json, read_jsonl
+from ctxpolicy.agent.plan import make_identity
+from ctxpolicy.rundir import run_dir_name
+from ctxpolicy.rundir import read_json, read_jsonl
 from ctxpolicy.agent.runner import Endpoint, RunResult, execute_run
 from ctxpolicy.agent.settings import RunSettings
 from ctxpolicy.agent.summarizer import RecordingSummarizer

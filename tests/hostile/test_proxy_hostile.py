@@ -24,7 +24,7 @@ import openai
 import pytest
 from proxy_helpers import ScriptedUpstream, serve, settled
 
-from ctxpolicy.agent.record import read_json, read_jsonl
+from ctxpolicy.rundir import read_json, read_jsonl
 from ctxpolicy.policies import parse_spec
 from ctxpolicy.proxy.app import Proxy, ProxyConfig, build_app
 from ctxpolicy.proxy.recording import ProxySettings

@@ -24,7 +24,7 @@ import pytest
 from proxy_helpers import ScriptedUpstream, serve, settled
 
 from ctxpolicy import cli
-from ctxpolicy.agent.record import read_json
+from ctxpolicy.rundir import read_json
 from ctxpolicy.metrics.aggregate import LEFT_OUT_FILE
 from ctxpolicy.policies import parse_spec
 from ctxpolicy.proxy import cli as proxy_cli

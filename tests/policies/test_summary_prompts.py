@@ -214,7 +214,7 @@ def run_su_through_the_harness(run_dir: Path):
 
 
 def test_a_dropped_in_pair_is_exactly_what_the_run_records_for_the_summarizer(tmp_path, monkeypatch):
-    from ctxpolicy.agent.record import read_json, read_jsonl
+    from ctxpolicy.rundir import read_json, read_jsonl
     from ctxpolicy.rundir import read_calls
 
     published = tmp_path / "prompts"

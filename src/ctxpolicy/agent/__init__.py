@@ -9,6 +9,6 @@ import os
 # mini-swe-agent prints a banner on import unless told not to; runs log to files, not banners.
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 
-from ctxpolicy.agent.record import is_complete, rebuild_prompts  # noqa: E402
+from ctxpolicy.agent.record import rebuild_prompts  # noqa: E402
 
-__all__ = ["is_complete", "rebuild_prompts"]
+__all__ = ["rebuild_prompts"]

@@ -9,6 +9,8 @@ this step, unless an event changes it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import time
 from typing import Any
 
@@ -45,17 +47,19 @@ class PolicyAgent(DefaultAgent):
         policy: PolicySpec,
         threshold: int | None,
         recorder: RunRecorder,
-        summarizer: Any | None = None,
+        summarizer_for: Callable[[PolicyAgent], Any] | None = None,
         dump: HistoryDump | None = None,
         **agent_config: Any,
     ):
+        """``summarizer_for(agent)`` makes the agent's summarizer (a ``policies.Summarizer``) at
+        construction: it may bind the agent's ``deadline`` and ``on_summary_call``."""
         super().__init__(model, env, config_class=AgentConfig, **agent_config)
         self.model: EndpointModel = model
         self.policy = policy
         self.threshold = threshold
-        self.summarizer = summarizer
-        self.dump = dump
         self.recorder = recorder
+        self.summarizer = summarizer_for(self) if summarizer_for is not None else None
+        self.dump = dump
         self.session = self._new_session()
         self._absorbed = 0
         self.format_errors = 0

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from ctxpolicy.agent.runner import RunResult
 from ctxpolicy.rundir import CELL_JSON, RUN_JSON, read_run_json, set_aside, write_cell_json
-from ctxpolicy.rundir import is_complete_run as is_complete
+from ctxpolicy.rundir import is_complete_run
 
 HARNESS_LOG = "harness.log"
 ANY_THRESHOLD = object()  # the cell declares no threshold: none of its runs is stale
@@ -73,7 +73,7 @@ def survey(
     """Sort the runs by what their directories hold; reads only, changes nothing."""
     state = Survey(redo_stale=redo_stale)
     for run in runs:
-        if not is_complete(run.run_dir):
+        if not is_complete_run(run.run_dir):
             state.pending.append(run)
             continue
         record = read_run_json(run.run_dir)
@@ -172,7 +172,7 @@ def run_cell(
         raise
     pool.shutdown(wait=True)
     ordered = [results[run.run_dir] for run in runs]
-    unrecorded = [r.run_dir.name for r in ordered if not is_complete(r.run_dir)]
+    unrecorded = [r.run_dir.name for r in ordered if not is_complete_run(r.run_dir)]
     if unrecorded:  # a cell counts only runs with a record; starting it again redoes these
         raise RunsUnrecorded(
             f"{cell_dir}: {len(unrecorded)} run(s) ended without a complete {RUN_JSON}: "
@@ -217,10 +217,10 @@ def run_cell_with_harness(
     for run in runs:
         if run.run_dir in state.done and run.task_id not in pending:
             results.append(state.done[run.run_dir])
-        elif is_complete(run.run_dir):
+        elif is_complete_run(run.run_dir):
             record = read_run_json(run.run_dir)
             results.append(RunResult(run.run_dir, record.get("outcome", "error"), record.get("error")))
-    missing = [run.run_dir.name for run in runs if not is_complete(run.run_dir)]
+    missing = [run.run_dir.name for run in runs if not is_complete_run(run.run_dir)]
     if missing:
         raise HarnessError(
             f"{cell_dir / HARNESS_LOG}: the harness left {len(missing)} run(s) without a complete "
@@ -275,3 +275,192 @@ def cell_record(
         "stale_threshold_runs": [_stale_entry(run, cell_dir) for run in stale],
         "redone_stale_runs": list(redone_stale),
     }
+
+
+# --- a planned cell (``agent.plan.CellPlan``) executed: the endpoint chosen, the runs bound -------
+
+
+@dataclass(frozen=True)
+class CellOptions:
+    """How run-cell executes a planned cell: where (``out``), against which servers (the study's
+    ``config`` file, a running ``endpoint`` and its ``served_name``, a ``summarizer_endpoint``),
+    what it redoes, and what a Harbor cell passes on to its harness (``harness_argv``, ``mode``,
+    ``step_limit``, ``max_tokens``: ``agent.terminal_bench.harness_kwargs`` reads them by name)."""
+
+    out: Path
+    config: Path
+    endpoint: str | None = None
+    served_name: str | None = None
+    summarizer_endpoint: str | None = None
+    redo_errors: bool = False
+    redo_stale: bool = False
+    progress: bool = True
+    harness_argv: str | None = None
+    mode: str | None = None
+    step_limit: int | None = None
+    max_tokens: int | None = None
+
+
+def execute_cell(plan, options: CellOptions) -> list[RunResult]:
+    """Every run of ``plan`` (an ``agent.plan.CellPlan``) in ``options.out``, cell.json written
+    last. When no run is left to execute, no server is started (minutes of GPU for a cell.json):
+    cell.json names the endpoint the runs recorded. Raises ``HarnessError`` and the serving
+    errors; however it is left, no run in flight records itself afterwards."""
+    import contextlib
+
+    out = options.out
+    runs = plan.runs(out)
+    todo = survey(runs, threshold=plan.threshold, redo_errors=options.redo_errors, redo_stale=options.redo_stale)
+    if not todo.pending:
+        cell_info = {**plan.info(), "endpoint": previous_endpoint(out, runs)}
+        return run_cell(runs, cell_dir=out, cell_info=cell_info, concurrency=1, progress=False)
+    cancel = threading.Event()
+    asked = time.monotonic()
+    cell = plan.cell
+    try:
+        with contextlib.ExitStack() as servers:
+            endpoint = servers.enter_context(
+                cell_endpoint(
+                    plan.study.config,
+                    options.config,
+                    cell.model,
+                    url=options.endpoint,
+                    served_name=options.served_name,
+                    log_path=out / "server.log",
+                )
+            )
+            summary_endpoint = None
+            if cell.summarizer and cell.summarizer != cell.model:
+                summary_endpoint = servers.enter_context(
+                    cell_endpoint(
+                        plan.study.config,
+                        options.config,
+                        cell.summarizer,
+                        url=options.summarizer_endpoint,
+                        served_name=None,
+                        log_path=out / f"server-{cell.summarizer}.log",
+                    )
+                )
+            # seconds until the model server(s) answered: a start-up, or ~0 for a shared or given one
+            cell_info = {
+                **plan.info(),
+                "endpoint": endpoint.server,
+                "server_wait_s": round(time.monotonic() - asked, 3),
+            }
+            if hasattr(plan.adapter, "harness_argv"):
+                return run_cell_with_harness(
+                    runs,
+                    argv_for=harness_command(plan, options, endpoint),
+                    cell_dir=out,
+                    cell_info=cell_info,
+                    redo_errors=options.redo_errors,
+                    redo_stale=options.redo_stale,
+                )
+            return run_cell(
+                bind_runs(plan, runs, endpoint, summary_endpoint, cancel),
+                cell_dir=out,
+                cell_info=cell_info,
+                concurrency=plan.concurrency,
+                redo_errors=options.redo_errors,
+                redo_stale=options.redo_stale,
+                progress=options.progress,
+                cancel=cancel,
+            )
+    except BaseException:
+        cancel.set()
+        raise
+
+
+def bind_runs(plan, runs: list[PlannedRun], endpoint, summary_endpoint, cancel: threading.Event) -> list[PlannedRun]:
+    """The runs with ``execute`` set: ``runner.execute_run`` against the endpoints, cancellable."""
+    import dataclasses
+    import functools
+
+    from ctxpolicy.agent.plan import cell_identity
+    from ctxpolicy.agent.runner import execute_run
+
+    tasks = {task.task_id: task for task in plan.tasks}
+    bound = []
+    for run in runs:
+        task = tasks[run.task_id]
+        identity = cell_identity(plan.study, plan.cell, task=task, attempt=run.attempt, threshold=plan.threshold)
+        execute = functools.partial(
+            execute_run,
+            identity=identity,
+            task=task,
+            adapter=plan.adapter,
+            settings=plan.settings_of[task.task_id],
+            endpoint=endpoint,
+            summarizer_endpoint=summary_endpoint,
+            run_dir=run.run_dir,
+            cancel=cancel,
+        )
+        bound.append(dataclasses.replace(run, execute=execute))
+    return bound
+
+
+def previous_endpoint(out: Path, runs: Sequence[PlannedRun]) -> dict | None:
+    """The server recorded by the last cell.json, else by a run: for a cell.json written without one."""
+    from ctxpolicy.rundir import read_json
+
+    for path in [out / CELL_JSON, *(run.run_dir / RUN_JSON for run in runs)]:
+        try:
+            record = read_json(path)
+            server = record["endpoint"] if path.name == CELL_JSON else record["versions"]["server"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if server:
+            return server
+    return None
+
+
+def cell_endpoint(
+    config: dict, config_path: Path, model: str, *, url: str | None, served_name: str | None, log_path: Path
+):
+    """The endpoint of ``model`` for this cell (a context manager): the session's shared server
+    when a local Snakemake run announced one (``ctxpolicy.serving.shared``; never for a given URL
+    or `server: endpoint`), else ``agent.plan.model_endpoint``'s."""
+    import contextlib
+    import dataclasses
+    import os
+
+    from ctxpolicy.agent import plan
+    from ctxpolicy.serving.shared import attach, session_from_environment
+
+    model_cfg = config["models"][model]
+    session = None if url or model_cfg["server"] == "endpoint" else session_from_environment()
+    if session is None:
+        return plan.model_endpoint(config, model, url=url, served_name=served_name, log_path=log_path)
+
+    @contextlib.contextmanager
+    def shared():
+        handle = attach(session, config_path=config_path, model=model, model_cfg=model_cfg)
+        print(f"ctxpolicy: {model}: shared server {handle.base_url} (log {handle.log_path})", file=sys.stderr)
+        api_key = os.environ.get(model_cfg["api_key_env"]) if model_cfg.get("api_key_env") else None
+        yield dataclasses.replace(plan.endpoint_for_server(handle), api_key=api_key)
+
+    return shared()
+
+
+def harness_command(plan, options, endpoint) -> Callable[[list[str]], list[str]]:
+    """For benchmarks graded by their own harness (Terminal-Bench, Harbor): the command that runs
+    the given tasks; ``options`` a ``CellOptions`` (or anything with its field names)."""
+    import shlex
+
+    from ctxpolicy.agent.terminal_bench import harness_kwargs
+
+    kwargs = harness_kwargs(
+        options, cell=plan.cell, thresholds=plan.thresholds_file, cell_dir=options.out, endpoint=endpoint
+    )
+    run_id = f"{plan.cell.slug}-{time.strftime('%Y%m%dT%H%M%S')}"
+    extra = {"prefix": shlex.split(options.harness_argv)} if getattr(options, "harness_argv", None) else {}
+    return lambda task_ids: plan.adapter.harness_argv(
+        task_ids,
+        model=endpoint.served_name,
+        run_id=run_id,
+        cell_dir=options.out,
+        n_concurrent=plan.concurrency,
+        n_attempts=plan.attempts,
+        agent_kwargs=kwargs,
+        **extra,
+    )

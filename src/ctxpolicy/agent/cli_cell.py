@@ -1,43 +1,19 @@
-"""Execute all runs of one cell (every task of the cohort × attempts 1..A) against one model server.
+"""``ctxpolicy run-cell``: its arguments, read into a planned cell (``agent.plan.plan_cell``) that
+``agent.cell.execute_cell`` runs.
 
-The cell is named by its id, --cell BENCHMARK/MODEL/SLUG (its path under results_dir/runs/, looked
-up in the config's grid), or, for a cell outside the grid, by --benchmark, --model and --policy.
-Its tasks are the cohort cut to the benchmark's cohort_limit (ctxpolicy.grid.cell_tasks); a Th
-policy's threshold is read from the thresholds file (ctxpolicy.grid.resolve_threshold).
-
-Runs go a few at a time (--concurrency, default: the benchmark's `concurrency` in the config)
-into CELL_DIR/{task_id}__a{attempt}/; the cell's model server is started and stopped here, its
-log kept in CELL_DIR/server.log, unless --endpoint names a running one, or a local Snakemake run
-shares one server per model between its cells (ctxpolicy.serving.shared: the Snakefile announces
-the session in CTXPOLICY_SHARED_SERVERS). Runs already complete
-(run.json with complete: true) are skipped, so a killed cell started again redoes only the
-missing ones; when none is missing, no server is started and only cell.json is written again.
-CELL_DIR/cell.json, written last, lists every run and its outcome.
-
-One run-cell per cell: CELL_DIR/.lock is held (flock) while it works; a second one exits 1 at
-once, naming the holder's pid. SIGINT/SIGTERM stop it promptly: no new runs, the model server
-stopped, every process it started killed, runs in flight left without run.json (a restart
-redoes them), no cell.json; exit code 130/143.
-
-Complete runs recorded with other threshold_tokens than the cell now resolves (e.g. after a
-recalibration) are kept, reported on stderr and listed in cell.json `stale_threshold_runs`;
---redo-stale moves them to CELL_DIR/stale/ and runs them again (listed in `redone_stale_runs`).
+The cell is named by its id, --cell BENCHMARK/MODEL/SLUG (looked up in the study's grid), or, for
+a cell outside the grid, by --benchmark, --model and --policy. What happens in the cell directory
+(skipped complete runs, the lock, signals, stale runs) is told once, in the command's epilog
+(``CELL_HELP``); docs/architecture.md ("Cells and the grid") has the rest.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
-import functools
 import json
 import os
-import shlex
 import sys
-import threading
-import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,36 +69,6 @@ the cell:
   whether calibrated (ctxpolicy calibrate) or written from a preset (ctxpolicy calibrate --preset)."""
 
 
-@dataclass(frozen=True)
-class CellPlan:
-    study: Any  # ctxpolicy.study.Study
-    adapter: Any
-    tasks: list
-    attempts: int
-    concurrency: int
-    cell: Any  # ctxpolicy.grid.Cell, its policy parsed once (cell.spec)
-    threshold: int | None
-    thresholds_file: Path | None  # where ``threshold`` was read; None without a threshold
-    settings_of: dict  # task id -> RunSettings
-
-    def info(self) -> dict:
-        """The cell's description at the top of cell.json."""
-        cell = self.cell
-        return {
-            "slug": cell.slug,
-            "track": cell.track,
-            "benchmark": cell.benchmark,
-            "model": cell.model,
-            "policy": str(cell.spec),
-            "threshold_setting": cell.setting,
-            "threshold_tokens": self.threshold,
-            "cohort": cell.cohort,
-            "summarizer": cell.summarizer,
-            "attempts": self.attempts,
-            "concurrency": self.concurrency,
-        }
-
-
 def select_cell(args: argparse.Namespace, study: Any) -> Any:
     """The cell to run: ``--cell ID`` looked up in the grid, or the one the flags describe."""
     from ctxpolicy.agent.cli_common import CELL_FLAGS, cell_from_flags
@@ -142,144 +88,47 @@ def select_cell(args: argparse.Namespace, study: Any) -> Any:
     return cell_from_flags(args, cohort=args.cohort or "main")
 
 
-def plan_cell(args: argparse.Namespace) -> CellPlan:
-    from ctxpolicy.agent.cli_common import load_study, make_adapter, settings_overrides
-    from ctxpolicy.agent.plan import PlanError
-    from ctxpolicy.agent.settings import build_settings
-    from ctxpolicy.study import Pair
+def plan_cell(args: argparse.Namespace) -> Any:
+    """The ``agent.plan.CellPlan`` the arguments ask for."""
+    from ctxpolicy.agent.cli_common import settings_overrides, study_for_flags
+    from ctxpolicy.agent.plan import plan_cell as plan
 
-    study = load_study(args)
-    cell = select_cell(args, study)
-    threshold = study.resolve_threshold(cell, args.thresholds)
-    thresholds_file = (
-        None if cell.setting is None else (args.thresholds or study.thresholds_file(Pair(cell.model, cell.benchmark)))
+    study = study_for_flags(args)
+    return plan(
+        study,
+        select_cell(args, study),
+        thresholds=args.thresholds,
+        attempts=args.attempts,
+        concurrency=args.concurrency,
+        tasks=args.tasks.split(",") if args.tasks else None,
+        overrides=settings_overrides(args),
     )
-    for option, value in (("--concurrency", args.concurrency), ("--attempts", args.attempts)):
-        if value is not None and value < 1:  # 0 must not fall back to the config's value
-            raise PlanError(f"{option} {value}: must be 1 or more")
-    adapter = make_adapter(study, cell.benchmark)
-    wanted = study.tasks(cell)
-    if args.tasks:
-        asked = args.tasks.split(",")
-        unknown = sorted(set(asked) - set(wanted))
-        if unknown:
-            raise PlanError(
-                f"--tasks: {', '.join(unknown)} not among the cell's tasks (cohort {cell.cohort}, "
-                "cut to the benchmark's cohort_limit)"
-            )
-        wanted = asked
-    tasks = [t for t in adapter.tasks(cell.cohort) if t.task_id in set(wanted)]
-    attempts = args.attempts or study.attempts
-    concurrency = args.concurrency or study.concurrency(cell.benchmark)
-    settings_of = {
-        t.task_id: build_settings(
-            study.config, cell.benchmark, cell.model, task_timeout_s=t.timeout_s, overrides=settings_overrides(args)
-        )
-        for t in tasks
-    }
-    return CellPlan(study, adapter, tasks, attempts, concurrency, cell, threshold, thresholds_file, settings_of)
 
 
-def planned_runs(plan: CellPlan, out: Path) -> list:
-    """Every run of the cell, not yet bound to an endpoint (``execute`` None)."""
-    from ctxpolicy.agent.cell import PlannedRun
-    from ctxpolicy.agent.plan import run_dir_name
+def cell_options(args: argparse.Namespace) -> Any:
+    """The ``agent.cell.CellOptions`` the arguments give."""
+    from ctxpolicy.agent.cell import CellOptions
 
-    return [
-        PlannedRun(out / run_dir_name(task.task_id, attempt), task.task_id, attempt)
-        for task in plan.tasks
-        for attempt in range(1, plan.attempts + 1)
-    ]
-
-
-def bind_runs(plan: CellPlan, runs: list, endpoint: Any, summary_endpoint: Any, cancel: threading.Event) -> list:
-    """The runs with ``execute`` set: ``execute_run`` against the endpoints, cancellable."""
-    from ctxpolicy.agent.plan import cell_identity
-    from ctxpolicy.agent.runner import execute_run
-
-    tasks = {task.task_id: task for task in plan.tasks}
-    bound = []
-    for run in runs:
-        task = tasks[run.task_id]
-        identity = cell_identity(plan.study, plan.cell, task=task, attempt=run.attempt, threshold=plan.threshold)
-        bound.append(
-            dataclasses.replace(
-                run,
-                execute=functools.partial(
-                    execute_run,
-                    identity=identity,
-                    task=task,
-                    adapter=plan.adapter,
-                    settings=plan.settings_of[task.task_id],
-                    endpoint=endpoint,
-                    summarizer_endpoint=summary_endpoint,
-                    run_dir=run.run_dir,
-                    cancel=cancel,
-                ),
-            )
-        )
-    return bound
-
-
-def previous_endpoint(out: Path, runs: list) -> dict | None:
-    """The server recorded by the last cell.json, else by a run: for a cell.json written without one."""
-    from ctxpolicy.agent.cell import CELL_JSON
-    from ctxpolicy.agent.record import RUN_JSON, read_json
-
-    for path in [out / CELL_JSON, *(run.run_dir / RUN_JSON for run in runs)]:
-        try:
-            record = read_json(path)
-            server = record["endpoint"] if path.name == CELL_JSON else record["versions"]["server"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if server:
-            return server
-    return None
-
-
-@contextlib.contextmanager
-def cell_endpoint(
-    config: dict, config_path: Path, model: str, *, url: str | None, served_name: str | None, log_path: Path
-):
-    """The endpoint of ``model`` for this cell: the session's shared server when a local Snakemake
-    run announced one (never for --endpoint or `server: endpoint`), else ``model_endpoint``'s."""
-    from ctxpolicy.agent.cli_common import model_endpoint
-    from ctxpolicy.agent.plan import endpoint_for_server
-    from ctxpolicy.serving.shared import attach, session_from_environment
-
-    model_cfg = config["models"][model]
-    session = None if url or model_cfg["server"] == "endpoint" else session_from_environment()
-    if session is None:
-        with model_endpoint(config, model, url=url, served_name=served_name, log_path=log_path) as endpoint:
-            yield endpoint
-        return
-    handle = attach(session, config_path=config_path, model=model, model_cfg=model_cfg)
-    print(f"ctxpolicy: {model}: shared server {handle.base_url} (log {handle.log_path})", file=sys.stderr)
-    api_key = os.environ.get(model_cfg["api_key_env"]) if model_cfg.get("api_key_env") else None
-    yield dataclasses.replace(endpoint_for_server(handle), api_key=api_key)
-
-
-def harness_command(plan: CellPlan, args: argparse.Namespace, endpoint: Any):
-    """For benchmarks graded by their own harness (Terminal-Bench): the command running given tasks."""
-    from ctxpolicy.agent.terminal_bench import harness_kwargs
-
-    kwargs = harness_kwargs(args, cell=plan.cell, thresholds=plan.thresholds_file, cell_dir=args.out, endpoint=endpoint)
-    run_id = f"{plan.cell.slug}-{time.strftime('%Y%m%dT%H%M%S')}"
-    extra = {"prefix": shlex.split(args.harness_argv)} if getattr(args, "harness_argv", None) else {}
-    return lambda task_ids: plan.adapter.harness_argv(
-        task_ids,
-        model=endpoint.served_name,
-        run_id=run_id,
-        cell_dir=args.out,
-        n_concurrent=plan.concurrency,
-        n_attempts=plan.attempts,
-        agent_kwargs=kwargs,
-        **extra,
+    return CellOptions(
+        out=args.out,
+        config=Path(args.config),
+        endpoint=args.endpoint,
+        served_name=args.served_name,
+        summarizer_endpoint=args.summarizer_endpoint,
+        redo_errors=args.redo_errors,
+        redo_stale=args.redo_stale,
+        progress=not args.no_progress,
+        harness_argv=getattr(args, "harness_argv", None),
+        mode=args.mode,
+        step_limit=args.step_limit,
+        max_tokens=args.max_tokens,
     )
 
 
 def main(args: argparse.Namespace) -> int:
+    from ctxpolicy.agent.cell import HarnessError, execute_cell
     from ctxpolicy.agent.cell_lock import CellBusy, cell_lock
+    from ctxpolicy.agent.cli_common import serving_errors
     from ctxpolicy.agent.interrupt import Interrupted, kill_descendants, raise_on_signals
 
     try:
@@ -289,7 +138,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         with cell_lock(args.out), raise_on_signals():
             try:
-                return _run(plan, args)
+                results = execute_cell(plan, cell_options(args))
+            except (*serving_errors(), HarnessError) as exc:
+                print(f"ctxpolicy: {exc}", file=sys.stderr)
+                return 1
             except Interrupted as exc:  # still holding the lock, further signals ignored
                 kill_descendants()
                 print(
@@ -303,85 +155,7 @@ def main(args: argparse.Namespace) -> int:
     except CellBusy as exc:
         print(f"ctxpolicy: {exc}", file=sys.stderr)
         return 1
-
-
-def _run(plan: CellPlan, args: argparse.Namespace) -> int:
-    from ctxpolicy.agent.cell import HarnessError, run_cell, run_cell_with_harness, survey
-    from ctxpolicy.agent.cli_common import serving_errors
-
-    out: Path = args.out
-    runs = planned_runs(plan, out)
-    todo = survey(runs, threshold=plan.threshold, redo_errors=args.redo_errors, redo_stale=args.redo_stale)
-    if not todo.pending:  # nothing to execute: no server (minutes of GPU) for a cell.json
-        results = run_cell(
-            runs,
-            cell_dir=out,
-            cell_info={**plan.info(), "endpoint": previous_endpoint(out, runs)},
-            concurrency=1,
-            progress=False,
-        )
-        return _summary(out, results)
-    cancel = threading.Event()
-    asked = time.monotonic()
-    try:
-        with contextlib.ExitStack() as servers:
-            cell = plan.cell
-            endpoint = servers.enter_context(
-                cell_endpoint(
-                    plan.study.config,
-                    args.config,
-                    cell.model,
-                    url=args.endpoint,
-                    served_name=args.served_name,
-                    log_path=out / "server.log",
-                )
-            )
-            summary_endpoint = None
-            if cell.summarizer and cell.summarizer != cell.model:
-                summary_endpoint = servers.enter_context(
-                    cell_endpoint(
-                        plan.study.config,
-                        args.config,
-                        cell.summarizer,
-                        url=args.summarizer_endpoint,
-                        served_name=None,
-                        log_path=out / f"server-{cell.summarizer}.log",
-                    )
-                )
-            # seconds until the model server(s) answered: a start-up, or ~0 for a shared or given one
-            cell_info = {
-                **plan.info(),
-                "endpoint": endpoint.server,
-                "server_wait_s": round(time.monotonic() - asked, 3),
-            }
-            if hasattr(plan.adapter, "harness_argv"):
-                results = run_cell_with_harness(
-                    runs,
-                    argv_for=harness_command(plan, args, endpoint),
-                    cell_dir=out,
-                    cell_info=cell_info,
-                    redo_errors=args.redo_errors,
-                    redo_stale=args.redo_stale,
-                )
-            else:
-                runs = bind_runs(plan, runs, endpoint, summary_endpoint, cancel)
-                results = run_cell(
-                    runs,
-                    cell_dir=out,
-                    cell_info=cell_info,
-                    concurrency=plan.concurrency,
-                    redo_errors=args.redo_errors,
-                    redo_stale=args.redo_stale,
-                    progress=not args.no_progress,
-                    cancel=cancel,
-                )
-    except (*serving_errors(), HarnessError) as exc:
-        print(f"ctxpolicy: {exc}", file=sys.stderr)
-        return 1
-    except BaseException:
-        cancel.set()  # however we leave, no run in flight may record itself afterwards
-        raise
-    return _summary(out, results)
+    return _summary(args.out, results)
 
 
 def _summary(out: Path, results: list) -> int:

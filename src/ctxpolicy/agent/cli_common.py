@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +59,13 @@ def fail(message: str) -> int:
     return 2
 
 
-def load_study(args: argparse.Namespace) -> Any:
-    """The study (``ctxpolicy.study.load_study``); the names the flags give exist."""
+def study_for_flags(args: argparse.Namespace) -> Any:
+    """The study of ``--config`` (``ctxpolicy.study.load_study``), with the benchmark, models and
+    endpoint URLs the flags name checked against it."""
     from ctxpolicy.config import ConfigError
-    from ctxpolicy.study import load_study as load
+    from ctxpolicy.study import load_study
 
-    study = load(args.config)
+    study = load_study(args.config)
     for kind, name, known in (("benchmarks", args.benchmark, study.benchmarks), ("models", args.model, study.models)):
         if name is not None and name not in known:
             raise ConfigError(f"{args.config}: {kind}.{name}: not defined; defined: {', '.join(known)}")
@@ -116,36 +113,6 @@ def settings_overrides(args: argparse.Namespace) -> dict:
         if value is not None and value < 1:
             raise SettingsError(f"{option}: {value} must be 1 or more")
     return {"mode": args.mode, "step_limit": args.step_limit, "max_tokens": args.max_tokens}
-
-
-def make_adapter(study: Any, benchmark: str) -> Any:
-    """The benchmark's adapter (``study``: a ``ctxpolicy.study.Study``), its environment checked."""
-    from ctxpolicy.agent.plan import repo_root
-    from ctxpolicy.benchmarks import get_adapter
-
-    adapter = get_adapter(benchmark, study.benchmark(benchmark), repo_root())
-    adapter.check_environment()
-    return adapter
-
-
-@contextlib.contextmanager
-def model_endpoint(
-    config: dict, model: str, *, url: str | None, served_name: str | None, log_path: Path
-) -> Iterator[Any]:
-    """The endpoint of ``model``: the given URL as is, else the server the config describes,
-    started (llamacpp, vllm) or health-checked (endpoint) by ``ctxpolicy.serving`` and stopped after."""
-    from ctxpolicy.agent.plan import endpoint_for_server, endpoint_for_url
-
-    model_cfg = config["models"][model]
-    api_key = os.environ.get(model_cfg["api_key_env"]) if model_cfg.get("api_key_env") else None
-    if url:
-        yield dataclasses.replace(endpoint_for_url(url, model, model_cfg, served_name), api_key=api_key)
-        return
-    from ctxpolicy.serving import start_server
-
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with start_server(model_cfg, log_path=log_path) as handle:
-        yield dataclasses.replace(endpoint_for_server(handle), api_key=api_key)
 
 
 def input_errors() -> tuple[type[Exception], ...]:

@@ -50,8 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from ctxpolicy.agent.cli_common import cell_from_flags, input_errors, load_study, make_adapter, settings_overrides
-    from ctxpolicy.agent.plan import cell_identity, find_task
+    from ctxpolicy.agent.cli_common import (
+        cell_from_flags,
+        input_errors,
+        settings_overrides,
+        study_for_flags,
+    )
+    from ctxpolicy.agent.plan import cell_identity, find_task, make_adapter
     from ctxpolicy.agent.settings import build_settings
 
     if args.attempt < 1:
@@ -64,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
     if refused:
         return fail(refused)
     try:
-        study = load_study(args)
+        study = study_for_flags(args)
         config = study.config
         cell = cell_from_flags(args, cohort=args.cohort or "main")
         fixed = args.threshold is not None and cell.spec.needs_threshold
@@ -116,14 +121,15 @@ def out_refused(out: Path, force: bool) -> str | None:
 
 
 def _run_unless_complete(args, config, identity, task, adapter, settings) -> int:
-    from ctxpolicy.agent.cli_common import model_endpoint, serving_errors
-    from ctxpolicy.agent.record import RUN_JSON, is_complete, read_json
+    from ctxpolicy.agent.cli_common import serving_errors
+    from ctxpolicy.agent.plan import model_endpoint
+    from ctxpolicy.rundir import RUN_JSON, is_complete_run, read_json
     from ctxpolicy.agent.runner import execute_run
 
     out = args.out
     if out.exists() and not out.is_dir():
         return fail(f"--out: {out}: not a directory")
-    if is_complete(out) and not args.force:
+    if is_complete_run(out) and not args.force:
         outcome = read_json(out / RUN_JSON).get("outcome")
         return fail(f"--out: {out} holds a complete run (outcome {outcome}); --force replaces it")
     try:

@@ -1,7 +1,13 @@
-"""From the command line and the config to what a run needs: identity, task, endpoint."""
+"""From the study and one of its cells to what the runs need: the plan of a cell (its tasks,
+attempts, threshold and settings), each run's identity and task, the endpoint."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +19,111 @@ class PlanError(ValueError):
     """A run cannot be planned: unknown task, missing threshold, bad endpoint…"""
 
 
-def run_dir_name(task_id: str, attempt: int) -> str:
-    return f"{task_id}__a{attempt}"
+@dataclass(frozen=True)
+class CellPlan:
+    """Every run of one cell, planned: what ``agent.cell.execute_cell`` runs."""
+
+    study: Any  # ctxpolicy.study.Study
+    adapter: Any
+    tasks: list
+    attempts: int
+    concurrency: int
+    cell: Any  # ctxpolicy.grid.Cell, its policy parsed once (cell.spec)
+    threshold: int | None
+    thresholds_file: Path | None  # where ``threshold`` was read; None without a threshold
+    settings_of: dict  # task id -> RunSettings
+
+    def info(self) -> dict:
+        """The cell's description at the top of cell.json."""
+        cell = self.cell
+        return {
+            "slug": cell.slug,
+            "track": cell.track,
+            "benchmark": cell.benchmark,
+            "model": cell.model,
+            "policy": str(cell.spec),
+            "threshold_setting": cell.setting,
+            "threshold_tokens": self.threshold,
+            "cohort": cell.cohort,
+            "summarizer": cell.summarizer,
+            "attempts": self.attempts,
+            "concurrency": self.concurrency,
+        }
+
+    def runs(self, cell_dir: Path) -> list:
+        """Every run of the cell (``agent.cell.PlannedRun``), not yet bound to an endpoint."""
+        from ctxpolicy.agent.cell import PlannedRun
+        from ctxpolicy.rundir import run_dir_name
+
+        return [
+            PlannedRun(Path(cell_dir) / run_dir_name(task.task_id, attempt), task.task_id, attempt)
+            for task in self.tasks
+            for attempt in range(1, self.attempts + 1)
+        ]
+
+
+def plan_cell(
+    study: Any,
+    cell: Any,
+    *,
+    thresholds: Path | None = None,
+    attempts: int | None = None,
+    concurrency: int | None = None,
+    tasks: Sequence[str] | None = None,
+    overrides: dict | None = None,
+) -> CellPlan:
+    """The plan of ``cell`` (a ``ctxpolicy.grid.Cell``) of ``study`` (a ``ctxpolicy.study.Study``):
+    its tasks (the cohort cut to the benchmark's cohort_limit, or the named ``tasks`` of them), its
+    threshold (from ``thresholds`` or the pair's thresholds file), ``attempts`` and ``concurrency``
+    (default: the study's), each task's run settings with ``overrides``. Bad values raise PlanError
+    naming the option."""
+    from ctxpolicy.agent.settings import build_settings
+    from ctxpolicy.study import Pair
+
+    for option, value in (("--concurrency", concurrency), ("--attempts", attempts)):
+        if value is not None and value < 1:  # 0 must not fall back to the config's value
+            raise PlanError(f"{option} {value}: must be 1 or more")
+    threshold = study.resolve_threshold(cell, thresholds)
+    thresholds_file = (
+        None if cell.setting is None else (thresholds or study.thresholds_file(Pair(cell.model, cell.benchmark)))
+    )
+    adapter = make_adapter(study, cell.benchmark)
+    wanted = study.tasks(cell)
+    if tasks:
+        unknown = sorted(set(tasks) - set(wanted))
+        if unknown:
+            raise PlanError(
+                f"--tasks: {', '.join(unknown)} not among the cell's tasks (cohort {cell.cohort}, "
+                "cut to the benchmark's cohort_limit)"
+            )
+        wanted = list(tasks)
+    chosen = [t for t in adapter.tasks(cell.cohort) if t.task_id in set(wanted)]
+    settings_of = {
+        t.task_id: build_settings(
+            study.config, cell.benchmark, cell.model, task_timeout_s=t.timeout_s, overrides=overrides or {}
+        )
+        for t in chosen
+    }
+    return CellPlan(
+        study,
+        adapter,
+        chosen,
+        attempts or study.attempts,
+        concurrency or study.concurrency(cell.benchmark),
+        cell,
+        threshold,
+        thresholds_file,
+        settings_of,
+    )
+
+
+def make_adapter(study: Any, benchmark: str) -> Any:
+    """The benchmark's adapter (``study``: a ``ctxpolicy.study.Study``), its environment checked."""
+    from ctxpolicy.benchmarks import get_adapter
+
+    adapter = get_adapter(benchmark, study.benchmark(benchmark), REPO_ROOT)
+    adapter.check_environment()
+    return adapter
 
 
 def make_identity(
@@ -108,26 +217,34 @@ def endpoint_for_url(url: str, model: str, model_cfg: dict, served_name: str | N
 
 
 def endpoint_for_server(handle: Any) -> Endpoint:
-    """An endpoint for a server started by ``ctxpolicy.serving.start_server``."""
-    info = dict(getattr(handle, "info", None) or {})
-    model_info = info.get("model") if isinstance(info.get("model"), dict) else {}
-    server_info = info.get("server") if isinstance(info.get("server"), dict) else {}
-    return Endpoint(
-        base_url=handle.base_url.rstrip("/"),
-        served_name=handle.served_name,
-        server={
-            "kind": server_info.get("kind", info.get("kind")),
-            "version": server_info.get("version", info.get("version")),
-            "url": handle.base_url.rstrip("/"),
-        },
-        model={
-            "name": model_info.get("name", handle.served_name),
-            "file": model_info.get("file", info.get("file")),
-            "sha256": model_info.get("sha256", info.get("sha256")),
-            "hub_id": model_info.get("hub_id", info.get("hub_id")),
-            "revision": model_info.get("revision", info.get("revision")),
-        },
-    )
+    """An endpoint for a server started by ``ctxpolicy.serving.start_server``; its ``info`` has
+    the one shape ``ctxpolicy.serving.server.server_info`` writes."""
+    info = handle.info
+    url = handle.base_url.rstrip("/")
+    try:
+        server = {"kind": info["kind"], "version": info["version"], "url": url}
+        model = {key: info["model"][key] for key in ("name", "file", "sha256", "hub_id", "revision")}
+    except (KeyError, TypeError) as exc:
+        raise PlanError(f"server {url}: its info lacks {exc} (see ctxpolicy.serving.server.server_info)") from None
+    return Endpoint(base_url=url, served_name=handle.served_name, server=server, model=model)
+
+
+@contextlib.contextmanager
+def model_endpoint(
+    config: dict, model: str, *, url: str | None, served_name: str | None, log_path: Path
+) -> Iterator[Any]:
+    """The endpoint of ``model``: the given URL as is, else the server the config describes,
+    started (llamacpp, vllm) or health-checked (endpoint) by ``ctxpolicy.serving`` and stopped after."""
+    model_cfg = config["models"][model]
+    api_key = os.environ.get(model_cfg["api_key_env"]) if model_cfg.get("api_key_env") else None
+    if url:
+        yield dataclasses.replace(endpoint_for_url(url, model, model_cfg, served_name), api_key=api_key)
+        return
+    from ctxpolicy.serving import start_server
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with start_server(model_cfg, log_path=log_path) as handle:
+        yield dataclasses.replace(endpoint_for_server(handle), api_key=api_key)
 
 
 def repo_root() -> Path:

@@ -1,7 +1,7 @@
 """The agent's recorder: the message store and the call log as a run grows, and prompts rebuilt from them.
 
-File names, completeness, record I/O and the call line are the run directory's contract,
-``ctxpolicy.rundir`` (docs/architecture.md, "Run directory"); they are re-exported here.
+File names, completeness, record I/O and the call line are the run directory's contract; their
+one home is ``ctxpolicy.rundir`` (docs/architecture.md, "Run directory"): import them from there.
 """
 
 from __future__ import annotations
@@ -12,42 +12,17 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ctxpolicy.agent.messages import api_message, message_id
-from ctxpolicy.tokens import count_messages
 from ctxpolicy.rundir import (
     CALLS_JSONL,
     MESSAGES_JSONL,
-    PATCH_DIFF,
-    RUN_JSON,
-    TRAJECTORY_JSON,
-    WORKSPACE,
     CallRecord,
     PromptEncoder,
     read_calls,
-    read_json,
-    read_jsonl,
     read_message_store,
-    reset_run_dir,
 )
-from ctxpolicy.rundir import is_complete_run as is_complete
-from ctxpolicy.rundir import write_record as atomic_write_json
+from ctxpolicy.tokens import count_messages
 
-# The run directory's contract (ctxpolicy.rundir), re-exported for the agent room, and the recorder.
-__all__ = [
-    "CALLS_JSONL",
-    "MESSAGES_JSONL",
-    "PATCH_DIFF",
-    "RUN_JSON",
-    "TRAJECTORY_JSON",
-    "WORKSPACE",
-    "CallRecord",
-    "RunRecorder",
-    "atomic_write_json",
-    "is_complete",
-    "read_json",
-    "read_jsonl",
-    "rebuild_prompts",
-    "reset_run_dir",
-]
+__all__ = ["RunRecorder", "rebuild_prompts", "summary_call_record"]
 
 
 def rebuild_prompts(run_dir: Path) -> list[list[dict]]:

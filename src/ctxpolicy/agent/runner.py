@@ -22,6 +22,7 @@ from ctxpolicy.agent.settings import AGENT_DIR, RunSettings, load_templates
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.atomic import atomic_write_text
 from ctxpolicy.rundir import CALLS_SCHEMA_VERSION as SCHEMA_VERSION  # run.json's version follows calls.jsonl's
+from ctxpolicy.schemas import schema
 from ctxpolicy.rundir import (
     PATCH_DIFF,
     TRAJECTORY_JSON,
@@ -32,7 +33,8 @@ from ctxpolicy.rundir import (
     write_run_json,
 )
 
-OUTCOMES = ("submitted", "step_limit", "time_limit", "format_error_limit", "context_overflow", "error", "not_graded")
+# The run outcomes: their one list is run.json's schema (ctxpolicy.schemas, "outcome").
+OUTCOMES: tuple[str, ...] = tuple(schema("run")["properties"]["outcome"]["enum"])
 
 # mini-swe-agent exit statuses (and ours, from ctxpolicy.agent.agent) -> run outcomes
 _OUTCOME_OF_EXIT = {
@@ -86,6 +88,26 @@ class RunResult:
     skipped: bool = False
 
 
+@dataclass(frozen=True)
+class RunInputs:
+    """What one run is given: who it is, the task and its benchmark adapter, the settings, the
+    endpoints (the summarizer's None: the agent's own), its directory and the agent's templates."""
+
+    identity: RunIdentity
+    task: Any
+    adapter: Any
+    settings: RunSettings
+    endpoint: Endpoint
+    run_dir: Path
+    summarizer_endpoint: Endpoint | None = None
+    agent_dir: Path = AGENT_DIR
+
+    @property
+    def summary_endpoint(self) -> Endpoint:
+        """The endpoint that writes the summaries."""
+        return self.summarizer_endpoint or self.endpoint
+
+
 def outcome_of(exit_status: str) -> str:
     return _OUTCOME_OF_EXIT.get(exit_status, "error")
 
@@ -109,13 +131,14 @@ def execute_run(
 ) -> RunResult:
     """Run the agent on the task and write run.json; ``cancel`` set by the end (the cell was
     interrupted, its commands killed) means the run is not recorded and RunCancelled is raised."""
-    run_dir = Path(run_dir)
+    run = RunInputs(identity, task, adapter, settings, endpoint, Path(run_dir), summarizer_endpoint, agent_dir)
+    run_dir = run.run_dir
     mark_run_dir(run_dir)  # first: a run killed at any point leaves a folder that is ours to redo
     reset_run_dir(run_dir)
     start = time.time()
     state = _RunState()
     try:
-        _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_endpoint, run_dir, agent_dir)
+        _run_agent(state, run)
     except Exception as exc:  # a run never crashes its cell
         state.outcome = "error"
         state.error = f"{type(exc).__name__}: {exc}"
@@ -124,22 +147,22 @@ def execute_run(
     end = time.time()
     if cancel is not None and cancel.is_set():
         raise RunCancelled(f"{run_dir}: interrupted; no run.json written")
-    record = _complete_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
+    record = _complete_record(run, state, start, end)
     write_run_json(run_dir, record)
     return RunResult(run_dir, state.outcome, state.error)
 
 
-def _complete_record(identity, settings, endpoint, summarizer_endpoint, state, start, end) -> dict:
+def _complete_record(run: RunInputs, state: _RunState, start: float, end: float) -> dict:
     """The run record; if what the run left cannot be summed up, an ``error`` record without it."""
     try:
-        return run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
+        return run_record(run, state, start, end)
     except Exception as exc:  # a run never ends without its record
         state.outcome = "error"
         state.error = f"cannot build the run record: {type(exc).__name__}: {exc}"
         state.traceback = traceback.format_exc()
         state.agent = state.recorder = None
-        log.warning("run %s: %s", identity.task_id, state.error)
-        return run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end)
+        log.warning("run %s: %s", run.identity.task_id, state.error)
+        return run_record(run, state, start, end)
 
 
 class RunCancelled(RuntimeError):
@@ -158,10 +181,11 @@ class _RunState:
     agent_s: float = 0.0
 
 
-def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_endpoint, run_dir, agent_dir) -> None:
+def _run_agent(state: _RunState, run: RunInputs) -> None:
     from ctxpolicy.tokens import count_message
 
-    templates = load_templates(settings.mode, agent_dir)
+    task, adapter, settings, endpoint, run_dir = run.task, run.adapter, run.settings, run.endpoint, run.run_dir
+    templates = load_templates(settings.mode, run.agent_dir)
     t0 = time.perf_counter()
     workspace = run_dir / WORKSPACE
     workspace.mkdir(parents=True, exist_ok=True)
@@ -173,27 +197,18 @@ def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_en
         cleanup.callback(_close_environment, env)
         agent_client = cleanup.enter_context(_client(endpoint, settings))
         summary_client = agent_client
-        if summarizer_endpoint is not None and summarizer_endpoint.base_url != endpoint.base_url:
-            summary_client = cleanup.enter_context(_client(summarizer_endpoint, settings))
+        if run.summary_endpoint.base_url != endpoint.base_url:
+            summary_client = cleanup.enter_context(_client(run.summary_endpoint, settings))
         state.recorder = cleanup.enter_context(RunRecorder(run_dir, count_message))
         agent = state.agent = build_agent(
-            identity,
-            settings,
-            templates,
-            env,
-            workspace,
-            state.recorder,
-            agent_client,
-            endpoint,
-            summary_client,
-            summarizer_endpoint or endpoint,
+            run, AgentParts(templates, env, workspace, state.recorder, agent_client, summary_client)
         )
         t1 = time.perf_counter()
         try:
             exit_extra = agent.run(task.instruction, submission_instructions=adapter.submission_instructions(task))
         finally:
             state.agent_s = time.perf_counter() - t1
-            write_record(run_dir / TRAJECTORY_JSON, agent.serialize(_trajectory_extra(identity)))
+            write_record(run_dir / TRAJECTORY_JSON, agent.serialize(_trajectory_extra(run.identity)))
         state.outcome = outcome_of(exit_extra.get("exit_status", ""))
         if state.outcome == "error":
             state.error = exit_extra.get("reason") or exit_extra.get("exit_status") or "unknown exit"
@@ -203,18 +218,31 @@ def _run_agent(state, identity, task, adapter, settings, endpoint, summarizer_en
                 atomic_write_text(run_dir / PATCH_DIFF, state.submission)
 
 
-def build_agent(
-    identity, settings, templates, env, workspace, recorder, agent_client, endpoint, summary_client, summary_endpoint
-):
-    """The policy agent for one run, its model and its summarizer, all on our chat client."""
+@dataclass(frozen=True)
+class AgentParts:
+    """What a run has set up for its agent: the prompt templates, the environment and its
+    workspace, the recorder, and the chat clients of the model and of the summarizer."""
+
+    templates: Any
+    env: Any
+    workspace: Path
+    recorder: RunRecorder
+    agent_client: ChatClient
+    summary_client: ChatClient
+
+
+def build_agent(run: RunInputs, parts: AgentParts):
+    """The policy agent for one run, its model and its summarizer (given at construction), all on
+    our chat client."""
     # Imported here: mini-swe-agent takes a second to import.
     from ctxpolicy.agent.agent import PolicyAgent
     from ctxpolicy.agent.model import EndpointModel
     from ctxpolicy.agent.summarizer import RecordingSummarizer
     from ctxpolicy.policies import HistoryDump, parse_spec
 
+    identity, settings, endpoint, templates = run.identity, run.settings, run.endpoint, parts.templates
     model = EndpointModel(
-        agent_client,
+        parts.agent_client,
         model_name=endpoint.served_name,
         base_url=endpoint.base_url,
         mode=settings.mode,
@@ -224,13 +252,26 @@ def build_agent(
         format_error_template=templates.format_error_template,
         observation_template=templates.observation_template,
     )
-    agent = PolicyAgent(
+
+    def summarizer_for(agent: PolicyAgent) -> RecordingSummarizer:
+        return RecordingSummarizer(
+            parts.summary_client,
+            model=run.summary_endpoint.served_name,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            seed=identity.seed,
+            deadline=lambda: agent.deadline,
+            listener=agent.on_summary_call,
+        )
+
+    return PolicyAgent(
         model,
-        env,
+        parts.env,
         policy=parse_spec(identity.policy),
         threshold=identity.threshold_tokens,
-        recorder=recorder,
-        dump=HistoryDump(workspace),
+        recorder=parts.recorder,
+        summarizer_for=summarizer_for,
+        dump=HistoryDump(parts.workspace),
         system_template=templates.system_template,
         instance_template=templates.instance_template,
         step_limit=settings.step_limit,
@@ -238,16 +279,6 @@ def build_agent(
         wall_time_limit_seconds=settings.wall_time_limit_s or 0,
         max_consecutive_format_errors=settings.format_error_limit,
     )
-    agent.summarizer = RecordingSummarizer(
-        summary_client,
-        model=summary_endpoint.served_name,
-        temperature=settings.temperature,
-        max_tokens=settings.max_tokens,
-        seed=identity.seed,
-        deadline=lambda: agent.deadline,
-        listener=agent.on_summary_call,
-    )
-    return agent
 
 
 def _client(endpoint: Endpoint, settings: RunSettings) -> ChatClient:
@@ -293,7 +324,9 @@ def totals_of(calls: list[dict], steps: int, format_errors: int | None) -> dict:
     }
 
 
-def run_record(identity, settings, endpoint, summarizer_endpoint, state, start, end) -> dict:
+def run_record(run: RunInputs, state: _RunState, start: float, end: float) -> dict:
+    """run.json's content for ``run`` as ``state`` leaves it (docs/schema.md, "run record")."""
+    identity, endpoint, summarizer_endpoint = run.identity, run.endpoint, run.summarizer_endpoint
     agent = state.agent
     calls = state.recorder.calls if state.recorder else []
     llm_s = agent.llm_s if agent else 0.0
@@ -315,7 +348,7 @@ def run_record(identity, settings, endpoint, summarizer_endpoint, state, start, 
             "tool_s": tool_s,
         },
         "totals": totals_of(calls, agent.n_calls if agent else 0, agent.format_errors if agent else 0),
-        "settings": settings.record(),
+        "settings": run.settings.record(),
         "versions": {
             **software_versions(),
             "model": endpoint.model,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxpolicy.agent.plan import cell_identity, endpoint_for_url, find_task, repo_root
-from ctxpolicy.agent.record import RUN_JSON, read_json
+from ctxpolicy.rundir import RUN_JSON, read_json
 from ctxpolicy.agent.runner import execute_run
 from ctxpolicy.agent.settings import build_settings
 

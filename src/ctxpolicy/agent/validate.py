@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ctxpolicy.agent.messages import message_id
 from ctxpolicy import rundir
-from ctxpolicy.agent.record import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, read_json, read_jsonl
+from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, read_json, read_jsonl
 from ctxpolicy.schemas import validator
 
 

@@ -37,7 +37,7 @@ TRACK = "imported"
 CELL = "imported"
 COHORT = "imported"
 CACHE_BLOCK_TOKENS = 16  # the metrics' default prefix-cache block (``ctxpolicy cost --block``)
-OUTCOMES = {  # exit statuses of mini-swe-agent and SWE-agent -> our outcomes
+OUTCOME_OF_STATUS = {  # exit statuses of mini-swe-agent and SWE-agent -> our outcomes
     "submitted": "submitted",
     "limitsexceeded": "step_limit",
     "exit_cost": "step_limit",
@@ -70,8 +70,8 @@ def outcome_of(exit_status: str | None, submission: str) -> tuple[str, str | Non
     if exit_status is None:
         return ("submitted", None) if submission else ("error", "the source records no exit status")
     key = exit_status.strip().lower()
-    if key in OUTCOMES:
-        return OUTCOMES[key], None
+    if key in OUTCOME_OF_STATUS:
+        return OUTCOME_OF_STATUS[key], None
     if key.startswith("submitted"):  # SWE-agent: "submitted (exit_cost)" and the like
         return "submitted", None
     return "error", f"exit status {exit_status}"

@@ -35,6 +35,25 @@ class ServerError(RuntimeError):
     """A server that did not start, died, or never became healthy; the message has the log tail."""
 
 
+def server_info(
+    kind: str,
+    version: str | None,
+    url: str,
+    *,
+    name: str,
+    file: str | None = None,
+    sha256: str | None = None,
+    hub_id: str | None = None,
+    revision: str | None = None,
+) -> dict:
+    """``ServerHandle.info``, the one shape of it: the server's ``kind``, ``version`` and ``url``
+    at the top, what it serves under ``model`` (``name``, ``file``, ``sha256``, ``hub_id``,
+    ``revision``). The ready file of ``ctxpolicy serve`` carries it as is, and
+    ``agent.plan.endpoint_for_server`` reads it."""
+    model = {"name": name, "file": file, "sha256": sha256, "hub_id": hub_id, "revision": revision}
+    return {"kind": kind, "version": version, "url": url, "model": model}
+
+
 @dataclass
 class ServerHandle:
     kind: str
@@ -120,18 +139,14 @@ def _launch_llamacpp(model_cfg: Mapping[str, Any], log_path: Path, port: int | N
     except BaseException:
         handle.stop()
         raise
-    handle.info = {
-        "kind": "llamacpp",
-        "version": _package_version("xllamacpp"),
-        "url": handle.base_url,
-        "model": {
-            "name": handle.served_name,
-            "file": model_path.name,
-            "sha256": REGISTRY[gguf].sha256,
-            "hub_id": None,
-            "revision": None,
-        },
-    }
+    handle.info = server_info(
+        "llamacpp",
+        _package_version("xllamacpp"),
+        handle.base_url,
+        name=handle.served_name,
+        file=model_path.name,
+        sha256=REGISTRY[gguf].sha256,
+    )
     return handle
 
 
@@ -154,18 +169,14 @@ def _launch_vllm(model_cfg: Mapping[str, Any], log_path: Path, port: int | None,
     except BaseException:
         handle.stop()
         raise
-    handle.info = {
-        "kind": "vllm",
-        "version": health.server_version(handle.base_url),
-        "url": handle.base_url,
-        "model": {
-            "name": handle.served_name,
-            "file": None,
-            "sha256": None,
-            "hub_id": cfg.get("hub_id"),
-            "revision": cfg.get("revision"),
-        },
-    }
+    handle.info = server_info(
+        "vllm",
+        health.server_version(handle.base_url),
+        handle.base_url,
+        name=handle.served_name,
+        hub_id=cfg.get("hub_id"),
+        revision=cfg.get("revision"),
+    )
     return handle
 
 
@@ -179,18 +190,14 @@ def _reach_endpoint(model_cfg: Mapping[str, Any], timeout: float) -> ServerHandl
         raise ServerError(f"endpoint not healthy after {timeout:.0f} s: {result.detail}")
     served_name = model_cfg.get("served_name") or result.models[0]
     base = health.base_url(url)
-    info = {
-        "kind": "endpoint",
-        "version": health.server_version(base, headers),
-        "url": base,
-        "model": {
-            "name": served_name,
-            "file": None,
-            "sha256": None,
-            "hub_id": model_cfg.get("hub_id"),
-            "revision": model_cfg.get("revision"),
-        },
-    }
+    info = server_info(
+        "endpoint",
+        health.server_version(base, headers),
+        base,
+        name=str(served_name),
+        hub_id=model_cfg.get("hub_id"),
+        revision=model_cfg.get("revision"),
+    )
     return ServerHandle("endpoint", base, str(served_name), info)
 
 

@@ -1,4 +1,4 @@
-"""Print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
+"""``ctxpolicy grid``, the study room's command: print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
 
 With --json, print {"summary": [...], "cells": [...]} instead, one record per cell with its
 id (BENCHMARK/MODEL/SLUG, what `ctxpolicy run-cell --cell` takes), slug, run directory root and
@@ -34,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
         json.dump({"config": args.config, "summary": summary, "cells": records}, sys.stdout, indent=1)
         print()
         return 0
-    print(format_table(summary, attempts=config["attempts"]))
+    print(format_table(summary, attempts=study.attempts))
     return 0
 
 
