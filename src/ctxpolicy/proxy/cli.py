@@ -32,12 +32,16 @@ GRACEFUL_SHUTDOWN_S = 3  # after SIGTERM: requests in flight get this long, then
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", required=True, help="the policy spec, e.g. TR/Th/0.5, OTRC/St, FC")
     p.add_argument("--threshold", type=int, help="token threshold for Th-triggered policies")
-    p.add_argument("--upstream", required=True, help="the upstream's OpenAI-compatible base URL, ending in /v1")
+    from ctxpolicy.cli_args import add_endpoint, add_summarizer, deprecated_alias
+
+    endpoint = add_endpoint(
+        p, "the upstream model server's OpenAI-compatible base URL, ending in /v1", required=True, dest="upstream"
+    )
+    deprecated_alias(p, "--upstream", replacement=endpoint)
     p.add_argument("--upstream-model", help="model name sent upstream (default: what the client asks for)")
     p.add_argument("--listen", default=DEFAULT_LISTEN, help=f"HOST:PORT to listen on (default {DEFAULT_LISTEN})")
     p.add_argument("--record", type=Path, metavar="DIR", help="write one run directory per conversation here")
-    p.add_argument("--summarizer-url", help="summarizer base URL (default: the upstream)")
-    p.add_argument("--summarizer-model", help="summarizer model (default: --upstream-model)")
+    add_summarizer(p, "summarizer base URL (default: --endpoint)", "summarizer model (default: --upstream-model)")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the upstream's API key")
     p.add_argument(
         "--client-token-env", metavar="VAR", help="environment variable holding a bearer token that clients must send"
@@ -115,11 +119,13 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"--threshold: policy {policy} is threshold-triggered and needs a threshold")
     if args.threshold is not None and args.threshold < 1:
         raise UsageError(f"--threshold: must be a positive token count, got {args.threshold}")
+    if args.upstream is None:
+        raise UsageError("--endpoint URL is required: the upstream model server's base URL, ending in /v1")
     if not args.upstream.startswith(("http://", "https://")):
-        raise UsageError(f"--upstream: expected an http(s) URL, got {args.upstream!r}")
+        raise UsageError(f"--endpoint: expected an http(s) URL, got {args.upstream!r}")
     if urlsplit(args.upstream).path.strip("/") == "":
         raise UsageError(
-            f"--upstream: expected the API's base URL with its path (e.g. {args.upstream.rstrip('/')}/v1), got {args.upstream!r}"
+            f"--endpoint: expected the API's base URL with its path (e.g. {args.upstream.rstrip('/')}/v1), got {args.upstream!r}"
         )
     if args.request_timeout <= 0 or args.idle_timeout <= 0:
         raise UsageError("--request-timeout and --idle-timeout: must be positive seconds")
