@@ -193,3 +193,86 @@ def single(values, flag: str):
     if len(values) != 1:
         raise SystemExit(f"{flag}: this command takes one path, got {len(values)}: {' '.join(map(str, values))}")
     return values[0]
+
+
+# -- the flag table of docs/cli.md, walked from the parsers ------------------------------------
+
+
+def _commands(parser, path=()):
+    """(command path, action) for every argument of ``parser`` and its subcommands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+        elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            yield path, action
+
+
+def _type_name(action: argparse.Action) -> str:
+    if action.nargs == 0:
+        return "switch"
+    if action.type is None:
+        return "str"
+    return getattr(action.type, "__name__", str(action.type))
+
+
+def _nargs(action: argparse.Action) -> str:
+    return {None: "1", 0: "0", "+": "1 or more", "*": "0 or more", "?": "0 or 1"}.get(action.nargs, str(action.nargs))
+
+
+def flag_shapes(parser) -> dict[str, dict[tuple, list[str]]]:
+    """Every flag of every command: ``{flag: {(type, nargs, metavar): [commands]}}``, old
+    spellings left out. One shape per flag is the rule (``tests/test_cli_vocabulary.py``)."""
+    shapes: dict[str, dict[tuple, list[str]]] = {}
+    for path, action in _commands(parser):
+        if is_deprecated(action) or not action.option_strings:
+            continue
+        key = (_type_name(action), _nargs(action), action.metavar or "")
+        for flag in action.option_strings:
+            shapes.setdefault(flag, {}).setdefault(key, []).append(" ".join(path) or "ctxpolicy")
+    return shapes
+
+
+def flag_table(parser) -> str:
+    """The Markdown tables of docs/cli.md: every flag, every positional argument, every old spelling."""
+    rows = ["| flag | takes | type | nargs | commands |", "|---|---|---|---|---|"]
+    spellings: dict[tuple, set[str]] = {}
+    for path, action in _commands(parser):
+        if is_deprecated(action) or not action.option_strings:
+            continue
+        key = ("/".join(action.option_strings), _type_name(action), _nargs(action), action.metavar or "")
+        spellings.setdefault(key, set()).add(" ".join(path) or "ctxpolicy")
+    for (flag, type_name, nargs, metavar), commands in sorted(
+        spellings.items(), key=lambda item: item[0][0].split("/")[-1].lstrip("-").lower()
+    ):
+        long = flag.split("/")[-1]
+        takes = metavar or ("—" if type_name == "switch" else long.lstrip("-").upper().replace("-", "_"))
+        rows.append(f"| `{flag}` | {takes} | {type_name} | {nargs} | {', '.join(sorted(commands))} |")
+    positionals = ["| command | argument | type | nargs |", "|---|---|---|---|"]
+    old = ["| old spelling | use instead | commands |", "|---|---|---|"]
+    aliases: dict[tuple[str, str], set[str]] = {}
+    for path, action in _commands(parser):
+        command = " ".join(path)
+        if is_deprecated(action):
+            new = "/".join(action.replacement.option_strings)
+            spelling = "/".join(action.option_strings) or f"positional {action.metavar}"
+            aliases.setdefault((spelling, new), set()).add(command)
+        elif not action.option_strings:
+            positionals.append(f"| {command} | {action.metavar or action.dest} | {_type_name(action)} | {_nargs(action)} |")
+    for (spelling, new), commands in sorted(aliases.items()):
+        old.append(f"| `{spelling}` | `{new}` | {', '.join(sorted(commands))} |")
+    return "\n".join(
+        [
+            "### Every flag",
+            "",
+            *rows,
+            "",
+            "### Positional arguments",
+            "",
+            *positionals,
+            "",
+            f"### Old spellings (warn on stderr; removed in {REMOVED_IN})",
+            "",
+            *old,
+        ]
+    )
