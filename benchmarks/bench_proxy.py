@@ -202,7 +202,7 @@ def main() -> int:
         "proxy",
         "--policy",
         args.policy,
-        "--upstream",
+        "--endpoint",
         upstream,
         "--listen",
         f"127.0.0.1:{proxy_port}",

@@ -20,11 +20,11 @@ shared primary D = 0.5 cells) on the sweep tasks, and the plain table ends with 
 counts.
 
 examples:
-  ctxpolicy compare --runs results/tables/runs.parquet
-  ctxpolicy compare --runs results/tables/full/runs.parquet --view calls --csv
-  ctxpolicy compare --runs results/tables/sweep/runs.parquet --track sweep --setting tight --json
-  ctxpolicy compare --runs runs.parquet --benchmark swebench --model qwen --cost-method exact --csv
-  ctxpolicy compare --config config/paper.yaml --runs results/tables/runs.parquet --track sweep
+  ctxpolicy compare --table results/tables/runs.parquet
+  ctxpolicy compare --table results/tables/full/runs.parquet --view calls --csv
+  ctxpolicy compare --table results/tables/sweep/runs.parquet --track sweep --setting tight --json
+  ctxpolicy compare --table runs.parquet --benchmark swebench --model qwen --cost-method exact --csv
+  ctxpolicy compare --config config/paper.yaml --table results/tables/runs.parquet --track sweep
 
 Which runs are compared: with --config, the cells of the study's design for --track (shared
 cells included: the full comparison's primary D = 0.5 cells in the sweep, the calibration FC as

@@ -8,7 +8,7 @@ OUT/{benchmark}/{model}/{cell}/. No model server: prompt sizes are local token c
 replay.replay_summaries = placeholder); with it, summaries are real calls, recorded as such.
 
 examples:
-  ctxpolicy replay --runs results/runs/local/qwen05b/FC --policy FC --policy TR/Th/0.5 \\
+  ctxpolicy replay --runs results/runs/local/qwen05b/FC --policies FC TR/Th/0.5 \\
       --setting primary --thresholds results/thresholds/local/qwen05b.json --out results/replay
   ctxpolicy replay --runs CELL --policy OTRC/St --out /tmp/replay
 """
