@@ -171,7 +171,7 @@ def test_track_setting_and_attempts_select_what_is_compared(runs_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--runs", "missing.parquet"], "missing.parquet: no such file"),
+        (["--table", "missing.parquet"], "missing.parquet: no such file"),
         (["--model", "x"], "no runs with model 'x'"),
         (["--benchmark", "x"], "no runs with benchmark 'x'"),
         (["--baseline", "SU/Th/0.5"], "no SU/Th/0.5 runs for model 'm' on benchmark 'b'"),
@@ -182,8 +182,8 @@ def test_track_setting_and_attempts_select_what_is_compared(runs_path, capsys):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(runs_path, capsys, args, message):
-    if args[0] != "--runs":
-        args = ["--runs", str(runs_path), *args]
+    if args[0] != "--table":
+        args = ["--table", str(runs_path), *args]
     code, out, err = compare(capsys, *args)
     assert code == 2 and out == ""
     assert message in err and err.startswith("compare: ") and err.count("\n") == 1

@@ -186,12 +186,17 @@ def add_summarizer(parser, url_help: str, model_help: str, *, url_dest: str = "s
     return url, model
 
 
+class TooManyValuesError(ValueError):
+    """A flag whose shape takes several values was given several where the command takes one."""
+
+
 def single(values, flag: str):
-    """The one value of a flag that takes one here although its shape takes several (``-i``)."""
-    if values is None:
-        return None
+    """The one value of a flag that takes one here although its shape takes several (``-i``);
+    a value that is no list (a namespace built by hand) is returned as it is."""
+    if not isinstance(values, list):
+        return values
     if len(values) != 1:
-        raise SystemExit(f"{flag}: this command takes one path, got {len(values)}: {' '.join(map(str, values))}")
+        raise TooManyValuesError(f"{flag}: this command takes one path, got {len(values)}: {' '.join(map(str, values))}")
     return values[0]
 
 

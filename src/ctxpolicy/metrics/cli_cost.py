@@ -231,11 +231,15 @@ def _main_runs(args) -> int:
 def main(args) -> int:
     import json
 
-    from ctxpolicy.cli_args import single
+    from ctxpolicy.cli_args import TooManyValuesError, single
     from ctxpolicy.metrics.cost import METHODS, disagreements
     from ctxpolicy.rundir import CALLS_JSONL
 
-    args.input = single(args.input, "--input")
+    try:
+        args.input = single(args.input, "--input")
+    except TooManyValuesError as exc:
+        print(f"cost: {exc}", file=sys.stderr)
+        return 2
 
     if args.block < 1 or not 0 <= args.discount <= 1:
         print(

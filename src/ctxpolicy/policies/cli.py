@@ -70,6 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = add_out(parser, "output JSON file (default: stdout)", dest="output")
     deprecated_alias(parser, "-o", "--output", replacement=out)
 
+    def one_line_error(message: str):  # a bad flag is one line too, as every refused input is
+        print(f"ctxpolicy compress: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    parser.error = one_line_error
+
 
 def _read_history(path: Path | None) -> list:
     source = str(path) if path else "stdin"
@@ -246,9 +252,12 @@ def _run(args: argparse.Namespace) -> dict:
         if args.summarizer_url
         else None
     )
-    from ctxpolicy.cli_args import single
+    from ctxpolicy.cli_args import TooManyValuesError, single
 
-    args.input = single(args.input, "--input")
+    try:
+        args.input = single(args.input, "--input")
+    except TooManyValuesError as exc:
+        raise InputError(str(exc)) from None
     messages = _read_history(args.input)
     exit_message = messages[-1:] if messages and messages[-1].get("role") == "exit" else []
     messages = messages[: len(messages) - len(exit_message)]  # mini-swe-agent's exit: no call, left as it is
