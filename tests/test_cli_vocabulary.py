@@ -67,7 +67,12 @@ OLD_SPELLINGS = [
         "upstream",
         "--endpoint",
     ),
-    (["compress", "--policy", "FC", "-o", "x.json"], ["compress", "--policy", "FC", "--out", "x.json"], "output", "--out"),
+    (
+        ["compress", "--policy", "FC", "-o", "x.json"],
+        ["compress", "--policy", "FC", "--out", "x.json"],
+        "output",
+        "--out",
+    ),
     (
         ["compress", "--policy", "FC", "--threshold", "primary"],
         ["compress", "--policy", "FC", "--setting", "primary"],
@@ -101,7 +106,9 @@ OLD_SPELLINGS = [
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "field", "spelling"), OLD_SPELLINGS, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+@pytest.mark.parametrize(
+    ("old", "new", "field", "spelling"), OLD_SPELLINGS, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+)
 def test_old_spellings_still_work_and_name_the_new_one(old, new, field, spelling, capsys):
     expected = getattr(_parse(new), field)
     assert capsys.readouterr().err == ""

@@ -158,7 +158,8 @@ def test_replay_runs_are_read_by_aggregate_as_their_own_track(recorded, tmp_path
 
     tmp, threshold = recorded
     assert (
-        _replay(tmp, tmp_path / "replay", "--policies", "FC", "--policies", "TR/Th/0.5", "--threshold", str(threshold)) == 0
+        _replay(tmp, tmp_path / "replay", "--policies", "FC", "--policies", "TR/Th/0.5", "--threshold", str(threshold))
+        == 0
     )
     tables = aggregate([tmp_path / "replay"], processes=1)
     assert tables.problems == []

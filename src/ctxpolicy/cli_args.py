@@ -148,9 +148,7 @@ def add_runs(parser, help: str, *, required: bool = True, dest: str = "runs", de
 
 def add_table(parser, help: str, *, required: bool = True, dest: str = "table") -> argparse.Action:
     """``--table PARQUET``: a parquet table (``runs.parquet``)."""
-    return parser.add_argument(
-        "--table", dest=dest, type=Path, metavar=TABLE_METAVAR, required=required, help=help
-    )
+    return parser.add_argument("--table", dest=dest, type=Path, metavar=TABLE_METAVAR, required=required, help=help)
 
 
 def add_out(parser, help: str, *, required: bool = False, default=None, dest: str = "out") -> argparse.Action:
@@ -196,7 +194,9 @@ def single(values, flag: str):
     if not isinstance(values, list):
         return values
     if len(values) != 1:
-        raise TooManyValuesError(f"{flag}: this command takes one path, got {len(values)}: {' '.join(map(str, values))}")
+        raise TooManyValuesError(
+            f"{flag}: this command takes one path, got {len(values)}: {' '.join(map(str, values))}"
+        )
     return values[0]
 
 
@@ -263,7 +263,9 @@ def flag_table(parser) -> str:
             spelling = "/".join(action.option_strings) or f"positional {action.metavar}"
             aliases.setdefault((spelling, new), set()).add(command)
         elif not action.option_strings:
-            positionals.append(f"| {command} | {action.metavar or action.dest} | {_type_name(action)} | {_nargs(action)} |")
+            positionals.append(
+                f"| {command} | {action.metavar or action.dest} | {_type_name(action)} | {_nargs(action)} |"
+            )
     for (spelling, new), commands in sorted(aliases.items()):
         old.append(f"| `{spelling}` | `{new}` | {', '.join(sorted(commands))} |")
     return "\n".join(

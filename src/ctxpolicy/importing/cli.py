@@ -26,7 +26,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--format", default="auto", help="auto (default) | mini-swe-agent | swe-agent | openai")
     parser.add_argument("--benchmark", required=True, help="the benchmark the trajectories ran on (e.g. swe-bench)")
     parser.add_argument("--model", required=True, help="the model name the runs are filed under")
-    parser.add_argument("--verdicts", type=Path, help="a SWE-bench report: resolved_ids JSON, per-instance JSON, or CSV")
+    parser.add_argument(
+        "--verdicts", type=Path, help="a SWE-bench report: resolved_ids JSON, per-instance JSON, or CSV"
+    )
     add_out(parser, "the runs root (e.g. results/runs)", required=True)
 
 

@@ -81,7 +81,9 @@ def add_arguments(parser) -> None:
         help=f"the cost_ratio's method: {' | '.join(METHODS)} (default: --config's metrics.cost_method, "
         f"else {DEFAULT_METHOD})",
     )
-    add_config(parser, "the study config: its cells (by id), attempts and cost method (default: the table's cell columns)")
+    add_config(
+        parser, "the study config: its cells (by id), attempts and cost method (default: the table's cell columns)"
+    )
     parser.add_argument(
         "--replay",
         type=Path,
