@@ -3,7 +3,7 @@
   ctxpolicy cohort list  --config C [--benchmark B]     cohorts, sizes and strata
   ctxpolicy cohort check --config C [--benchmark B]     duplicates, unknown ids, the study's strata,
                                                          each subset inside its parent (exit 2 if not)
-  ctxpolicy cohort generate --adapter swebench|terminalbench [--seed N] [--out-dir config/cohorts]
+  ctxpolicy cohort generate --adapter swebench|terminalbench [--seed N] [--out config/cohorts]
                                                          draw the study's cohorts afresh (stratified, seeded)
 
 Generation needs no download: SWE-bench Verified ids come from a vendored index of
