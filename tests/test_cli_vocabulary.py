@@ -92,6 +92,12 @@ OLD_SPELLINGS = [
         "--policies",
     ),
     (
+        ["proxy", "--policy", "FC", "--endpoint", "http://h:1/v1", "--record", "d"],
+        ["proxy", "--policy", "FC", "--endpoint", "http://h:1/v1", "--out", "d"],
+        "record",
+        "--out",
+    ),
+    (
         ["cohort", "generate", "--adapter", "swebench", "--out-dir", "d"],
         ["cohort", "generate", "--adapter", "swebench", "--out", "d"],
         "out_dir",

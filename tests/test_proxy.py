@@ -425,7 +425,7 @@ def test_command_line_start_up_errors_and_sigterm_writes_records(upstream, tmp_p
             upstream.url,
             "--listen",
             f"127.0.0.1:{port}",
-            "--record",
+            "--out",
             str(tmp_path),
             "--api-key-env",
             "UPSTREAM_KEY",

@@ -143,7 +143,7 @@ def test_case2_sigterm_mid_request_ends_within_seconds_and_records_the_call(upst
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), *sys.path]))}
     command = [sys.executable, "-m", "ctxpolicy", "proxy", "--policy", "FC", "--endpoint", upstream.url]
-    command += ["--listen", f"127.0.0.1:{port}", "--record", str(tmp_path), "--request-timeout", "60"]
+    command += ["--listen", f"127.0.0.1:{port}", "--out", str(tmp_path), "--request-timeout", "60"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     errors: list[BaseException] = []
 
