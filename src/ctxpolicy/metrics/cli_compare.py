@@ -50,7 +50,7 @@ def add_arguments(parser) -> None:
     from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES
     from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
 
-    from ctxpolicy.cli_args import add_config, add_table, deprecated_alias
+    from ctxpolicy.cli_args import TABLE_METAVAR, add_config, add_table, deprecated_alias
 
     table = add_table(parser, "the runs table (runs.parquet, from ctxpolicy aggregate)", dest="runs")
     deprecated_alias(parser, "--runs", replacement=table)
@@ -88,6 +88,7 @@ def add_arguments(parser) -> None:
         "--replay",
         type=Path,
         default=None,
+        metavar=TABLE_METAVAR,
         help="a runs table of replay runs (ctxpolicy replay, then aggregate): adds the cost "
         "decomposition columns; replay-track runs in --table are used without it",
     )
