@@ -202,7 +202,7 @@ def main() -> int:
         "proxy",
         "--policy",
         args.policy,
-        "--upstream",
+        "--endpoint",
         upstream,
         "--listen",
         f"127.0.0.1:{proxy_port}",
@@ -214,7 +214,7 @@ def main() -> int:
     if args.threshold:
         command += ["--threshold", str(args.threshold)]
     if args.record:
-        command += ["--record", record]
+        command += ["--out", record]
     proxied = None
     try:
         wait_ready(f"{upstream}/models", fake)

@@ -93,7 +93,7 @@ def test_shipped_terminalbench_cohorts_match_the_study():
 
 @pytest.mark.parametrize("adapter", ["swebench", "terminalbench"])
 def test_generate_reproduces_the_shipped_cohorts(adapter, tmp_path, capsys):
-    assert run_cli(["generate", "--adapter", adapter, "--seed", "1234", "--out-dir", str(tmp_path)]) == 0
+    assert run_cli(["generate", "--adapter", adapter, "--seed", "1234", "--out", str(tmp_path)]) == 0
     for cohort in ("main", "sweep"):
         assert read_cohort(tmp_path / f"{adapter}_{cohort}.txt") == read_cohort(COHORTS / f"{adapter}_{cohort}.txt")
     assert "tasks" in capsys.readouterr().out
@@ -124,7 +124,7 @@ def test_generate_reads_the_cube_metadata_format(tmp_path):
                 "swebench",
                 "--metadata",
                 str(tmp_path / "task_metadata.json"),
-                "--out-dir",
+                "--out",
                 str(out),
             ]
         )

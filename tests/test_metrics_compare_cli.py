@@ -89,7 +89,7 @@ def compare(capsys, *args):
 
 
 def test_json_gives_the_keys_and_the_hand_worked_numbers(runs_path, capsys):
-    code, out, err = compare(capsys, "--runs", runs_path, "--json")
+    code, out, err = compare(capsys, "--table", runs_path, "--json")
     assert code == 0 and err == ""
     (row,) = json.loads(out)  # default track full: the TR cell only
     assert list(row) == [
@@ -134,7 +134,7 @@ def test_json_gives_the_keys_and_the_hand_worked_numbers(runs_path, capsys):
 
 
 def test_csv_flattens_the_intervals(runs_path, capsys):
-    code, out, _ = compare(capsys, "--runs", runs_path, "--csv", "--cost-method", "exact")
+    code, out, _ = compare(capsys, "--table", runs_path, "--csv", "--cost-method", "exact")
     assert code == 0
     reader = csv.DictReader(io.StringIO(out))
     assert reader.fieldnames == compare_columns()
@@ -147,7 +147,7 @@ def test_csv_flattens_the_intervals(runs_path, capsys):
 
 
 def test_plain_output_is_an_aligned_table_in_percent(runs_path, capsys):
-    code, out, _ = compare(capsys, "--runs", runs_path)
+    code, out, _ = compare(capsys, "--table", runs_path)
     assert code == 0
     note, header, line = out.splitlines()
     assert "3 planned attempts" in note and "cost method: estimated" in note and "2 of 3" in note
@@ -156,14 +156,14 @@ def test_plain_output_is_an_aligned_table_in_percent(runs_path, capsys):
 
 
 def test_track_setting_and_attempts_select_what_is_compared(runs_path, capsys):
-    code, out, _ = compare(capsys, "--runs", runs_path, "--track", "sweep", "--json")
+    code, out, _ = compare(capsys, "--table", runs_path, "--track", "sweep", "--json")
     (row,) = json.loads(out)
     # the sweep cell (cohort sweep) against FC: only C is solved, in every attempt
     assert (row["policy"], row["setting"], row["resolve_rate"]) == ("TR/Th/0.3", "tight", pytest.approx(1 / 3))
-    code, out, err = compare(capsys, "--runs", runs_path, "--track", "sweep", "--setting", "loose")
+    code, out, err = compare(capsys, "--table", runs_path, "--track", "sweep", "--setting", "loose")
     assert code == 2 and "no sweep-track cells" in err and "'loose'" in err
     # four planned attempts: TR A 1/4, B 2/4, C 3/4 -> 1/2; solved needs 3 of 4, which no task has recorded
-    code, out, _ = compare(capsys, "--runs", runs_path, "--attempts", "4", "--json")
+    code, out, _ = compare(capsys, "--table", runs_path, "--attempts", "4", "--json")
     (row,) = json.loads(out)
     assert row["resolve_rate"] == pytest.approx(1 / 2) and row["left_out_tasks"] == 3
 
@@ -171,7 +171,7 @@ def test_track_setting_and_attempts_select_what_is_compared(runs_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--runs", "missing.parquet"], "missing.parquet: no such file"),
+        (["--table", "missing.parquet"], "missing.parquet: no such file"),
         (["--model", "x"], "no runs with model 'x'"),
         (["--benchmark", "x"], "no runs with benchmark 'x'"),
         (["--baseline", "SU/Th/0.5"], "no SU/Th/0.5 runs for model 'm' on benchmark 'b'"),
@@ -182,8 +182,8 @@ def test_track_setting_and_attempts_select_what_is_compared(runs_path, capsys):
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(runs_path, capsys, args, message):
-    if args[0] != "--runs":
-        args = ["--runs", str(runs_path), *args]
+    if args[0] != "--table":
+        args = ["--table", str(runs_path), *args]
     code, out, err = compare(capsys, *args)
     assert code == 2 and out == ""
     assert message in err and err.startswith("compare: ") and err.count("\n") == 1
@@ -192,8 +192,8 @@ def test_bad_input_is_one_line_and_exit_2(runs_path, capsys, args, message):
 def test_a_file_that_is_not_a_runs_table(tmp_path, capsys):
     path = tmp_path / "other.parquet"
     pd.DataFrame({"x": [1]}).to_parquet(path)
-    code, _, err = compare(capsys, "--runs", path)
+    code, _, err = compare(capsys, "--table", path)
     assert code == 2 and "not a runs table" in err and err.count("\n") == 1
     (tmp_path / "text.parquet").write_text("not parquet")
-    code, _, err = compare(capsys, "--runs", tmp_path / "text.parquet")
+    code, _, err = compare(capsys, "--table", tmp_path / "text.parquet")
     assert code == 2 and "not a readable parquet table" in err

@@ -397,18 +397,18 @@ def _free_port() -> int:
 def test_command_line_start_up_errors_and_sigterm_writes_records(upstream, tmp_path):
     base = [sys.executable, "-m", "ctxpolicy", "proxy"]
     bad = subprocess.run(
-        base + ["--policy", "NOPE/Th", "--upstream", upstream.url], capture_output=True, text=True, timeout=60
+        base + ["--policy", "NOPE/Th", "--endpoint", upstream.url], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "--policy" in bad.stderr and "Traceback" not in bad.stderr
     refused = subprocess.run(
-        base + ["--policy", "FC", "--upstream", f"http://127.0.0.1:{_free_port()}/v1"],
+        base + ["--policy", "FC", "--endpoint", f"http://127.0.0.1:{_free_port()}/v1"],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert refused.returncode == 2 and "does not answer" in refused.stderr
     missing_key = subprocess.run(
-        base + ["--policy", "FC", "--upstream", upstream.url, "--api-key-env", "NO_SUCH_VAR_X"],
+        base + ["--policy", "FC", "--endpoint", upstream.url, "--api-key-env", "NO_SUCH_VAR_X"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -422,11 +422,11 @@ def test_command_line_start_up_errors_and_sigterm_writes_records(upstream, tmp_p
         + [
             "--policy",
             "OTRC/St",
-            "--upstream",
+            "--endpoint",
             upstream.url,
             "--listen",
             f"127.0.0.1:{port}",
-            "--record",
+            "--out",
             str(tmp_path),
             "--api-key-env",
             "UPSTREAM_KEY",

@@ -95,7 +95,7 @@ def _only_run(root: Path) -> Path:
 
 def test_replaying_fc_with_fc_reproduces_every_prompt_byte_for_byte(recorded, tmp_path):
     tmp, _ = recorded
-    assert _replay(tmp, tmp_path, "--policy", "FC") == 0
+    assert _replay(tmp, tmp_path, "--policies", "FC") == 0
     replay_dir = _only_run(tmp_path)
     source = [json.dumps(p, ensure_ascii=False) for p in rebuild_prompts(tmp / "FC" / "scripted__a1")]
     replayed = [json.dumps(p, ensure_ascii=False) for p in rebuild_prompts(replay_dir)]
@@ -109,7 +109,7 @@ def test_replaying_fc_with_fc_reproduces_every_prompt_byte_for_byte(recorded, tm
 
 def test_replaying_with_a_rule_based_policy_gives_the_real_runs_events_and_prompts(recorded, tmp_path):
     tmp, threshold = recorded
-    assert _replay(tmp, tmp_path, "--policy", "TR/Th/0.5", "--threshold", str(threshold)) == 0
+    assert _replay(tmp, tmp_path, "--policies", "TR/Th/0.5", "--threshold", str(threshold)) == 0
     replay_dir = _only_run(tmp_path)
     real = [c for c in read_calls(tmp / "TR" / "scripted__a1") if c["kind"] == "agent"]
     replayed = [c for c in read_calls(replay_dir) if c["kind"] == "agent"]
@@ -127,7 +127,7 @@ def test_summaries_without_an_endpoint_are_placeholders_of_the_requested_length(
     from ctxpolicy.replay.placeholder import PlaceholderSummarizer
 
     tmp, threshold = recorded
-    assert _replay(tmp, tmp_path, "--policy", "SU/Th/0.5", "--threshold", str(threshold)) == 0
+    assert _replay(tmp, tmp_path, "--policies", "SU/Th/0.5", "--threshold", str(threshold)) == 0
     replay_dir = _only_run(tmp_path)
     calls = list(read_calls(replay_dir))
     summaries = [c for c in calls if c["kind"] == "summary"]
@@ -140,7 +140,7 @@ def test_summaries_without_an_endpoint_are_placeholders_of_the_requested_length(
     assert event["summary_tokens"] >= words
     assert read_json(replay_dir / "run.json")["replay"]["replay_summaries"] == "placeholder"
     # a run where no summary fired is in the same cell: the cell is the policy's, not the run's
-    assert _replay(tmp, tmp_path / "quiet", "--policy", "SU/Th/0.5", "--threshold", "1000000") == 0
+    assert _replay(tmp, tmp_path / "quiet", "--policies", "SU/Th/0.5", "--threshold", "1000000") == 0
     quiet = _only_run(tmp_path / "quiet")
     assert quiet.parent.name == replay_dir.parent.name == "SU_Th_0.5__fixed__sum-placeholder"
     assert not [c for c in read_calls(quiet) if c["kind"] == "summary"]
@@ -148,9 +148,9 @@ def test_summaries_without_an_endpoint_are_placeholders_of_the_requested_length(
 
 def test_replay_refuses_a_run_that_is_not_full_context_and_a_missing_threshold(recorded, tmp_path, capsys):
     tmp, _ = recorded
-    assert cli.main(["replay", "--runs", str(tmp / "TR"), "--policy", "FC", "--out", str(tmp_path)]) == 2
+    assert cli.main(["replay", "--runs", str(tmp / "TR"), "--policies", "FC", "--out", str(tmp_path)]) == 2
     assert "identity.policy is 'TR/Th/0.5'" in capsys.readouterr().err
-    assert _replay(tmp, tmp_path, "--policy", "TR/Th/0.5") == 2
+    assert _replay(tmp, tmp_path, "--policies", "TR/Th/0.5") == 2
     assert "needs --threshold" in capsys.readouterr().err
 
 
@@ -159,7 +159,8 @@ def test_replay_runs_are_read_by_aggregate_as_their_own_track(recorded, tmp_path
 
     tmp, threshold = recorded
     assert (
-        _replay(tmp, tmp_path / "replay", "--policy", "FC", "--policy", "TR/Th/0.5", "--threshold", str(threshold)) == 0
+        _replay(tmp, tmp_path / "replay", "--policies", "FC", "--policies", "TR/Th/0.5", "--threshold", str(threshold))
+        == 0
     )
     tables = aggregate([tmp_path / "replay"], processes=1)
     assert tables.problems == []

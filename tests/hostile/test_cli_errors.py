@@ -58,8 +58,8 @@ def test_compress_refuses_input_that_is_not_utf8(tmp_path, monkeypatch, capsys):
 def test_compress_to_an_unwritable_output_is_one_line(monkeypatch, capsys):
     target = Path("/proc/version")  # exists, and nobody (root included) can replace it
     before = target.read_bytes()
-    assert compress(monkeypatch, json.dumps({"messages": []}), "-o", str(target)) == 2
-    assert "-o /proc/version: cannot write" in one_line_error(capsys)
+    assert compress(monkeypatch, json.dumps({"messages": []}), "--out", str(target)) == 2
+    assert "--out /proc/version: cannot write" in one_line_error(capsys)
     assert target.read_bytes() == before
 
 

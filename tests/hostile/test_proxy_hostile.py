@@ -142,8 +142,8 @@ def _free_port() -> int:
 def test_case2_sigterm_mid_request_ends_within_seconds_and_records_the_call(upstream, tmp_path):
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), *sys.path]))}
-    command = [sys.executable, "-m", "ctxpolicy", "proxy", "--policy", "FC", "--upstream", upstream.url]
-    command += ["--listen", f"127.0.0.1:{port}", "--record", str(tmp_path), "--request-timeout", "60"]
+    command = [sys.executable, "-m", "ctxpolicy", "proxy", "--policy", "FC", "--endpoint", upstream.url]
+    command += ["--listen", f"127.0.0.1:{port}", "--out", str(tmp_path), "--request-timeout", "60"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     errors: list[BaseException] = []
 

@@ -106,7 +106,7 @@ def test_case11_open_ungraded_conversations_are_recorded_as_such(upstream, tmp_p
 def test_case11_the_default_idle_timeout_is_minutes():
     parser = argparse.ArgumentParser()
     proxy_cli.add_arguments(parser)
-    default = parser.parse_args(["--policy", "FC", "--upstream", "http://127.0.0.1:1/v1"]).idle_timeout
+    default = parser.parse_args(["--policy", "FC", "--endpoint", "http://127.0.0.1:1/v1"]).idle_timeout
     assert 60 <= default <= 900
 
 
@@ -135,10 +135,10 @@ def _start_up(*options: str) -> subprocess.CompletedProcess:
 
 
 def test_case11_an_upstream_without_its_path_is_refused():
-    result = _start_up("--upstream", "http://127.0.0.1:8080", "--listen", f"127.0.0.1:{_free_port()}")
+    result = _start_up("--endpoint", "http://127.0.0.1:8080", "--listen", f"127.0.0.1:{_free_port()}")
     assert result.returncode == 2 and "/v1" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_case12_listening_beyond_loopback_needs_a_client_token():
-    result = _start_up("--upstream", "http://127.0.0.1:9/v1", "--listen", f"0.0.0.0:{_free_port()}")
+    result = _start_up("--endpoint", "http://127.0.0.1:9/v1", "--listen", f"0.0.0.0:{_free_port()}")
     assert result.returncode == 2 and "--client-token-env" in result.stderr and "Traceback" not in result.stderr

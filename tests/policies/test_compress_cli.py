@@ -62,11 +62,11 @@ def test_setting_names_resolve_through_a_thresholds_file(tmp_path, monkeypatch, 
     thresholds.write_text(json.dumps({"source": "preset", "tight": 10, "primary": 10**6, "loose": 10**7}))
     history = json.dumps({"messages": HISTORY})
     _, out, _ = run_compress(
-        monkeypatch, capsys, history, "--policy", "TR/Th/0.5", "--threshold", "primary", "--thresholds", str(thresholds)
+        monkeypatch, capsys, history, "--policy", "TR/Th/0.5", "--setting", "primary", "--thresholds", str(thresholds)
     )
     assert json.loads(out)["events"] == []
     _, out, _ = run_compress(
-        monkeypatch, capsys, history, "--policy", "TR/Th/0.5", "--threshold", "tight", "--thresholds", str(thresholds)
+        monkeypatch, capsys, history, "--policy", "TR/Th/0.5", "--setting", "tight", "--thresholds", str(thresholds)
     )
     assert json.loads(out)["events"]
 
@@ -92,14 +92,21 @@ def test_presets_take_their_threshold_from_the_context_window(monkeypatch, capsy
         ),
         ('{"messages": []}', ["--policy", "TR/Th/0.5"], "needs --threshold"),
         ('{"messages": []}', ["--policy", "TR/Xh"], "valid forms"),
-        ('{"messages": []}', ["--policy", "TR/Th/0.5", "--threshold", "many"], "expected tokens or one of"),
-        ('{"messages": []}', ["--policy", "TR/Th/0.5", "--threshold", "primary"], "needs --thresholds FILE"),
+        ('{"messages": []}', ["--policy", "TR/Th/0.5", "--setting", "primary"], "needs --thresholds FILE"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(monkeypatch, capsys, stdin_text, args, expected):
     code, out, err = run_compress(monkeypatch, capsys, stdin_text, *args)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and expected in err and err.startswith("ctxpolicy compress: error: ")
+
+
+def test_a_bad_flag_value_is_one_line_and_exit_code_2(monkeypatch, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run_compress(monkeypatch, capsys, '{"messages": []}', "--policy", "TR/Th/0.5", "--threshold", "many")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err == "ctxpolicy compress: error: argument --threshold: invalid int value: 'many'\n"
 
 
 def test_installed_command_runs_as_a_subprocess():

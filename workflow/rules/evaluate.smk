@@ -20,4 +20,4 @@ rule evaluate:
         cell_dir=lambda wildcards, input: parent_dir(input[0]),
     shell:
         "{params.ctxpolicy} evaluate --config {params.config:q} --benchmark {wildcards.benchmark}"
-        " {params.cell_dir:q} > {log} 2>&1"
+        " --runs {params.cell_dir:q} > {log} 2>&1"

@@ -75,10 +75,10 @@ rule imported_replay:
         setting=STUDY.section("full_comparison")["setting"],
     shell:
         "(mkdir -p {output:q}"
-        " && {params.ctxpolicy} replay --runs {input.cell:q} --policy {params.untriggered:q}"
+        " && {params.ctxpolicy} replay --runs {input.cell:q} --policies {params.untriggered:q}"
         " --out {params.replay_root:q}"
         " && if [ -n {params.triggered:q} ]; then"
-        " {params.ctxpolicy} replay --runs {input.cell:q} --policy {params.triggered:q}"
+        " {params.ctxpolicy} replay --runs {input.cell:q} --policies {params.triggered:q}"
         " --setting {params.setting} --thresholds {input.thresholds:q} --out {params.replay_root:q};"
         " fi) > {log} 2>&1"
 

@@ -27,10 +27,10 @@ rule replay:
         setting=replay_setting,
     shell:
         "(mkdir -p {output:q}"
-        " && {params.ctxpolicy} replay --runs {params.fc_cell:q} --policy {params.untriggered:q}"
+        " && {params.ctxpolicy} replay --runs {params.fc_cell:q} --policies {params.untriggered:q}"
         " --out {params.replay_root:q}"
         " && if [ -n {input.thresholds:q} ]; then"
-        " {params.ctxpolicy} replay --runs {params.fc_cell:q} --policy {params.triggered:q}"
+        " {params.ctxpolicy} replay --runs {params.fc_cell:q} --policies {params.triggered:q}"
         " --setting {params.setting} --thresholds {input.thresholds:q} --out {params.replay_root:q};"
         " fi) > {log} 2>&1"
 

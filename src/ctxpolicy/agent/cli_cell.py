@@ -30,6 +30,8 @@ the cell directory:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ctxpolicy.cli_args import add_out
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = f"{CELL_FORMS_HELP}\n\n{ENDPOINT_HELP}\n\n{CELL_HELP}"
     parser.add_argument(
@@ -52,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "reported on stderr and listed in cell.json stale_threshold_runs",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--out", type=Path, required=True, help="the cell directory")
+    add_out(parser, "the cell directory", required=True)
     parser.add_argument(
         "--harness-argv",
         help="Harbor cells: the config-fixed `harbor run ...` (the rule's shell writes it, see "

@@ -25,7 +25,9 @@ CELL_FLAGS = ("benchmark", "model", "policy", "setting", "summarizer", "track")
 def add_common_arguments(parser: argparse.ArgumentParser, *, cell_flags_required: bool = True) -> None:
     """The arguments of ``run`` and ``run-cell``; ``CELL_FLAGS`` name the cell (for ``run-cell``
     optional: ``--cell ID`` names a cell of the grid instead)."""
-    parser.add_argument("--config", default="config/config.yaml", help="study config (default: %(default)s)")
+    from ctxpolicy.cli_args import add_config, add_endpoint, deprecated_alias
+
+    add_config(parser, "study config (default: %(default)s)", default=Path("config/config.yaml"))
     parser.add_argument("--benchmark", required=cell_flags_required, help="benchmark name from the config")
     parser.add_argument("--model", required=cell_flags_required, help="model name from the config")
     parser.add_argument(
@@ -39,11 +41,15 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cell_flags_required
         "(default: {results_dir}/thresholds/{benchmark}/{model}.json)",
     )
     parser.add_argument("--summarizer", help="model (from the config) that writes summaries; default: the agent's")
-    parser.add_argument(
-        "--endpoint", help="OpenAI-compatible base URL (…/v1) of a running server; no server is started"
-    )
+    add_endpoint(parser, "OpenAI-compatible base URL (…/v1) of a running server; no server is started")
     parser.add_argument("--served-name", help="model name to send to --endpoint (default: the model's served_name)")
-    parser.add_argument("--summarizer-endpoint", help="base URL of a running server for --summarizer")
+    summarizer_url = parser.add_argument(
+        "--summarizer-url",
+        dest="summarizer_endpoint",
+        metavar="URL",
+        help="base URL of a running server for --summarizer",
+    )
+    deprecated_alias(parser, "--summarizer-endpoint", replacement=summarizer_url)
     parser.add_argument(
         "--mode",
         choices=("text", "tool"),
@@ -92,11 +98,10 @@ def check_endpoint_urls(args: argparse.Namespace) -> None:
 
     from ctxpolicy.agent.plan import PlanError
 
-    for option in ("endpoint", "summarizer_endpoint"):
+    for option, flag in (("endpoint", "--endpoint"), ("summarizer_endpoint", "--summarizer-url")):
         url = getattr(args, option, None)
         if url is None:
             continue
-        flag = "--" + option.replace("_", "-")
         try:
             parts = urlsplit(url)
             host, _ = parts.hostname, parts.port  # .port raises ValueError for a port that is not a number

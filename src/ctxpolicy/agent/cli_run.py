@@ -32,14 +32,22 @@ from ctxpolicy.agent.cli_common import ENDPOINT_HELP, add_common_arguments, fail
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ctxpolicy.cli_args import add_out, deprecated_alias
+
     parser.epilog = ENDPOINT_HELP
     add_common_arguments(parser)
     parser.add_argument("--threshold", type=int, help="threshold in tokens (instead of --setting)")
     parser.add_argument("--task", required=True, help="task id")
     parser.add_argument("--cohort", help="cohort to find the task in (default: any of the benchmark's)")
     parser.add_argument("--attempt", type=int, default=1, help="attempt number, 1-based (default: 1)")
-    parser.add_argument("--cell", help="cell slug recorded in the identity (default: from policy and setting)")
-    parser.add_argument("--out", type=Path, required=True, help="the run directory")
+    slug = parser.add_argument(
+        "--cell-slug",
+        dest="cell",
+        metavar="SLUG",
+        help="cell slug recorded in the identity (default: from policy and setting)",
+    )
+    deprecated_alias(parser, "--cell", replacement=slug)
+    add_out(parser, "the run directory", required=True)
     parser.add_argument(
         "--force",
         action="store_true",

@@ -21,16 +21,10 @@ from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--runs",
-        nargs="+",
-        action="extend",
-        required=True,
-        type=Path,
-        metavar="DIR",
-        help="cell directories (or any folders above run directories); repeatable",
-    )
-    p.add_argument("--out", required=True, type=Path, help="the events table to write (.parquet)")
+    from ctxpolicy.cli_args import add_out, add_runs
+
+    add_runs(p, "cell directories (or any folders above run directories); repeatable")
+    add_out(p, "the events table to write (.parquet)", required=True)
     p.add_argument(
         "--judge-url", help="OpenAI-compatible base URL of a constraint judge (e.g. http://127.0.0.1:8080/v1)"
     )

@@ -3,7 +3,7 @@
   ctxpolicy cohort list  --config C [--benchmark B]     cohorts, sizes and strata
   ctxpolicy cohort check --config C [--benchmark B]     duplicates, unknown ids, the study's strata,
                                                          each subset inside its parent (exit 2 if not)
-  ctxpolicy cohort generate --adapter swebench|terminalbench [--seed N] [--out-dir config/cohorts]
+  ctxpolicy cohort generate --adapter swebench|terminalbench [--seed N] [--out config/cohorts]
                                                          draw the study's cohorts afresh (stratified, seeded)
 
 Generation needs no download: SWE-bench Verified ids come from a vendored index of
@@ -21,15 +21,20 @@ DEFAULT_CONFIG = "config/config.yaml"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ctxpolicy.cli_args import add_config, add_out, deprecated_alias
+
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for action, help_text in (("list", "cohorts, sizes and strata"), ("check", "validate cohort files")):
         p = sub.add_parser(action, help=help_text)
-        p.add_argument("--config", default=DEFAULT_CONFIG, help=f"config file (default {DEFAULT_CONFIG})")
+        add_config(p, f"config file (default {DEFAULT_CONFIG})", default=Path(DEFAULT_CONFIG))
         p.add_argument("--benchmark", help="only this benchmark of the config")
     g = sub.add_parser("generate", help="draw the study's cohorts from the benchmark's task list")
     g.add_argument("--adapter", required=True, choices=["swebench", "terminalbench"])
     g.add_argument("--seed", type=int, default=1234, help="sampling seed (default 1234, the study's)")
-    g.add_argument("--out-dir", default="config/cohorts", help="where to write PREFIX_main.txt, PREFIX_sweep.txt")
+    out = add_out(
+        g, "the folder to write PREFIX_main.txt, PREFIX_sweep.txt into", default=Path("config/cohorts"), dest="out_dir"
+    )
+    deprecated_alias(g, "--out-dir", replacement=out)
     g.add_argument("--prefix", help="file name prefix (default: the adapter name)")
     g.add_argument("--metadata", type=Path, help="swebench: a task_metadata.json or index to draw from")
     g.add_argument("--dataset-path", type=Path, help="terminalbench: the dataset's tasks, to rank by difficulty")

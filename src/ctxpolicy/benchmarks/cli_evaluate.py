@@ -1,9 +1,9 @@
 """Grade a cell's runs with the benchmark's own harness.
 
-  ctxpolicy evaluate --config C --benchmark B CELL_DIR [--force]
+  ctxpolicy evaluate --config C --benchmark B --runs CELL_DIR [CELL_DIR ...] [--force]
 
-Grades every complete run directory of CELL_DIR that has no verdict.json yet (all of them with
---force), writes verdict.json into each, and CELL_DIR/eval.json with the cell's summary.
+Grades every complete run directory of each CELL_DIR that has no verdict.json yet (all of them
+with --force), writes verdict.json into each, and CELL_DIR/eval.json with the cell's summary.
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="config file")
+    from ctxpolicy.cli_args import add_config, add_runs, deprecated_positional
+
+    add_config(parser, "config file", required=True)
     parser.add_argument("--benchmark", required=True, help="a benchmark of the config")
-    parser.add_argument("cell_dir", type=Path, metavar="CELL_DIR", help="the cell's directory of run directories")
+    runs = add_runs(parser, "the cells' directories of run directories (repeatable; required)", required=False)
+    deprecated_positional(parser, "legacy_cell_dir", metavar="CELL_DIR", replacement=runs)
     parser.add_argument("--force", action="store_true", help="grade again runs that already have a verdict")
 
 
@@ -25,23 +28,28 @@ def main(args: argparse.Namespace) -> int:
     from ctxpolicy.config import ConfigError, load_config
     from ctxpolicy.paths import REPO_ROOT
 
+    if not args.runs:
+        print("error: evaluate: --runs CELL_DIR is required", file=sys.stderr)
+        return 2
     try:
         config = load_config(args.config)
         if args.benchmark not in config["benchmarks"]:
             raise BenchmarkError(
                 f"{args.config}: benchmarks.{args.benchmark} not found (have {', '.join(config['benchmarks'])})"
             )
-        if not args.cell_dir.is_dir():
-            raise BenchmarkError(f"cell directory not found: {args.cell_dir}")
+        for cell_dir in args.runs:
+            if not cell_dir.is_dir():
+                raise BenchmarkError(f"--runs: cell directory not found: {cell_dir}")
         adapter = get_adapter(args.benchmark, config["benchmarks"][args.benchmark], REPO_ROOT)
-        summary = evaluate_cell(adapter, args.benchmark, args.cell_dir, force=args.force)
+        for cell_dir in args.runs:
+            summary = evaluate_cell(adapter, args.benchmark, cell_dir, force=args.force)
+            print(
+                f"{cell_dir}: {summary['n_resolved']}/{summary['n_graded']} resolved "
+                f"({summary['n_runs']} complete runs, {summary['n_incomplete']} incomplete)"
+            )
     except (BenchmarkError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(
-        f"{args.cell_dir}: {summary['n_resolved']}/{summary['n_graded']} resolved "
-        f"({summary['n_runs']} complete runs, {summary['n_incomplete']} incomplete)"
-    )
     return 0
 
 

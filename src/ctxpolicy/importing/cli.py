@@ -20,20 +20,16 @@ SEARCHED = ("*.traj.json", "*.traj", "*.jsonl")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument(
-        "-i",
-        "--input",
-        nargs="+",
-        action="extend",
-        required=True,
-        metavar="PATH",
-        help="trajectory files or folders (searched recursively)",
-    )
+    from ctxpolicy.cli_args import add_input, add_out
+
+    add_input(parser, "trajectory files or folders (searched recursively)", required=True)
     parser.add_argument("--format", default="auto", help="auto (default) | mini-swe-agent | swe-agent | openai")
     parser.add_argument("--benchmark", required=True, help="the benchmark the trajectories ran on (e.g. swe-bench)")
     parser.add_argument("--model", required=True, help="the model name the runs are filed under")
-    parser.add_argument("--verdicts", help="a SWE-bench report: resolved_ids JSON, per-instance JSON, or CSV")
-    parser.add_argument("--out", required=True, help="the runs root (e.g. results/runs)")
+    parser.add_argument(
+        "--verdicts", type=Path, help="a SWE-bench report: resolved_ids JSON, per-instance JSON, or CSV"
+    )
+    add_out(parser, "the runs root (e.g. results/runs)", required=True)
 
 
 def trajectory_files(inputs: list[str], fmt: str) -> tuple[list[Path], list[str]]:

@@ -15,22 +15,19 @@ from pathlib import Path
 
 
 def add_arguments(parser) -> None:
+    from ctxpolicy.cli_args import add_out, add_runs
+    from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
+
+    add_runs(parser, "directories of run directories (repeatable), e.g. results/runs")
+    add_out(parser, "output directory (default results/tables)", default=Path("results/tables"))
     parser.add_argument(
-        "--runs",
-        nargs="+",
-        action="extend",
-        required=True,
-        type=Path,
-        metavar="DIR",
-        help="directories of run directories (repeatable), e.g. results/runs",
+        "--block", type=int, default=DEFAULT_BLOCK, help=f"cache block size in tokens (default {DEFAULT_BLOCK})"
     )
-    parser.add_argument("--out", type=Path, default=Path("results/tables"), help="output directory")
-    parser.add_argument("--block", type=int, default=16, help="cache block size in tokens (default 16)")
     parser.add_argument(
         "--discount",
         type=float,
-        default=0.1,
-        help="price of a cached input token relative to a fresh one (default 0.1)",
+        default=DEFAULT_DISCOUNT,
+        help=f"price of a cached input token relative to a fresh one (default {DEFAULT_DISCOUNT:g})",
     )
     parser.add_argument("--processes", type=int, default=None, help="parser processes (default: all cores)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any run was left out")

@@ -37,10 +37,10 @@ def add_arguments(parser) -> None:
     import argparse
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument(
-        "--runs", action="append", type=Path, metavar="CELL_DIR", help="an FC cell directory (repeatable)"
-    )
-    parser.add_argument("--out", required=True, type=Path, help="thresholds JSON file to write")
+    from ctxpolicy.cli_args import add_config, add_out, add_runs
+
+    add_runs(parser, "FC cell directories (repeatable)", required=False)
+    add_out(parser, "thresholds JSON file to write", required=True)
     parser.add_argument(
         "--round",
         dest="round_to",
@@ -48,11 +48,7 @@ def add_arguments(parser) -> None:
         default=None,
         help="rounding unit in tokens (default: the pair's `round` in --config, else 1000; e.g. 100 for small models)",
     )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        help="study config: its calibration rule and rounding (with --runs), its preset (--preset)",
-    )
+    add_config(parser, "study config: its calibration rule and rounding (with --runs), its preset (--preset)")
     preset = parser.add_argument_group("the config's preset instead of runs")
     preset.add_argument(
         "--preset", action="store_true", help="write the preset thresholds of --benchmark and --model from --config"

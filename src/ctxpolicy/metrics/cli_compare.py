@@ -20,11 +20,11 @@ shared primary D = 0.5 cells) on the sweep tasks, and the plain table ends with 
 counts.
 
 examples:
-  ctxpolicy compare --runs results/tables/runs.parquet
-  ctxpolicy compare --runs results/tables/full/runs.parquet --view calls --csv
-  ctxpolicy compare --runs results/tables/sweep/runs.parquet --track sweep --setting tight --json
-  ctxpolicy compare --runs runs.parquet --benchmark swebench --model qwen --cost-method exact --csv
-  ctxpolicy compare --config config/paper.yaml --runs results/tables/runs.parquet --track sweep
+  ctxpolicy compare --table results/tables/runs.parquet
+  ctxpolicy compare --table results/tables/full/runs.parquet --view calls --csv
+  ctxpolicy compare --table results/tables/sweep/runs.parquet --track sweep --setting tight --json
+  ctxpolicy compare --table runs.parquet --benchmark swebench --model qwen --cost-method exact --csv
+  ctxpolicy compare --config config/paper.yaml --table results/tables/runs.parquet --track sweep
 
 Which runs are compared: with --config, the cells of the study's design for --track (shared
 cells included: the full comparison's primary D = 0.5 cells in the sweep, the calibration FC as
@@ -50,7 +50,10 @@ def add_arguments(parser) -> None:
     from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES
     from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
 
-    parser.add_argument("--runs", type=Path, required=True, help="the runs table (runs.parquet)")
+    from ctxpolicy.cli_args import TABLE_METAVAR, add_config, add_table, deprecated_alias
+
+    table = add_table(parser, "the runs table (runs.parquet, from ctxpolicy aggregate)", dest="runs")
+    deprecated_alias(parser, "--runs", replacement=table)
     parser.add_argument("--benchmark", help="only this benchmark (default: every one in the table)")
     parser.add_argument("--model", help="only this model (default: every one in the table)")
     parser.add_argument("--track", default="full", help=f"the cells compared: {' | '.join(TRACKS)} (default full)")
@@ -78,18 +81,16 @@ def add_arguments(parser) -> None:
         help=f"the cost_ratio's method: {' | '.join(METHODS)} (default: --config's metrics.cost_method, "
         f"else {DEFAULT_METHOD})",
     )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="the study config: its cells (by id), attempts and cost method (default: the table's cell columns)",
+    add_config(
+        parser, "the study config: its cells (by id), attempts and cost method (default: the table's cell columns)"
     )
     parser.add_argument(
         "--replay",
         type=Path,
         default=None,
+        metavar=TABLE_METAVAR,
         help="a runs table of replay runs (ctxpolicy replay, then aggregate): adds the cost "
-        "decomposition columns; replay-track runs in --runs are used without it",
+        "decomposition columns; replay-track runs in --table are used without it",
     )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="a JSON list of objects")

@@ -38,12 +38,10 @@ def add_arguments(parser) -> None:
         default=DEFAULT_DISCOUNT,
         help=f"price of a cached token relative to a fresh one (default {DEFAULT_DISCOUNT:g})",
     )
-    parser.add_argument(
-        "-i", "--input", type=Path, default=None, help="calls JSONL, or a run directory (default: stdin)"
-    )
-    parser.add_argument(
-        "--runs", nargs="+", action="extend", type=Path, help="run folders: price every complete run side by side"
-    )
+    from ctxpolicy.cli_args import add_input, add_runs
+
+    add_input(parser, "calls JSONL, or a run directory (default: stdin)")
+    add_runs(parser, "run folders: price every complete run side by side", required=False)
     parser.add_argument("--json", action="store_true", help="one JSON object, full precision, instead of a table")
 
 
@@ -233,8 +231,15 @@ def _main_runs(args) -> int:
 def main(args) -> int:
     import json
 
+    from ctxpolicy.cli_args import TooManyValuesError, single
     from ctxpolicy.metrics.cost import METHODS, disagreements
     from ctxpolicy.rundir import CALLS_JSONL
+
+    try:
+        args.input = single(args.input, "--input")
+    except TooManyValuesError as exc:
+        print(f"cost: {exc}", file=sys.stderr)
+        return 2
 
     if args.block < 1 or not 0 <= args.discount <= 1:
         print(

@@ -13,7 +13,7 @@ field (exit code 2).
 examples:
   ctxpolicy compress --policy TR/Th/0.5 --threshold 8000 -i history.json
   ctxpolicy compress --policy OTRC/St < history.json
-  ctxpolicy compress --policy S-p/Th/0.5 --threshold primary --thresholds results/thresholds/local/qwen05b.json \\
+  ctxpolicy compress --policy S-p/Th/0.5 --setting primary --thresholds results/thresholds/local/qwen05b.json \\
       --summarizer-url http://127.0.0.1:8080/v1 --summarizer-model qwen2.5-coder-0.5b-instruct
   ctxpolicy compress --policy codex --context-window 32768     # a deployed-system preset
 """
@@ -37,15 +37,21 @@ class InputError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ctxpolicy.cli_args import add_input, add_out, add_summarizer, deprecated_alias, deprecated_value
+
     parser.add_argument(
         "--policy", required=True, help="policy spec P/T/D (e.g. TR/Th/0.5, OTRC/St, FC) or a preset name"
     )
-    parser.add_argument("--threshold", help="threshold B in tokens, or a setting name: tight, primary, loose")
-    parser.add_argument("--thresholds", type=Path, help="thresholds JSON that resolves a setting name")
+    threshold = parser.add_mutually_exclusive_group()
+    threshold.add_argument("--threshold", type=int, help="threshold B in tokens")
+    threshold.add_argument("--setting", choices=SETTINGS, help="a threshold setting read from --thresholds")
+    deprecated_value(parser, "--threshold", SETTINGS, replacement="--setting")
+    parser.add_argument("--thresholds", type=Path, help="thresholds JSON that resolves --setting")
     parser.add_argument("--context-window", type=int, help="context window in tokens (sets a preset's threshold)")
     parser.add_argument("--calls", type=int, help="agent calls made so far (default: the assistant messages)")
-    parser.add_argument("--summarizer-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
-    parser.add_argument("--summarizer-model", help="model name the summarizer endpoint serves")
+    add_summarizer(
+        parser, "OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1", "model name the summarizer endpoint serves"
+    )
     parser.add_argument("--summarizer-temperature", type=float, default=0.2)
     parser.add_argument("--summarizer-max-tokens", type=int, default=4096)
     parser.add_argument("--dump-dir", type=Path, help="directory for the DUMP stage's history file")
@@ -60,8 +66,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="messages kept verbatim at the start (default: system and first user message; more where "
         "demonstrations come before the task)",
     )
-    parser.add_argument("-i", "--input", type=Path, help="input JSON file (default: stdin)")
-    parser.add_argument("-o", "--output", type=Path, help="output JSON file (default: stdout)")
+    add_input(parser, "input JSON file (default: stdin)")
+    out = add_out(parser, "output JSON file (default: stdout)", dest="output")
+    deprecated_alias(parser, "-o", "--output", replacement=out)
+
+    def one_line_error(message: str):  # a bad flag is one line too, as every refused input is
+        print(f"ctxpolicy compress: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    parser.error = one_line_error
 
 
 def _read_history(path: Path | None) -> list:
@@ -176,14 +189,14 @@ def _check_counts(args: argparse.Namespace) -> None:
 
 
 def _resolve_threshold(args: argparse.Namespace, preset) -> int | None:
-    raw = args.threshold
-    if raw is None:
+    raw = args.setting
+    if args.threshold is None and raw is None:
         if preset is not None and args.context_window is not None:
             return preset.threshold(args.context_window)
         return None
-    if raw in SETTINGS:
+    if raw is not None:
         if args.thresholds is None:
-            raise InputError(f"--threshold {raw}: a setting name needs --thresholds FILE")
+            raise InputError(f"--setting {raw}: a setting name needs --thresholds FILE")
         try:
             value = read_thresholds(args.thresholds).get(raw)
         except OSError as exc:
@@ -193,10 +206,7 @@ def _resolve_threshold(args: argparse.Namespace, preset) -> int | None:
         if not is_token_count(value):
             raise InputError(f"{args.thresholds}: field '{raw}': expected a positive integer, got {value!r}")
         return value
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InputError(f"--threshold {raw!r}: expected tokens or one of {', '.join(SETTINGS)}") from None
+    value = args.threshold
     if value <= 0:
         raise InputError(f"--threshold {value}: must be positive")
     return value
@@ -232,7 +242,7 @@ def _run(args: argparse.Namespace) -> dict:
         raise InputError(f"--policy: {exc}") from None
     threshold = _resolve_threshold(args, preset)
     if spec.needs_threshold and threshold is None:
-        raise InputError(f"--policy {spec}: a threshold policy needs --threshold TOKENS or a setting name")
+        raise InputError(f"--policy {spec}: a threshold policy needs --threshold TOKENS or --setting NAME")
     if bool(args.summarizer_url) != bool(args.summarizer_model):
         raise InputError("--summarizer-url and --summarizer-model go together")
     summarizer = (
@@ -242,6 +252,12 @@ def _run(args: argparse.Namespace) -> dict:
         if args.summarizer_url
         else None
     )
+    from ctxpolicy.cli_args import TooManyValuesError, single
+
+    try:
+        args.input = single(args.input, "--input")
+    except TooManyValuesError as exc:
+        raise InputError(str(exc)) from None
     messages = _read_history(args.input)
     exit_message = messages[-1:] if messages and messages[-1].get("role") == "exit" else []
     messages = messages[: len(messages) - len(exit_message)]  # mini-swe-agent's exit: no call, left as it is
@@ -281,7 +297,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         _write(payload, args.output)
     except (OSError, UnicodeEncodeError) as exc:
-        where = f"-o {args.output}" if args.output else "stdout"
+        where = f"--out {args.output}" if args.output else "stdout"
         print(
             f"ctxpolicy compress: error: {where}: cannot write: {getattr(exc, 'strerror', None) or exc}",
             file=sys.stderr,

@@ -19,11 +19,13 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ctxpolicy.cli_args import add_config, add_runs
+
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     record = sub.add_parser("record", help="write TARGET.prov.json for each target")
     record.add_argument("targets", nargs="+", metavar="TARGET")
-    record.add_argument("--config", help="the config file the targets were made with")
+    add_config(record, "the config file the targets were made with")
     record.add_argument("--inputs", nargs="+", action="extend", default=[], metavar="F", help="input files")
     record.add_argument(
         "--inputs-from",
@@ -39,13 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="input files matching a glob pattern ('**' recurses); quote it",
     )
-    record.add_argument(
-        "--runs",
-        nargs="+",
-        action="extend",
+    add_runs(
+        record,
+        "add run.json, calls.jsonl and verdict.json of every run directory under DIR",
+        required=False,
         default=[],
-        metavar="DIR",
-        help="add run.json, calls.jsonl and verdict.json of every run directory under DIR",
     )
     record.add_argument("--notebook", help="the executed notebook that made the targets")
     record.add_argument(

@@ -22,11 +22,13 @@ from collections.abc import Iterator
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ctxpolicy.cli_args import add_out
+
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     export = sub.add_parser("export", help="pack results into a bundle")
     export.add_argument("--results", default="results", help="the results directory (default: results)")
-    export.add_argument("--out", required=True, help="the bundle to write (.tar.gz)")
+    add_out(export, "the bundle to write (.tar.gz)", required=True)
     export.add_argument(
         "--workspaces", action="store_true", help="also pack each run's workspace/ (bulky; left out by default)"
     )

@@ -2,9 +2,9 @@
 an upstream model server and applies the policy to every conversation it carries.
 
 examples:
-  ctxpolicy proxy --policy TR/Th/0.5 --threshold 3000 --upstream http://127.0.0.1:8080/v1
-  ctxpolicy proxy --policy OTRC/St --upstream https://api.example.com/v1 --api-key-env EXAMPLE_API_KEY \\
-      --upstream-model big-model --record results/proxy
+  ctxpolicy proxy --policy TR/Th/0.5 --threshold 3000 --endpoint http://127.0.0.1:8080/v1
+  ctxpolicy proxy --policy OTRC/St --endpoint https://api.example.com/v1 --api-key-env EXAMPLE_API_KEY \\
+      --upstream-model big-model --out results/proxy
   # then point the agent's base URL at http://127.0.0.1:8100/v1
 
 The upstream API key is read from the named environment variable and never logged or recorded.
@@ -20,7 +20,6 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from ctxpolicy.proxy.conversations import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONVERSATIONS, DEFAULT_REQUEST_TIMEOUT_S
@@ -32,12 +31,19 @@ GRACEFUL_SHUTDOWN_S = 3  # after SIGTERM: requests in flight get this long, then
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", required=True, help="the policy spec, e.g. TR/Th/0.5, OTRC/St, FC")
     p.add_argument("--threshold", type=int, help="token threshold for Th-triggered policies")
-    p.add_argument("--upstream", required=True, help="the upstream's OpenAI-compatible base URL, ending in /v1")
+    from ctxpolicy.cli_args import add_endpoint, add_out, add_summarizer, deprecated_alias
+
+    endpoint = add_endpoint(
+        p, "the upstream model server's OpenAI-compatible base URL, ending in /v1", required=True, dest="upstream"
+    )
+    deprecated_alias(p, "--upstream", replacement=endpoint)
     p.add_argument("--upstream-model", help="model name sent upstream (default: what the client asks for)")
     p.add_argument("--listen", default=DEFAULT_LISTEN, help=f"HOST:PORT to listen on (default {DEFAULT_LISTEN})")
-    p.add_argument("--record", type=Path, metavar="DIR", help="write one run directory per conversation here")
-    p.add_argument("--summarizer-url", help="summarizer base URL (default: the upstream)")
-    p.add_argument("--summarizer-model", help="summarizer model (default: --upstream-model)")
+    record = add_out(
+        p, "the runs root: one run directory per conversation under it (default: none recorded)", dest="record"
+    )
+    deprecated_alias(p, "--record", replacement=record)
+    add_summarizer(p, "summarizer base URL (default: --endpoint)", "summarizer model (default: --upstream-model)")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the upstream's API key")
     p.add_argument(
         "--client-token-env", metavar="VAR", help="environment variable holding a bearer token that clients must send"
@@ -115,11 +121,13 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"--threshold: policy {policy} is threshold-triggered and needs a threshold")
     if args.threshold is not None and args.threshold < 1:
         raise UsageError(f"--threshold: must be a positive token count, got {args.threshold}")
+    if args.upstream is None:
+        raise UsageError("--endpoint URL is required: the upstream model server's base URL, ending in /v1")
     if not args.upstream.startswith(("http://", "https://")):
-        raise UsageError(f"--upstream: expected an http(s) URL, got {args.upstream!r}")
+        raise UsageError(f"--endpoint: expected an http(s) URL, got {args.upstream!r}")
     if urlsplit(args.upstream).path.strip("/") == "":
         raise UsageError(
-            f"--upstream: expected the API's base URL with its path (e.g. {args.upstream.rstrip('/')}/v1), got {args.upstream!r}"
+            f"--endpoint: expected the API's base URL with its path (e.g. {args.upstream.rstrip('/')}/v1), got {args.upstream!r}"
         )
     if args.request_timeout <= 0 or args.idle_timeout <= 0:
         raise UsageError("--request-timeout and --idle-timeout: must be positive seconds")
@@ -139,7 +147,7 @@ def build_config(args: argparse.Namespace):
     dump_dir = None
     if "DUMP" in policy.stages:
         if args.record is None:
-            raise UsageError(f"--record: policy {policy} dumps the history to a file and needs a record directory")
+            raise UsageError(f"--out: policy {policy} dumps the history to a file and needs a runs root to record into")
         dump_dir = args.record / "dumps"
     settings = ProxySettings(
         policy=policy,

@@ -18,15 +18,9 @@ from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--runs",
-        nargs="+",
-        action="extend",
-        type=Path,
-        required=True,
-        metavar="DIR",
-        help="proxy run directories, or folders holding them (any depth)",
-    )
+    from ctxpolicy.cli_args import add_runs
+
+    add_runs(p, "proxy run directories, or folders holding them (any depth)")
     grade = p.add_mutually_exclusive_group(required=True)
     grade.add_argument("--resolved", dest="resolved", action="store_true", help="the agent solved its task")
     grade.add_argument("--unresolved", dest="resolved", action="store_false", help="it did not")

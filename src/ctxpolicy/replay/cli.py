@@ -8,7 +8,7 @@ OUT/{benchmark}/{model}/{cell}/. No model server: prompt sizes are local token c
 replay.replay_summaries = placeholder); with it, summaries are real calls, recorded as such.
 
 examples:
-  ctxpolicy replay --runs results/runs/local/qwen05b/FC --policy FC --policy TR/Th/0.5 \\
+  ctxpolicy replay --runs results/runs/local/qwen05b/FC --policies FC TR/Th/0.5 \\
       --setting primary --thresholds results/thresholds/local/qwen05b.json --out results/replay
   ctxpolicy replay --runs CELL --policy OTRC/St --out /tmp/replay
 """
@@ -28,30 +28,27 @@ class ReplayArgumentError(ValueError):
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument(
-        "--runs",
-        type=Path,
-        nargs="+",
-        action="extend",
-        required=True,
-        metavar="FC_CELL_DIR",
-        help="FC cell directories (or run directories); repeatable",
-    )
-    parser.add_argument(
-        "--policy",
+    from ctxpolicy.cli_args import add_out, add_runs, add_summarizer, deprecated_alias
+
+    add_runs(parser, "FC cell directories (or run directories); repeatable")
+    policies = parser.add_argument(
+        "--policies",
+        dest="policy",
         nargs="+",
         action="extend",
         required=True,
         metavar="SPEC",
         help="policy specs to replay (e.g. TR/Th/0.5); repeatable",
     )
+    deprecated_alias(parser, "--policy", replacement=policies)
     threshold = parser.add_mutually_exclusive_group()
     threshold.add_argument("--threshold", type=int, help="the threshold in tokens, for every Th policy")
     threshold.add_argument("--setting", choices=SETTINGS, help="a threshold setting read from --thresholds")
     parser.add_argument("--thresholds", type=Path, help="the thresholds file (ctxpolicy calibrate's output)")
-    parser.add_argument("--summarizer-url", help="an OpenAI-compatible endpoint for real summaries")
-    parser.add_argument("--summarizer-model", help="the model name the summarizer endpoint serves")
-    parser.add_argument("--out", type=Path, required=True, help="the replay root (e.g. results/replay)")
+    add_summarizer(
+        parser, "an OpenAI-compatible endpoint for real summaries", "the model name the summarizer endpoint serves"
+    )
+    add_out(parser, "the replay root (e.g. results/replay)", required=True)
 
     def one_line_error(message: str):
         print(f"replay: {message}", file=sys.stderr)

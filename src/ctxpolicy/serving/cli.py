@@ -18,14 +18,16 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="the study config (YAML)")
+    from ctxpolicy.cli_args import URL_METAVAR, add_config
+
+    add_config(parser, "the study config (YAML)")
     parser.add_argument("--model", help="a key of the config's models:")
     parser.add_argument("--port", type=int, help="port to listen on (default: a free one)")
     parser.add_argument("--log", type=Path, help="server log file (default: ./server-MODEL.log)")
     parser.add_argument("--ready-file", type=Path, help="written atomically once the server is healthy")
     parser.add_argument("--ready-timeout", type=float, help="seconds to wait for health (default: per server kind)")
     parser.add_argument("--owner-pid", type=int, help="stop the server once this process is gone")
-    parser.add_argument("--check", metavar="URL", help="only health-check this endpoint and exit 0/1")
+    parser.add_argument("--check", metavar=URL_METAVAR, help="only health-check this endpoint and exit 0/1")
     parser.add_argument("--wait", type=float, default=0.0, help="with --check: keep trying this many seconds")
 
 

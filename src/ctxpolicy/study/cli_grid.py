@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="config/config.yaml", help="study config (default: %(default)s)")
+    from ctxpolicy.cli_args import add_config
+
+    add_config(parser, "study config (default: %(default)s)", default=Path("config/config.yaml"))
     parser.add_argument("--json", action="store_true", help="print the cells as JSON")
 
 
@@ -31,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"ctxpolicy grid: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump({"config": args.config, "summary": summary, "cells": records}, sys.stdout, indent=1)
+        json.dump({"config": str(args.config), "summary": summary, "cells": records}, sys.stdout, indent=1)
         print()
         return 0
     print(format_table(summary, attempts=study.attempts))

@@ -21,16 +21,11 @@ DEFAULT_OUT_INDEX = "{name}/index.html"
 
 
 def add_arguments(parser) -> None:
+    from ctxpolicy.cli_args import add_config, add_out, add_runs
+
     from ctxpolicy.metrics.cost import METHODS
 
-    parser.add_argument(
-        "--runs",
-        type=Path,
-        nargs="+",
-        action="extend",
-        required=True,
-        help="a run directory, or a cell (or any folder of runs)",
-    )
+    add_runs(parser, "a run directory, or a cell (or any folder of runs)")
     parser.add_argument("--against", type=Path, default=None, help="a second run of the same task, shown side by side")
     parser.add_argument(
         "--cost-method",
@@ -38,10 +33,8 @@ def add_arguments(parser) -> None:
         default=None,
         help="how cached tokens are counted (default: the config's metrics.cost_method, else estimated)",
     )
-    parser.add_argument("--config", type=Path, default=None, help="the study config (for metrics.cost_method)")
-    parser.add_argument(
-        "--out", type=Path, default=None, help="the page (default RUN.html, or CELL/index.html for a folder of runs)"
-    )
+    add_config(parser, "the study config (for metrics.cost_method)")
+    add_out(parser, "the page (default RUN.html, or CELL/index.html for a folder of runs)")
     parser.add_argument("--index-only", action="store_true", help="for a folder of runs: write the index page only")
 
 
