@@ -114,7 +114,10 @@ class ChatClient:
 
     ``request_timeout_s`` bounds one HTTP attempt from its start to the answer's last byte (a
     deadline, not httpx's per-read timeout); the ``deadline`` given to ``complete`` bounds them all.
+    A ``policies.SummaryTransport`` too: the harness's summarizer sends through it.
     """
+
+    errors: tuple[type[Exception], ...] = (EndpointError,)  # what ``complete`` raises for a failed call
 
     def __init__(
         self,

@@ -210,8 +210,7 @@ def build_agent(
     # Imported here: mini-swe-agent takes a second to import.
     from ctxpolicy.agent.agent import PolicyAgent
     from ctxpolicy.agent.model import EndpointModel
-    from ctxpolicy.agent.summarizer import RecordingSummarizer
-    from ctxpolicy.policies import HistoryDump, parse_spec
+    from ctxpolicy.policies import EndpointSummarizer, HistoryDump, parse_spec
 
     model = EndpointModel(
         agent_client,
@@ -238,9 +237,10 @@ def build_agent(
         wall_time_limit_seconds=settings.wall_time_limit_s or 0,
         max_consecutive_format_errors=settings.format_error_limit,
     )
-    agent.summarizer = RecordingSummarizer(
-        summary_client,
-        model=summary_endpoint.served_name,
+    agent.summarizer = EndpointSummarizer(
+        summary_endpoint.base_url,
+        summary_endpoint.served_name,
+        transport=summary_client,
         temperature=settings.temperature,
         max_tokens=settings.max_tokens,
         seed=identity.seed,
