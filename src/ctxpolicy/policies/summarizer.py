@@ -12,10 +12,13 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ctxpolicy.policies.prompts import BLOCK_BEGIN, BLOCK_END
 from ctxpolicy.tokens import count_messages, count_text
+
+if TYPE_CHECKING:
+    from ctxpolicy.chat_completion import ChatResponse
 
 DEFAULT_TEMPERATURE = 0.2
 DEFAULT_MAX_TOKENS = 4096
@@ -39,44 +42,18 @@ class Summarizer(Protocol):
     def summarize(self, request_messages: list[dict]) -> SummaryCall: ...
 
 
-class SummaryReply(Protocol):
-    """What a transport's ``complete`` returns (``agent.client.ChatResponse`` is one)."""
-
-    content: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cached_tokens: int | None
-    model: str | None
-    start: float
-    end: float
-    latency_s: float
-    attempts: int
-
-
 class SummaryTransport(Protocol):
-    """Sends one chat-completions body: ``agent.client.ChatClient`` (retries, the run's deadline) or
+    """Sends one chat-completions body and answers a ``chat_completion.ChatResponse``: the harness's
+    ``agent.client.ChatClient`` (retries, the run's deadline) or
     :class:`HttpTransport`. ``errors`` are the exceptions it raises for a failed call."""
 
     errors: tuple[type[Exception], ...]
 
-    def complete(self, body: dict, *, deadline: float | None = None) -> SummaryReply: ...
+    def complete(self, body: dict, *, deadline: float | None = None) -> ChatResponse: ...
 
 
 # (the SummaryCall, latency in seconds, HTTP attempts) -> None
 SummaryListener = Callable[[SummaryCall, float, int | None], None]
-
-
-@dataclass(frozen=True)
-class _Reply:
-    content: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cached_tokens: int | None
-    model: str | None
-    start: float
-    end: float
-    latency_s: float
-    attempts: int = 1
 
 
 class HttpTransport:
@@ -92,8 +69,8 @@ class HttpTransport:
         self.api_key = api_key
         self.errors = (httpx.HTTPError, MalformedCompletion, ValueError)
 
-    def complete(self, body: dict, *, deadline: float | None = None) -> _Reply:
-        from ctxpolicy.chat_completion import parse_completion
+    def complete(self, body: dict, *, deadline: float | None = None) -> ChatResponse:
+        from ctxpolicy.chat_completion import chat_response
         from ctxpolicy.deadline_http import request
 
         timeout_s = self.timeout_s if deadline is None else max(0.0, min(self.timeout_s, deadline - time.time()))
@@ -102,17 +79,8 @@ class HttpTransport:
         # timeout_s is a hard deadline for the whole request, however the server paces its bytes
         response = request("POST", f"{self.base_url}/chat/completions", json=body, headers=headers, timeout_s=timeout_s)
         response.raise_for_status()
-        completion = parse_completion(response.json())
-        usage = completion.usage
-        return _Reply(
-            content=completion.choices[0].message.content,
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
-            cached_tokens=completion.cached_tokens,
-            model=completion.model,
-            start=start,
-            end=time.time(),
-            latency_s=time.perf_counter() - t0,
+        return chat_response(
+            response.json(), start=start, end=time.time(), latency_s=time.perf_counter() - t0, attempts=1
         )
 
 
