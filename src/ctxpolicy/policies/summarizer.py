@@ -36,6 +36,11 @@ class SummaryCall:
     model: str
     error: str | None = None
 
+    @classmethod
+    def failed(cls, request_messages: list[dict], *, start: float, model: str, error: str) -> SummaryCall:
+        """A call that brought no summary back (ended now): ``error`` says why."""
+        return cls(request_messages, "", None, None, None, start, time.time(), model, error=error)
+
 
 @runtime_checkable
 class Summarizer(Protocol):
@@ -132,16 +137,8 @@ class EndpointSummarizer:
         try:
             reply = self.transport.complete(body, deadline=self._deadline())
         except self.transport.errors as exc:
-            call = SummaryCall(
-                request_messages,
-                "",
-                None,
-                None,
-                None,
-                start,
-                time.time(),
-                self.model,
-                error=f"{type(exc).__name__}: {exc}",
+            call = SummaryCall.failed(
+                request_messages, start=start, model=self.model, error=f"{type(exc).__name__}: {exc}"
             )
             self._report(call, time.perf_counter() - t0, getattr(exc, "attempts", None))
             return call
@@ -186,16 +183,8 @@ class DeterministicSummarizer:
         start = time.time()
         prompt = "\n".join(str(m.get("content") or "") for m in request_messages)
         if self.fail:
-            return SummaryCall(
-                request_messages,
-                "",
-                None,
-                None,
-                None,
-                start,
-                time.time(),
-                self.model,
-                error="DeterministicSummarizer: asked to fail",
+            return SummaryCall.failed(
+                request_messages, start=start, model=self.model, error="DeterministicSummarizer: asked to fail"
             )
         digest = hashlib.sha256(json.dumps(request_messages, sort_keys=True).encode()).hexdigest()[:8]
         transcript = prompt[max(0, prompt.find("### ")) :]
