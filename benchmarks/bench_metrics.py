@@ -25,9 +25,7 @@ from pathlib import Path
 
 from ctxpolicy.metrics.aggregate import aggregate, write_tables
 from ctxpolicy.metrics.compare import (
-    compare_to_fc,
-    execution_length,
-    gains_losses,
+    compare_to_baseline,
     outcome_breakdown,
     paired_differences,
 )
@@ -112,10 +110,8 @@ def main() -> int:
     for benchmark in BENCHMARKS:
         for model in MODELS:
             scope = {"model": model, "benchmark": benchmark}
-            results.append(compare_to_fc(runs, **scope, n_boot=args.n_boot))
-            results.append(gains_losses(runs, **scope))
+            results.append(compare_to_baseline(runs, **scope, n_boot=args.n_boot))  # gains, losses, calls too
             results.append(paired_differences(runs, **scope, n_boot=args.n_boot, holm=True))
-            results.append(execution_length(runs, **scope))
     results.append(outcome_breakdown(runs))
     phases["comparisons"] = (time.perf_counter() - mark, cpu_seconds() - cpu_mark)
     total = time.perf_counter() - started

@@ -98,8 +98,8 @@ def test_figure_for_a_config_without_the_block_is_a_note(fixture):
     no_summarizer = {**config, "grid": {k: v for k, v in config["grid"].items() if k != "summarizer"}}
     fig = summarizers.plot(summarizers.compute(runs, no_summarizer, n_boot=BOOT, seed=0))
     assert "no summarizer comparison" in note_texts(fig)
-    fig = sweep.plot_ablation(sweep.compute(runs, config, n_boot=BOOT, seed=0, slot=3), "fig12")
-    assert "this figure is for pair 4" in note_texts(fig)
+    fig = sweep.plot_ablation(sweep.compute(runs, config, n_boot=BOOT, seed=0, pairs=[("nomodel", "nobench")]), "fig12")
+    assert "nomodel/nobench is not a pair of the config's grid.sweeps block." in note_texts(fig)
 
 
 def test_fig2_numbers_use_the_compare_commands_keys(fixture):

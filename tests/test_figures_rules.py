@@ -289,7 +289,7 @@ def test_fig21_needs_two_of_three_successes_and_averages_calls_over_successes():
     table = metric(pd.DataFrame(rows), model="m", benchmark="b", n_boot=100, seed=0)
     row = table.iloc[0]
     assert row["calls_change_est"] == pytest.approx(30 / 15 - 1)  # +100 %
-    assert row["n_tasks"] == 1 and row["solved_min"] == 2
+    assert row["calls_change_n_tasks"] == 1 and row["solved_min"] == 2
     assert math.isnan(row["calls_change_lo"]) and math.isnan(row["calls_change_hi"])  # n < 3: no interval
 
 
@@ -300,7 +300,7 @@ def test_fig21_says_where_no_interval_is_drawn():
                 "benchmark": "b",
                 "model": "m",
                 "policy": "TR/Th/0.5",
-                "n_tasks": 2,
+                "calls_change_n_tasks": 2,
                 "calls_change_est": 0.5,
                 "calls_change_lo": float("nan"),
                 "calls_change_hi": float("nan"),

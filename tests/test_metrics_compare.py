@@ -9,9 +9,6 @@ import pytest
 from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resample_counts
 from ctxpolicy.metrics.compare import (
     compare_to_baseline,
-    compare_to_fc,
-    execution_length,
-    gains_losses,
     outcome_breakdown,
     paired_differences,
     resolve_rate,
@@ -100,38 +97,27 @@ def test_resource_ratio_inclusion_rules_and_ratio_of_means(runs):
     assert ratio == pytest.approx(0.52) and n == 2
 
 
-def test_compare_to_fc_row(runs):
-    table = compare_to_fc(runs, model="m", benchmark="b", n_boot=2000, seed=1)
+def test_compare_to_baseline_row(runs):
+    table = compare_to_baseline(runs, model="m", benchmark="b", n_boot=2000, seed=1)
     assert len(table) == 1
     row = table.iloc[0]
-    assert row.n_tasks == 3 and row.n_resource_tasks == 2
+    assert row.n_tasks == 3 and row.tokens_ratio_n_tasks == 2
     assert row.resolve_rate == pytest.approx((1 / 3 + 2 / 3 + 1) / 3)
-    assert row.fc_resolve_rate == pytest.approx(5 / 9)
-    assert row.delta_pp == pytest.approx(100 * (2 / 3 - 5 / 9))
-    assert row.token_ratio == pytest.approx(0.52)
-    assert row.cost_ratio == pytest.approx(0.52) and row.cost_ratio_est == pytest.approx(0.52)
-    assert row.cost_ratio_exact == pytest.approx(0.52) and row.cost_method == "estimated"
-    assert row.latency_ratio == pytest.approx(0.52)
+    assert row.baseline_resolve_rate == pytest.approx(5 / 9)
+    assert row.resolve_delta_est == pytest.approx(2 / 3 - 5 / 9)
+    assert row.tokens_ratio_est == pytest.approx(0.52)
+    assert row.cost_ratio_est == pytest.approx(0.52) and row.cost_ratio_estimated_est == pytest.approx(0.52)
+    assert row.cost_ratio_exact_est == pytest.approx(0.52) and row.cost_ratio_method == "estimated"
+    assert row.latency_ratio_est == pytest.approx(0.52)
     # calls: FC A = (10 + 20) / 2 = 15, C = 10; policy A = (30 + 40 + 40) / 3 = 110/3, C = 15
-    assert row.calls_ratio == pytest.approx((110 / 3 + 15) / (15 + 10))
-    assert np.isnan(row.cost_ratio_measured) and row.n_measured_tasks == 0
-    assert row.retrieval_ratio == pytest.approx(2.0) and row.execution_ratio == pytest.approx(0.5)
-    assert row.delta_pp_lo <= row.delta_pp <= row.delta_pp_hi
-    assert row.token_ratio_lo <= row.token_ratio <= row.token_ratio_hi
+    assert row.calls_ratio_est == pytest.approx((110 / 3 + 15) / (15 + 10))
+    assert np.isnan(row.cost_ratio_measured_est) and row.cost_ratio_measured_n_tasks == 0
+    assert row.retrieval_ratio_est == pytest.approx(2.0) and row.execution_ratio_est == pytest.approx(0.5)
+    assert row.resolve_delta_lo <= row.resolve_delta_est <= row.resolve_delta_hi
+    assert row.tokens_ratio_lo <= row.tokens_ratio_est <= row.tokens_ratio_hi
     # every resample holds only A and C or only one of them: the ratio lies within [50/100, 80/150]
-    assert 0.5 - 1e-9 <= row.token_ratio_lo and row.token_ratio_hi <= 80 / 150 + 1e-9
-    for column in (
-        "policy",
-        "primitive",
-        "trigger",
-        "depth",
-        "setting",
-        "delta_pp_hi",
-        "cost_ratio_measured_lo",
-        "calls_ratio_lo",
-        "latency_ratio_hi",
-        "cost_ratio_est_lo",
-    ):
+    assert 0.5 - 1e-9 <= row.tokens_ratio_lo and row.tokens_ratio_hi <= 80 / 150 + 1e-9
+    for column in ("policy", "primitive", "trigger", "depth", "setting", "cost_ratio_measured_lo", "calls_ratio_lo"):
         assert column in table.columns
 
 
@@ -160,36 +146,36 @@ def test_identical_tasks_give_a_degenerate_interval():
     rows = [(t, a, True, "submitted", 100, 5, 10) for t in "ABCD" for a in (1, 2)]
     other = [(t, a, a == 1, "submitted", 50, 5, 10) for t in "ABCD" for a in (1, 2)]
     runs = pd.concat([frame(rows, "FC", "FC", None), frame(other, "TR/Th/0.5", "TR", "primary")])
-    row = compare_to_fc(runs, model="m", benchmark="b", n_boot=500).iloc[0]
-    assert (row.delta_pp, row.delta_pp_lo, row.delta_pp_hi) == pytest.approx((-50.0, -50.0, -50.0))
-    assert (row.token_ratio_lo, row.token_ratio_hi) == pytest.approx((0.5, 0.5))
+    row = compare_to_baseline(runs, model="m", benchmark="b", n_boot=500).iloc[0]
+    assert (row.resolve_delta_est, row.resolve_delta_lo, row.resolve_delta_hi) == pytest.approx((-0.5, -0.5, -0.5))
+    assert (row.tokens_ratio_lo, row.tokens_ratio_hi) == pytest.approx((0.5, 0.5))
 
 
 def test_gains_and_losses_need_two_of_three(runs):
-    row = gains_losses(runs, model="m", benchmark="b").iloc[0]
+    row = compare_to_baseline(runs, model="m", benchmark="b", n_boot=10).iloc[0]
     # FC solves A (2/3) and C (3/3); the policy solves B (2/3) and C: gain B, loss A
-    assert (row.n_tasks, row.policy_solved, row.fc_solved) == (3, 2, 2)
-    assert (row.gains, row.losses, row.net) == (1, 1, 0)
+    assert (row.gains_losses_tasks, row.solved, row.baseline_solved) == (3, 2, 2)
+    assert (row.gains, row.losses) == (1, 1)
     assert list(row.gain_tasks) == ["B"] and list(row.loss_tasks) == ["A"]
     assert row.left_out_tasks == 0
 
 
 def test_gains_and_losses_leave_out_tasks_without_three_attempts(runs):
     short = runs[~((runs.policy == "FC") & (runs.task_id == "A") & (runs.attempt == 3))]
-    row = gains_losses(short, model="m", benchmark="b").iloc[0]
-    assert row.n_tasks == 2 and (row.gains, row.losses) == (1, 0)
+    row = compare_to_baseline(short, model="m", benchmark="b", n_boot=10).iloc[0]
+    assert row.gains_losses_tasks == 2 and (row.gains, row.losses) == (1, 0)
     assert row.left_out_tasks == 1  # A: FC has two of the three attempts
 
 
 def test_gains_and_losses_one_attempt_rule(runs):
     first = runs[runs.attempt == 1]
-    row = gains_losses(first, model="m", benchmark="b").iloc[0]
+    row = compare_to_baseline(first, model="m", benchmark="b", n_boot=10).iloc[0]
     # one planned attempt (the table's largest attempt number), solved = 1 of 1:
     # attempt 1: FC solves A, C; the policy solves A, B, C -> gain B
-    assert (row.attempts, row.solved_min) == (1, 1)
-    assert (row.n_tasks, row.gains, row.losses) == (3, 1, 0)
-    three = gains_losses(first, model="m", benchmark="b", attempts=3).iloc[0]
-    assert (three.n_tasks, three.left_out_tasks) == (0, 3)  # 3 recorded attempts required
+    assert row.attempts == 1
+    assert (row.gains_losses_tasks, row.gains, row.losses) == (3, 1, 0)
+    three = compare_to_baseline(first, model="m", benchmark="b", attempts=3, n_boot=10).iloc[0]
+    assert (three.gains_losses_tasks, three.left_out_tasks) == (0, 3)  # 3 recorded attempts required
 
 
 def test_paired_differences_and_holm(runs):
@@ -219,22 +205,11 @@ def test_paired_differences_with_chosen_pairs(runs):
         paired_differences(runs, model="m", benchmark="b", pairs=[("TR", "nope")], n_boot=100)
 
 
-def test_execution_length_on_tasks_solved_two_of_three_by_both(runs):
-    row = execution_length(runs, model="m", benchmark="b").iloc[0]
+def test_calls_change_on_tasks_solved_two_of_three_by_both(runs):
+    row = compare_to_baseline(runs, model="m", benchmark="b", n_boot=100).iloc[0]
     # solved (2 of 3): FC A, C; policy B, C. Shared: C. Calls of successful attempts: FC 10, policy 15
-    assert row.n_tasks == 1 and (row.calls_policy, row.calls_fc) == pytest.approx((15.0, 10.0))
-    assert (row["pct_change"], row.pct_change_lo, row.pct_change_hi) == pytest.approx((50.0, 50.0, 50.0))
-
-
-def test_execution_length_with_one_success_enough(runs):
-    row = execution_length(runs, model="m", benchmark="b", solved_min=1).iloc[0]
-    # solved by both: A, C. FC successful calls: A (10 + 20) / 2 = 15, C 10 -> 12.5;
-    # policy: A 30, C 15 -> 22.5. Change: 22.5 / 12.5 - 1 = +80 %
-    assert row.n_tasks == 2
-    assert (row.calls_policy, row.calls_fc) == pytest.approx((22.5, 12.5))
-    assert row["pct_change"] == pytest.approx(80.0)
-    # resamples hold A and/or C: the change lies between C alone (15/10: +50 %) and A alone (30/15: +100 %)
-    assert 50.0 - 1e-9 <= row["pct_change_lo"] <= 80.0 <= row["pct_change_hi"] <= 100.0 + 1e-9
+    assert row.calls_change_n_tasks == 1
+    assert (row.calls_change_est, row.calls_change_lo, row.calls_change_hi) == pytest.approx((0.5, 0.5, 0.5))
 
 
 def test_outcome_breakdown_counts_every_class(runs):

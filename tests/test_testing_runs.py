@@ -6,7 +6,7 @@ import hashlib
 import json
 
 from ctxpolicy.metrics.aggregate import aggregate
-from ctxpolicy.metrics.compare import compare_to_fc
+from ctxpolicy.metrics.compare import compare_to_baseline
 from ctxpolicy.testing.runs import make_runs
 
 POLICIES = ["FC", "TR/Th/0.5", "TRC/Th", "SU/Th/0.5"]
@@ -61,5 +61,5 @@ def test_policies_have_visible_effects(tmp_path):
     peaks = by_policy["peak_prompt_tokens"].mean()
     assert (peaks.drop("FC") < peaks["FC"]).all()
     assert set(runs["outcome_class"]) >= {"success", "submitted_unsuccessful", "time_limited"}
-    table = compare_to_fc(runs, model="qwen05b", benchmark="local", n_boot=200)
-    assert len(table) == 3 and (table["token_ratio"] < 1).all()
+    table = compare_to_baseline(runs, model="qwen05b", benchmark="local", n_boot=200)
+    assert len(table) == 3 and (table["tokens_ratio_est"] < 1).all()

@@ -9,6 +9,7 @@ llama.cpp builds. A leaf (pydantic only): every room may import it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -88,3 +89,47 @@ def _validate(model: type[BaseModel], payload: Any) -> Any:
         if len(value) > 80:
             value = value[:77] + "..."
         raise MalformedCompletion(f"malformed chat completion: {where}: {value}: {first['msg']}") from None
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    content: str | None
+    tool_calls: list[dict]
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    model: str | None
+    start: float
+    end: float
+    latency_s: float
+    attempts: int
+    raw: dict = field(repr=False)
+
+    def assistant_message(self) -> dict:
+        """The assistant message to append to the history, in the OpenAI chat schema."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return message
+
+
+def chat_response(payload: Any, *, start: float, end: float, latency_s: float, attempts: int) -> ChatResponse:
+    """The answer of one call as the clients hand it on; raises MalformedCompletion naming the bad field."""
+    completion = parse_completion(payload)
+    choice = completion.choices[0]
+    usage = completion.usage
+    return ChatResponse(
+        content=choice.message.content,
+        tool_calls=list(choice.message.tool_calls or []),
+        finish_reason=choice.finish_reason,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        cached_tokens=completion.cached_tokens,
+        model=completion.model,
+        start=start,
+        end=end,
+        latency_s=latency_s,
+        attempts=attempts,
+        raw=payload,
+    )

@@ -26,7 +26,6 @@ from ctxpolicy.rundir import run_dir_name
 from ctxpolicy.rundir import read_json, read_jsonl
 from ctxpolicy.agent.runner import Endpoint, RunResult, execute_run
 from ctxpolicy.agent.settings import RunSettings
-from ctxpolicy.agent.summarizer import RecordingSummarizer
 from ctxpolicy.agent.validate import run_dir_problems
 from ctxpolicy.benchmarks.base import Task
 from ctxpolicy.policies import EndpointSummarizer, parse_spec
@@ -184,8 +183,8 @@ def test_a_run_against_a_trickling_server_ends_at_its_wall_time_limit(tmp_path, 
 
 def test_summary_calls_end_at_their_deadline(trickle_body):
     client = ChatClient(trickle_body.url, request_timeout_s=600.0, retry=RetryPolicy(max_attempts=1))
-    recording = RecordingSummarizer(
-        client, model="m", temperature=0.0, max_tokens=8, deadline=lambda: time.time() + 1.5
+    recording = EndpointSummarizer(
+        None, "m", temperature=0.0, max_tokens=8, transport=client, deadline=lambda: time.time() + 1.5
     )
     t0 = time.monotonic()
     call = recording.summarize(BODY["messages"])

@@ -307,8 +307,8 @@ def test_fig21_agent_calls(study, paper_frames):
         b, m = row["benchmark"], row["model"]
         counted = compare(study, b, m, row["cell"], study.fc_cell(b, m))
         what = f"fig21 {b}/{m} {row['cell']}"
-        close(f"{what}: n_tasks", row["n_tasks"], counted["calls_change"].n_tasks)
-        if row["n_tasks"] < FIG21_MIN_TASKS and math.isnan(row["calls_change_lo"]):
+        close(f"{what}: calls_change_n_tasks", row["calls_change_n_tasks"], counted["calls_change"].n_tasks)
+        if row["calls_change_n_tasks"] < FIG21_MIN_TASKS and math.isnan(row["calls_change_lo"]):
             # the figure draws no interval below its minimum of shared tasks (and its note says so)
             check_row(what, row, {k: counted[k] for k in ("calls_policy", "calls_fc")}, N_BOOT)
             close(f"{what}: calls_change_est", row["calls_change_est"], counted["calls_change"].est)

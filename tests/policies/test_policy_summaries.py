@@ -12,6 +12,7 @@ from ctxpolicy.policies import (
     SUMMARY_MARKER,
     DeterministicSummarizer,
     EndpointSummarizer,
+    HttpTransport,
     PolicyError,
     apply_policy,
 )
@@ -173,7 +174,13 @@ def test_endpoint_summarizer_posts_chat_completions_and_reads_usage(stub_endpoin
     call = EndpointSummarizer(url, "served-model").summarize(request)
     path, body = handler.bodies[0]
     assert path == "/v1/chat/completions"
-    assert body == {"model": "served-model", "messages": request, "temperature": 0.2, "max_tokens": 4096}
+    assert body == {
+        "model": "served-model",
+        "messages": request,
+        "temperature": 0.2,
+        "max_tokens": 4096,
+        "stream": False,
+    }
     assert (call.text, call.prompt_tokens, call.completion_tokens, call.cached_tokens) == ("summary text", 321, 12, 256)
     assert call.error is None and call.end >= call.start and call.model == "served-model"
 
@@ -183,6 +190,23 @@ def test_endpoint_summarizer_reports_http_errors_instead_of_raising(stub_endpoin
     handler.status = 500
     call = EndpointSummarizer(url, "served-model").summarize([{"role": "user", "content": "x"}])
     assert call.error and "500" in call.error and call.text == ""
+
+
+def test_endpoint_summarizer_sends_through_a_given_transport_and_reports_each_call(stub_endpoint):
+    url, handler = stub_endpoint
+    reports = []
+    summarizer = EndpointSummarizer(
+        None,
+        "served-model",
+        seed=7,
+        transport=HttpTransport(url),
+        listener=lambda call, latency_s, attempts: reports.append((call.text, latency_s >= 0, attempts)),
+    )
+    summarizer.summarize([{"role": "user", "content": "x"}])
+    handler.status = 500
+    failed = summarizer.summarize([{"role": "user", "content": "x"}])
+    assert handler.bodies[0][1]["seed"] == 7
+    assert reports == [("summary text", True, 1), ("", True, None)] and failed.error
 
 
 def test_trc_then_partial_structured_summary_at_depth_0_7_removes_seventy_percent_after_both_stages():

@@ -161,7 +161,7 @@ class PolicyAgent(DefaultAgent):
     # --- summary telemetry -----------------------------------------------------------------
 
     def on_summary_call(self, call: SummaryCall, latency_s: float, attempts: int | None) -> None:
-        """Listener for ``RecordingSummarizer``: one ``summary`` line, in the step that made it."""
+        """Listener for ``policies.EndpointSummarizer``: one ``summary`` line, in the step that made it."""
         self.llm_s += latency_s
         self.recorder.record_call(
             summary_call_record(

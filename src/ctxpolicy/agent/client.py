@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -21,7 +20,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 
 from ctxpolicy import deadline_http
 from ctxpolicy.agent.settings import RetryPolicy
-from ctxpolicy.chat_completion import MalformedCompletion, parse_completion, parse_token_report
+from ctxpolicy.chat_completion import ChatResponse, MalformedCompletion, chat_response, parse_token_report
 
 # Texts by which vLLM, llama.cpp, OpenAI and TGI reject a prompt that does not fit the context.
 _OVERFLOW_PATTERN = re.compile(
@@ -53,29 +52,6 @@ class MalformedResponseError(EndpointError):
     """The server answered 200 with something that is not a usable chat completion (not retried)."""
 
 
-@dataclass(frozen=True)
-class ChatResponse:
-    content: str | None
-    tool_calls: list[dict]
-    finish_reason: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cached_tokens: int | None
-    model: str | None
-    start: float
-    end: float
-    latency_s: float
-    attempts: int
-    raw: dict = field(repr=False)
-
-    def assistant_message(self) -> dict:
-        """The assistant message to append to the history, in the OpenAI chat schema."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.tool_calls:
-            message["tool_calls"] = self.tool_calls
-        return message
-
-
 def cached_tokens_of(payload: dict) -> int | None:
     """Server-reported cached prompt tokens, or None where the server does not report them."""
     return parse_token_report(payload).cached_tokens
@@ -88,25 +64,9 @@ def is_context_overflow(status_code: int, body: str) -> bool:
 def parse_chat_payload(payload: Any, *, start: float, end: float, latency_s: float, attempts: int) -> ChatResponse:
     """The response of a validated answer; raises MalformedResponseError naming the bad field."""
     try:
-        completion = parse_completion(payload)
+        return chat_response(payload, start=start, end=end, latency_s=latency_s, attempts=attempts)
     except MalformedCompletion as exc:
         raise MalformedResponseError(str(exc)) from None
-    choice = completion.choices[0]
-    usage = completion.usage
-    return ChatResponse(
-        content=choice.message.content,
-        tool_calls=list(choice.message.tool_calls or []),
-        finish_reason=choice.finish_reason,
-        prompt_tokens=usage.prompt_tokens if usage else None,
-        completion_tokens=usage.completion_tokens if usage else None,
-        cached_tokens=completion.cached_tokens,
-        model=completion.model,
-        start=start,
-        end=end,
-        latency_s=latency_s,
-        attempts=attempts,
-        raw=payload,
-    )
 
 
 class ChatClient:
@@ -114,7 +74,10 @@ class ChatClient:
 
     ``request_timeout_s`` bounds one HTTP attempt from its start to the answer's last byte (a
     deadline, not httpx's per-read timeout); the ``deadline`` given to ``complete`` bounds them all.
+    A ``policies.SummaryTransport`` too: the harness's summarizer sends through it.
     """
+
+    errors: tuple[type[Exception], ...] = (EndpointError,)  # what ``complete`` raises for a failed call
 
     def __init__(
         self,

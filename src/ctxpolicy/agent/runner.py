@@ -237,8 +237,7 @@ def build_agent(run: RunInputs, parts: AgentParts):
     # Imported here: mini-swe-agent takes a second to import.
     from ctxpolicy.agent.agent import PolicyAgent
     from ctxpolicy.agent.model import EndpointModel
-    from ctxpolicy.agent.summarizer import RecordingSummarizer
-    from ctxpolicy.policies import HistoryDump, parse_spec
+    from ctxpolicy.policies import EndpointSummarizer, HistoryDump, parse_spec
 
     identity, settings, endpoint, templates = run.identity, run.settings, run.endpoint, parts.templates
     model = EndpointModel(
@@ -253,10 +252,11 @@ def build_agent(run: RunInputs, parts: AgentParts):
         observation_template=templates.observation_template,
     )
 
-    def summarizer_for(agent: PolicyAgent) -> RecordingSummarizer:
-        return RecordingSummarizer(
-            parts.summary_client,
-            model=run.summary_endpoint.served_name,
+    def summarizer_for(agent: PolicyAgent) -> EndpointSummarizer:
+        return EndpointSummarizer(
+            run.summary_endpoint.base_url,
+            run.summary_endpoint.served_name,
+            transport=parts.summary_client,
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
             seed=identity.seed,

@@ -27,31 +27,51 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
+from ctxpolicy.metrics.cost import DEFAULT_METHOD
 
 MIN_TASKS_FOR_INTERVAL = 3
 
 
 def calls_change_metric(attempts: int):
-    """Figure 21's metric for ``compare_block``: a task counts once ``attempts``' solved
-    threshold of its attempts succeed (``solved_threshold``)."""
-    from ctxpolicy.metrics.compare import execution_length
+    """Figure 21's metric for ``compare_block``: ``compare_to_baseline``'s ``calls_change`` (a task
+    counts once ``attempts``' solved threshold of its attempts succeed, ``solved_threshold``), with
+    the two means it compares (``calls_policy``, ``calls_fc``) and no interval below
+    ``MIN_TASKS_FOR_INTERVAL`` shared tasks."""
+    from ctxpolicy.metrics.compare import (
+        CELL_COLUMNS,
+        baseline_runs,
+        calls_when_solved,
+        compare_to_baseline,
+        policy_cells,
+        select,
+    )
 
     need = solved_threshold(attempts)
+    change = [f"calls_change_{part}" for part in ("est", "lo", "hi", "n_tasks")]
 
-    def metric(runs, *, model, benchmark, n_boot, seed, **_):
-        table = execution_length(runs, model=model, benchmark=benchmark, solved_min=need, n_boot=n_boot, seed=seed)
+    def metric(runs, *, model, benchmark, n_boot, seed, cost_method=DEFAULT_METHOD, **_):
+        table = compare_to_baseline(
+            runs, model=model, benchmark=benchmark, attempts=attempts, cost_method=cost_method, n_boot=n_boot, seed=seed
+        )
         if table.empty:
             return table
+        selected = select(runs, model=model, benchmark=benchmark)
+        base = baseline_runs(selected)
+        fc = calls_when_solved(base, attempts, need)
+        means = {}
+        for cell, group in policy_cells(selected, exclude=base):
+            policy = calls_when_solved(group, attempts, need)
+            tasks = policy.index.intersection(fc.index)
+            means[cell] = (float(policy[tasks].mean()), float(fc[tasks].mean())) if len(tasks) else (np.nan, np.nan)
         out = table.assign(
-            calls_change_est=table["pct_change"] / 100,
-            calls_change_lo=table["pct_change_lo"] / 100,
-            calls_change_hi=table["pct_change_hi"] / 100,
-            calls_change_n_tasks=table["n_tasks"],
+            calls_policy=table["cell"].map(lambda c: means[c][0]),
+            calls_fc=table["cell"].map(lambda c: means[c][1]),
             solved_min=need,
         )
-        few = out["n_tasks"] < MIN_TASKS_FOR_INTERVAL
+        out = out[[*(c for c in CELL_COLUMNS if c in out), "cell", "calls_policy", "calls_fc", *change, "solved_min"]]
+        few = out["calls_change_n_tasks"] < MIN_TASKS_FOR_INTERVAL
         out.loc[few, ["calls_change_lo", "calls_change_hi"]] = np.nan
-        return out.drop(columns=["pct_change", "pct_change_lo", "pct_change_hi"])
+        return out
 
     return metric
 
@@ -71,8 +91,9 @@ def compute(
         return data
     table = data.table
     for (benchmark, model), rows in table.groupby(["benchmark", "model"], sort=False):
-        none = rows.loc[rows["n_tasks"] == 0, "policy"].astype(str)
-        few = rows.loc[(rows["n_tasks"] > 0) & (rows["n_tasks"] < MIN_TASKS_FOR_INTERVAL), "policy"].astype(str)
+        n = rows["calls_change_n_tasks"]
+        none = rows.loc[n == 0, "policy"].astype(str)
+        few = rows.loc[(n > 0) & (n < MIN_TASKS_FOR_INTERVAL), "policy"].astype(str)
         if len(none):
             data.notes.append(
                 f"no task solved by both FC and {', '.join(style.order_policies(none))} ({model} on {benchmark})."
@@ -115,7 +136,7 @@ def plot(data: Prepared, name: str = "fig21"):
         ax.set_ylim(-0.6, len(specs) - 0.4)
         ax.set_yticks(y, [style.short_label(p) for p in specs])
         ax.grid(axis="y", visible=False)
-        for yi, n in zip(y, rows["n_tasks"]):
+        for yi, n in zip(y, rows["calls_change_n_tasks"]):
             if pd.notna(n):
                 ax.annotate(
                     f"{n:.0f}",

@@ -184,7 +184,7 @@ def compare_block(
     own_summarizer: bool = True,
     metric=None,
 ) -> Prepared:
-    """``compare_to_fc`` (or another ``ctxpolicy.metrics.compare`` function with the same
+    """``compare_against_fc`` (``compare_to_baseline`` against FC; or another function with the same
     signature, ``metric``) for each (benchmark, model) of a block, one row per cell: the runs of
     the block's design cells and the FC reference (``design_runs``, by cell id), on ``cohort``'s
     tasks where given. ``own_summarizer`` keeps only cells where the agent summarizes for itself."""

@@ -1,7 +1,8 @@
 """Figure 4 and Figures 16–18: task coverage against FC.
 
 A task counts as solved by a cell when at least ⌈2/3·attempts⌉ of its attempts succeed (2 of
-3 in the study, 1 of 1 in a one-attempt study; ``ctxpolicy.metrics.compare.gains_losses``).
+3 in the study, 1 of 1 in a one-attempt study; ``ctxpolicy.metrics.compare.compare_to_baseline``'s
+gains and losses).
 Gains: tasks FC misses and the policy solves; losses: the reverse. Columns follow
 ``ctxpolicy compare``: ``solved``, ``baseline_solved``, ``gains``, ``losses``, ``left_out_tasks``.
 """
@@ -22,6 +23,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
+from ctxpolicy.metrics.cost import DEFAULT_METHOD
 
 GAIN, LOSS = "#009E73", "#D55E00"
 KEPT, MISSED = "#9E9E9E", "#F0F0F0"  # solved by both; solved by neither
@@ -46,31 +48,41 @@ def label_space(tasks) -> float:
     return TICK_CHAR_IN * max(map(len, tasks))
 
 
+# The coverage rows: compare_to_baseline's gain/loss keys (docs/metrics.md), and the figure's rule.
+GAINS_LOSSES_COLUMNS = (
+    "cell",
+    "gains_losses_tasks",
+    "attempts",
+    "solved_min",
+    "solved",
+    "baseline_solved",
+    "gains",
+    "losses",
+    "net",
+    "left_out_tasks",
+    "gain_tasks",
+    "loss_tasks",
+)
+
+
 def _gains_losses(config: Mapping[str, Any]):
-    from ctxpolicy.metrics.compare import gains_losses
+    from ctxpolicy.metrics.compare import CELL_COLUMNS, compare_to_baseline
 
     attempts = comparisons.planned_attempts(config)
 
-    def metric(runs, *, model, benchmark, **_):  # no resampling in coverage counts
-        table = gains_losses(
-            runs, model=model, benchmark=benchmark, attempts=attempts, solved_min=solved_threshold(attempts)
+    def metric(
+        runs, *, model, benchmark, seed=0, cost_method=DEFAULT_METHOD, **_
+    ):  # counts only: one resample is enough
+        table = compare_to_baseline(
+            runs, model=model, benchmark=benchmark, attempts=attempts, cost_method=cost_method, n_boot=1, seed=seed
         )
-        return with_task_states(
-            with_compare_keys(table, runs), runs, model=model, benchmark=benchmark, attempts=attempts
-        )
+        if table.empty:
+            return table
+        table = table.assign(solved_min=solved_threshold(attempts), net=table["gains"] - table["losses"])
+        table = table[[*(c for c in CELL_COLUMNS if c in table), *GAINS_LOSSES_COLUMNS]]
+        return with_task_states(table, runs, model=model, benchmark=benchmark, attempts=attempts)
 
     return metric
-
-
-def with_compare_keys(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """``gains_losses`` rows with ``ctxpolicy compare``'s names: ``solved``, ``baseline_solved``,
-    ``gains``, ``losses``, ``left_out_tasks`` and ``gains_losses_tasks`` (the tasks the rule
-    counts; compare's ``n_tasks`` means all compared tasks, so the name is not reused)."""
-    if table.empty:
-        return table
-    return table.rename(
-        columns={"policy_solved": "solved", "fc_solved": "baseline_solved", "n_tasks": "gains_losses_tasks"}
-    )
 
 
 def with_task_states(

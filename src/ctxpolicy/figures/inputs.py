@@ -11,12 +11,12 @@ from typing import Any
 
 import pandas as pd
 
-from ctxpolicy.metrics import aggregate, records
+from ctxpolicy.metrics import records
 from ctxpolicy.study import Study, study_of
 
 # The tables' columns as ``ctxpolicy aggregate`` writes them; a column an older table lacks is added empty.
 RUN_COLUMNS = records.RUN_COLUMNS
-CALL_COLUMNS = (*aggregate.CALL_RUN_COLUMNS, *aggregate.CALL_COLUMNS)
+CALL_COLUMNS = (*records.CALL_RUN_COLUMNS, *records.CALL_COLUMNS)
 
 
 def read_study(path: str | Path) -> Study:

@@ -1,6 +1,6 @@
 """Beyond the study: reacquisition. Retrieval commands (reading state back) and execution
 commands per run, relative to FC, per policy of the full comparison, with 95 % task-bootstrap
-intervals (``compare_to_fc``'s ``retrieval_ratio`` and ``execution_ratio``; top row); and, from
+intervals (``compare_to_baseline``'s ``retrieval_ratio`` and ``execution_ratio``; top row); and, from
 the compression audit (``events.parquet``, ``ctxpolicy audit``), reacquisition commands per
 compression step: reads of a path or command whose output the step removed, the part of them
 that reads back an anchor the step lost (dark), and, as text, the number of steps, anchors lost

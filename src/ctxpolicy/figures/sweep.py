@@ -51,24 +51,17 @@ def summary_cells(study: Study, pair: Pair, policies: list[str], settings: list[
 
 
 def _sweep_combo(
-    config: Mapping[str, Any], pairs: list[tuple[str, str]] | None, slot: int | None
+    config: Mapping[str, Any], pairs: list[tuple[str, str]] | None
 ) -> tuple[tuple[str, str] | None, list[str]]:
     """The one (benchmark, model) a sweep figure draws: the first of ``pairs``, else the sweep
-    block's ``slot``-th (0 by default), with a note when there is none."""
-    combos = inputs.combos(config, "sweeps")
+    block's first, with a note when there is none."""
     if pairs is not None:
         chosen, said = comparisons.pair_combos(config, "sweeps", pairs[:1])
         return (chosen[0] if chosen else None), said
-    slot = slot or 0
-    if slot < len(combos):
-        return combos[slot], []
-    have = ", ".join(f"{m} on {b}" for b, m in combos) or "none"
-    return None, [
-        (
-            f"the config's sweep covers {len(combos)} model/benchmark pair(s) ({have}); "
-            f"this figure is for pair {slot + 1}."
-        )
-    ]
+    combos = inputs.combos(config, "sweeps")
+    if combos:
+        return combos[0], []
+    return None, ["the config's sweep covers no model/benchmark pair."]
 
 
 def compute(
@@ -78,13 +71,12 @@ def compute(
     n_boot: int,
     seed: int,
     pairs: list[tuple[str, str]] | None = None,
-    slot: int | None = None,
     calls: pd.DataFrame | None = None,
     summaries: bool = True,
 ) -> Prepared:
-    """``compare_to_fc`` rows of one (benchmark, model) of the sweep on the sweep tasks: the first
-    of ``pairs`` ((model, benchmark), ``inputs.parse_pairs``; ``[]``: none, the figure says so),
-    else the sweep block's ``slot``-th pair (kept for callers that number pairs).
+    """``compare_to_baseline`` rows (``metrics.compare.COMPARE_KEYS``, docs/metrics.md) of one
+    (benchmark, model) of the sweep on the sweep tasks: the first of ``pairs`` ((model, benchmark),
+    ``inputs.parse_pairs``; ``[]``: none, the figure says so), else the sweep block's first pair.
 
     Resolve rates count every run; the resource ratios leave time-limited runs out
     (``ctxpolicy.metrics.compare.resource_eligible``), and so does the compression frequency
@@ -92,7 +84,7 @@ def compute(
     Figure 3's right-hand table, over all attempts (``all_attempts_summary``)."""
     if pairs is not None and not pairs:
         return Prepared(pd.DataFrame(), [], {"no_pair": True})
-    combo, said = _sweep_combo(config, pairs, slot)
+    combo, said = _sweep_combo(config, pairs)
     if combo is None:
         return Prepared(pd.DataFrame(), said)
     study = study_of(config)
@@ -500,9 +492,8 @@ def compute_ablation(
     n_boot: int,
     seed: int,
     pairs: list[tuple[str, str]] | None = None,
-    slot: int | None = None,
 ) -> Prepared:
     """Figures 9–15: ``compute`` for one pair, without Figure 3's frequency curves and table."""
-    data = compute(runs, config, n_boot=n_boot, seed=seed, pairs=pairs, slot=slot, summaries=False)
+    data = compute(runs, config, n_boot=n_boot, seed=seed, pairs=pairs, summaries=False)
     data.extra = {}
     return data

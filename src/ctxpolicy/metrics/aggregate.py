@@ -19,25 +19,16 @@ import pandas as pd
 
 from ctxpolicy.atomic import atomic_output, atomic_write_json
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
-from ctxpolicy.metrics.records import CALL_KINDS, RUN_COLUMNS, RecordError, find_run_dirs, read_run
-
-CALL_RUN_COLUMNS = ("run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt")
-CALL_COLUMNS = (
-    "index",
-    "kind",
-    "step",
-    "start",
-    "end",
-    "latency_s",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "est_tokens_before",
-    "est_tokens_after",
-    "n_events",
-    "cached_exact",
-    "cached_est",
+from ctxpolicy.metrics.records import (
+    CALL_COLUMNS,
+    CALL_KINDS,
+    CALL_RUN_COLUMNS,
+    RUN_COLUMNS,
+    RecordError,
+    find_run_dirs,
+    read_run,
 )
+
 LEFT_OUT_FILE = "left_out.json"  # the runs an aggregate left out, and why (docs/schema.md)
 CATEGORICAL_RUN_COLUMNS = (
     "cell",

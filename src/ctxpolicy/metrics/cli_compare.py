@@ -92,6 +92,13 @@ def add_arguments(parser) -> None:
         help="a runs table of replay runs (ctxpolicy replay, then aggregate): adds the cost "
         "decomposition columns; replay-track runs in --table are used without it",
     )
+    parser.add_argument(
+        "--columns",
+        default=None,
+        metavar="NAMES",
+        help="the text view's columns, comma-separated, or all (default: a view that fits 120 columns; "
+        "names: see docs/metrics.md)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="a JSON list of objects")
     output.add_argument("--csv", action="store_true", help="CSV, interval statistics flattened")
@@ -341,85 +348,29 @@ def _combos(runs, benchmark: str | None, model: str | None) -> list[tuple[str, s
     )
 
 
-def plain_table(table, *, attempts: int, baseline: str, cost_method: str) -> str:
-    """An aligned text table: rates in percent, differences in percentage points."""
-
-    def pct(value) -> str:
-        return "-" if value != value else f"{100 * value:.1f}%"
-
-    def interval(est, lo, hi, scale=1.0, unit="") -> str:
-        if est != est:
-            return "-"
-        return f"{scale * est:.2f}{unit} [{scale * lo:.2f}, {scale * hi:.2f}]"
-
-    header = [
-        "benchmark",
-        "model",
-        "policy",
-        "setting",
-        "summarizer",
-        "n",
-        "resolve",
-        baseline,
-        "Δ resolve (pp)",
-        "tokens",
-        "latency",
-        f"cost ({cost_method})",
-        "solved",
-        f"{baseline} solved",
-        "gains",
-        "losses",
-        "left out",
-        "calls change",
-    ]
-    split = "cost_mechanical_est" in table
-    if split:
-        header += ["cost mechanical", "cost behavioural"]
-    lines = [header]
-    for row in table.to_dict("records"):
-        lines.append(
-            [
-                str(row["benchmark"]),
-                str(row["model"]),
-                str(row["policy"]),
-                str(row["setting"] or "-") if row["setting"] == row["setting"] else "-",
-                str(row["summarizer"] or "-") if row["summarizer"] == row["summarizer"] else "-",
-                str(row["n_tasks"]),
-                pct(row["resolve_rate"]),
-                pct(row["baseline_resolve_rate"]),
-                interval(row["resolve_delta_est"], row["resolve_delta_lo"], row["resolve_delta_hi"], 100),
-                *(
-                    interval(row[f"{k}_est"], row[f"{k}_lo"], row[f"{k}_hi"]) + f" n={row[f'{k}_n_tasks']}"
-                    for k in ("tokens_ratio", "latency_ratio", "cost_ratio")
-                ),
-                str(row["solved"]),
-                str(row["baseline_solved"]),
-                str(row["gains"]),
-                str(row["losses"]),
-                str(row["left_out_tasks"]),
-                interval(row["calls_change_est"], row["calls_change_lo"], row["calls_change_hi"], 100, "%")
-                + f" n={row['calls_change_n_tasks']}",
-            ]
-            + (
-                [
-                    interval(row[f"cost_{part}_est"], row[f"cost_{part}_lo"], row[f"cost_{part}_hi"])
-                    for part in ("mechanical", "behavioural")
-                ]
-                if split
-                else []
-            )
-        )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+def plain_table(table, *, attempts: int, baseline: str, cost_method: str, columns: str | None = None) -> str:
+    """The text view (``metrics.compare_text``): the note lines, then the chosen columns."""
     from ctxpolicy.metrics.compare import solved_threshold
+    from ctxpolicy.metrics.compare_text import DEFAULT_COLUMNS, parse_columns, text_table
     from ctxpolicy.metrics.cost import METHOD_DESCRIPTIONS
 
-    text = [
+    note = (
         f"# against {baseline}; {attempts} planned attempts per task; solved = at least "
-        f"{solved_threshold(attempts)} of {attempts} successes; intervals: 95 % task bootstrap; "
-        f"cost method: {cost_method} ({METHOD_DESCRIPTIONS[cost_method]})"
-    ]
-    text += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
-    return "\n".join(text) + "\n"
+        f"{solved_threshold(attempts)} of {attempts} successes; intervals: 95 % task bootstrap\n"
+        f"# cost method: {cost_method} ({METHOD_DESCRIPTIONS[cost_method]})"
+    )
+    chosen = DEFAULT_COLUMNS if columns is None else parse_columns(columns)
+    return text_table(table, baseline=baseline, note=note, columns=chosen)
+
+
+def _check_columns(columns: str | None) -> None:
+    from ctxpolicy.metrics.compare_text import parse_columns
+
+    if columns is not None:
+        try:
+            parse_columns(columns)
+        except ValueError as exc:
+            raise CompareError(str(exc)) from None
 
 
 def main(args) -> int:
@@ -439,6 +390,7 @@ def main(args) -> int:
             print(f"compare: {exc}", file=sys.stderr)
             return 2
     try:
+        _check_columns(getattr(args, "columns", None))
         table, attempts = compare(args)
     except CompareError as exc:
         print(f"compare: {exc}", file=sys.stderr)
@@ -458,7 +410,15 @@ def main(args) -> int:
     elif args.csv:
         table[compare_columns() + (decomposition_columns() if split else [])].to_csv(sys.stdout, index=False)
     else:
-        sys.stdout.write(plain_table(table, attempts=attempts, baseline=args.baseline, cost_method=args.cost_method))
+        sys.stdout.write(
+            plain_table(
+                table,
+                attempts=attempts,
+                baseline=args.baseline,
+                cost_method=args.cost_method,
+                columns=getattr(args, "columns", None),
+            )
+        )
         if args.track == "sweep":
             for benchmark, model, wins in depth_win_counts(_read_runs(args.runs), args, attempts):
                 sys.stdout.write(f"\n# {benchmark} / {model}\n" + "\n".join(wins.lines()) + "\n")

@@ -74,10 +74,11 @@ RUN_READ = (
 VERDICT_NEEDED = ("resolved",)
 VERDICT_READ = ("resolved", "harness", "report", "log")
 CALL_FIELDS = ("index", "kind")
-# calls.jsonl fields checked column by column against the call schema (one jsonschema validation
-# per line would cost more than the rest of the parsing together).
-CALL_TYPED_FIELDS = (
+CALL_RUN_COLUMNS = ("run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt")
+CALL_DERIVED = ("n_events", "cached_exact", "cached_est")  # computed by the reader, not in calls.jsonl
+CALL_COLUMNS = (  # the calls table's own columns, after CALL_RUN_COLUMNS (docs/schema.md)
     "index",
+    "kind",
     "step",
     "start",
     "end",
@@ -87,8 +88,11 @@ CALL_TYPED_FIELDS = (
     "cached_tokens",
     "est_tokens_before",
     "est_tokens_after",
-    "events",
+    *CALL_DERIVED,
 )
+# calls.jsonl fields checked column by column against the call schema (one jsonschema validation
+# per line would cost more than the rest of the parsing together): the numeric columns and the events.
+CALL_TYPED_FIELDS = (*(c for c in CALL_COLUMNS if c not in ("kind", *CALL_DERIVED)), "events")
 RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
     "run_dir",
     "cell",

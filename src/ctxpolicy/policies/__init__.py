@@ -30,7 +30,14 @@ from ctxpolicy.policies.spec import (
     PolicySpecError,
     parse_spec,
 )
-from ctxpolicy.policies.summarizer import DeterministicSummarizer, EndpointSummarizer, Summarizer, SummaryCall
+from ctxpolicy.policies.summarizer import (
+    DeterministicSummarizer,
+    EndpointSummarizer,
+    HttpTransport,
+    Summarizer,
+    SummaryCall,
+    SummaryTransport,
+)
 
 __all__ = [
     "CANONICAL_DEPTH",
@@ -47,6 +54,7 @@ __all__ = [
     "VALID_FORMS",
     "DeterministicSummarizer",
     "EndpointSummarizer",
+    "HttpTransport",
     "HistoryDump",
     "PolicyError",
     "PolicyResult",
@@ -55,6 +63,7 @@ __all__ = [
     "Preset",
     "Summarizer",
     "SummaryCall",
+    "SummaryTransport",
     "apply_policy",
     "check_messages",
     "load_prompt",
