@@ -242,7 +242,7 @@ def test_the_agent_is_built_with_its_summarizer_on_the_summary_client(tmp_path):
         parts = AgentParts(load_templates(settings.mode), object(), tmp_path, recorder, agent_client, summary_client)
         agent = build_agent(run, parts)
         summarizer = agent.summarizer
-        assert summarizer.client is summary_client and summarizer.model == "sum-m"
+        assert summarizer.transport is summary_client and summarizer.model == "sum-m"
         assert agent.session.summarizer is summarizer  # the session made at construction has it
         assert summarizer._listener == agent.on_summary_call
     assert run.summary_endpoint is summary_ep
