@@ -159,7 +159,7 @@ def test_plain_output_is_an_aligned_table_in_percent(runs_path, capsys):
 def test_the_default_text_view_fits_a_terminal_and_every_header_says_its_unit(runs_path, capsys):
     from ctxpolicy.metrics.compare_text import WIDTH
 
-    code, out, _ = compare(capsys, "--runs", runs_path)
+    code, out, _ = compare(capsys, "--table", runs_path)
     assert code == 0 and max(map(len, out.splitlines())) <= WIDTH
     header = out.splitlines()[3]
     for title in ("tasks", "resolve (%)", "FC resolve (%)", "Δ resolve (pp)", "tokens / FC", "cost / FC"):
@@ -168,16 +168,16 @@ def test_the_default_text_view_fits_a_terminal_and_every_header_says_its_unit(ru
 
 
 def test_columns_chooses_the_rest_and_names_a_wrong_one(runs_path, capsys):
-    code, out, _ = compare(capsys, "--runs", runs_path, "--columns", "model,policy,gains,losses,latency")
+    code, out, _ = compare(capsys, "--table", runs_path, "--columns", "model,policy,gains,losses,latency")
     assert code == 0
     header, line = out.splitlines()[2:]  # model is a column: no group line
     assert header.split("  ")[0] == "model" and "gains (tasks)" in header and "latency / FC" in header
     assert line.split()[:4] == ["m", "TR/Th/0.5", "1", "1"]
-    code, out, _ = compare(capsys, "--runs", runs_path, "--columns", "all")
+    code, out, _ = compare(capsys, "--table", runs_path, "--columns", "all")
     headers = out.splitlines()[2]
     for title in ("benchmark", "calls Δ (%)", "FC solved (tasks)", "left out (tasks)"):
         assert title in headers
-    code, out, err = compare(capsys, "--runs", runs_path, "--columns", "policy,speed")
+    code, out, err = compare(capsys, "--table", runs_path, "--columns", "policy,speed")
     assert code == 2 and out == "" and "unknown speed" in err and err.count("\n") == 1
 
 

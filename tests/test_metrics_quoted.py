@@ -148,7 +148,7 @@ def test_views_print_as_text_json_and_csv(runs_path, capsys):
 def test_sweep_track_includes_the_shared_primary_cell_and_prints_depth_wins(runs_path, capsys):
     code, out, _ = run_cli(capsys, "--runs", str(runs_path), "--track", "sweep", "--resamples", "50")
     assert code == 0
-    policies = {line.split()[2] for line in out.splitlines()[2:] if line.startswith("b ")}
+    policies = {line.split()[0] for line in out.splitlines() if line.startswith("TR/") or line.startswith("SU/")}
     assert policies == {"TR/Th/0.3", "TR/Th/0.5", "TR/Th/0.7"}  # the shared D = 0.5 cell, SU not swept
     # one combination (TR at primary): resolve 3/3 at 0.3; cost 50 at 0.7; latency 80/3 s at 0.5 and 0.7
     assert "depth wins over 1 depth-tunable primitive × threshold combinations" in out
