@@ -96,7 +96,7 @@ def test_all_fc_time_limited_says_why_resource_ratios_are_missing(study):
 def test_fig3_without_any_labelled_line_still_draws(study):
     """The crash of the local study: every sweep run time-limited left no line to label."""
     runs, calls, config = study
-    timed_out = runs.assign(outcome="time_limit", outcome_class="time_limited")
+    timed_out = runs.assign(outcome="time_limit", outcome_class="time_limited", time_limited=True)
     data, fig = render("fig3", timed_out, calls, config)
     assert silent_empty_panels(fig) == []
     assert "resource ratios undefined" in " ".join(notes.recorded(fig))

@@ -147,7 +147,7 @@ def test_a_threshold_that_is_no_token_count_is_refused_by_compress(tmp_path, mon
     path = tmp_path / "thresholds.json"
     path.write_text(json.dumps({"source": "calibrated", "primary": value}))
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({"messages": [{"role": "user", "content": "x"}]})))
-    code = cli.main(["compress", "--policy", "TR/Th/0.5", "--threshold", "primary", "--thresholds", str(path)])
+    code = cli.main(["compress", "--policy", "TR/Th/0.5", "--setting", "primary", "--thresholds", str(path)])
     assert code == 2
     assert f"field primary is {value!r}: not a token count" in one_line_error(capsys)
 

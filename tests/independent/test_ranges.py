@@ -33,7 +33,7 @@ CHANGE = re.compile(r"^calls_change_(est|lo|hi)$")  # a ratio minus one
 TOKENS = re.compile(r"^(\w+_tokens|cached_(est|exact))$")  # per-call token counts (Figure 6)
 COUNT = re.compile(
     r"^(solved|baseline_solved|gains|losses|n|n_attempts|planned|n_tasks|\w+_n_tasks|gains_losses_tasks"
-    r"|n_runs|solved_runs|shared_solved_tasks)$"
+    r"|solved_runs|shared_solved_tasks)$"
 )
 # non-negative finite amounts: billed input by each cost method, compressions per run, seconds
 AMOUNT = re.compile(r"^(estimated|exact|measured|compressions_per_run|summary_s|wall_s)$")
