@@ -10,6 +10,8 @@ the full comparison, whose main cohort contains the sweep subset.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import difflib
 import functools
 from collections import Counter
@@ -92,28 +94,32 @@ def expand_grid(config: dict) -> list[Cell]:
                 )
                 cells.setdefault(cell.key, cell)
 
+    for entry in grid_entries(grid):
+        add(*entry)
+    return list(cells.values())
+
+
+def grid_entries(grid: dict) -> Iterator[tuple[str, str, str | None, str | None]]:
+    """The grid's entries in track order, (section, policy, setting, summarizer), before they are
+    crossed with each section's models and benchmarks: the one walk of the grid's sections that
+    ``expand_grid`` and ``ctxpolicy.study.Study.designs`` share."""
     calibration = grid["calibration"]
     if calibration["models"] and calibration["benchmarks"]:
-        add("calibration", "FC", None)
-
+        yield "calibration", "FC", None, None
     full = grid["full_comparison"]
     for policy in full["policies"]:
-        add("full_comparison", policy, full["setting"])
-
+        yield "full_comparison", policy, full["setting"], None
     sweeps = grid["sweeps"]
     for setting in sweeps["settings"]:
         for primitive in sweeps["tunable"]:
             for depth in sweeps["depths"]:
-                add("sweeps", f"{primitive}/Th/{depth:g}", setting)
+                yield "sweeps", f"{primitive}/Th/{depth:g}", setting, None
         for policy in sweeps["invariant"]:
-            add("sweeps", policy, setting)
-
+            yield "sweeps", policy, setting, None
     summ = grid["summarizer"]
     for policy in summ["policies"]:
         for summarizer in summ["summarizers"]:
-            add("summarizer", policy, summ["setting"], summarizer)
-
-    return list(cells.values())
+            yield "summarizer", policy, summ["setting"], summarizer
 
 
 # ---------------------------------------------------------------- cohorts and run counts

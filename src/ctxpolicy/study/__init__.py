@@ -39,6 +39,7 @@ from ctxpolicy.grid import (
     expand_grid,
     find_cell,
 )
+from ctxpolicy.grid import grid_entries
 from ctxpolicy.grid import cohort_path as _cohort_path
 from ctxpolicy.grid import cohort_tasks as _cohort_tasks
 from ctxpolicy.grid import resolve_threshold as _resolve_threshold
@@ -223,22 +224,10 @@ class Study:
                     cell = self._by_id[probe.id]
                     out.append(Design(probe.track, benchmark, model, str(spec), wanted, own, block["cohort"], cell))
 
-        if grid["calibration"]["models"] and grid["calibration"]["benchmarks"]:
-            add("calibration", FC, None)
-        full = grid["full_comparison"]
-        for policy in full["policies"]:
-            add("full_comparison", policy, full["setting"])
-        sweeps = grid["sweeps"]
-        for setting in sweeps["settings"]:
-            for primitive in sweeps["tunable"]:
-                for depth in sweeps["depths"]:
-                    add("sweeps", f"{primitive}/Th/{depth:g}", setting)
-            for policy in sweeps["invariant"]:
-                add("sweeps", policy, setting)
+        for entry in grid_entries(grid):
+            add(*entry)
         summ = grid["summarizer"]
         for policy in summ["policies"]:
-            for summarizer in summ["summarizers"]:
-                add("summarizer", policy, summ["setting"], summarizer)
             # the agent summarizing itself, every other summarizer's reference: the cell another
             # track runs (the sweep's), where the grid has one
             for benchmark in summ["benchmarks"]:
