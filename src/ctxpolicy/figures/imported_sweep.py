@@ -8,7 +8,9 @@ task-bootstrap interval, cost from the exact prefix simulation in local counts),
 configurations of grid.sweeps (``Study.configurations("sweeps")``: the tunable primitives at each
 depth and the invariant policies, at each of its settings), including those the full comparison
 also asks for. Layout: one column per threshold setting of the sweep, one row per (pair,
-resource), one y position per sweep policy; a grid without sweeps draws a one-line note.
+resource: billed input cost, then tokens; the x axis shared along a row), one y position per
+sweep policy (its label names it; colours by primitive); a grid without sweeps draws a
+one-line note.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def plot(data: Prepared, name: str = STEM):
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"].astype(str).unique())
     nrows = len(combos) * len(SWEEP_RESOURCES)
-    fig, grid = ax_.grid(nrows, len(settings), row_height=0.2 * len(specs) + 0.7, sharey=True, sharex="row")
+    fig, grid = ax_.grid(nrows, len(settings), row_height=0.2 * len(specs) + 0.9, sharey=True, sharex="row")
     y = np.arange(len(specs))[::-1].astype(float)
     for c, (benchmark, model) in enumerate(combos):
         own = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
@@ -88,11 +90,13 @@ def plot(data: Prepared, name: str = STEM):
                 ax.grid(axis="y", visible=False)
                 if r == 0:
                     ax.set_title(f"{style.threshold_label(setting)} threshold")
-                if r == nrows - 1 or k == len(SWEEP_RESOURCES) - 1:
-                    ax.set_xlabel(f"{label} / FC")
+                ax.set_xlabel(f"{label} / FC")
             grid[r][0].set_yticks(y, specs)
-            grid[r][0].set_ylabel(f"{model} · {benchmark}\n{label}", fontweight="bold")
-    ax_.legend_top(fig, ax_.policy_handles(specs), ncol=4, title=title)
+            if len(combos) > 1:
+                grid[r][0].set_ylabel(ax_.combo_title(benchmark, model), fontweight="bold")
+    if len(combos) == 1:
+        title += f" ({ax_.combo_title(*combos[0])})"
+    ax_.legend_top(fig, [], title=title)  # the y labels name every configuration
     footer = (
         "replay of the imported trajectories (agent's actions fixed) at each sweep setting's calibrated threshold; "
         "cost: exact prefix simulation in local counts."
