@@ -47,6 +47,20 @@ def test_a_study_config_has_no_imported_figure():
     assert "imported_replay" not in targets_for(load_study(ROOT / "config" / "config.yaml"))
 
 
+def test_a_grid_without_sweeps_draws_a_note_in_the_sweep_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ctxpolicy.figures import imported_sweep
+
+    config = {"study": "x", "imported": {"path": "c", "benchmark": "b", "model": "m"}}
+    config["grid"] = {"full_comparison": {"policies": ["FC", "TR/Th/0.5"]}}
+    replays = pd.DataFrame({"benchmark": ["b"], "model": ["m"], "policy": ["FC"], "setting": [None], "task_id": ["t"]})
+    data = imported_sweep.compute(replays, config, n_boot=10, seed=0)
+    assert data.table.empty and any("no sweep" in n for n in data.notes)
+    assert imported_sweep.plot(data) is not None
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
