@@ -24,7 +24,7 @@ from workflow_helpers import ROOT, snakemake
 EXAMPLE = ROOT / "config" / "imported-example.yaml"
 
 
-def test_the_example_is_an_imported_only_study_with_one_figure():
+def test_the_example_is_an_imported_only_study_with_the_two_imported_figures():
     study = load_study(EXAMPLE)
     assert not study.has_study and study.imported["format"] == "auto"
     targets = targets_for(study)
