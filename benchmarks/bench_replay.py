@@ -7,7 +7,7 @@
 Writes ``--runs`` synthetic FC runs (``ctxpolicy.testing.transcripts``, shape ``real``: messages
 from tens of tokens to a few over 50K) of a length drawn uniformly from ``--min-steps`` to
 ``--max-steps``, then replays each through every (policy, threshold setting) of the config's
-calibration, full comparison and sweeps (65 for config/paper.yaml), without a summarizer
+grid (``Study.configurations``: 65 for config/paper.yaml), without a summarizer
 (placeholder summaries), in ``--workers`` processes, writing every replay as ``ctxpolicy replay``
 does (schema version 2). Then audits every replay as ``ctxpolicy audit`` does
 (``analysis.audit.audit_run``, the same workers). Prints the per-step time (median, p99), the
@@ -40,13 +40,11 @@ FULL_RUNS, FULL_CONFIGS = 300, 65
 
 
 def configurations(config: str) -> list[tuple[str, str | None]]:
-    from ctxpolicy.config import load_config
-    from ctxpolicy.grid import expand_grid
+    """Every (policy, threshold setting) of the config's grid (``ctxpolicy.study.Study.configurations``,
+    the one owner, which the imported corpus's workflow replays too), sorted."""
+    from ctxpolicy.study import load_study
 
-    cells = expand_grid(load_config(config))
-    seen = {
-        (c.policy, c.setting) for c in cells if c.track in ("calibration", "full", "sweep") and c.summarizer is None
-    }
+    seen = {(c.policy, c.setting) for c in load_study(config).configurations()}
     return sorted(seen, key=lambda c: (c[0], c[1] or ""))
 
 

@@ -31,6 +31,7 @@ REQUIRED = [
     "cost_decomposition",
     "cost_methods",
     "imported_replay",  # a config's imported corpus (workflow/rules/imported.smk)
+    "imported_sweep",
     "quoted_calls",  # the numbers the study's observations quote (metrics.quoted)
     "quoted_summary_share",
     "quoted_compressions",

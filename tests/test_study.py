@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from ctxpolicy.grid import SCOPES  # noqa: E402
-from ctxpolicy.study import Pair, load_study  # noqa: E402
+from ctxpolicy.study import Pair, load_study, study_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOT = 20
@@ -57,6 +57,52 @@ def test_the_design_names_the_one_cell_behind_each_entry_shared_cells_included(p
     assert paper.reference_cell(pair).track == "calibration"
     assert paper.cell_for("swebench", "synth-a", "TR/Th/0.5", "primary") is shared
     assert paper.cell_by_id(shared.id) is shared
+
+
+def test_the_grids_configurations_are_each_policy_and_setting_once_whatever_its_models(paper):
+    """An imported-only grid (no models): FC first, an untriggered policy once whatever the
+    settings that list it, a summarizer entry its (policy, setting) alone, a section's own list
+    including what an earlier section claimed; the replay plan groups them by setting."""
+    study = study_of(
+        {
+            "study": "x",
+            "imported": {"path": "c", "benchmark": "b", "model": "m"},
+            "models": {k: v for k, v in paper.config["models"].items() if k in ("synth-sum-a", "synth-sum-b")},
+            "grid": {
+                "full_comparison": {"setting": "primary", "policies": ["FC", "TR/Th/0.5", "OTRC/St"]},
+                "sweeps": {
+                    "settings": ["loose", "tight"],
+                    "depths": [0.5],
+                    "tunable": ["TR"],
+                    "invariant": ["OTRC/St"],
+                },
+                "summarizer": {
+                    "setting": "tight",
+                    "policies": ["SU/Th/0.5"],
+                    "summarizers": ["synth-sum-a", "synth-sum-b"],
+                },
+            },
+        }
+    )
+    assert [(c.policy, c.setting, c.section) for c in study.configurations()] == [
+        ("FC", None, "calibration"),
+        ("TR/Th/0.5", "primary", "full_comparison"),
+        ("OTRC/St", None, "full_comparison"),
+        ("TR/Th/0.5", "loose", "sweeps"),
+        ("TR/Th/0.5", "tight", "sweeps"),
+        ("SU/Th/0.5", "tight", "summarizer"),
+    ]
+    assert [(c.policy, c.setting) for c in study.configurations("sweep")] == [
+        ("TR/Th/0.5", "loose"),
+        ("OTRC/St", None),
+        ("TR/Th/0.5", "tight"),
+    ]
+    assert study.imported_replay_plan() == {  # settings in SETTINGS order, not the grid's
+        "untriggered": ["FC", "OTRC/St"],
+        "tight": ["TR/Th/0.5", "SU/Th/0.5"],
+        "primary": ["TR/Th/0.5"],
+        "loose": ["TR/Th/0.5"],
+    }
 
 
 def test_tasks_and_attempts_come_from_the_study(paper):

@@ -1,10 +1,13 @@
 """The imported-corpus path of the workflow (config `imported`, workflow/rules/imported.smk): an
-imported-only config validates, resolves to the imported figure alone, and Snakemake imports,
-calibrates, replays and draws the tests' small corpus with provenance back to its files."""
+imported-only config validates, resolves to the imported figures alone, and Snakemake imports,
+calibrates, replays every configuration of the grid over the tests' small corpus and draws it
+with provenance back to its files; a dry run of config/paper.yaml's grid plans all 65."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -12,23 +15,50 @@ import yaml
 
 from ctxpolicy.config import ConfigError, validate_config
 from ctxpolicy.figures.catalog import targets_for
+from ctxpolicy.rundir import read_calls, read_record
 from ctxpolicy.study import load_study
 from ctxpolicy.testing.trajectories import write_corpus
+from independent.test_ranges import check_ranges
 from workflow_helpers import ROOT, snakemake
 
 EXAMPLE = ROOT / "config" / "imported-example.yaml"
 
 
-def test_the_example_is_an_imported_only_study_with_one_figure():
+def test_the_example_is_an_imported_only_study_with_the_two_imported_figures():
     study = load_study(EXAMPLE)
     assert not study.has_study and study.imported["format"] == "auto"
     targets = targets_for(study)
-    assert list(targets) == ["imported_replay"]
-    assert targets["imported_replay"]["inputs"] == ["results/imported-example/tables/imported/replay/runs.parquet"]
+    assert list(targets) == ["imported_replay", "imported_sweep"]
+    for target in targets.values():
+        assert target["inputs"] == ["results/imported-example/tables/imported/replay/runs.parquet"]
+
+
+def test_the_example_replays_every_configuration_of_its_grid_once():
+    plan = load_study(EXAMPLE).imported_replay_plan()
+    assert plan == {
+        "untriggered": ["FC", "OTRC/St"],
+        "tight": ["TR/Th/0.3", "TR/Th/0.5", "TRC/Th"],
+        "primary": ["TR/Th/0.5"],
+        "loose": ["TR/Th/0.3", "TR/Th/0.5", "TRC/Th"],
+    }
 
 
 def test_a_study_config_has_no_imported_figure():
     assert "imported_replay" not in targets_for(load_study(ROOT / "config" / "config.yaml"))
+
+
+def test_a_grid_without_sweeps_draws_a_note_in_the_sweep_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ctxpolicy.figures import imported_sweep
+
+    config = {"study": "x", "imported": {"path": "c", "benchmark": "b", "model": "m"}}
+    config["grid"] = {"full_comparison": {"policies": ["FC", "TR/Th/0.5"]}}
+    replays = pd.DataFrame({"benchmark": ["b"], "model": ["m"], "policy": ["FC"], "setting": [None], "task_id": ["t"]})
+    data = imported_sweep.compute(replays, config, n_boot=10, seed=0)
+    assert data.table.empty and any("no sweep" in n for n in data.notes)
+    assert imported_sweep.plot(data) is not None
 
 
 @pytest.mark.parametrize(
@@ -58,15 +88,108 @@ def imported_workflow(tmp_path_factory):
 def test_the_imported_corpus_is_replayed_and_drawn(imported_workflow):
     workdir, sources = imported_workflow
     figures = workdir / "figures" / "imported-example"
-    for suffix in (".pdf", ".png", ".data.csv", ".notes.json"):
-        assert (figures / f"imported_replay{suffix}").stat().st_size > 0
+    for stem in ("imported_replay", "imported_sweep"):
+        for suffix in (".pdf", ".png", ".data.csv", ".notes.json"):
+            assert (figures / f"{stem}{suffix}").stat().st_size > 0
     numbers = pd.read_csv(figures / "imported_replay.data.csv")
     assert set(numbers["policy"]) == {"TR/Th/0.5", "OTRC/St"}
     assert (numbers["n_tasks"] == len(sources) + 1).all()  # the chat log holds two conversations
     tr = numbers.set_index("policy").loc["TR/Th/0.5"]
-    assert tr["tokens_est"] < 1.0 and tr["tokens_lo"] <= tr["tokens_est"] <= tr["tokens_hi"]
+    assert tr["tokens_ratio_est"] < 1.0 and tr["tokens_ratio_lo"] <= tr["tokens_ratio_est"] <= tr["tokens_ratio_hi"]
     thresholds = json.loads((workdir / "results" / "imported-example" / "imported" / "thresholds.json").read_text())
     assert thresholds["counts"] == "mixed" and thresholds["runs_by_counts"]["local"] >= 1
+
+
+def test_every_sweep_configuration_is_drawn_with_possible_numbers(imported_workflow):
+    workdir, sources = imported_workflow
+    figures = workdir / "figures" / "imported-example"
+    sweep = pd.read_csv(figures / "imported_sweep.data.csv")
+    assert sorted(zip(sweep["policy"], sweep["setting"])) == sorted(
+        (p, s) for s in ("tight", "loose") for p in ("TR/Th/0.3", "TR/Th/0.5", "TRC/Th")
+    )
+    for stem in ("imported_replay", "imported_sweep"):
+        assert check_ranges(stem, pd.read_csv(figures / f"{stem}.data.csv"), len(sources) + 1) > 0
+    tokens = sweep.set_index(["policy", "setting"])["tokens_ratio_est"]
+    # the settings are replayed apart: the tight threshold cuts, the loose one (above most of the
+    # corpus's peaks) less; the deeper cut sends fewer tokens; no truncation sends more than FC
+    assert tokens[("TR/Th/0.5", "tight")] < tokens[("TR/Th/0.5", "loose")]
+    assert tokens[("TR/Th/0.5", "tight")] <= tokens[("TR/Th/0.3", "tight")] < 1.0
+    assert (sweep["tokens_ratio_est"] <= 1.0).all()
+
+
+def test_a_sweep_ratio_recomputed_from_the_replay_records(imported_workflow):
+    """TR/Th/0.3 at the tight threshold, tokens: the sum over tasks of each replayed run's prompt
+    and completion tokens (its calls.jsonl), over the same sum for the FC replay."""
+    workdir, _ = imported_workflow
+    replay = workdir / "results" / "imported-example" / "imported" / "replay"
+
+    def tokens_by_task(cell: str) -> dict[str, int]:
+        out = {}
+        for run in replay.glob(f"*/*/*/{cell}/*__a1"):
+            calls = read_calls(run)
+            out[read_record(run / "run.json")["identity"]["task_id"]] = sum(
+                (c["prompt_tokens"] or 0) + (c["completion_tokens"] or 0) for c in calls
+            )
+        return out
+
+    fc, tr = tokens_by_task("FC"), tokens_by_task("TR_Th_0.3__tight")
+    assert fc and set(tr) == set(fc)
+    by_hand = sum(tr.values()) / sum(fc.values())
+    sweep = pd.read_csv(workdir / "figures" / "imported-example" / "imported_sweep.data.csv")
+    drawn = sweep.set_index(["policy", "setting"]).loc[("TR/Th/0.3", "tight"), "tokens_ratio_est"]
+    assert drawn == pytest.approx(by_hand, rel=1e-9)
+    identity = read_record(next(replay.glob("tight/*/*/TR_Th_0.3__tight/*/run.json")))["identity"]
+    assert (identity["policy"], identity["threshold_setting"]) == ("TR/Th/0.3", "tight")
+
+
+def test_the_paper_grid_has_65_configurations_and_the_benchmark_replays_them():
+    spec = importlib.util.spec_from_file_location("bench_replay", ROOT / "benchmarks" / "bench_replay.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    study = load_study(ROOT / "config" / "paper.yaml")
+    every = study.configurations()
+    assert len(every) == 65 and len(set(every)) == 65 and every[0] == ("FC", None, "calibration")
+    plan = study.imported_replay_plan()
+    assert {g: len(p) for g, p in plan.items()} == {"untriggered": 2, "tight": 21, "primary": 21, "loose": 21}
+    assert sorted(bench.configurations(str(ROOT / "config" / "paper.yaml"))) == sorted(
+        (c.policy, c.setting) for c in every
+    )
+
+
+def test_a_paper_grid_over_an_imported_corpus_plans_all_65_configurations(tmp_path):
+    """config/paper.yaml's grid (its policies and settings; no models to run, so no summarizer
+    names: the summarizer comparison's entries are full-comparison configurations without one)
+    over a corpus: the dry run plans one replay job per group, 65 configurations in all, each
+    policy once per group."""
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    grid = {
+        section: {k: v for k, v in block.items() if k not in ("models", "benchmarks", "cohort", "summarizers")}
+        for section, block in paper["grid"].items()
+    }
+    config = {
+        "study": "imported-paper",
+        "results_dir": "results/p",
+        "figures_dir": "figures/p",
+        "imported": {"path": "corpus", "benchmark": "swebench", "model": "frontier"},
+        "grid": grid,
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    write_corpus(tmp_path / "corpus")
+    done = snakemake(tmp_path, path, "-n", "-p", "--cores", "1", timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    commands = [line for line in done.stdout.splitlines() if " replay --runs " in line]
+    groups = {}
+    for line in commands:
+        out = re.search(r"--out \S*/imported/replay/(\w+)", line).group(1)
+        policies = re.search(r"--policies (.*?) (--setting|--out)", line).group(1).replace("'", "").split()
+        groups[out] = policies
+        assert len(policies) == len(set(policies))
+        if out != "untriggered":
+            assert f"--setting {out} " in line
+    assert sorted(groups) == ["loose", "primary", "tight", "untriggered"]
+    assert sum(len(p) for p in groups.values()) == 65
+    assert groups["untriggered"] == ["FC", "OTRC/St"]
 
 
 def test_the_figure_and_the_tables_point_back_to_the_source_files(imported_workflow):

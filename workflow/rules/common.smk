@@ -19,7 +19,7 @@ from ctxpolicy.grid import SCOPES
 from ctxpolicy.importing.cli import trajectory_files
 from ctxpolicy.policies.spec import parse_spec
 from ctxpolicy.serving import shared as shared_servers
-from ctxpolicy.study import Pair, load_study
+from ctxpolicy.study import UNTRIGGERED, Pair, load_study
 
 REPO = Path(workflow.basedir)
 
@@ -217,11 +217,21 @@ def imported_cell() -> str:
     return f"{IMPORTED_ROOT}/runs/{IMPORTED['benchmark']}/{IMPORTED['model']}/imported"
 
 
-def imported_policies(triggered: bool) -> list:
-    """grid.full_comparison's policies with (or without) a threshold trigger; FC always untriggered."""
-    specs = [str(s) for s in STUDY.section("full_comparison")["policies"]]
-    chosen = [s for s in specs if parse_spec(s).needs_threshold == triggered]
-    return chosen if triggered else ["FC", *(s for s in chosen if s != "FC")]
+# Every configuration of the grid replayed over the corpus (ctxpolicy.study.Study.imported_replay_plan):
+# one replay job per group, the policies without a threshold, then each threshold setting.
+IMPORTED_REPLAY_PLAN = STUDY.imported_replay_plan() if IMPORTED else {}
+
+
+def imported_replay_dirs() -> list:
+    """The replay root of each group of the plan; each holds {benchmark}/{model}/{cell}/."""
+    return [f"{IMPORTED_ROOT}/replay/{group}" for group in IMPORTED_REPLAY_PLAN]
+
+
+def imported_replay_threshold(wildcards, input) -> str:
+    """The threshold flags of a group: none for the untriggered policies, its setting otherwise."""
+    if wildcards.group == UNTRIGGERED:
+        return ""
+    return f"--setting {wildcards.group} --thresholds {shlex.quote(input.thresholds)}"
 
 
 def imported_verdicts() -> list:

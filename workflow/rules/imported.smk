@@ -60,32 +60,28 @@ rule imported_replay:
         cell=imported_cell(),
         thresholds=f"{IMPORTED_ROOT}/thresholds.json",
     output:
-        directory(f"{IMPORTED_ROOT}/replay/{IMPORTED['benchmark']}/{IMPORTED['model']}"),
+        directory(f"{IMPORTED_ROOT}/replay/{{group}}"),
     log:
-        f"{RESULTS}/logs/imported/replay.log",
+        f"{RESULTS}/logs/imported/replay-{{group}}.log",
+    wildcard_constraints:
+        group="|".join(IMPORTED_REPLAY_PLAN) or "-",
     conda:
         SOFTWARE_ENV
     resources:
         **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
-        replay_root=lambda wildcards, output: parent_dir(parent_dir(output[0])),
-        untriggered=imported_policies(triggered=False),
-        triggered=imported_policies(triggered=True),
-        setting=STUDY.section("full_comparison")["setting"],
+        policies=lambda wildcards: IMPORTED_REPLAY_PLAN[wildcards.group],
+        threshold=imported_replay_threshold,
     shell:
         "(mkdir -p {output:q}"
-        " && {params.ctxpolicy} replay --runs {input.cell:q} --policies {params.untriggered:q}"
-        " --out {params.replay_root:q}"
-        " && if [ -n {params.triggered:q} ]; then"
-        " {params.ctxpolicy} replay --runs {input.cell:q} --policies {params.triggered:q}"
-        " --setting {params.setting} --thresholds {input.thresholds:q} --out {params.replay_root:q};"
-        " fi) > {log} 2>&1"
+        " && {params.ctxpolicy} replay --runs {input.cell:q} --policies {params.policies:q}"
+        " {params.threshold} --out {output:q}) > {log} 2>&1"
 
 
 rule aggregate_imported_replay:
     input:
-        replay=rules.imported_replay.output[0],
+        replay=imported_replay_dirs(),
         cell=imported_cell(),
         sources=IMPORTED_SOURCES,
     output:

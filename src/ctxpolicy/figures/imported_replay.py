@@ -5,8 +5,10 @@ policies themselves).
 
 A ratio is a ratio of means over tasks, ``mean_t replay(policy) / mean_t replay(FC)``, with a 95 %
 task-bootstrap interval (``ctxpolicy.metrics.bootstrap``); cost is the exact prefix simulation in
-local counts (``billed_exact``). Policies are grid.full_comparison's, the triggered ones at its
-setting. Layout: one row per imported (benchmark, model) pair, one column per resource.
+local counts (``billed_exact``). This figure draws grid.full_comparison's policies, the triggered
+ones at its setting; ``imported_sweep`` draws the sweeps' configurations from the same replays
+(``ratio_rows``, shared). Columns of the data: ``{cost,tokens,calls}_ratio_{est,lo,hi}``, ``n_tasks``.
+Layout: one row per imported (benchmark, model) pair, one column per resource.
 """
 
 from __future__ import annotations
@@ -49,11 +51,58 @@ def _resource(runs: pd.DataFrame, column: str | None) -> pd.Series:
     return runs[column].astype(float)
 
 
+def ratio_rows(
+    replays: pd.DataFrame,
+    combos: list[tuple[str, str]],
+    configurations: list[tuple[str, str | None]],
+    *,
+    n_boot: int,
+    seed: int,
+    resources: tuple = RESOURCES,
+) -> tuple[list[dict], list[str]]:
+    """One row per (pair, configuration) with replays: each resource's ratio of task means to the
+    FC replay (``{resource}_ratio_est``) and its task-bootstrap interval (``_lo``, ``_hi``) over
+    the tasks both share (``n_tasks``); the notes say which configuration had no replay."""
+    rows: list[dict] = []
+    found: list[str] = []
+    for benchmark, model in combos:
+        own = inputs.select(replays, benchmark=benchmark, model=model)
+        fc = own[own["policy"].astype(str) == "FC"]
+        if fc.empty:
+            found.append(f"no FC replay of the imported corpus ({model} on {benchmark}).")
+            continue
+        for policy, setting in configurations:
+            mine = own[own["policy"].astype(str) == policy]
+            if setting is not None:
+                mine = mine[mine["setting"].astype("object") == setting]
+            if mine.empty:
+                at = f" at the {setting} threshold" if setting else ""
+                found.append(f"{policy}{at}: no replay runs ({model} on {benchmark}).")
+                continue
+            tasks = sorted(set(mine["task_id"]) & set(fc["task_id"]))
+            counts = resample_counts(len(tasks), n_boot, seed)
+            included = np.ones(len(tasks), dtype=bool)
+            row = {"benchmark": benchmark, "model": model, "policy": policy, "setting": setting, "n_tasks": len(tasks)}
+            for resource, _, column in resources:
+                num = mine.assign(v=_resource(mine, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
+                den = fc.assign(v=_resource(fc, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
+                est = float(np.nansum(num) / np.nansum(den)) if np.nansum(den) > 0 else float("nan")
+                lo, hi = percentile_interval(boot_ratio(counts, num, den, included))
+                key = f"{resource}_ratio"
+                row.update({f"{key}_est": est, f"{key}_lo": lo, f"{key}_hi": hi})
+            rows.append(row)
+    if rows and "replay_summaries" in replays and (replays["replay_summaries"] == "placeholder").any():
+        found.append(
+            "summary policies were replayed with placeholder summaries: their ratios count sizes, not content."
+        )
+    return rows, found
+
+
 def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+    """The full comparison's policies (FC left out) at its setting, each against the FC replay."""
     study = study_of(config)
-    grid = study.section("full_comparison")
-    setting = grid["setting"]
-    policies = [str(p) for p in grid["policies"] if str(p) != "FC"]
+    setting = study.section("full_comparison")["setting"]
+    configurations = [(c.policy, c.setting) for c in study.configurations("full_comparison") if c.policy != "FC"]
     combos = [(p.benchmark, p.model) for p in study.pairs(IMPORTED_TRACK)]
     found: list[str] = []
     if not combos:
@@ -61,42 +110,8 @@ def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot:
     if replays.empty:
         found.append("no replay runs of the imported corpus (workflow/rules/imported.smk).")
         return Prepared(pd.DataFrame(), found, {"combos": combos, "setting": setting})
-    rows = []
-    for benchmark, model in combos:
-        own = inputs.select(replays, benchmark=benchmark, model=model)
-        fc = own[own["policy"].astype(str) == "FC"]
-        if fc.empty:
-            found.append(f"no FC replay of the imported corpus ({model} on {benchmark}).")
-            continue
-        for policy in policies:
-            mine = own[(own["policy"].astype(str) == policy) & inputs.setting_matches(own["setting"], setting)]
-            if mine.empty:
-                found.append(f"{policy}: no replay runs ({model} on {benchmark}).")
-                continue
-            tasks = sorted(set(mine["task_id"]) & set(fc["task_id"]))
-            counts = resample_counts(len(tasks), n_boot, seed)
-            included = np.ones(len(tasks), dtype=bool)
-            settings = mine["setting"].dropna()
-            row = {
-                "benchmark": benchmark,
-                "model": model,
-                "policy": policy,
-                "setting": settings.iloc[0] if len(settings) else None,
-                "n_tasks": len(tasks),
-            }
-            for resource, _, column in RESOURCES:
-                num = mine.assign(v=_resource(mine, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
-                den = fc.assign(v=_resource(fc, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
-                est = float(np.nansum(num) / np.nansum(den)) if np.nansum(den) > 0 else float("nan")
-                lo, hi = percentile_interval(boot_ratio(counts, num, den, included))
-                row.update({f"{resource}_est": est, f"{resource}_lo": lo, f"{resource}_hi": hi})
-            rows.append(row)
-    table = pd.DataFrame(rows)
-    if not table.empty and "replay_summaries" in replays and (replays["replay_summaries"] == "placeholder").any():
-        found.append(
-            "summary policies were replayed with placeholder summaries: their ratios count sizes, not content."
-        )
-    return Prepared(table, found, {"combos": combos, "setting": setting})
+    rows, notes_ = ratio_rows(replays, combos, configurations, n_boot=n_boot, seed=seed)
+    return Prepared(pd.DataFrame(rows), found + notes_, {"combos": combos, "setting": setting})
 
 
 def plot(data: Prepared, name: str = STEM):
@@ -114,7 +129,8 @@ def plot(data: Prepared, name: str = STEM):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
         for ax, (resource, label, _) in zip(row_axes, RESOURCES):
-            est, err = ax_.value(rows, resource), ax_.interval(rows, resource)
+            key = f"{resource}_ratio"
+            est, err = ax_.value(rows, key), ax_.interval(rows, key)
             for i, spec in enumerate(specs):
                 if np.isnan(est.iloc[i]):
                     continue

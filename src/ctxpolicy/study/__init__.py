@@ -17,8 +17,10 @@ It owns:
 - the thresholds file of each pair (``thresholds_file``) and where its thresholds come from;
 - the pairs of each track in one order (``pairs``, model-major in config order), all as
   ``Pair(model, benchmark)``;
-- the figure targets' pairs (``figure_pairs``: the config's ``figures:`` block) and the replay
-  plan (``replay_pairs``, ``replay_plan``).
+- the figure targets' pairs (``figure_pairs``: the config's ``figures:`` block), the replay
+  plan of the study's own FC runs (``replay_pairs``, ``replay_plan``), and the grid's
+  configurations, every distinct (policy, threshold setting) it asks for (``configurations``),
+  with the replay plan of an imported corpus over all of them (``imported_replay_plan``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ctxpolicy.grid import cohort_tasks as _cohort_tasks
 from ctxpolicy.grid import resolve_threshold as _resolve_threshold
 from ctxpolicy.grid import thresholds_path as _thresholds_path
 from ctxpolicy.policies.spec import parse_spec
+from ctxpolicy.threshold_settings import SETTINGS
 
 # grid section (config key) <-> track (what a cell and a run record)
 SECTION_OF = {track: section for section, track in TRACK_NAMES.items()}
@@ -69,6 +72,19 @@ class Pair(NamedTuple):
         if not sep or not model or not benchmark or "/" in benchmark:
             raise ValueError(f"{text!r} is not MODEL/BENCHMARK")
         return cls(model, benchmark)
+
+
+class Configuration(NamedTuple):
+    """One (policy, threshold setting) of the grid, whatever its models, benchmarks and cohort:
+    what a replay of a recorded FC run is made with. ``setting`` is None for a policy without a
+    threshold; ``section`` is the grid section that first asks for it (grid order)."""
+
+    policy: str
+    setting: str | None
+    section: str
+
+
+UNTRIGGERED = "untriggered"  # the replay group of the policies without a threshold (FC first)
 
 
 class Design(NamedTuple):
@@ -361,6 +377,40 @@ class Study:
             out[stem] = [Pair(*str(item).partition("/")[::2]) for item in items]
         return out
 
+    def configurations(self, section: str | None = None) -> list[Configuration]:
+        """Every distinct (policy, threshold setting) of the grid, FC first, then in grid order
+        (``grid.grid_entries``: calibration, full comparison, sweeps, summarizer comparison), or
+        of one section (its config key or track name). A policy without a threshold is one
+        configuration whatever the settings that list it; the summarizer comparison's entries
+        are their (policy, setting) alone (replays without a summarizer use placeholder
+        summaries, so two summarizers of one entry are one configuration)."""
+        wanted = None if section is None else _section_name(section)
+        seen: dict[tuple[str, str | None], Configuration] = {}
+        if wanted in (None, "calibration"):
+            seen[(FC, None)] = Configuration(FC, None, "calibration")
+        for name, policy, setting, _summarizer in grid_entries(self.config["grid"]):
+            if wanted is not None and name != wanted:
+                continue
+            spec = parse_spec(policy)
+            key = (str(spec), setting if spec.needs_threshold else None)
+            seen.setdefault(key, Configuration(key[0], key[1], name))
+        return list(seen.values())
+
+    def imported_replay_plan(self) -> dict[str, list[str]]:
+        """The replays of an imported corpus, every configuration of the grid: group -> policies,
+        ``UNTRIGGERED`` first (FC and the policies without a threshold), then one group per
+        threshold setting in ``SETTINGS`` order (each replayed at that setting's threshold). A
+        replay's cell slug names its setting, so one policy at two settings never collides."""
+        plan: dict[str, list[str]] = {UNTRIGGERED: []}
+        by_setting: dict[str, list[str]] = {}
+        for config in self.configurations():
+            if config.setting is None:
+                plan[UNTRIGGERED].append(config.policy)
+            else:
+                by_setting.setdefault(config.setting, []).append(config.policy)
+        plan.update((s, by_setting[s]) for s in SETTINGS if s in by_setting)
+        return plan
+
     def replay_pairs(self) -> list[Pair]:
         """The pairs whose full comparison has compressed policies to replay, sorted."""
         pairs = {Pair(c.model, c.benchmark) for c in self.cells_of("full") if c.policy != FC}
@@ -403,4 +453,4 @@ def load_study(path: str | Path) -> Study:
     return Study(check_study(load_config(path), source=str(path)), str(path))
 
 
-__all__ = ["ConfigError", "Design", "Pair", "Study", "load_study", "study_of"]
+__all__ = ["UNTRIGGERED", "ConfigError", "Configuration", "Design", "Pair", "Study", "load_study", "study_of"]
