@@ -61,7 +61,7 @@ def paths(value: str) -> set[str]:
     found = set()
     for match in re.finditer(rf"(?<![\w.:/-])((?:~/|\.\.?/|/)?(?:{NAME}+/)+{NAME}*[\w+-])", value):
         found.add(match.group(1))
-    for match in re.finditer(rf"(?<![\w./-])([\w-][\w.-]*\.([A-Za-z]+))(?![\w-])", value):
+    for match in re.finditer(r"(?<![\w./-])([\w-][\w.-]*\.([A-Za-z]+))(?![\w-])", value):
         if match.group(2).lower() in EXTENSIONS:
             found.add(match.group(1))
     out = set()

@@ -16,7 +16,6 @@ from ctxpolicy.rundir import (
     find_run_dirs,
     is_complete_run,
     read_calls,
-    read_jsonl,
     read_message_store,
     read_run_json,
     read_verdict,
@@ -63,6 +62,8 @@ class Run:
     execution_cmds: int  # ... and all its other commands
     peak_prompt: int | None
     prompts: tuple[int, ...]  # agent calls' prompt sizes, in order
+    cached_estimated: tuple[int, ...]  # each agent call's cached input by A.5.2's reconstruction
+    cached_exact: tuple[int, ...] | None  # ... by the prefix simulation (None: a call lacks its prompt ids)
 
     @property
     def time_limited(self) -> bool:
@@ -144,17 +145,19 @@ def read_run(run_dir: Path) -> Run:
     verdict = read_verdict(run_dir)
     report = (verdict or {}).get("report")
     mode = report.get("failure_mode") if isinstance(report, dict) else None
-    calls = list(read_jsonl(run_dir / CALLS_JSONL)) if (run_dir / CALLS_JSONL).exists() else []
+    calls = read_calls(run_dir) if (run_dir / CALLS_JSONL).exists() else []  # each with its whole prompt
     agent = [c for c in calls if c["kind"] == "agent"]
     prompts = [c["prompt_tokens"] or 0 for c in agent]
     summary_input = sum(c["prompt_tokens"] or 0 for c in calls if c["kind"] != "agent")
     measured = [c.get("cached_tokens") for c in agent]
     store = read_message_store(run_dir)
-    sequences = [c.get("message_ids") for c in read_calls(run_dir) if c["kind"] == "agent"]
+    sequences = [c.get("message_ids") for c in agent]
     sizes = {mid: int(line["tokens"]) for mid, line in store.items()}
     fmt = (run.get("settings") or {}).get("action_format") or shell.DEFAULT_FORMAT
     commands = [c for line in store.values() for c in shell.commands(line["message"], fmt)]
     retrieval = sum(map(shell.is_read, commands))
+    estimated = cached_estimate(prompts, [c.get("events") or [] for c in agent])
+    exact = None if any(ids is None for ids in sequences) else exact_cached(sequences, sizes, prompts)
     counted = [c["prompt_tokens"] for c in agent if c["prompt_tokens"] is not None]
     return Run(
         path=str(run_dir),
@@ -182,19 +185,17 @@ def read_run(run_dir: Path) -> Run:
         summary_calls=len(calls) - len(agent),
         firing_steps=len({c["step"] for c in calls if c.get("events")}),
         events=sum(len(c.get("events") or []) for c in calls),
-        billed_estimated=_billed(
-            prompts, cached_estimate(prompts, [c.get("events") or [] for c in agent]), summary_input
-        ),
+        billed_estimated=_billed(prompts, estimated, summary_input),
         billed_measured=None
         if not agent or any(m is None for m in measured)
         else _billed(prompts, [int(m) for m in measured], summary_input),
-        billed_exact=None
-        if any(ids is None for ids in sequences)
-        else _billed(prompts, exact_cached(sequences, sizes, prompts), summary_input),
+        billed_exact=None if exact is None else _billed(prompts, exact, summary_input),
         retrieval_cmds=retrieval,
         execution_cmds=len(commands) - retrieval,
         peak_prompt=max(counted) if counted else None,
         prompts=tuple(prompts),
+        cached_estimated=tuple(estimated),
+        cached_exact=None if exact is None else tuple(exact),
     )
 
 
