@@ -40,6 +40,7 @@ class StepCount:
     steps_after: int
     steps_to_reacq: int | None
     removed_outputs: int
+    reacq_of_lost: int  # read-backs of a path or command the step lost (neither kept nor summarised)
 
 
 def text(message: dict) -> str:
@@ -77,6 +78,48 @@ def paths(value: str) -> set[str]:
 def key(command: str) -> str:
     """A command compared blanks aside (backslashes as ``/``)."""
     return " ".join(command.replace("\\", "/").split())
+
+
+def blanks(value: str) -> str:
+    """The form anchors are compared in: backslashes as ``/``, runs of spaces and tabs as one."""
+    return re.sub(r"[ \t]+", " ", value.replace("\\", "/"))
+
+
+def mentions(value: str, haystack: str) -> bool:
+    """``haystack`` states ``value`` verbatim, as a whole word at an end that is a word character."""
+    word = re.compile(r"\w")
+    at = haystack.find(value)
+    while at >= 0:
+        end = at + len(value)
+        starts_clear = not word.match(value[0]) or at == 0 or not word.match(haystack[at - 1])
+        ends_clear = not word.match(value[-1]) or end == len(haystack) or not word.match(haystack[end])
+        if starts_clear and ends_clear:
+            return True
+        at = haystack.find(value, at + 1)
+    return False
+
+
+def lost_handles(before_ids: list[str], after_ids: list[str], store: dict, fmt: str) -> tuple[set, set]:
+    """The path and command anchors a step lost: named by a message it changed or removed (paths
+    in any text, the agent's commands), and stated neither by a message after it that is not a
+    new summary (kept) nor by the summaries it wrote (summarised)."""
+    after, earlier = set(after_ids), set(before_ids)
+    removed = [store[m] for m in before_ids if m not in after]
+    at_risk_paths = {p for m in removed for p in paths(text(m))}
+    at_risk_commands = {blanks(c).strip() for m in removed for c in shell.commands(m, fmt)}
+    kept, summary = [], []
+    for mid in after_ids:
+        message = store[mid]
+        new_summary = mid not in earlier and text(message).startswith(MARKERS[0])
+        parts = [blanks(text(message))]
+        if message.get("tool_calls"):
+            parts += [
+                blanks(c) for c in shell.commands({"role": "assistant", "tool_calls": message["tool_calls"]}, fmt)
+            ]
+        (summary if new_summary else kept).extend(parts)
+    kept_text, summary_text = "\n".join(kept), "\n".join(summary)
+    lost = lambda values: {v for v in values if not mentions(v, kept_text) and not mentions(v, summary_text)}  # noqa: E731
+    return lost(at_risk_paths), lost(at_risk_commands)
 
 
 def same_path(a: str, b: str) -> bool:
@@ -158,7 +201,9 @@ def count_run(run_dir: str | Path) -> list[StepCount]:
             for c in produced:
                 named |= paths(c)
         window = [(s, m) for s, m in replies if s >= step and (until is None or s < until)]
-        total = reads = back = 0
+        lost_paths, lost_commands = lost_handles(before_ids, after_ids, store, fmt)
+        lost_keys = {key(c) for c in lost_commands}
+        total = reads = back = of_lost = 0
         first = None
         for s, message in window:
             for command in shell.commands(message, fmt):
@@ -169,6 +214,9 @@ def count_run(run_dir: str | Path) -> list[StepCount]:
                 if key(command) in commands or any(same_path(p, q) for p in paths(command) for q in named):
                     back += 1
                     first = s - step + 1 if first is None else first
+                    of_lost += key(command) in lost_keys or any(
+                        same_path(p, q) for p in paths(command) for q in lost_paths
+                    )
         counts.append(
             StepCount(
                 task=task,
@@ -179,6 +227,7 @@ def count_run(run_dir: str | Path) -> list[StepCount]:
                 steps_after=sum(1 for c in agent if c["step"] >= step and (until is None or c["step"] < until)),
                 steps_to_reacq=first,
                 removed_outputs=len(commands) + len(named),
+                reacq_of_lost=of_lost,
             )
         )
     return counts

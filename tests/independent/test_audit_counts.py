@@ -78,10 +78,23 @@ def check_policy_row(what: str, row: dict, steps) -> int:
         boot,
         N_BOOT,
     )
+    per_task_lost = defaultdict(float)
+    for s in steps:
+        per_task_lost[s.task] += s.reacq_of_lost
+    est, _n, boot = ratio_of_means(per_task_lost, per_task_reacq, tasks)
+    close(f"{what}: reacq_of_lost_share", row["reacq_of_lost_share"], est)
+    check_interval(
+        f"{what}: reacq_of_lost_share",
+        row["reacq_of_lost_share"],
+        row["reacq_of_lost_share_lo"],
+        row["reacq_of_lost_share_hi"],
+        boot,
+        N_BOOT,
+    )
     reached = [s.steps_to_reacq for s in steps if s.steps_to_reacq is not None]
     close(f"{what}: events_with_reacq", row["events_with_reacq"], len(reached))
     close(f"{what}: median_steps_to_reacq", row["median_steps_to_reacq"], np.median(reached) if reached else math.nan)
-    return 7
+    return 10
 
 
 def _check_rows(table: list[dict], audit_steps, name: str) -> set:
