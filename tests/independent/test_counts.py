@@ -396,24 +396,6 @@ def test_cost_decomposition(study, paper_frames, paper_tables):
         close(f"{what}: decomposition_n_tasks", row["decomposition_n_tasks"], len(counted_tasks))
 
 
-def test_retention_counts_its_compression_steps(study, paper_frames):
-    """Retention (events of the audited first attempts): each policy's number of tasks with a
-    compression step is at most the cell's tasks, and its compression steps are the audited
-    runs' compressing steps (one row per step). Anchor rates are the audit's own: not recounted."""
-    table = rows(paper_frames["retention"])
-    assert table
-    for row in table:
-        b, m = row["benchmark"], row["model"]
-        cells = {
-            c
-            for (cb, cm, c), runs in study._cells.items()
-            if (cb, cm) == (b, m) and runs[0].policy == row["policy"] and runs[0].summarizer is None
-        }
-        runs = [r for c in cells for r in study.cell(b, m, c) if r.attempt == 1]
-        assert row["n_tasks"] <= len({r.task for r in runs if r.firing_steps})
-        assert row["n_events"] <= sum(r.firing_steps for r in runs)
-
-
 # ---------------------------------------------------------------- tables
 
 
