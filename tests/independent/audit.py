@@ -12,6 +12,7 @@ commands that read back a removed command or path. Only ``ctxpolicy.rundir``'s r
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,8 @@ class StepCount:
     steps_to_reacq: int | None
     removed_outputs: int
     reacq_of_lost: int  # read-backs of a path or command the step lost (neither kept nor summarised)
+    constraints_at_risk: int  # rules in the messages the step changed or removed
+    constraints_retained: int  # ... restated after it (kept), or by the summary it wrote (preserved)
 
 
 def text(message: dict) -> str:
@@ -52,7 +55,8 @@ def text(message: dict) -> str:
     return ""
 
 
-def paths(value: str) -> set[str]:
+@functools.lru_cache(maxsize=65536)
+def paths(value: str) -> frozenset[str]:
     """The file paths a text names: a run of segment characters with ``/`` between segments (an
     optional leading ``/``, ``~/``, ``./`` or ``../``), or a bare file name with a known
     extension; fence lines and URLs are no text. Trailing ``/`` and ``.`` are cut, leading ``./``
@@ -72,7 +76,7 @@ def paths(value: str) -> set[str]:
             p = p[2:]
         if p and "//" not in p and p.strip("/") and not re.fullmatch(r"[\d/.:-]+", p) and ("/" in p or "." in p):
             out.add(p)
-    return out
+    return frozenset(out)
 
 
 def key(command: str) -> str:
@@ -80,6 +84,7 @@ def key(command: str) -> str:
     return " ".join(command.replace("\\", "/").split())
 
 
+@functools.lru_cache(maxsize=65536)
 def blanks(value: str) -> str:
     """The form anchors are compared in: backslashes as ``/``, runs of spaces and tabs as one."""
     return re.sub(r"[ \t]+", " ", value.replace("\\", "/"))
@@ -99,25 +104,74 @@ def mentions(value: str, haystack: str) -> bool:
     return False
 
 
-def lost_handles(before_ids: list[str], after_ids: list[str], store: dict, fmt: str) -> tuple[set, set]:
-    """The path and command anchors a step lost: named by a message it changed or removed (paths
-    in any text, the agent's commands), and stated neither by a message after it that is not a
-    new summary (kept) nor by the summaries it wrote (summarised)."""
-    after, earlier = set(after_ids), set(before_ids)
-    removed = [store[m] for m in before_ids if m not in after]
-    at_risk_paths = {p for m in removed for p in paths(text(m))}
-    at_risk_commands = {blanks(c).strip() for m in removed for c in shell.commands(m, fmt)}
+RULE_WORDS = re.compile(r"\b(?:must|mustn't|never|do not|don't|always|shall not|may not)\b", re.IGNORECASE)
+
+
+def rules(message: dict) -> list[str]:
+    """A message's constraints (docs/analysis.md): none in the agent's own messages; else each
+    sentence (split after . ! ? and at line breaks, code blocks left out, blanks squeezed) of at
+    least three words and at most 400 characters that holds a rule word or begins with "Only"."""
+    if message.get("role") == "assistant":
+        return []
+    return _rules(text(message))
+
+
+@functools.lru_cache(maxsize=65536)
+def _rules(value: str) -> list[str]:
+    body = re.sub(r"```.*?(?:```|\Z)", "\n", value, flags=re.DOTALL)
+    found = []
+    for part in re.split(r"(?<=[.!?])\s+|\n+", body):
+        sentence = " ".join(part.split())
+        if not sentence or len(sentence.split()) < 3 or len(sentence) > 400:
+            continue
+        if RULE_WORDS.search(sentence) or re.match(r"(?:[-*\u2022]\s*)?only\b", sentence, re.IGNORECASE):
+            found.append(sentence)
+    return found
+
+
+def squeezed(value: str) -> str:
+    return " ".join(value.split()).lower()
+
+
+def constraint_counts(
+    before_ids: list[str], after_ids: list[str], store: dict, texts: tuple[str, str]
+) -> tuple[int, int]:
+    """(rules at risk, rules retained) of one step: a rule of a changed or removed message (each
+    once) is retained when a message after the step that is not a new summary restates it word
+    for word (case and blanks aside), or, when the step wrote a summary, the summary does (the
+    lexical judge); with no summary it is lost."""
+    after = set(after_ids)
+    at_risk = list(dict.fromkeys(r for m in before_ids if m not in after for r in rules(store[m])))
+    kept, summary = (squeezed(t) for t in texts)
+    retained = sum(squeezed(r) in kept or (bool(summary) and squeezed(r) in summary) for r in at_risk)
+    return len(at_risk), retained
+
+
+def _texts(after_ids: list[str], earlier: set[str], store: dict, fmt: str) -> tuple[str, str]:
+    """The blank-normalised text after a step outside its new summaries, and of them."""
     kept, summary = [], []
     for mid in after_ids:
         message = store[mid]
         new_summary = mid not in earlier and text(message).startswith(MARKERS[0])
         parts = [blanks(text(message))]
         if message.get("tool_calls"):
-            parts += [
-                blanks(c) for c in shell.commands({"role": "assistant", "tool_calls": message["tool_calls"]}, fmt)
-            ]
+            call = {"role": "assistant", "tool_calls": message["tool_calls"]}
+            parts += [blanks(c) for c in shell.commands(call, fmt)]
         (summary if new_summary else kept).extend(parts)
-    kept_text, summary_text = "\n".join(kept), "\n".join(summary)
+    return "\n".join(kept), "\n".join(summary)
+
+
+def lost_handles(
+    before_ids: list[str], after_ids: list[str], store: dict, fmt: str, texts: tuple[str, str]
+) -> tuple[set, set]:
+    """The path and command anchors a step lost: named by a message it changed or removed (paths
+    in any text, the agent's commands), and stated neither by a message after it that is not a
+    new summary (kept) nor by the summaries it wrote (summarised)."""
+    after = set(after_ids)
+    removed = [store[m] for m in before_ids if m not in after]
+    at_risk_paths = {p for m in removed for p in paths(text(m))}
+    at_risk_commands = {blanks(c).strip() for m in removed for c in shell.commands(m, fmt)}
+    kept_text, summary_text = texts
     lost = lambda values: {v for v in values if not mentions(v, kept_text) and not mentions(v, summary_text)}  # noqa: E731
     return lost(at_risk_paths), lost(at_risk_commands)
 
@@ -201,7 +255,9 @@ def count_run(run_dir: str | Path) -> list[StepCount]:
             for c in produced:
                 named |= paths(c)
         window = [(s, m) for s, m in replies if s >= step and (until is None or s < until)]
-        lost_paths, lost_commands = lost_handles(before_ids, after_ids, store, fmt)
+        texts = _texts(after_ids, set(before_ids), store, fmt)
+        lost_paths, lost_commands = lost_handles(before_ids, after_ids, store, fmt, texts)
+        at_risk_rules, retained_rules = constraint_counts(before_ids, after_ids, store, texts)
         lost_keys = {key(c) for c in lost_commands}
         total = reads = back = of_lost = 0
         first = None
@@ -228,6 +284,8 @@ def count_run(run_dir: str | Path) -> list[StepCount]:
                 steps_to_reacq=first,
                 removed_outputs=len(commands) + len(named),
                 reacq_of_lost=of_lost,
+                constraints_at_risk=at_risk_rules,
+                constraints_retained=retained_rules,
             )
         )
     return counts

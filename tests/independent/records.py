@@ -125,17 +125,16 @@ def exact_cached(sequences: list[list[str]], sizes: dict[str, int], prompts: lis
     trie: dict = {}
     cached = []
     for ids, prompt in zip(sequences, prompts):
-        node, shared, depth = trie, 0, 0
-        for mid in ids:
-            if mid not in node:
-                break
-            node, depth = node[mid], depth + 1
-            shared += sizes[mid]
-        total = sum(sizes[m] for m in ids)
+        node, shared, total, matching = trie, 0, 0, True
+        for mid in ids:  # one walk: down the earlier prompts' trie while it matches, then adding to it
+            total += sizes[mid]
+            if matching and mid in node:
+                shared += sizes[mid]
+                node = node[mid]
+            else:
+                matching = False
+                node = node.setdefault(mid, {})
         cached.append(_floor(min(shared * prompt // max(total, 1), prompt)))
-        node = trie
-        for mid in ids:
-            node = node.setdefault(mid, {})
     return cached
 
 

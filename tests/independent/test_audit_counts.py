@@ -91,10 +91,24 @@ def check_policy_row(what: str, row: dict, steps) -> int:
         boot,
         N_BOOT,
     )
+    at_risk, retained = defaultdict(float), defaultdict(float)
+    for s in steps:
+        at_risk[s.task] += s.constraints_at_risk
+        retained[s.task] += s.constraints_retained
+    est, _n, boot = ratio_of_means(retained, at_risk, tasks)
+    close(f"{what}: constraint_retention", row["constraint_retention"], est)
+    check_interval(
+        f"{what}: constraint_retention",
+        row["constraint_retention"],
+        row["constraint_retention_lo"],
+        row["constraint_retention_hi"],
+        boot,
+        N_BOOT,
+    )
     reached = [s.steps_to_reacq for s in steps if s.steps_to_reacq is not None]
     close(f"{what}: events_with_reacq", row["events_with_reacq"], len(reached))
     close(f"{what}: median_steps_to_reacq", row["median_steps_to_reacq"], np.median(reached) if reached else math.nan)
-    return 10
+    return 13
 
 
 def _check_rows(table: list[dict], audit_steps, name: str) -> set:
