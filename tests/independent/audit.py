@@ -44,6 +44,9 @@ class StepCount:
     reacq_of_lost: int  # read-backs of a path or command the step lost (neither kept nor summarised)
     constraints_at_risk: int  # rules in the messages the step changed or removed
     constraints_retained: int  # ... restated after it (kept), or by the summary it wrote (preserved)
+    anchors_at_risk: int  # the anchors of the messages the step changed or removed
+    anchors_kept: int  # ... still stated after it outside its new summaries
+    anchors_summarised: int  # ... stated only by a summary it wrote
 
 
 def text(message: dict) -> str:
@@ -104,6 +107,54 @@ def mentions(value: str, haystack: str) -> bool:
     return False
 
 
+# The anchor kinds of docs/analysis.md's table, each pattern transcribed from its row (the
+# partition into kept / summarised / lost and the rates are what is counted here).
+DEFINED = re.compile(r"\b(?:def|class|function|func|fn|struct|enum|trait|interface|impl)\s+([A-Za-z_]\w*)")
+DOTTED = re.compile(r"(?<![\w./\\-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w/\\-])")
+EXCEPTION_TYPE = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning|Interrupt|Exit))\b")
+ERROR_WORDS = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception)\b|\berror\b|\bfatal\b|\bFAILED\b|\bTraceback\b|\bpanicked\b|\bSegmentation fault\b",
+    re.IGNORECASE,
+)
+TEST_ID = re.compile(r"(?<![\w./\\-])((?:[\w./\\-]+::)?(?:[A-Za-z_]\w*::)*test_\w+(?:\[[^\]\s]*\])?)(?!\w|\.\w)")
+COUNT_LINE = re.compile(r"\b(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
+NODE_STATUS = re.compile(r"((?:[\w./-]+::)+\w+(?:\[[^\]\s]*\])?) (PASSED|FAILED|ERROR|SKIPPED)\b")
+LINE_NO = re.compile(r"\b(?:line|lines|ln|L)\s*(\d+)\b|(?<=[\w)])[:](\d+)(?::\d+)?\b", re.IGNORECASE)
+ID_NO = re.compile(r"(?:#|\bid[=: ]\s*|\bpid[=: ]\s*|\bissue\s+#?)(\d{2,})\b", re.IGNORECASE)
+HEX = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)([0-9a-f]{7,40})\b")
+
+
+@functools.lru_cache(maxsize=65536)
+def text_anchors(value: str) -> frozenset[tuple[str, str]]:
+    """The (kind, value) anchors of one message's text (commands aside)."""
+    found = {("path", p) for p in paths(value)}
+    no_urls = re.sub(r"(?i)\b[a-z][a-z0-9+.-]*://\S+", " ", value)
+    found |= {("symbol", n) for n in DEFINED.findall(no_urls)}
+    for name in DOTTED.findall(no_urls):
+        parts = name.split(".")
+        if parts[-1].lower() not in EXTENSIONS and min(map(len, parts)) > 1:
+            found.add(("symbol", name))
+    for line in re.sub(r"(?m)^```[\w-]*\s*$", "", value).splitlines():
+        if ERROR_WORDS.search(line):
+            line = blanks(line).strip()
+            if len(line) >= 4:
+                found.add(("error", line[:200]))
+    found |= {("exception", e) for e in EXCEPTION_TYPE.findall(value)}
+    found |= {("test", blanks(t)) for t in TEST_ID.findall(value)}
+    found |= {("test_result", f"{n} {w}") for n, w in COUNT_LINE.findall(value)}
+    found |= {("test_result", f"{blanks(n)} {st}") for n, st in NODE_STATUS.findall(value)}
+    numbers = {a or b for a, b in LINE_NO.findall(value)} | set(ID_NO.findall(value))
+    numbers |= {h.lower() for h in HEX.findall(value)}
+    found |= {("number", n) for n in numbers if n}
+    return frozenset(found)
+
+
+def anchors(message: dict, fmt: str) -> set[tuple[str, str]]:
+    found = set(text_anchors(text(message)))
+    found |= {("command", blanks(c).strip()) for c in shell.commands(message, fmt)}
+    return found
+
+
 RULE_WORDS = re.compile(r"\b(?:must|mustn't|never|do not|don't|always|shall not|may not)\b", re.IGNORECASE)
 
 
@@ -161,19 +212,18 @@ def _texts(after_ids: list[str], earlier: set[str], store: dict, fmt: str) -> tu
     return "\n".join(kept), "\n".join(summary)
 
 
-def lost_handles(
+def partition(
     before_ids: list[str], after_ids: list[str], store: dict, fmt: str, texts: tuple[str, str]
-) -> tuple[set, set]:
-    """The path and command anchors a step lost: named by a message it changed or removed (paths
-    in any text, the agent's commands), and stated neither by a message after it that is not a
-    new summary (kept) nor by the summaries it wrote (summarised)."""
+) -> tuple[set, set, set]:
+    """(at risk, kept, summarised) anchors of one step: those of the messages it changed or
+    removed; of them, those a message after it that is not a new summary states (kept), and of
+    the rest those its new summaries state (summarised). The others are lost."""
     after = set(after_ids)
-    removed = [store[m] for m in before_ids if m not in after]
-    at_risk_paths = {p for m in removed for p in paths(text(m))}
-    at_risk_commands = {blanks(c).strip() for m in removed for c in shell.commands(m, fmt)}
+    at_risk = {a for m in before_ids if m not in after for a in anchors(store[m], fmt)}
     kept_text, summary_text = texts
-    lost = lambda values: {v for v in values if not mentions(v, kept_text) and not mentions(v, summary_text)}  # noqa: E731
-    return lost(at_risk_paths), lost(at_risk_commands)
+    kept = {a for a in at_risk if mentions(a[1], kept_text)}
+    summarised = {a for a in at_risk - kept if mentions(a[1], summary_text)}
+    return at_risk, kept, summarised
 
 
 def same_path(a: str, b: str) -> bool:
@@ -256,7 +306,10 @@ def count_run(run_dir: str | Path) -> list[StepCount]:
                 named |= paths(c)
         window = [(s, m) for s, m in replies if s >= step and (until is None or s < until)]
         texts = _texts(after_ids, set(before_ids), store, fmt)
-        lost_paths, lost_commands = lost_handles(before_ids, after_ids, store, fmt, texts)
+        at_risk, kept_anchors, summarised = partition(before_ids, after_ids, store, fmt, texts)
+        lost = at_risk - kept_anchors - summarised
+        lost_paths = {v for k, v in lost if k == "path"}
+        lost_commands = {v for k, v in lost if k == "command"}
         at_risk_rules, retained_rules = constraint_counts(before_ids, after_ids, store, texts)
         lost_keys = {key(c) for c in lost_commands}
         total = reads = back = of_lost = 0
@@ -286,6 +339,9 @@ def count_run(run_dir: str | Path) -> list[StepCount]:
                 reacq_of_lost=of_lost,
                 constraints_at_risk=at_risk_rules,
                 constraints_retained=retained_rules,
+                anchors_at_risk=len(at_risk),
+                anchors_kept=len(kept_anchors),
+                anchors_summarised=len(summarised),
             )
         )
     return counts

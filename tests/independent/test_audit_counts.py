@@ -4,11 +4,12 @@ time from the run records (tests/independent/audit.py) on the paper-shaped data 
 Steps are those of the audited attempts (the data set audits attempt 1 of every run: conftest's
 ``paper_tables``) at the primary threshold setting (or of a policy without one), of the cells
 where the agent is its own summarizer: the summarizer comparison's cells (another model writes
-the summaries; Figure 19's subject) are no steps of the policy's own. Per policy: the steps and
-their tasks, reacquisitions per step (a ratio of sums over the policy's steps, task-bootstrapped
-like every audit rate: docs/analysis.md), the steps with a read-back and the median number of
-steps to the first one. The anchor and constraint rates (lexical anchor extraction and the
-judge) are the audit's own and are range-checked only (test_ranges.py).
+the summaries; Figure 19's subject) are no steps of the policy's own. Per policy, every number of
+the row: the steps and their tasks; anchor retention, verbatim retention and anchors lost per
+step; constraint retention (the lexical judge, as the workflow's audit runs); reacquisitions per
+step and the share of them that read back a lost anchor; each a ratio of sums over the policy's
+steps, task-bootstrapped (docs/analysis.md); the steps with a read-back and the median number of
+steps to the first one.
 """
 
 from __future__ import annotations
@@ -105,10 +106,24 @@ def check_policy_row(what: str, row: dict, steps) -> int:
         boot,
         N_BOOT,
     )
+    sums = {k: defaultdict(float) for k in ("at_risk", "kept", "retained", "lost")}
+    for s in steps:
+        sums["at_risk"][s.task] += s.anchors_at_risk
+        sums["kept"][s.task] += s.anchors_kept
+        sums["retained"][s.task] += s.anchors_kept + s.anchors_summarised
+        sums["lost"][s.task] += s.anchors_at_risk - s.anchors_kept - s.anchors_summarised
+    for column, num, den in (
+        ("anchor_retention", sums["retained"], sums["at_risk"]),
+        ("anchor_verbatim", sums["kept"], sums["at_risk"]),
+        ("lost_per_event", sums["lost"], per_task_steps),
+    ):
+        est, _n, boot = ratio_of_means(num, den, tasks)
+        close(f"{what}: {column}", row[column], est)
+        check_interval(f"{what}: {column}", row[column], row[f"{column}_lo"], row[f"{column}_hi"], boot, N_BOOT)
     reached = [s.steps_to_reacq for s in steps if s.steps_to_reacq is not None]
     close(f"{what}: events_with_reacq", row["events_with_reacq"], len(reached))
     close(f"{what}: median_steps_to_reacq", row["median_steps_to_reacq"], np.median(reached) if reached else math.nan)
-    return 13
+    return 22
 
 
 def _check_rows(table: list[dict], audit_steps, name: str) -> set:
