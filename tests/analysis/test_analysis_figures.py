@@ -47,6 +47,16 @@ def test_retention_rates_and_notes(events):
     assert silent_empty_panels(fig) == []
 
 
+def test_a_policy_row_leaves_out_the_summarizer_comparisons_steps(events):
+    """The summarizer comparison's cells share the policy's name; their steps (another model
+    summarizing) are not the policy's own, whichever events table the figure reads."""
+    other = events.assign(summarizer="synth-sum-a", cell="S-p_Th_0.5__synth-sum-a")
+    data = retention.compute(pd.concat([events, other], ignore_index=True), CONFIG, n_boot=50, seed=0)
+    (row,) = data.table.to_dict("records")
+    assert (row["n_events"], row["anchor_retention"]) == (3, 0.25)  # as from the own steps alone
+    assert retention.OTHER_SUMMARIZERS in data.notes
+
+
 def test_missing_events_table_is_a_note(tmp_path):
     empty = read_events(tmp_path)
     assert empty.empty and "anchors_lost" in empty.columns

@@ -11,7 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxpolicy.rundir import CALLS_JSONL, find_run_dirs, is_complete_run, read_jsonl, read_run_json, read_verdict
+from ctxpolicy.rundir import (
+    CALLS_JSONL,
+    find_run_dirs,
+    is_complete_run,
+    read_calls,
+    read_message_store,
+    read_run_json,
+    read_verdict,
+)
+
+from independent import shell
 
 CACHE_DISCOUNT = 0.1  # A.5.2: cached input at one tenth of a fresh token
 BLOCK = 16  # A.5.2: 16-token cache blocks
@@ -47,8 +57,13 @@ class Run:
     events: int  # compression events (each stage)
     billed_estimated: float  # A.5.2, reconstructed cache
     billed_measured: float | None  # A.5.2 with the server's cached counts (None: a call lacks one)
+    billed_exact: float | None  # docs/metrics.md 3.2, the prefix simulation (None: a call lacks its prompt ids)
+    retrieval_cmds: int  # the agent's commands that read state back (docs/metrics.md, A.5 reacquisition view)
+    execution_cmds: int  # ... and all its other commands
     peak_prompt: int | None
     prompts: tuple[int, ...]  # agent calls' prompt sizes, in order
+    cached_estimated: tuple[int, ...]  # each agent call's cached input by A.5.2's reconstruction
+    cached_exact: tuple[int, ...] | None  # ... by the prefix simulation (None: a call lacks its prompt ids)
 
     @property
     def time_limited(self) -> bool:
@@ -101,17 +116,47 @@ def _billed(prompts: list[int], cached: list[int], summary_input: int) -> float:
     return sum(prompts) - sum(cached) + CACHE_DISCOUNT * sum(cached) + summary_input
 
 
+def exact_cached(sequences: list[list[str]], sizes: dict[str, int], prompts: list[int]) -> list[int]:
+    """docs/metrics.md 3.2: each agent call's longest whole-message prefix that begins an
+    earlier agent call's prompt, in local tokens (L_shared of the call's L_k), rescaled to its
+    server prompt P_k as floor(P_k * L_shared / L_k), at most P_k, whole 16-token blocks.
+
+    Counted with a trie of the earlier prompts (the pipeline hashes prefixes instead)."""
+    trie: dict = {}
+    cached = []
+    for ids, prompt in zip(sequences, prompts):
+        node, shared, total, matching = trie, 0, 0, True
+        for mid in ids:  # one walk: down the earlier prompts' trie while it matches, then adding to it
+            total += sizes[mid]
+            if matching and mid in node:
+                shared += sizes[mid]
+                node = node[mid]
+            else:
+                matching = False
+                node = node.setdefault(mid, {})
+        cached.append(_floor(min(shared * prompt // max(total, 1), prompt)))
+    return cached
+
+
 def read_run(run_dir: Path) -> Run:
     run = read_run_json(run_dir)
     identity = run["identity"]
     verdict = read_verdict(run_dir)
     report = (verdict or {}).get("report")
     mode = report.get("failure_mode") if isinstance(report, dict) else None
-    calls = list(read_jsonl(run_dir / CALLS_JSONL)) if (run_dir / CALLS_JSONL).exists() else []
+    calls = read_calls(run_dir) if (run_dir / CALLS_JSONL).exists() else []  # each with its whole prompt
     agent = [c for c in calls if c["kind"] == "agent"]
     prompts = [c["prompt_tokens"] or 0 for c in agent]
     summary_input = sum(c["prompt_tokens"] or 0 for c in calls if c["kind"] != "agent")
     measured = [c.get("cached_tokens") for c in agent]
+    store = read_message_store(run_dir)
+    sequences = [c.get("message_ids") for c in agent]
+    sizes = {mid: int(line["tokens"]) for mid, line in store.items()}
+    fmt = (run.get("settings") or {}).get("action_format") or shell.DEFAULT_FORMAT
+    commands = [c for line in store.values() for c in shell.commands(line["message"], fmt)]
+    retrieval = sum(map(shell.is_read, commands))
+    estimated = cached_estimate(prompts, [c.get("events") or [] for c in agent])
+    exact = None if any(ids is None for ids in sequences) else exact_cached(sequences, sizes, prompts)
     counted = [c["prompt_tokens"] for c in agent if c["prompt_tokens"] is not None]
     return Run(
         path=str(run_dir),
@@ -139,14 +184,17 @@ def read_run(run_dir: Path) -> Run:
         summary_calls=len(calls) - len(agent),
         firing_steps=len({c["step"] for c in calls if c.get("events")}),
         events=sum(len(c.get("events") or []) for c in calls),
-        billed_estimated=_billed(
-            prompts, cached_estimate(prompts, [c.get("events") or [] for c in agent]), summary_input
-        ),
+        billed_estimated=_billed(prompts, estimated, summary_input),
         billed_measured=None
         if not agent or any(m is None for m in measured)
         else _billed(prompts, [int(m) for m in measured], summary_input),
+        billed_exact=None if exact is None else _billed(prompts, exact, summary_input),
+        retrieval_cmds=retrieval,
+        execution_cmds=len(commands) - retrieval,
         peak_prompt=max(counted) if counted else None,
         prompts=tuple(prompts),
+        cached_estimated=tuple(estimated),
+        cached_exact=None if exact is None else tuple(exact),
     )
 
 

@@ -205,8 +205,11 @@ RESOURCES = {  # A.5: the resource ratios, by the value each run contributes
     "cost_ratio": lambda r: r.billed_estimated,  # the headline: A.5.2's estimate
     "cost_ratio_estimated": lambda r: r.billed_estimated,
     "cost_ratio_measured": lambda r: r.billed_measured,
+    "cost_ratio_exact": lambda r: r.billed_exact,  # docs/metrics.md 3.2: the prefix simulation
     "calls_ratio": lambda r: r.agent_calls,
     "all_calls_ratio": lambda r: r.agent_calls + r.summary_calls,  # the cost decomposition's calls
+    "retrieval_ratio": lambda r: r.retrieval_cmds,  # the reacquisition view (docs/metrics.md, A.5)
+    "execution_ratio": lambda r: r.execution_cmds,
 }
 
 

@@ -5,7 +5,9 @@ that are still there afterwards, verbatim (solid) or only in a summary (hatched)
 constraints (rules given to the agent) at risk that were kept or restated. Rates are ratios of
 sums over a policy's steps with task-bootstrap 95% intervals (``ctxpolicy.analysis.summary``),
 drawn from ``events.parquet`` (``ctxpolicy audit``). Steps of the primary threshold setting
-(and of policies without one); the audit's definitions are in docs/analysis.md.
+(and of policies without one), of the cells where the agent is its own summarizer (the
+summarizer comparison's cells share the policy's name but are Figure 19's); the audit's
+definitions are in docs/analysis.md.
 
 Layout: per (benchmark, model) pair, benchmarks in rows and models in columns
 (``axes.pair_facets``); anchors, then (when any step had a constraint at risk) constraints as a
@@ -61,12 +63,29 @@ def policy_rates(
                 f"empty: run `ctxpolicy audit`), so no {what} to show."
             ],
         )
-    chosen = events[inputs.setting_matches(events["threshold_setting"], SETTING)]
+    own = own_summarizer(events)
+    chosen = events[own & inputs.setting_matches(events["threshold_setting"], SETTING).to_numpy()]
     table = by_policy(chosen, n_boot=n_boot, seed=seed, group=GROUP)
     data = Prepared(table, meta={"combos": event_combos(chosen, config)})
-    if len(chosen) < len(events):
+    if not own.all():
+        data.notes.append(OTHER_SUMMARIZERS)
+    if len(chosen) < own.sum():
         data.notes.append(f"steps of other threshold settings than {SETTING} not shown.")
     return data
+
+
+OTHER_SUMMARIZERS = (
+    "steps of the summarizer comparison's cells (another model writes the summaries; Figure 19) "
+    "not shown: each row is a policy with the agent as its own summarizer."
+)
+
+
+def own_summarizer(events: pd.DataFrame) -> np.ndarray:
+    """True for the steps of cells where the agent summarizes for itself (``summarizer`` empty):
+    a policy's row never pools the summarizer comparison's cells, which share its name."""
+    if "summarizer" not in events:
+        return np.ones(len(events), dtype=bool)
+    return events["summarizer"].isna().to_numpy()
 
 
 def compute(
