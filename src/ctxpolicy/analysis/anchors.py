@@ -11,12 +11,12 @@ normalised text of the messages after the event.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ctxpolicy.analysis.memo import text_memo
 from ctxpolicy.metrics.commands import commands_of
 from ctxpolicy.policies.history import text_of
 
@@ -111,20 +111,46 @@ def _path(value: str) -> str | None:
     return value
 
 
-@functools.lru_cache(maxsize=8192)
+# Each extractor first asks whether the text holds what its patterns cannot match without (a
+# separator, a dot, a digit, one of the words): a long text without it (a placeholder summary of
+# thousands of words) is then never scanned. A case-insensitive pattern is only skipped this way
+# on ASCII text, where lower-casing finds every spelling it matches.
+_DEFINITION_WORDS = ("def", "class", "function", "func", "fn", "struct", "enum", "trait", "interface", "impl")
+_EXCEPTION_WORDS = ("Error", "Exception", "Warning", "Interrupt", "Exit")
+_ERROR_WORDS = ("error", "exception", "fatal", "failed", "traceback", "panicked", "segmentation fault")
+_RESULT_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected")
+_DIGIT = re.compile(r"\d")
+
+
+def _holds_any(text: str, words: tuple[str, ...]) -> bool:
+    return any(word in text for word in words)
+
+
+def _without_urls(text: str) -> str:
+    return URL.sub(" ", text) if "://" in text else text
+
+
+@text_memo()
 def paths(text: str) -> frozenset[str]:
     """The file paths a text names (memoised: the reacquisition check asks about the same
     removed outputs at every step)."""
-    text = URL.sub(" ", FENCE.sub(" ", text))
-    found = {_path(m) for m in SEPARATED_PATH.findall(text)}
-    found |= {_path(m) for m in BARE_FILE.findall(text)}
+    separated, dotted = "/" in text or "\\" in text, "." in text
+    if not (separated or dotted):
+        return frozenset()
+    text = _without_urls(FENCE.sub(" ", text) if "```" in text else text)
+    found = {_path(m) for m in SEPARATED_PATH.findall(text)} if separated else set()
+    if dotted:
+        found |= {_path(m) for m in BARE_FILE.findall(text)}
     return frozenset(p for p in found if p and ("/" in p or "." in p))
 
 
 def symbols(text: str) -> set[str]:
-    text = URL.sub(" ", text)
-    found = set(DEFINITION.findall(text))
-    for name in QUALIFIED.findall(text):
+    definitions, qualified = _holds_any(text, _DEFINITION_WORDS), "." in text
+    if not (definitions or qualified):
+        return set()
+    text = _without_urls(text)
+    found = set(DEFINITION.findall(text)) if definitions else set()
+    for name in QUALIFIED.findall(text) if qualified else ():
         parts = name.split(".")
         if parts[-1].lower() not in EXTENSIONS and min(map(len, parts)) > 1:  # not "e.g", "i.e"
             found.add(name)
@@ -132,25 +158,30 @@ def symbols(text: str) -> set[str]:
 
 
 def exceptions(text: str) -> set[str]:
-    return set(EXCEPTION.findall(text))
+    return set(EXCEPTION.findall(text)) if _holds_any(text, _EXCEPTION_WORDS) else set()
 
 
 def error_lines(text: str) -> set[str]:
+    if text.isascii() and not _holds_any(text.lower(), _ERROR_WORDS):
+        return set()
     lines = (normalise(line).strip() for line in ERROR_LINE.findall(FENCE.sub("", text)))
     return {line[:MAX_ERROR_LINE] for line in lines if len(line) >= 4}
 
 
 def tests(text: str) -> set[str]:
-    return {normalise(m) for m in TEST_NAME.findall(text)}
+    return {normalise(m) for m in TEST_NAME.findall(text)} if "test_" in text else set()
 
 
 def test_results(text: str) -> set[str]:
-    found = {f"{n} {word}" for n, word in TEST_RESULT.findall(text)}
-    found |= {f"{normalise(name)} {status}" for name, status in TEST_STATUS.findall(text)}
+    found = {f"{n} {word}" for n, word in TEST_RESULT.findall(text)} if _holds_any(text, _RESULT_WORDS) else set()
+    if "::" in text:
+        found |= {f"{normalise(name)} {status}" for name, status in TEST_STATUS.findall(text)}
     return found
 
 
 def numbers(text: str) -> set[str]:
+    if _DIGIT.search(text) is None:
+        return set()
     found = {a or b for a, b in LINE_NUMBER.findall(text)}
     found |= set(IDENTIFIER_NUMBER.findall(text))
     found |= {h.lower() for h in HEX_ID.findall(text)}
@@ -169,7 +200,9 @@ TEXT_EXTRACTORS = {
 
 
 ANCHOR_CACHE_SIZE = 30_000  # messages whose anchors are kept (an audit meets each many times)
+ANCHOR_CACHE_CHARS = 32_000_000  # ... and the characters of their keys, at most
 _anchor_cache: dict[Any, frozenset[Anchor]] = {}
+_anchor_cache_chars = 0
 
 
 def message_anchors(message: Mapping[str, Any], action_format: str | None = None) -> frozenset[Anchor]:
@@ -179,7 +212,8 @@ def message_anchors(message: Mapping[str, Any], action_format: str | None = None
     Memoised by the message's canonical JSON and the action format: the windows of a run's steps,
     and the replays of one source, hold the same messages again and again (the audit's time went
     into re-extracting them; the cache is cleared whole when it holds ``ANCHOR_CACHE_SIZE``
-    messages)."""
+    messages or keys of ``ANCHOR_CACHE_CHARS`` characters)."""
+    global _anchor_cache_chars
     content = message.get("content")
     if isinstance(content, str) and not message.get("tool_calls") and set(message) <= {"role", "content"}:
         key: Any = (message.get("role"), content, action_format)  # a string hashes once: no dump
@@ -187,9 +221,12 @@ def message_anchors(message: Mapping[str, Any], action_format: str | None = None
         key = (json.dumps(message, sort_keys=True, ensure_ascii=False, default=str), action_format)
     found = _anchor_cache.get(key)
     if found is None:
-        if len(_anchor_cache) >= ANCHOR_CACHE_SIZE:
+        size = len(key[1] if len(key) == 3 else key[0])
+        if len(_anchor_cache) >= ANCHOR_CACHE_SIZE or _anchor_cache_chars + size > ANCHOR_CACHE_CHARS:
             _anchor_cache.clear()
+            _anchor_cache_chars = 0
         found = _anchor_cache[key] = frozenset(_message_anchors(message, action_format))
+        _anchor_cache_chars += size
     return found
 
 
@@ -239,7 +276,7 @@ def joined_text(messages: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-@functools.lru_cache(maxsize=16384)
+@text_memo()
 def _normalised(text: str) -> str:
     return normalise(text)
 
