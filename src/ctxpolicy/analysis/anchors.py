@@ -268,17 +268,41 @@ def joined_text(messages: Iterable[Mapping[str, Any]]) -> str:
 
     ``normalise`` never joins across a newline, so the parts are normalised one by one, each
     once (memoised: a run's steps join the same messages again and again)."""
+    return "\n".join(_parts(messages))
+
+
+def _parts(messages: Iterable[Mapping[str, Any]]) -> list[str]:
     parts = []
     for m in messages:
         parts.append(_normalised(text_of(m)))
         if m.get("tool_calls"):
             parts += map(_normalised, commands_of({"tool_calls": m["tool_calls"]}))
-    return "\n".join(parts)
+    return parts
+
+
+def joined_characters(messages: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Every character of ``joined_text(messages)``, from the parts' (memoised) character sets."""
+    found: set[str] = {"\n"}
+    for part in _parts(messages):
+        found |= _characters(part)
+    return frozenset(found)
+
+
+def mentioned(anchors: Iterable[Anchor], haystack: str, characters: frozenset[str]) -> set[Anchor]:
+    """The anchors ``haystack`` mentions (``mentions``); ``characters``: every character of the
+    haystack (``joined_characters``). An anchor with a character the haystack lacks is not looked
+    for: a placeholder summary of thousands of filler words is then never scanned."""
+    return {a for a in anchors if characters.issuperset(a[1]) and mentions(a, haystack)}
 
 
 @text_memo()
 def _normalised(text: str) -> str:
     return normalise(text)
+
+
+@text_memo()
+def _characters(text: str) -> frozenset[str]:
+    return frozenset(text)
 
 
 def count_by_kind(anchors: Iterable[Anchor]) -> dict[str, int]:

@@ -189,12 +189,13 @@ def audit_step(
     summary_ids = {
         mid for mid, m in zip(step.after_ids, after) if mid not in before_ids and marker_of(m) == SUMMARY_MARKER
     }
-    kept_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid not in summary_ids)
-    summary_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid in summary_ids)
+    carried = [m for mid, m in zip(step.after_ids, after) if mid not in summary_ids]
+    summaries = [m for mid, m in zip(step.after_ids, after) if mid in summary_ids]
+    kept_text, summary_text = anchors_.joined_text(carried), anchors_.joined_text(summaries)
 
     at_risk = anchors_.anchors_of(removed, action_format)
-    kept = {a for a in at_risk if anchors_.mentions(a, kept_text)}
-    summarised = {a for a in at_risk - kept if anchors_.mentions(a, summary_text)}
+    kept = anchors_.mentioned(at_risk, kept_text, anchors_.joined_characters(carried))
+    summarised = anchors_.mentioned(at_risk - kept, summary_text, anchors_.joined_characters(summaries))
     lost = at_risk - kept - summarised
 
     verdicts = _constraint_verdicts(constraints_of(removed), kept_text, summary_text, judge)
