@@ -18,7 +18,7 @@ from ctxpolicy.agent.messages import api_message, message_id
 from ctxpolicy.agent.record import summary_call_record
 from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer, actions
 from ctxpolicy.replay.source import SourceRun
-from ctxpolicy.rundir import MIN_PIECE_CHARS, CallRecord, content_pieces, pieced_line
+from ctxpolicy.rundir import MIN_PIECE_CHARS, CallRecord, content_pieces
 from ctxpolicy.tokens import count_message
 
 
@@ -30,8 +30,10 @@ class ReplayedRun:
     calls: list[CallRecord]
     """calls.jsonl lines, indexed, in the harness's order (a step's summary calls before its agent call)."""
     messages: list[dict] = field(default_factory=list)
-    """messages.jsonl lines (``id``, ``tokens``, ``message``), each id once, in first-use order; a
-    summary request's line gives its content as ``content_pieces`` (``rundir.content_pieces``)."""
+    """messages.jsonl lines (``id``, ``tokens``, ``message``), each id once, in first-use order."""
+    content_pieces: dict[str, list] = field(default_factory=dict)
+    """Message id -> its content as ``rundir.content_pieces`` (a summary request: the transcript
+    repeats the history it condenses), for the messages the writer may store so."""
     start: float = 0.0
     end: float = 0.0
     summary_latency_s: float = 0.0
@@ -54,6 +56,7 @@ class _Store:
         self._by_object: dict[int, tuple[dict, str]] = {id(m): (m, mid) for mid, m in source.store.items()}
         self._source_tokens = source.tokens
         self.lines: list[dict] = []
+        self.pieces: dict[str, list] = {}
         self._written: set[str] = set()
 
     def ids(self, messages: list[dict], sources: list[dict] | None = None) -> list[str]:
@@ -73,18 +76,21 @@ class _Store:
                     "tokens": count_message(api_message(message)) if tokens is None else tokens,
                     "message": api_message(message),
                 }
-                self.lines.append(self._pieced(line, sources) if sources else line)
+                self.lines.append(line)
+                if sources:
+                    self._piece(line, sources)
             out.append(mid)
         return out
 
-    def _pieced(self, line: dict, sources: list[dict]) -> dict:
+    def _piece(self, line: dict, sources: list[dict]) -> None:
         message = line["message"]
         content = message.get("content")
         if message.get("role") == "assistant" or not isinstance(content, str) or len(content) < MIN_PIECE_CHARS:
-            return line
+            return
         known = ((self._by_object.get(id(m)), m.get("content")) for m in sources)
         pieces = content_pieces(content, ((k[1], c) for k, c in known if k is not None and isinstance(c, str)))
-        return line if pieces is None else pieced_line(line, pieces)
+        if pieces is not None:
+            self.pieces[line["id"]] = pieces
 
 
 def replay_source(
@@ -152,4 +158,6 @@ def replay_source(
         )
         if step_seconds is not None:
             step_seconds.append(clock() - began)
-    return ReplayedRun(source, session.policy, threshold, calls, store.lines, start, time.time(), summary_s)
+    return ReplayedRun(
+        source, session.policy, threshold, calls, store.lines, store.pieces, start, time.time(), summary_s
+    )

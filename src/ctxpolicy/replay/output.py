@@ -4,7 +4,8 @@
 calls.jsonl, trajectory.json and run.json (last, atomically), in schema version 2: messages.jsonl
 holds only the messages the policy wrote (run.json ``message_base`` names the source run, whose
 store holds the rest) and calls.jsonl encodes each prompt against an earlier one
-(``ctxpolicy.rundir.PromptEncoder``); both are written gzip-compressed (``rundir.write_compressed``:
+(``ctxpolicy.rundir.PromptEncoder``); a summary request's content is stored as pieces
+referencing the messages it repeats (``rundir.content_pieces``); both are written gzip-compressed (``rundir.write_compressed``:
 summary requests repeat the source's text), which every reader in ``rundir`` reads as plain. Identity: the source's benchmark,
 model, cohort, task and attempt; the replayed policy; ``track: replay``. run.json's ``replay``
 block names the source run and says what the summaries were (``replay_summaries``:
@@ -34,6 +35,7 @@ from ctxpolicy.rundir import (
     TRAJECTORY_JSON,
     PromptEncoder,
     message_base_record,
+    pieced_line,
     write_compressed,
     write_record,
     write_run_json,
@@ -156,7 +158,12 @@ def _write_files(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / RUN_JSON).unlink(missing_ok=True)  # the record that counts is written last
     inherited = replayed.source.store
-    added = [line for line in replayed.messages if line["id"] not in inherited]
+    pieces = replayed.content_pieces  # every id a piece names is in the source's store or written before it
+    added = [
+        pieced_line(line, pieces[line["id"]]) if line["id"] in pieces else line
+        for line in replayed.messages
+        if line["id"] not in inherited
+    ]
     write_compressed(run_dir / MESSAGES_JSONL, _jsonl(added), durable)
     encoder = PromptEncoder()
     lines = "".join(encoder.line(c) for c in replayed.calls)
