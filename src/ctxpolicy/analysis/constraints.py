@@ -66,5 +66,11 @@ def constraints_of(messages: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def restated(constraint: str, text: str) -> bool:
     """Whether ``text`` repeats the constraint word for word (case and blanks aside)."""
-    squeeze = lambda s: re.sub(r"\s+", " ", s).strip().lower()  # noqa: E731
-    return squeeze(constraint) in squeeze(text)
+    return _squeezed(constraint) in _squeezed(text)
+
+
+@text_memo(max_chars=8_000_000)
+def _squeezed(text: str) -> str:
+    """Blanks as one space, lower case (memoised: a step asks about each of its constraints in
+    the same text)."""
+    return re.sub(r"\s+", " ", text).strip().lower()
