@@ -38,7 +38,7 @@ def _encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
-LONG_TEXT = 2048  # characters: texts longer than this are cached by size, not by entries
+LONG_TEXT = 4096  # characters: texts longer than this are cached by size, not by entries
 LONG_CACHE_CHARS = 64_000_000  # the long-text cache is cleared whole when it holds this many characters
 _long_counts: dict[str, int] = {}
 _long_chars = 0
