@@ -9,13 +9,16 @@ from tens of tokens to a few over 50K) of a length drawn uniformly from ``--min-
 ``--max-steps``, then replays each through every (policy, threshold setting) of the config's
 calibration, full comparison and sweeps (65 for config/paper.yaml), without a summarizer
 (placeholder summaries), in ``--workers`` processes, writing every replay as ``ctxpolicy replay``
-does (schema version 2, ``replay.output.ReplayBatch``: one disk sync per source). Then audits
-every replay exactly as ``ctxpolicy audit`` does (``analysis.cli_audit.audit_runs``: the runs
-it finds, grouped by source, the same checks and worker processes). Prints the per-step time (median, p99), the
-time spent writing run directories, the replay and audit wall and CPU times (the CPU time over
-the workers is what the wall time is on idle cores: on a shared machine, the figure to read), the replays' apparent size
-on disk (``du --apparent-size``) and the load average; a reduced run also prints what the full
-workload (300 runs x 65 configurations) scales to, by replayed steps.
+does (schema version 2, summary requests as content pieces, ``replay.output.ReplayBatch``: one
+disk sync per source). Then audits every replay exactly as ``ctxpolicy audit`` does
+(``analysis.cli_audit.audit_runs``: the complete runs it finds, grouped by source, the same
+checks and worker processes). Prints the per-step time (median, p99), the time spent writing run
+directories, the replay and audit wall and CPU times (the CPU time over the workers is about
+what the wall time is on idle cores: on a shared machine, the figure to read), the replays'
+apparent size on disk (``du --apparent-size``) and the load average; a reduced run also prints
+what the full workload (300 runs x 65 configurations) scales to, by replayed steps. ``--keep
+DIR`` writes everything under a new folder in DIR and keeps it (else a temporary folder,
+deleted). The full workload needs about 0.6 GB of disk and well under 8 GB of memory.
 Targets (2 idle cores): replay of the full workload under 10 minutes and under 1 GB apparent
 size; its audit under 10 minutes.
 """

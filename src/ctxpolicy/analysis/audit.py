@@ -138,7 +138,7 @@ def audit_checked(run_dir: str | Path, judge=None, warnings: list[str] | None = 
     if any, is appended to it, from the transcript the audit read.
     """
     from ctxpolicy.analysis.judge import JudgeError
-    from ctxpolicy.analysis.table import frame
+    from ctxpolicy.analysis.table import check_rows
     from ctxpolicy.metrics.records import RecordError as TableError
     from ctxpolicy.metrics.records import read_run
 
@@ -147,7 +147,7 @@ def audit_checked(run_dir: str | Path, judge=None, warnings: list[str] | None = 
         read_run(run_dir)
         transcript = read_transcript(run_dir)
         rows = audit_run(run_dir, judge, transcript)
-        frame(rows)  # every value fits its column
+        check_rows(rows)  # every value fits its column
     except TableError as exc:
         raise RecordError(str(exc)) from None
     except (RecordError, JudgeError):
