@@ -91,13 +91,14 @@ IDENTIFIER_NUMBER = re.compile(r"(?:#|\bid[=: ]\s*|\bpid[=: ]\s*|\bissue\s+#?)(\
 HEX_ID = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)([0-9a-f]{7,40})\b")
 FENCE = re.compile(r"^```[\w-]*\s*$", re.MULTILINE)
 MAX_ERROR_LINE = 200
+_BLANKS = re.compile(r"[ \t]+")
 
 Anchor = tuple[str, str]
 
 
 def normalise(text: str) -> str:
     """Separators as ``/`` and runs of blanks as one space: the form anchors are compared in."""
-    return re.sub(r"[ \t]+", " ", text.replace("\\", "/"))
+    return _BLANKS.sub(" ", text.replace("\\", "/"))
 
 
 def _path(value: str) -> str | None:
