@@ -37,12 +37,14 @@ def run_dir_problems(run_dir: Path) -> list[str]:
     except (OSError, ValueError) as exc:
         problems.append(f"{run_dir / RUN_JSON}: unreadable ({exc})")
     store: dict[str, dict] = {}
+    own: list = []
     try:
         for n, line in enumerate(read_jsonl(run_dir / MESSAGES_JSONL), 1):
             problems += _schema_problems("message", line, f"{run_dir / MESSAGES_JSONL}:{n}")
+            own.append(line)
     except (OSError, ValueError) as exc:
         problems.append(f"{run_dir / MESSAGES_JSONL}: unreadable ({exc})")
-    files = None
+    files = [(run_dir / MESSAGES_JSONL, own)]  # as written, where the store cannot be resolved
     try:
         problems += _base_problems(run_dir)
         rundir.message_store_files(run_dir)
@@ -53,7 +55,7 @@ def run_dir_problems(run_dir: Path) -> list[str]:
             files = rundir.read_message_files(run_dir)
         except (OSError, ValueError) as exc:
             problems.append(str(exc))
-    for k, (path, lines) in enumerate(files or []):
+    for k, (path, lines) in enumerate(files):
         for n, line in enumerate(lines, 1):
             if not isinstance(line, dict):
                 continue
