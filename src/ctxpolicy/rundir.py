@@ -786,7 +786,10 @@ _base_cache: dict[tuple, list[dict]] = {}
 def _read_base_file(path: Path) -> list[dict]:
     """A base run's store lines, parsed once per process for as long as the file is unchanged
     (the readers of a source's replays, one per configuration, share it). Never mutate them."""
-    stat_ = os.stat(path)
+    try:
+        stat_ = os.stat(path)
+    except OSError:
+        return _read_store_file(path)  # which names the reason
     key = (os.path.abspath(path), stat_.st_mtime_ns, stat_.st_size, stat_.st_ino)
     lines = _base_cache.get(key)
     if lines is None:
