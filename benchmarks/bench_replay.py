@@ -9,11 +9,16 @@ from tens of tokens to a few over 50K) of a length drawn uniformly from ``--min-
 ``--max-steps``, then replays each through every (policy, threshold setting) of the config's
 grid (``Study.configurations``: 65 for config/paper.yaml), without a summarizer
 (placeholder summaries), in ``--workers`` processes, writing every replay as ``ctxpolicy replay``
-does (schema version 2). Then audits every replay as ``ctxpolicy audit`` does
-(``analysis.audit.audit_run``, the same workers). Prints the per-step time (median, p99), the
-time spent writing run directories, the replay and audit wall times, the replays' apparent size
-on disk (``du --apparent-size``) and the load average; a reduced run also prints what the full
-workload (300 runs x 65 configurations) scales to, by replayed steps.
+does (schema version 2, summary requests as content pieces, ``replay.output.ReplayBatch``: one
+disk sync per source). Then audits every replay exactly as ``ctxpolicy audit`` does
+(``analysis.cli_audit.audit_runs``: the complete runs it finds, grouped by source, the same
+checks and worker processes). Prints the per-step time (median, p99), the time spent writing run
+directories, the replay and audit wall and CPU times (the CPU time over the workers is about
+what the wall time is on idle cores: on a shared machine, the figure to read), the replays'
+apparent size on disk (``du --apparent-size``) and the load average; a reduced run also prints
+what the full workload (300 runs x 65 configurations) scales to, by replayed steps. ``--keep
+DIR`` writes everything under a new folder in DIR and keeps it (else a temporary folder,
+deleted). The full workload needs about 0.6 GB of disk and well under 8 GB of memory.
 Targets (2 idle cores): replay of the full workload under 10 minutes and under 1 GB apparent
 size; its audit under 10 minutes.
 """
@@ -21,7 +26,9 @@ size; its audit under 10 minutes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -51,7 +58,7 @@ def configurations(config: str) -> list[tuple[str, str | None]]:
 def _replay_one_source(job: tuple[str, str, list[tuple[str, str | None]], str]) -> tuple[list[float], float, int]:
     from ctxpolicy.policies import HistoryDump, parse_spec
     from ctxpolicy.replay.engine import replay_source
-    from ctxpolicy.replay.output import write_replay
+    from ctxpolicy.replay.output import ReplayBatch
     from ctxpolicy.replay.placeholder import PlaceholderSummarizer
     from ctxpolicy.replay.source import read_source_run
 
@@ -60,6 +67,7 @@ def _replay_one_source(job: tuple[str, str, list[tuple[str, str | None]], str]) 
     summarizer = PlaceholderSummarizer()
     steps: list[float] = []
     writing = 0.0
+    batch = ReplayBatch()
     for policy, setting in configs:
         spec = parse_spec(policy)
         dump = HistoryDump(Path(out) / "dump" / Path(run_dir).name) if "DUMP" in spec.stages else None
@@ -72,8 +80,11 @@ def _replay_one_source(job: tuple[str, str, list[tuple[str, str | None]], str]) 
             step_seconds=steps,
         )
         began = time.perf_counter()
-        write_replay(replayed, Path(out), setting=setting, summarizer=None, real_summaries=False)
+        batch.write(replayed, Path(out), setting=setting, summarizer=None, real_summaries=False)
         writing += time.perf_counter() - began
+    began = time.perf_counter()
+    batch.close()  # as ctxpolicy replay: one sync per source, then the run.json files
+    writing += time.perf_counter() - began
     return steps, writing, len(configs)
 
 
@@ -94,7 +105,7 @@ def main() -> int:
     configs = configurations(args.config)[: args.limit_configs]
     rng = np.random.default_rng(args.seed)
     lengths = rng.integers(args.min_steps, args.max_steps + 1, size=args.runs)
-    with tempfile.TemporaryDirectory(prefix="bench-replay-", dir=args.keep) as tmp:
+    with _workdir(args.keep) as tmp:
         cell = Path(tmp) / "FC"
         began = time.perf_counter()
         jobs = [
@@ -111,20 +122,25 @@ def main() -> int:
         )
         replay_root = Path(tmp) / "replay"
         jobs = [(s, str(replay_root), configs, args.shape) for s in sources]
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), _children_cpu()
         with ProcessPoolExecutor(args.workers) as pool:
             results = list(pool.map(_replay_one_source, jobs, chunksize=1))
-        total = time.perf_counter() - began
+        total, replay_cpu = time.perf_counter() - began, _children_cpu() - cpu
         size = _apparent_size(replay_root)
-        audit_s = events = None
-        if not args.no_audit:
-            from ctxpolicy.rundir import find_run_dirs
+        audit_s = events = left_out = None
+        if not args.no_audit:  # exactly as ctxpolicy audit: its run discovery, its audit_runs
+            from ctxpolicy.analysis.cli_audit import audit_runs
+            from ctxpolicy.analysis.judge import LexicalJudge
+            from ctxpolicy.metrics.records import find_run_dirs
+            from ctxpolicy.rundir import is_complete_run
 
-            replays = sorted((str(d) for d in find_run_dirs(replay_root)), key=lambda d: Path(d).name)
-            began = time.perf_counter()
-            with ProcessPoolExecutor(args.workers) as pool:
-                events = sum(pool.map(_audit_one, replays, chunksize=16))
-            audit_s = time.perf_counter() - began
+            began, cpu = time.perf_counter(), _children_cpu() + _own_cpu()
+            audited = audit_runs(
+                [d for d in find_run_dirs([replay_root]) if is_complete_run(d)], LexicalJudge(), args.workers
+            )
+            audit_s, audit_cpu = time.perf_counter() - began, _children_cpu() + _own_cpu() - cpu
+            events = sum(len(rows) for rows, _, _ in audited)
+            left_out = sum(problem is not None for _, problem, _ in audited)
     steps = np.array([t for r in results for t in r[0]])
     writing = sum(r[1] for r in results)
     replays = sum(r[2] for r in results)
@@ -150,29 +166,56 @@ def main() -> int:
     )
     print(f"replay wall time: {total:.1f} s" + scaled(total, "min", 60) + " (target: under 10 minutes)")
     print(
+        f"replay CPU time: {replay_cpu:.1f} s, on {args.workers} idle cores about {replay_cpu / args.workers:.1f} s"
+        + scaled(replay_cpu / args.workers, "min", 60)
+    )
+    print(
         f"replays' apparent size (du --apparent-size): {size / 1e6:.1f} MB"
         + scaled(size, "GB", 1e9)
         + " (target: under 1 GB)"
     )
     if audit_s is not None:
         print(
-            f"audit wall time: {audit_s:.1f} s for {replays} replays, {events} compression steps"
+            f"audit wall time: {audit_s:.1f} s for {replays} replays ({left_out} left out), {events} compression steps"
             + scaled(audit_s, "min", 60)
             + " (target: under 10 minutes)"
+        )
+        print(
+            f"audit CPU time: {audit_cpu:.1f} s, on {args.workers} idle cores about {audit_cpu / args.workers:.1f} s"
+            + scaled(audit_cpu / args.workers, "min", 60)
         )
     print(f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     return 0
 
 
+@contextlib.contextmanager
+def _workdir(keep: Path | None):
+    """A fresh folder for the sources and replays: under ``keep``, kept; else temporary, deleted."""
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+            yield tmp
+        return
+    keep.mkdir(parents=True, exist_ok=True)
+    kept = tempfile.mkdtemp(prefix="bench-replay-", dir=keep)
+    print(f"writing under {kept} (kept)")
+    yield kept
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the worker processes that have ended (a pool's, once it is shut down):
+    on a shared machine the wall times depend on the load, the CPU times much less."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _apparent_size(path: Path) -> int:
     out = subprocess.run(["du", "-s", "--apparent-size", "--block-size=1", str(path)], capture_output=True, text=True)
     return int(out.stdout.split()[0])
-
-
-def _audit_one(run_dir: str) -> int:
-    from ctxpolicy.analysis.audit import audit_run
-
-    return len(audit_run(Path(run_dir)))
 
 
 def _write_source(job: tuple[str, int, str, int, str]) -> str:

@@ -379,3 +379,65 @@ def test_aggregating_replays_reads_each_source_store_once_per_process(replays, m
     records._base_store.cache_clear()
     rows = pd.DataFrame([read_run(v2).row for _, _, _, v2 in pairs])
     assert records._base_store.cache_info().misses == 1 and len(rows) == len(pairs)
+
+
+# ---------------------------------------------------------------- content pieces
+
+
+def test_a_summary_request_is_stored_in_pieces_and_read_back_exactly(replays):
+    _, source, pairs = replays
+    _, replayed, _, v2 = next(p for p in pairs if p[0] == "S/Th/0.5")
+    raw = list(rundir.read_jsonl(v2 / MESSAGES_JSONL))
+    pieced = [line for line in raw if rundir.CONTENT_PIECES in line]
+    assert pieced, "the summary requests repeat the source's messages: they are written in pieces"
+    for line in pieced:
+        assert "content" not in line["message"] and line["message"]["role"] != "assistant"
+        refs = [p for p in line[rundir.CONTENT_PIECES] if isinstance(p, dict)]
+        assert refs and all(r["id"] in source.store or r["id"] in {m["id"] for m in raw} for r in refs)
+    written = [m for m in replayed.messages if m["id"] not in source.store]
+    assert rundir.read_message_lines(v2)[: len(written)] == written  # what was written, exactly
+    plain = sum(len(json.dumps(m, ensure_ascii=False)) for m in written if m["id"] in {p["id"] for p in pieced})
+    assert sum(len(json.dumps(line, ensure_ascii=False)) for line in pieced) < plain / 2
+
+
+def _rewrite_store(run: Path, change) -> None:
+    lines = list(rundir.read_jsonl(run / MESSAGES_JSONL))
+    change(lines)
+    (run / MESSAGES_JSONL).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda line: line[rundir.CONTENT_PIECES].append({"id": "0" * 16, "start": 0, "end": 1}), ".id is '0000"),
+        (lambda line: line[rundir.CONTENT_PIECES].append(7), "is 7: not a string or a reference"),
+        (lambda line: next(p for p in line[rundir.CONTENT_PIECES] if isinstance(p, dict)).update(end=10**9), "within"),
+        (lambda line: line["message"].update(role="assistant"), "on an assistant message"),
+    ],
+)
+def test_a_piece_that_cannot_be_resolved_is_named(replays, tmp_path, change, field):
+    results, _, pairs = replays
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy, ignore=shutil.ignore_patterns("replay-v1"))
+    run = copy / next(p for p in pairs if p[0] == "S/Th/0.5")[3].relative_to(results)
+    _rewrite_store(run, lambda lines: change(next(line for line in lines if rundir.CONTENT_PIECES in line)))
+    with pytest.raises(RunRecordError) as caught:
+        rundir.read_message_lines(run)
+    assert str(caught.value).startswith(f"{run / MESSAGES_JSONL}: line ") and field in str(caught.value)
+    assert run_dir_problems(run) != []
+
+
+def test_content_pieces_find_the_sources_in_order_and_join_back():
+    sources = [("a" * 16, "  " + "x" * 300 + "\n"), ("b" * 16, "short"), ("c" * 16, "y" * 400)]
+    text = "head " + "x" * 300 + " mid " + "y" * 400 + " tail"
+    pieces = rundir.content_pieces(text, sources)
+    assert pieces == [
+        "head ",
+        {"id": "a" * 16, "start": 2, "end": 302},
+        " mid ",
+        {"id": "c" * 16, "start": 0, "end": 400},
+        " tail",
+    ]
+    contents = dict(sources)
+    assert "".join(p if isinstance(p, str) else contents[p["id"]][p["start"] : p["end"]] for p in pieces) == text
+    assert rundir.content_pieces("nothing copied here", sources) is None

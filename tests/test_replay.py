@@ -234,3 +234,34 @@ def test_real_shaped_transcripts_span_tens_of_tokens_to_over_fifty_thousand():
     assert max(_observation_words(rng, "plain") for _ in range(2000)) <= 2500
     with pytest.raises(ValueError, match="shape 'odd'"):
         transcript(0, "t", 1, "odd")
+
+
+def test_a_batch_of_replays_writes_each_run_json_only_after_its_files_are_synced(tmp_path, monkeypatch):
+    from ctxpolicy.policies import parse_spec
+    from ctxpolicy.replay import output
+    from ctxpolicy.replay.engine import replay_source
+    from ctxpolicy.replay.placeholder import PlaceholderSummarizer
+    from ctxpolicy.replay.source import read_source_run
+    from ctxpolicy.testing.transcripts import write_fc_run
+
+    source = read_source_run(write_fc_run(tmp_path / "runs" / "FC" / "t__a1", seed=3, task_id="t", steps=8))
+    syncs = []
+    monkeypatch.setattr(output, "sync_disks", lambda: syncs.append(sorted(p.name for p in tmp_path.rglob("run.json"))))
+    replays = [
+        replay_source(source, parse_spec(p), threshold=2000, summarizer=PlaceholderSummarizer())
+        for p in ("TR/Th/0.5", "SU/Th")
+    ]
+    with output.ReplayBatch() as batch:
+        dirs = [
+            batch.write(r, tmp_path / "out", setting="fixed", summarizer=None, real_summaries=False) for r in replays
+        ]
+        assert not any((d / "run.json").exists() for d in dirs)  # held back until the files are on disk
+        batch.commit()
+        assert syncs == [["run.json"]] and all((d / "run.json").exists() for d in dirs)  # the source's only, then
+    assert len(syncs) == 2  # close syncs the run.json files
+    single = output.write_replay(
+        replays[1], tmp_path / "single", setting="fixed", summarizer=None, real_summaries=False
+    )
+    for name in ("messages.jsonl", "calls.jsonl"):
+        assert (single / name).read_bytes() == (dirs[1] / name).read_bytes()
+    assert run_dir_problems(dirs[1]) == []

@@ -6,7 +6,8 @@ how ``run.json``, ``cell.json``, ``verdict.json`` and ``eval.json`` are read and
 written, which folders are no run directories (``workspace/``, ``stale/``), the line of
 ``calls.jsonl`` (``CallRecord``) and its encoding (``PromptEncoder`` writes schema version 2; the
 one reader, ``read_calls``/``resolve_prompts`` and ``read_message_store``/``message_store_files``,
-reads versions 1 and 2, docs/schema.md "Version 2: prompt encoding"). Every file the readers
+reads versions 1 and 2, docs/schema.md "Version 2: prompt encoding"), and the content pieces of
+a store line (``content_pieces`` writes them, ``read_message_files`` resolves them). Every file the readers
 open goes through ``_open``. Standard library and ``ctxpolicy.atomic`` only: every room may
 import it.
 """
@@ -719,19 +720,167 @@ def message_store_files(run: str | Path) -> list[Path]:
     return files
 
 
-def read_message_lines(run: str | Path) -> list[dict]:
-    """Every line of a run's message store (its own ``messages.jsonl`` first, then its bases')."""
-    lines: list[dict] = []
-    for path in message_store_files(run):
-        try:
-            lines += read_jsonl(path)
-        except FileNotFoundError:
-            raise RunRecordError(path, "missing") from None
-        except json.JSONDecodeError as exc:
-            raise RunRecordError(path, f"not valid JSON lines ({exc})") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RunRecordError(path, f"unreadable ({type(exc).__name__}: {exc})") from None
+# ---------------------------------------------------------------- messages.jsonl, content pieces
+#
+# A store line may give its message's content as ``content_pieces`` (schema version 2, optional):
+# a list of literal strings and references {"id", "start", "end"} to the content of another
+# message of the same store (its own file or a base's), ``content[start:end]``; the message is
+# the line's ``message`` with ``content`` set to the concatenation. A replay's summary requests
+# repeat its source's messages verbatim: they are written as pieces (docs/schema.md). An
+# assistant message is never written in pieces (the tables read its commands straight from the
+# file), and every other reader sees resolved lines only.
+
+CONTENT_PIECES = "content_pieces"
+MIN_PIECE_CHARS = 256  # copied text shorter than this is written as it is
+_MAX_PIECE_DEPTH = 8  # references to pieced contents chained deeper than this are refused
+
+
+def content_pieces(text: str, sources: Iterable[tuple[str, str]]) -> list | None:
+    """``text`` as ``content_pieces`` against ``sources``, (id, content) pairs in the order their
+    contents are expected in ``text``: each content (less its surrounding blanks) found at or
+    after the previous find becomes a reference; None when none of ``MIN_PIECE_CHARS`` or more
+    is found. Joining the pieces (``read_message_files``) gives ``text`` back exactly."""
+    pieces: list = []
+    at = 0
+    for mid, content in sources:
+        start = len(content) - len(content.lstrip())
+        end = len(content.rstrip())
+        if end - start < MIN_PIECE_CHARS:
+            continue
+        found = text.find(content[start:end] if start or end < len(content) else content, at)
+        if found < 0:
+            continue
+        if found > at:
+            pieces.append(text[at:found])
+        pieces.append({"id": mid, "start": start, "end": end})
+        at = found + end - start
+    if not pieces:
+        return None
+    if at < len(text):
+        pieces.append(text[at:])
+    return pieces
+
+
+def pieced_line(line: dict, pieces: list) -> dict:
+    """A store line (``{"id", "tokens", "message"}``) with its content written as ``pieces``."""
+    message = {k: v for k, v in line["message"].items() if k != "content"}
+    return {**{k: v for k, v in line.items() if k != "message"}, "message": message, CONTENT_PIECES: pieces}
+
+
+def _read_store_file(path: Path) -> list[dict]:
+    try:
+        lines = list(read_jsonl(path))
+    except FileNotFoundError:
+        raise RunRecordError(path, "missing") from None
+    except json.JSONDecodeError as exc:
+        raise RunRecordError(path, f"not valid JSON lines ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunRecordError(path, f"unreadable ({type(exc).__name__}: {exc})") from None
     return lines
+
+
+_BASE_CACHE_FILES = 4  # base stores kept parsed (the replays of one source share its store)
+_base_cache: dict[tuple, list[dict]] = {}
+
+
+def _read_base_file(path: Path) -> list[dict]:
+    """A base run's store lines, parsed once per process for as long as the file is unchanged
+    (the readers of a source's replays, one per configuration, share it). Never mutate them."""
+    try:
+        stat_ = os.stat(path)
+    except OSError:
+        return _read_store_file(path)  # which names the reason
+    key = (os.path.abspath(path), stat_.st_mtime_ns, stat_.st_size, stat_.st_ino)
+    lines = _base_cache.get(key)
+    if lines is None:
+        lines = _read_store_file(path)
+        while len(_base_cache) >= _BASE_CACHE_FILES:
+            _base_cache.pop(next(iter(_base_cache)))
+        _base_cache[key] = lines
+    return lines
+
+
+def read_message_files(run: str | Path) -> list[tuple[Path, list[dict]]]:
+    """Each file of a run's message store (``message_store_files``) with its lines, every
+    ``content_pieces`` line resolved into a plain ``{"id", "tokens", "message"}`` line (a new
+    object; the others as parsed). ``RunRecordError`` names the file, line and field of a piece
+    that cannot be resolved."""
+    files = message_store_files(run)
+    parsed = [(path, _read_store_file(path) if n == 0 else _read_base_file(path)) for n, path in enumerate(files)]
+    index: dict[str, tuple[Path, int, dict]] = {}
+    pieced = False
+    for path, lines in parsed:
+        for number, line in enumerate(lines, 1):
+            if isinstance(line, dict) and isinstance(line.get("id"), str):
+                index.setdefault(line["id"], (path, number, line))
+                pieced = pieced or CONTENT_PIECES in line
+    if not pieced:
+        return parsed
+    resolved: dict[str, str] = {}
+    out = []
+    for path, lines in parsed:
+        out.append((path, [_resolved_line(line, index, resolved) for line in lines]))
+    return out
+
+
+def _resolved_line(line: Any, index: dict, resolved: dict[str, str]) -> Any:
+    if not isinstance(line, dict) or CONTENT_PIECES not in line:
+        return line
+    content = _content_of(line["id"], index, resolved, 0)
+    message = line.get("message")
+    message = {**(message if isinstance(message, dict) else {}), "content": content}
+    return {**{k: v for k, v in line.items() if k not in (CONTENT_PIECES, "message")}, "message": message}
+
+
+def _content_of(mid: str, index: dict, resolved: dict[str, str], depth: int) -> Any:
+    if mid in resolved:
+        return resolved[mid]
+    path, number, line = index[mid]
+    if CONTENT_PIECES not in line:
+        message = line.get("message")
+        return message.get("content") if isinstance(message, dict) else None
+    where = f"line {number} (message {mid})"
+    if isinstance(line.get("message"), dict) and line["message"].get("role") == "assistant":
+        raise RunRecordError(path, f"{where}: field {CONTENT_PIECES} on an assistant message (never written in pieces)")
+    if depth > _MAX_PIECE_DEPTH:
+        raise RunRecordError(path, f"{where}: field {CONTENT_PIECES} references chain deeper than {_MAX_PIECE_DEPTH}")
+    pieces = line[CONTENT_PIECES]
+    if not isinstance(pieces, list):
+        raise RunRecordError(path, f"{where}: field {CONTENT_PIECES} is {_short(pieces)}: not an array")
+    parts = []
+    for k, piece in enumerate(pieces):
+        name = f"{CONTENT_PIECES}[{k}]"
+        if isinstance(piece, str):
+            parts.append(piece)
+            continue
+        if not isinstance(piece, dict) or not isinstance(piece.get("id"), str):
+            raise RunRecordError(path, f"{where}: field {name} is {_short(piece)}: not a string or a reference")
+        if piece["id"] not in index:
+            raise RunRecordError(path, f"{where}: field {name}.id is {piece['id']!r}: no message of the store")
+        target = _content_of(piece["id"], index, resolved, depth + 1)
+        if not isinstance(target, str):
+            raise RunRecordError(path, f"{where}: field {name}.id is {piece['id']!r}: its content is no string")
+        start, end = piece.get("start"), piece.get("end")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or not (
+            0 <= start <= end <= len(target)
+        ):
+            raise RunRecordError(
+                path, f"{where}: field {name} is {_short(piece)}: start and end not within its {len(target)} characters"
+            )
+        parts.append(target[start:end])
+    resolved[mid] = "".join(parts)
+    return resolved[mid]
+
+
+def _short(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def read_message_lines(run: str | Path) -> list[dict]:
+    """Every line of a run's message store (its own ``messages.jsonl`` first, then its bases'),
+    content pieces resolved."""
+    return [line for _, lines in read_message_files(run) for line in lines]
 
 
 def read_message_store(run: str | Path) -> dict[str, dict]:

@@ -80,3 +80,32 @@ def test_mentions_is_verbatim_and_word_bounded():
     assert not a.mentions(("number", "12"), hay)
     assert a.mentions(("number", "120"), hay)
     assert not a.mentions(("path", "app.py.bak"), hay)
+
+
+def test_the_quick_rejects_never_drop_an_anchor():
+    from ctxpolicy.analysis import anchors
+
+    gist = "[ctxpolicy:summary] Summary of the earlier part of this task:\n\n" + " ".join(["gist"] * 5000)
+    assert anchors.message_anchors({"role": "user", "content": gist}) == frozenset()
+    texts = {  # each holds what one pattern needs, and little else
+        "error": "ſegmentation fault (core dumped)",  # not ASCII: the case-insensitive pattern is run
+        "exception": "raised KeyboardInterrupt here",
+        "path": "see src\\pkg\\mod.py",
+        "symbol": "def handler",
+        "test": "tests/test_x.py::test_one PASSED",
+        "test_result": "3 passed",
+        "number": "at line ٣4",
+    }
+    for kind, text in texts.items():
+        assert any(k == kind for k, _ in anchors.message_anchors({"role": "user", "content": text})), kind
+
+
+def test_mentioned_is_mentions_over_the_anchors():
+    from ctxpolicy.analysis import anchors
+
+    messages = [{"role": "user", "content": "edit src/a.py at line 12\n"}, {"role": "user", "content": "gist gist"}]
+    haystack = anchors.joined_text(messages)
+    found = [("path", "src/a.py"), ("number", "12"), ("number", "1"), ("path", "src/b.py"), ("error", "a\nb")]
+    expected = {a for a in found if anchors.mentions(a, haystack)}
+    assert anchors.mentioned(found, haystack, anchors.joined_characters(messages)) == expected
+    assert expected == {("path", "src/a.py"), ("number", "12")}

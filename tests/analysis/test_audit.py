@@ -164,3 +164,16 @@ def test_replies_come_from_the_trajectory_when_it_has_one_per_call(tmp_path):
     (run / "trajectory.json").write_text(json.dumps({"messages": messages[:-1]}))  # one reply short: not used
     (row,) = audit_run(run)
     assert (row["reacq_commands"], row["commands_after"]) == (2, 3)
+
+
+def test_check_rows_raises_exactly_where_the_frame_would():
+    from ctxpolicy.analysis.table import check_rows, frame
+
+    plain = [{"event": 0, "step": 3, "depth": 0.5, "event_depth": None, "anchors_lost": 2}]
+    check_rows(plain)
+    for bad in ({"step": "three"}, {"depth": "half"}, {"step": 2**70}):
+        rows = [{**plain[0], **bad}]
+        with pytest.raises(Exception) as by_frame:
+            frame(rows)
+        with pytest.raises(type(by_frame.value)):
+            check_rows(rows)

@@ -37,23 +37,31 @@ def run_dir_problems(run_dir: Path) -> list[str]:
     except (OSError, ValueError) as exc:
         problems.append(f"{run_dir / RUN_JSON}: unreadable ({exc})")
     store: dict[str, dict] = {}
+    own: list = []
     try:
         for n, line in enumerate(read_jsonl(run_dir / MESSAGES_JSONL), 1):
-            where = f"{run_dir / MESSAGES_JSONL}:{n}"
-            problems += _schema_problems("message", line, where)
-            if isinstance(line.get("message"), dict) and message_id(line["message"]) != line.get("id"):
-                problems.append(f"{where}: id {line.get('id')!r} is not the hash of its message")
-            store[line.get("id")] = line
+            problems += _schema_problems("message", line, f"{run_dir / MESSAGES_JSONL}:{n}")
+            own.append(line)
     except (OSError, ValueError) as exc:
         problems.append(f"{run_dir / MESSAGES_JSONL}: unreadable ({exc})")
+    files = [(run_dir / MESSAGES_JSONL, own)]  # as written, where the store cannot be resolved
     try:
         problems += _base_problems(run_dir)
-        files = rundir.message_store_files(run_dir)
-        for path in files[1:]:
-            for line in read_jsonl(path):
-                store.setdefault(line.get("id"), line)
+        rundir.message_store_files(run_dir)
     except (OSError, ValueError) as exc:
         problems.append(f"{run_dir / RUN_JSON}: field {rundir.MESSAGE_BASE}: {exc}")
+    else:
+        try:  # content pieces resolved: the id is the hash of the message as sent
+            files = rundir.read_message_files(run_dir)
+        except (OSError, ValueError) as exc:
+            problems.append(str(exc))
+    for k, (path, lines) in enumerate(files):
+        for n, line in enumerate(lines, 1):
+            if not isinstance(line, dict):
+                continue
+            if k == 0 and isinstance(line.get("message"), dict) and message_id(line["message"]) != line.get("id"):
+                problems.append(f"{path}:{n}: id {line.get('id')!r} is not the hash of its message")
+            store.setdefault(line.get("id"), line)
     try:
         lines = list(read_jsonl(run_dir / CALLS_JSONL))
         prompts = rundir.resolve_prompts(lines, run_dir / CALLS_JSONL)

@@ -11,12 +11,12 @@ normalised text of the messages after the event.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ctxpolicy.analysis.memo import text_memo
 from ctxpolicy.metrics.commands import commands_of
 from ctxpolicy.policies.history import text_of
 
@@ -91,13 +91,14 @@ IDENTIFIER_NUMBER = re.compile(r"(?:#|\bid[=: ]\s*|\bpid[=: ]\s*|\bissue\s+#?)(\
 HEX_ID = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)([0-9a-f]{7,40})\b")
 FENCE = re.compile(r"^```[\w-]*\s*$", re.MULTILINE)
 MAX_ERROR_LINE = 200
+_BLANKS = re.compile(r"[ \t]+")
 
 Anchor = tuple[str, str]
 
 
 def normalise(text: str) -> str:
     """Separators as ``/`` and runs of blanks as one space: the form anchors are compared in."""
-    return re.sub(r"[ \t]+", " ", text.replace("\\", "/"))
+    return _BLANKS.sub(" ", text.replace("\\", "/"))
 
 
 def _path(value: str) -> str | None:
@@ -111,20 +112,46 @@ def _path(value: str) -> str | None:
     return value
 
 
-@functools.lru_cache(maxsize=8192)
+# Each extractor first asks whether the text holds what its patterns cannot match without (a
+# separator, a dot, a digit, one of the words): a long text without it (a placeholder summary of
+# thousands of words) is then never scanned. A case-insensitive pattern is only skipped this way
+# on ASCII text, where lower-casing finds every spelling it matches.
+_DEFINITION_WORDS = ("def", "class", "function", "func", "fn", "struct", "enum", "trait", "interface", "impl")
+_EXCEPTION_WORDS = ("Error", "Exception", "Warning", "Interrupt", "Exit")
+_ERROR_WORDS = ("error", "exception", "fatal", "failed", "traceback", "panicked", "segmentation fault")
+_RESULT_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected")
+_DIGIT = re.compile(r"\d")
+
+
+def _holds_any(text: str, words: tuple[str, ...]) -> bool:
+    return any(word in text for word in words)
+
+
+def _without_urls(text: str) -> str:
+    return URL.sub(" ", text) if "://" in text else text
+
+
+@text_memo()
 def paths(text: str) -> frozenset[str]:
     """The file paths a text names (memoised: the reacquisition check asks about the same
     removed outputs at every step)."""
-    text = URL.sub(" ", FENCE.sub(" ", text))
-    found = {_path(m) for m in SEPARATED_PATH.findall(text)}
-    found |= {_path(m) for m in BARE_FILE.findall(text)}
+    separated, dotted = "/" in text or "\\" in text, "." in text
+    if not (separated or dotted):
+        return frozenset()
+    text = _without_urls(FENCE.sub(" ", text) if "```" in text else text)
+    found = {_path(m) for m in SEPARATED_PATH.findall(text)} if separated else set()
+    if dotted:
+        found |= {_path(m) for m in BARE_FILE.findall(text)}
     return frozenset(p for p in found if p and ("/" in p or "." in p))
 
 
 def symbols(text: str) -> set[str]:
-    text = URL.sub(" ", text)
-    found = set(DEFINITION.findall(text))
-    for name in QUALIFIED.findall(text):
+    definitions, qualified = _holds_any(text, _DEFINITION_WORDS), "." in text
+    if not (definitions or qualified):
+        return set()
+    text = _without_urls(text)
+    found = set(DEFINITION.findall(text)) if definitions else set()
+    for name in QUALIFIED.findall(text) if qualified else ():
         parts = name.split(".")
         if parts[-1].lower() not in EXTENSIONS and min(map(len, parts)) > 1:  # not "e.g", "i.e"
             found.add(name)
@@ -132,25 +159,30 @@ def symbols(text: str) -> set[str]:
 
 
 def exceptions(text: str) -> set[str]:
-    return set(EXCEPTION.findall(text))
+    return set(EXCEPTION.findall(text)) if _holds_any(text, _EXCEPTION_WORDS) else set()
 
 
 def error_lines(text: str) -> set[str]:
+    if text.isascii() and not _holds_any(text.lower(), _ERROR_WORDS):
+        return set()
     lines = (normalise(line).strip() for line in ERROR_LINE.findall(FENCE.sub("", text)))
     return {line[:MAX_ERROR_LINE] for line in lines if len(line) >= 4}
 
 
 def tests(text: str) -> set[str]:
-    return {normalise(m) for m in TEST_NAME.findall(text)}
+    return {normalise(m) for m in TEST_NAME.findall(text)} if "test_" in text else set()
 
 
 def test_results(text: str) -> set[str]:
-    found = {f"{n} {word}" for n, word in TEST_RESULT.findall(text)}
-    found |= {f"{normalise(name)} {status}" for name, status in TEST_STATUS.findall(text)}
+    found = {f"{n} {word}" for n, word in TEST_RESULT.findall(text)} if _holds_any(text, _RESULT_WORDS) else set()
+    if "::" in text:
+        found |= {f"{normalise(name)} {status}" for name, status in TEST_STATUS.findall(text)}
     return found
 
 
 def numbers(text: str) -> set[str]:
+    if _DIGIT.search(text) is None:
+        return set()
     found = {a or b for a, b in LINE_NUMBER.findall(text)}
     found |= set(IDENTIFIER_NUMBER.findall(text))
     found |= {h.lower() for h in HEX_ID.findall(text)}
@@ -169,7 +201,9 @@ TEXT_EXTRACTORS = {
 
 
 ANCHOR_CACHE_SIZE = 30_000  # messages whose anchors are kept (an audit meets each many times)
+ANCHOR_CACHE_CHARS = 32_000_000  # ... and the characters of their keys, at most
 _anchor_cache: dict[Any, frozenset[Anchor]] = {}
+_anchor_cache_chars = 0
 
 
 def message_anchors(message: Mapping[str, Any], action_format: str | None = None) -> frozenset[Anchor]:
@@ -179,7 +213,8 @@ def message_anchors(message: Mapping[str, Any], action_format: str | None = None
     Memoised by the message's canonical JSON and the action format: the windows of a run's steps,
     and the replays of one source, hold the same messages again and again (the audit's time went
     into re-extracting them; the cache is cleared whole when it holds ``ANCHOR_CACHE_SIZE``
-    messages)."""
+    messages or keys of ``ANCHOR_CACHE_CHARS`` characters)."""
+    global _anchor_cache_chars
     content = message.get("content")
     if isinstance(content, str) and not message.get("tool_calls") and set(message) <= {"role", "content"}:
         key: Any = (message.get("role"), content, action_format)  # a string hashes once: no dump
@@ -187,9 +222,12 @@ def message_anchors(message: Mapping[str, Any], action_format: str | None = None
         key = (json.dumps(message, sort_keys=True, ensure_ascii=False, default=str), action_format)
     found = _anchor_cache.get(key)
     if found is None:
-        if len(_anchor_cache) >= ANCHOR_CACHE_SIZE:
+        size = len(key[1] if len(key) == 3 else key[0])
+        if len(_anchor_cache) >= ANCHOR_CACHE_SIZE or _anchor_cache_chars + size > ANCHOR_CACHE_CHARS:
             _anchor_cache.clear()
+            _anchor_cache_chars = 0
         found = _anchor_cache[key] = frozenset(_message_anchors(message, action_format))
+        _anchor_cache_chars += size
     return found
 
 
@@ -231,17 +269,41 @@ def joined_text(messages: Iterable[Mapping[str, Any]]) -> str:
 
     ``normalise`` never joins across a newline, so the parts are normalised one by one, each
     once (memoised: a run's steps join the same messages again and again)."""
+    return "\n".join(_parts(messages))
+
+
+def _parts(messages: Iterable[Mapping[str, Any]]) -> list[str]:
     parts = []
     for m in messages:
         parts.append(_normalised(text_of(m)))
         if m.get("tool_calls"):
             parts += map(_normalised, commands_of({"tool_calls": m["tool_calls"]}))
-    return "\n".join(parts)
+    return parts
 
 
-@functools.lru_cache(maxsize=16384)
+def joined_characters(messages: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Every character of ``joined_text(messages)``, from the parts' (memoised) character sets."""
+    found: set[str] = {"\n"}
+    for part in _parts(messages):
+        found |= _characters(part)
+    return frozenset(found)
+
+
+def mentioned(anchors: Iterable[Anchor], haystack: str, characters: frozenset[str]) -> set[Anchor]:
+    """The anchors ``haystack`` mentions (``mentions``); ``characters``: every character of the
+    haystack (``joined_characters``). An anchor with a character the haystack lacks is not looked
+    for: a placeholder summary of thousands of filler words is then never scanned."""
+    return {a for a in anchors if characters.issuperset(a[1]) and mentions(a, haystack)}
+
+
+@text_memo()
 def _normalised(text: str) -> str:
     return normalise(text)
+
+
+@text_memo()
+def _characters(text: str) -> frozenset[str]:
+    return frozenset(text)
 
 
 def count_by_kind(anchors: Iterable[Anchor]) -> dict[str, int]:

@@ -112,11 +112,12 @@ def read_run_facts(run_dir: Path) -> tuple[dict, str | None, dict]:
     return identity, record.get("outcome"), {"action_format": action_format, "protected_prefix": prefix}
 
 
-def audit_run(run_dir: str | Path, judge=None) -> list[dict[str, Any]]:
-    """The audit rows of one run directory (``judge``: a judge of ``ctxpolicy.analysis.judge``)."""
+def audit_run(run_dir: str | Path, judge=None, transcript: Transcript | None = None) -> list[dict[str, Any]]:
+    """The audit rows of one run directory (``judge``: a judge of ``ctxpolicy.analysis.judge``;
+    ``transcript``: the run's, when the caller has read it already)."""
     run_dir = Path(run_dir)
     identity, outcome, settings = read_run_facts(run_dir)
-    transcript = read_transcript(run_dir)
+    transcript = read_transcript(run_dir) if transcript is None else transcript
     judge = judge or LexicalJudge()
     base = {"run_dir": str(run_dir), **{k: identity.get(k) for k in IDENTITY}, "outcome": outcome}
     rows = []
@@ -126,39 +127,48 @@ def audit_run(run_dir: str | Path, judge=None) -> list[dict[str, Any]]:
     return rows
 
 
-def audit_checked(run_dir: str | Path, judge=None) -> list[dict[str, Any]]:
+def audit_checked(run_dir: str | Path, judge=None, warnings: list[str] | None = None) -> list[dict[str, Any]]:
     """``audit_run`` for a run the tables can read, with rows the events table can hold.
 
     The run is first read as ``ctxpolicy aggregate`` reads it (``metrics.records.read_run``: every
     field typed and bounded, calls and messages agreeing), so the audit leaves out the runs the
     tables leave out. Any way the run cannot be audited, an unforeseen one included, raises
     ``RecordError`` with one line "PATH: reason"; a judge's failure (``JudgeError``) is no run's
-    fault and passes through.
+    fault and passes through. With ``warnings``, the run's no-action warning (``silent_run``),
+    if any, is appended to it, from the transcript the audit read.
     """
     from ctxpolicy.analysis.judge import JudgeError
-    from ctxpolicy.analysis.table import frame
+    from ctxpolicy.analysis.table import check_rows
     from ctxpolicy.metrics.records import RecordError as TableError
     from ctxpolicy.metrics.records import read_run
 
     run_dir = Path(run_dir)
     try:
         read_run(run_dir)
-        rows = audit_run(run_dir, judge)
-        frame(rows)  # every value fits its column
+        transcript = read_transcript(run_dir)
+        rows = audit_run(run_dir, judge, transcript)
+        check_rows(rows)  # every value fits its column
     except TableError as exc:
         raise RecordError(str(exc)) from None
     except (RecordError, JudgeError):
         raise
     except Exception as exc:  # a shape no check foresaw
         raise RecordError(f"{run_dir}: cannot be audited ({type(exc).__name__}: {exc})") from exc
+    if warnings is not None:
+        try:
+            warning = silent_run(run_dir, transcript)
+        except (RecordError, OSError, ValueError, KeyError, TypeError):
+            warning = None
+        if warning:
+            warnings.append(warning)
     return rows
 
 
-def silent_run(run_dir: str | Path) -> str | None:
+def silent_run(run_dir: str | Path, transcript: Transcript | None = None) -> str | None:
     """The no-action warning of a run whose agent answers hold no command in its recorded action
-    format (None when some do, or it made no call)."""
+    format (None when some do, or it made no call); ``transcript``: the run's, if read already."""
     _, _, settings = read_run_facts(Path(run_dir))
-    transcript = read_transcript(Path(run_dir))
+    transcript = read_transcript(Path(run_dir)) if transcript is None else transcript
     fmt = settings["action_format"]
     if not transcript.replies or any(commands_of(dict(m), fmt) for _, m in transcript.replies):
         return None
@@ -179,12 +189,13 @@ def audit_step(
     summary_ids = {
         mid for mid, m in zip(step.after_ids, after) if mid not in before_ids and marker_of(m) == SUMMARY_MARKER
     }
-    kept_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid not in summary_ids)
-    summary_text = anchors_.joined_text(m for mid, m in zip(step.after_ids, after) if mid in summary_ids)
+    carried = [m for mid, m in zip(step.after_ids, after) if mid not in summary_ids]
+    summaries = [m for mid, m in zip(step.after_ids, after) if mid in summary_ids]
+    kept_text, summary_text = anchors_.joined_text(carried), anchors_.joined_text(summaries)
 
     at_risk = anchors_.anchors_of(removed, action_format)
-    kept = {a for a in at_risk if anchors_.mentions(a, kept_text)}
-    summarised = {a for a in at_risk - kept if anchors_.mentions(a, summary_text)}
+    kept = anchors_.mentioned(at_risk, kept_text, anchors_.joined_characters(carried))
+    summarised = anchors_.mentioned(at_risk - kept, summary_text, anchors_.joined_characters(summaries))
     lost = at_risk - kept - summarised
 
     verdicts = _constraint_verdicts(constraints_of(removed), kept_text, summary_text, judge)

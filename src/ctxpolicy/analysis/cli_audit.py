@@ -68,22 +68,10 @@ def main(args: argparse.Namespace) -> int:
         else:
             judge = LexicalJudge()
         run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
-        # audited grouped by run name, so that the replays of one source follow each other and
-        # share the anchors' memo (ctxpolicy.analysis.anchors); the rows keep the runs' order
-        order = sorted(range(len(run_dirs)), key=lambda i: (run_dirs[i].name, i))
         processes = _processes(args.processes, len(run_dirs)) if not args.judge_url else 1
-        if processes > 1:  # the lexical judge is pure: runs are audited in parallel
-            from concurrent.futures import ProcessPoolExecutor
-
-            with ProcessPoolExecutor(processes) as pool:
-                chunk = max(1, min(64, len(order) // (processes * 4)))
-                results = pool.map(_audit_lexical, [run_dirs[i] for i in order], chunksize=chunk)
-                audited = dict(zip(order, results))
-        else:
-            audited = {i: _audit_one(run_dirs[i], judge) for i in order}
+        audited = audit_runs(run_dirs, judge, processes)
         rows, left_out = [], 0
-        for i in range(len(run_dirs)):
-            run_rows, problem, warning = audited[i]
+        for run_rows, problem, warning in audited:
             if warning:
                 print(f"audit: {warning}", file=sys.stderr)
             if problem is not None:  # this run only: reported, the others audited
@@ -101,20 +89,30 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def audit_runs(run_dirs: list[Path], judge, processes: int = 1) -> list[tuple[list[dict], str | None, str | None]]:
+    """Each run's (rows, the reason it is left out or None, its no-action warning or None), in
+    the runs' order: what ``ctxpolicy audit`` audits (``benchmarks/bench_replay.py`` times this).
+    Runs are audited grouped by run name, so that the replays of one source follow each other
+    and share the memos (the anchors', ``rundir``'s parsed base store); with ``processes`` > 1
+    (the lexical judge only: it is pure) in that many worker processes, each given runs of a few
+    sources at a time."""
+    order = sorted(range(len(run_dirs)), key=lambda i: (run_dirs[i].name, i))
+    if processes > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(processes) as pool:
+            chunk = max(1, min(64, len(order) // (processes * 4)))
+            results = pool.map(_audit_lexical, [run_dirs[i] for i in order], chunksize=chunk)
+            audited = dict(zip(order, results))
+    else:
+        audited = {i: _audit_one(run_dirs[i], judge) for i in order}
+    return [audited[i] for i in range(len(run_dirs))]
+
+
 def _processes(asked: int | None, runs: int) -> int:
     import os
 
     return max(1, min(asked or min(len(os.sched_getaffinity(0)), 8), runs))
-
-
-def _silent(run_dir: Path) -> str | None:
-    """The no-action warning of a run (``audit.silent_run``); None for a run the audit left out."""
-    from ctxpolicy.analysis.audit import RecordError, silent_run
-
-    try:
-        return silent_run(run_dir)
-    except (RecordError, OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _audit_one(run_dir: Path, judge) -> tuple[list[dict], str | None, str | None]:
@@ -122,10 +120,12 @@ def _audit_one(run_dir: Path, judge) -> tuple[list[dict], str | None, str | None
     no-action warning, if any."""
     from ctxpolicy.analysis.audit import RecordError, audit_checked
 
+    warnings: list[str] = []
     try:
-        return audit_checked(run_dir, judge), None, _silent(run_dir)
+        rows = audit_checked(run_dir, judge, warnings)
     except RecordError as exc:
         return [], str(exc), None
+    return rows, None, warnings[0] if warnings else None
 
 
 def _audit_lexical(run_dir: Path) -> tuple[list[dict], str | None, str | None]:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ctxpolicy.analysis.memo import text_memo
 from ctxpolicy.policies.history import text_of
 
 RULE = re.compile(r"\b(?:must|mustn't|never|do not|don't|always|shall not|may not)\b", re.IGNORECASE)
@@ -34,9 +35,24 @@ def is_constraint(sentence: str) -> bool:
     return bool(RULE.search(sentence) or ONLY_FIRST.search(sentence))
 
 
+# What a constraint cannot do without (a rule word, or "only"): an ASCII text holding none of
+# these in lower case holds no constraint and is not split into sentences.
+_RULE_STEMS = ("must", "never", "do", "always", "shall", "may", "only")
+
+
 def constraints_in(text: str) -> list[str]:
     """The constraint sentences of a text, in order, each once."""
-    return list(dict.fromkeys(s for s in sentences(text) if is_constraint(s)))
+    return list(_constraints_in(text))
+
+
+@text_memo()
+def _constraints_in(text: str) -> tuple[str, ...]:
+    """``constraints_in``, memoised (the audit meets the same messages at every step)."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(stem in lowered for stem in _RULE_STEMS):
+            return ()
+    return tuple(dict.fromkeys(s for s in sentences(text) if is_constraint(s)))
 
 
 def constraints_of(messages: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -50,5 +66,11 @@ def constraints_of(messages: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def restated(constraint: str, text: str) -> bool:
     """Whether ``text`` repeats the constraint word for word (case and blanks aside)."""
-    squeeze = lambda s: re.sub(r"\s+", " ", s).strip().lower()  # noqa: E731
-    return squeeze(constraint) in squeeze(text)
+    return _squeezed(constraint) in _squeezed(text)
+
+
+@text_memo(max_chars=8_000_000)
+def _squeezed(text: str) -> str:
+    """Blanks as one space, lower case (memoised: a step asks about each of its constraints in
+    the same text)."""
+    return re.sub(r"\s+", " ", text).strip().lower()

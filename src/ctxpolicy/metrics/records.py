@@ -318,6 +318,9 @@ def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
         for entry in entries
         if isinstance(entry.get("message"), dict) and entry["message"].get("role") == "assistant"
     ]
+    for message, entry in ((e["message"], e) for e in entries if isinstance(e.get("message"), dict)):
+        if message.get("role") == "assistant" and rundir.CONTENT_PIECES in entry:  # rundir refuses it too
+            raise RecordError(path, f"message {entry['id']}: field {rundir.CONTENT_PIECES} on an assistant message")
     return store, assistant
 
 

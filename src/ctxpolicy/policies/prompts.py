@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxpolicy.paths import CONFIG_DIR
+from ctxpolicy.tokens import join_counted
 from ctxpolicy.policies.history import (
     Message,
     commands_of,
@@ -129,8 +130,8 @@ def _tag(message: Message, tool_mode: bool) -> str:
     return str(role)
 
 
-def transcript(window: Sequence[Message]) -> str:
-    """The window as role-tagged text: ``### assistant``, ``### tool call``, ``### tool result``..."""
+def transcript_blocks(window: Sequence[Message]) -> list[str]:
+    """The window's role-tagged blocks: ``### assistant``, ``### tool call``, ``### tool result``..."""
     tool_mode = uses_tool_calls(window)
     blocks = []
     for message in window:
@@ -139,14 +140,37 @@ def transcript(window: Sequence[Message]) -> str:
             blocks.append(f"### {_tag(message, tool_mode)}\n{text}")
         if message.get("tool_calls"):
             blocks.extend(f"### tool call\n{command}" for command in commands_of({"tool_calls": message["tool_calls"]}))
-    return "\n\n".join(blocks)
+    return blocks
+
+
+def transcript(window: Sequence[Message]) -> str:
+    """The window as role-tagged text: its ``transcript_blocks`` separated by blank lines."""
+    return "\n\n".join(transcript_blocks(window))
+
+
+def _rendered_pieces(template: str, target_words: int, blocks: list[str]) -> list[str]:
+    """``render_prompt(template, ...)`` as pieces whose concatenation it is: the template's text
+    between placeholders, the word count, and the transcript block by block (each but the last
+    with its blank line), so that the request is counted from the blocks' cached counts."""
+    history = [block + "\n\n" for block in blocks[:-1]] + blocks[-1:]
+    pieces: list[str] = []
+    at = 0
+    for match in _PLACEHOLDER_RE.finditer(template):
+        pieces.append(template[at : match.start()])
+        pieces += history if match.group(0) == HISTORY_TEXT else [str(target_words)]
+        at = match.end()
+    pieces.append(template[at:])
+    return pieces
 
 
 def summary_request(stage: str, window: Sequence[Message], allowance_tokens: int) -> list[dict]:
-    """The system and user messages asking for a summary of ``window`` within ``allowance_tokens``."""
+    """The system and user messages asking for a summary of ``window`` within ``allowance_tokens``
+    (each content as ``render_prompt`` renders it; its token count known from the blocks')."""
     pair = load_prompt(PROMPT_FOR_STAGE[stage])
-    values = {"target_words": requested_words(allowance_tokens), "history_text": transcript(window)}
-    return [{"role": part, "content": render_prompt(getattr(pair, part), **values)} for part in PARTS]
+    words, blocks = requested_words(allowance_tokens), transcript_blocks(window)
+    return [
+        {"role": part, "content": join_counted(_rendered_pieces(getattr(pair, part), words, blocks))} for part in PARTS
+    ]
 
 
 def summary_block(text: str) -> str:

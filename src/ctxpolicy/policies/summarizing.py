@@ -9,17 +9,18 @@ from ctxpolicy.policies.prompts import MIN_ALLOWANCE_TOKENS, PromptError, summar
 from ctxpolicy.policies.rewrite import PolicyError, Rewrite, StageContext
 from ctxpolicy.policies.summarizer import SummaryCall
 from ctxpolicy.policies.truncation import truncate
-from ctxpolicy.tokens import count_message
+from ctxpolicy.tokens import count_message, join_counted
 
 SUMMARY_ERROR_FALLBACK = "TR:summary-error"
 
 
 def summary_message(text: str, dump_path: str | None = None) -> dict:
-    """Our marker line, then the summary as written (S: its block, unchanged)."""
-    body = f"{SUMMARY_MARKER} Summary of the earlier part of this task:\n\n{text.strip()}"
+    """Our marker line, then the summary as written (S: its block, unchanged); counted from
+    its parts (``join_counted``: a long summary is not encoded again)."""
+    parts = [f"{SUMMARY_MARKER} Summary of the earlier part of this task:\n\n", text.strip()]
     if dump_path:
-        body += f"\n\nThe full history up to this summary is saved as JSON at {dump_path}"
-    return {"role": "user", "content": body}
+        parts.append(f"\n\nThe full history up to this summary is saved as JSON at {dump_path}")
+    return {"role": "user", "content": join_counted(parts)}
 
 
 def _request_summary(stage: str, window: Sequence[Message], allowance: int, context: StageContext) -> SummaryCall:

@@ -102,9 +102,8 @@ def no_action(source) -> bool:
 
 
 def main(args) -> int:
-    from ctxpolicy.policies import EndpointSummarizer, HistoryDump, PolicyError
-    from ctxpolicy.replay.engine import replay_source
-    from ctxpolicy.replay.output import identity_summarizer, replay_cell, run_dir_for, write_replay
+    from ctxpolicy.policies import EndpointSummarizer
+    from ctxpolicy.replay.output import ReplayBatch
     from ctxpolicy.replay.placeholder import PlaceholderSummarizer
     from ctxpolicy.replay.source import SourceError, find_source_runs, read_source_run
 
@@ -124,33 +123,47 @@ def main(args) -> int:
     summarizer = EndpointSummarizer(args.summarizer_url, args.summarizer_model) if real else PlaceholderSummarizer()
     setting = args.setting or (FIXED if args.threshold is not None else None)
     written = 0
-    for run_dir in sources:
-        try:
-            source = read_source_run(run_dir)
-        except SourceError as exc:
-            print(f"replay: {exc}", file=sys.stderr)
-            return 2
-        if no_action(source):
-            print(
-                f"replay: {actions.no_action_warning(run_dir, source.steps, actions.of_record(source.record))}",
-                file=sys.stderr,
-            )
-        for policy in policies:
-            dump = None
-            if "DUMP" in policy.stages:
-                cell = replay_cell(
-                    source.identity,
-                    str(policy),
-                    setting if policy.needs_threshold else None,
-                    identity_summarizer(policy, args.summarizer_model),
-                )
-                dump = HistoryDump(run_dir_for(args.out, source.identity, cell) / "dump")
+    with ReplayBatch() as batch:  # one sync per source, not eight fsyncs per replay
+        for run_dir in sources:
             try:
-                replayed = replay_source(source, policy, threshold=threshold, summarizer=summarizer, dump=dump)
-            except PolicyError as exc:
-                print(f"replay: {run_dir}: policy {policy}: {exc}", file=sys.stderr)
+                source = read_source_run(run_dir)
+            except SourceError as exc:
+                print(f"replay: {exc}", file=sys.stderr)
                 return 2
-            write_replay(replayed, args.out, setting=setting, summarizer=args.summarizer_model, real_summaries=real)
-            written += 1
+            status = _replay_source(args, source, run_dir, policies, threshold, summarizer, setting, real, batch)
+            if status:
+                return status
+            written += len(policies)
+            batch.commit()
     print(f"replayed {len(sources)} run(s) under {len(policies)} policies: {written} run directories under {args.out}")
+    return 0
+
+
+def _replay_source(args, source, run_dir, policies, threshold, summarizer, setting, real, batch) -> int:
+    """Every policy over one source run, written into ``batch``; 2 when a policy fails."""
+    from ctxpolicy.policies import HistoryDump, PolicyError
+    from ctxpolicy.replay.engine import replay_source
+    from ctxpolicy.replay.output import identity_summarizer, replay_cell, run_dir_for
+
+    if no_action(source):
+        print(
+            f"replay: {actions.no_action_warning(run_dir, source.steps, actions.of_record(source.record))}",
+            file=sys.stderr,
+        )
+    for policy in policies:
+        dump = None
+        if "DUMP" in policy.stages:
+            cell = replay_cell(
+                source.identity,
+                str(policy),
+                setting if policy.needs_threshold else None,
+                identity_summarizer(policy, args.summarizer_model),
+            )
+            dump = HistoryDump(run_dir_for(args.out, source.identity, cell) / "dump")
+        try:
+            replayed = replay_source(source, policy, threshold=threshold, summarizer=summarizer, dump=dump)
+        except PolicyError as exc:
+            print(f"replay: {run_dir}: policy {policy}: {exc}", file=sys.stderr)
+            return 2
+        batch.write(replayed, args.out, setting=setting, summarizer=args.summarizer_model, real_summaries=real)
     return 0

@@ -18,7 +18,7 @@ from ctxpolicy.agent.messages import api_message, message_id
 from ctxpolicy.agent.record import summary_call_record
 from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer, actions
 from ctxpolicy.replay.source import SourceRun
-from ctxpolicy.rundir import CallRecord
+from ctxpolicy.rundir import MIN_PIECE_CHARS, CallRecord, content_pieces
 from ctxpolicy.tokens import count_message
 
 
@@ -31,6 +31,9 @@ class ReplayedRun:
     """calls.jsonl lines, indexed, in the harness's order (a step's summary calls before its agent call)."""
     messages: list[dict] = field(default_factory=list)
     """messages.jsonl lines (``id``, ``tokens``, ``message``), each id once, in first-use order."""
+    content_pieces: dict[str, list] = field(default_factory=dict)
+    """Message id -> its content as ``rundir.content_pieces`` (a summary request: the transcript
+    repeats the history it condenses), for the messages the writer may store so."""
     start: float = 0.0
     end: float = 0.0
     summary_latency_s: float = 0.0
@@ -45,15 +48,18 @@ class _Store:
 
     The source's messages come with their ids; a policy keeps unchanged messages as the same
     objects, so only what it wrote (placeholders, summaries, summary requests) is hashed. The
-    store holds every object it names, so an ``id()`` in it is never reused by another object."""
+    store holds every object it names, so an ``id()`` in it is never reused by another object.
+    A new message that repeats the contents of ``sources`` (a summary request: the transcript of
+    the history it condenses) is stored as content pieces referencing them."""
 
     def __init__(self, source: SourceRun):
         self._by_object: dict[int, tuple[dict, str]] = {id(m): (m, mid) for mid, m in source.store.items()}
         self._source_tokens = source.tokens
         self.lines: list[dict] = []
+        self.pieces: dict[str, list] = {}
         self._written: set[str] = set()
 
-    def ids(self, messages: list[dict]) -> list[str]:
+    def ids(self, messages: list[dict], sources: list[dict] | None = None) -> list[str]:
         out = []
         for message in messages:
             known = self._by_object.get(id(message))
@@ -65,15 +71,26 @@ class _Store:
             if mid not in self._written:
                 self._written.add(mid)
                 tokens = self._source_tokens.get(mid)
-                self.lines.append(
-                    {
-                        "id": mid,
-                        "tokens": count_message(api_message(message)) if tokens is None else tokens,
-                        "message": api_message(message),
-                    }
-                )
+                line = {
+                    "id": mid,
+                    "tokens": count_message(api_message(message)) if tokens is None else tokens,
+                    "message": api_message(message),
+                }
+                self.lines.append(line)
+                if sources:
+                    self._piece(line, sources)
             out.append(mid)
         return out
+
+    def _piece(self, line: dict, sources: list[dict]) -> None:
+        message = line["message"]
+        content = message.get("content")
+        if message.get("role") == "assistant" or not isinstance(content, str) or len(content) < MIN_PIECE_CHARS:
+            return
+        known = ((self._by_object.get(id(m)), m.get("content")) for m in sources)
+        pieces = content_pieces(content, ((k[1], c) for k, c in known if k is not None and isinstance(c, str)))
+        if pieces is not None:
+            self.pieces[line["id"]] = pieces
 
 
 def replay_source(
@@ -98,6 +115,7 @@ def replay_source(
         prefix_length=settings.get("protected_prefix"),
     )
     store = _Store(source)
+    summarizes = session.policy.needs_summarizer
     calls: list[CallRecord] = []
     absorbed = 0
     summary_s = 0.0
@@ -107,9 +125,10 @@ def replay_source(
         ids = call["message_ids"]
         session.append(source.store[mid] for mid in ids[absorbed:])
         absorbed = len(ids)
+        history = session.context + session.pending if summarizes else None
         turn = session.prepare(calls=step - 1)
         for summary in turn.summary_calls:
-            request = store.ids(summary.request_messages)
+            request = store.ids(summary.request_messages, history)
             latency = max(0.0, summary.end - summary.start)
             summary_s += latency
             calls.append(
@@ -139,4 +158,6 @@ def replay_source(
         )
         if step_seconds is not None:
             step_seconds.append(clock() - began)
-    return ReplayedRun(source, session.policy, threshold, calls, store.lines, start, time.time(), summary_s)
+    return ReplayedRun(
+        source, session.policy, threshold, calls, store.lines, store.pieces, start, time.time(), summary_s
+    )

@@ -13,11 +13,20 @@ import time
 
 from ctxpolicy.policies.prompts import BLOCK_BEGIN, BLOCK_END, PARTS, PROMPT_FOR_STAGE, TARGET_WORDS, load_prompt
 from ctxpolicy.policies.summarizer import SummaryCall
-from ctxpolicy.tokens import count_messages, count_text
+from ctxpolicy.tokens import count_messages, count_text, join_counted
 
 MODEL = "placeholder"
 FILLER = "gist"  # one cl100k_base token, with its leading space
 DEFAULT_WORDS = 100
+_RUN = 512  # words per piece of the filler: a summary of N words is counted from N / _RUN pieces
+
+
+def _filler(words: int) -> list[str]:
+    """``" ".join([FILLER] * words)`` as pieces (each a run of words, every run but the first
+    with its leading space), so that ``join_counted`` counts it from two cached counts."""
+    whole, rest = divmod(words, _RUN)
+    runs = [" ".join([FILLER] * _RUN)] * whole + ([" ".join([FILLER] * rest)] if rest else [])
+    return runs[:1] + [" " + run for run in runs[1:]]
 
 
 def _word_count_patterns() -> list[re.Pattern]:
@@ -52,9 +61,11 @@ class PlaceholderSummarizer:
     def summarize(self, request_messages: list[dict]) -> SummaryCall:
         start = time.time()
         words = self.requested_words(request_messages)
-        body = " ".join([FILLER] * words)
         prompt = "\n".join(str(m.get("content") or "") for m in request_messages)
-        text = f"{BLOCK_BEGIN}\n{body}\n{BLOCK_END}" if BLOCK_BEGIN in prompt else body
+        body = _filler(words)
+        text = (
+            join_counted([f"{BLOCK_BEGIN}\n", *body, f"\n{BLOCK_END}"]) if BLOCK_BEGIN in prompt else join_counted(body)
+        )
         return SummaryCall(
             request_messages, text, count_messages(request_messages), count_text(text), None, start, time.time(), MODEL
         )
