@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
@@ -161,6 +162,61 @@ def test_fig3_table_averages_all_attempts_and_marks_best_within_primitive_and_se
     assert rows["best_resolve"].to_dict() == {"TR/Th/0.3": True, "TR/Th/0.7": False, "TRC/Th": False}
     assert rows["best_cost"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": False}
     assert rows["best_latency"].to_dict() == {"TR/Th/0.3": False, "TR/Th/0.7": True, "TRC/Th": False}
+
+
+def _pixels_of(fig, hex_colour: str) -> int:
+    fig.canvas.draw()
+    rgba = np.asarray(fig.canvas.buffer_rgba())[..., :3]
+    target = np.array(matplotlib.colors.to_rgb(hex_colour)) * 255
+    return int((np.abs(rgba.astype(float) - target) < 2).all(axis=-1).sum())
+
+
+def test_fig3_table_paints_its_best_marks():
+    """The marked cells are filled (a cell with horizontal edges only is an open path that
+    matplotlib would leave unfilled), and a three-row table keeps rows of a readable height."""
+    from ctxpolicy.figures import sweep
+
+    rows = pd.DataFrame(
+        [
+            {
+                "policy": "TR/Th/0.3",
+                "setting": "primary",
+                "resolve_rate": 0.5,
+                "cost_ratio_all": 1.0,
+                "latency_s": 200.0,
+                "best_resolve": True,
+                "best_cost": False,
+                "best_latency": False,
+            },
+            {
+                "policy": "TR/Th/0.7",
+                "setting": "primary",
+                "resolve_rate": 0.0,
+                "cost_ratio_all": 0.5,
+                "latency_s": 100.0,
+                "best_resolve": False,
+                "best_cost": True,
+                "best_latency": True,
+            },
+            {
+                "policy": "TRC/Th",
+                "setting": "primary",
+                "resolve_rate": 0.0,
+                "cost_ratio_all": 2.0,
+                "latency_s": 500.0,
+                "best_resolve": False,
+                "best_cost": False,
+                "best_latency": False,
+            },
+        ]
+    )
+    fig, ax = plt.subplots(figsize=(4, 4))
+    sweep._summary_table(ax, rows, ["primary"], {"primary": "Primary (10K)"})
+    assert _pixels_of(fig, sweep.YELLOW) > 50 and _pixels_of(fig, sweep.GREEN) > 50
+    (table,) = ax.tables
+    heights = {cell.get_height() for (i, _), cell in table.get_celld().items() if i}
+    assert heights == {sweep.MAX_ROW_HEIGHT}
+    plt.close(fig)
 
 
 # ---------------------------------------------------------------- Figure 5b

@@ -652,14 +652,7 @@ def read_call_lines(run: str | Path) -> list[dict]:
     """``calls.jsonl`` of a run directory as written (either version); ``RunRecordError`` when
     missing or not JSON lines of objects."""
     path = Path(run) / CALLS_JSONL
-    try:
-        lines = list(read_jsonl(path))
-    except FileNotFoundError:
-        raise RunRecordError(path, "missing") from None
-    except json.JSONDecodeError as exc:
-        raise RunRecordError(path, f"not valid JSON lines ({exc})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunRecordError(path, f"unreadable ({type(exc).__name__}: {exc})") from None
+    lines = _read_jsonl_file(path)
     for number, line in enumerate(lines, 1):
         if not isinstance(line, dict):
             raise RunRecordError(path, f"line {number}: not a JSON object")
@@ -767,7 +760,8 @@ def pieced_line(line: dict, pieces: list) -> dict:
     return {**{k: v for k, v in line.items() if k != "message"}, "message": message, CONTENT_PIECES: pieces}
 
 
-def _read_store_file(path: Path) -> list[dict]:
+def _read_jsonl_file(path: Path) -> list[dict]:
+    """The lines of a JSON-lines record file; ``RunRecordError`` when missing, not JSON or unreadable."""
     try:
         lines = list(read_jsonl(path))
     except FileNotFoundError:
@@ -789,11 +783,11 @@ def _read_base_file(path: Path) -> list[dict]:
     try:
         stat_ = os.stat(path)
     except OSError:
-        return _read_store_file(path)  # which names the reason
+        return _read_jsonl_file(path)  # which names the reason
     key = (os.path.abspath(path), stat_.st_mtime_ns, stat_.st_size, stat_.st_ino)
     lines = _base_cache.get(key)
     if lines is None:
-        lines = _read_store_file(path)
+        lines = _read_jsonl_file(path)
         while len(_base_cache) >= _BASE_CACHE_FILES:
             _base_cache.pop(next(iter(_base_cache)))
         _base_cache[key] = lines
@@ -806,7 +800,7 @@ def read_message_files(run: str | Path) -> list[tuple[Path, list[dict]]]:
     object; the others as parsed). ``RunRecordError`` names the file, line and field of a piece
     that cannot be resolved."""
     files = message_store_files(run)
-    parsed = [(path, _read_store_file(path) if n == 0 else _read_base_file(path)) for n, path in enumerate(files)]
+    parsed = [(path, _read_jsonl_file(path) if n == 0 else _read_base_file(path)) for n, path in enumerate(files)]
     index: dict[str, tuple[Path, int, dict]] = {}
     pieced = False
     for path, lines in parsed:

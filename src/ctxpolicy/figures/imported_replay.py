@@ -98,6 +98,28 @@ def ratio_rows(
     return rows, found
 
 
+def ratio_points(ax, rows: pd.DataFrame, key: str, specs: list[str], y: np.ndarray) -> None:
+    """One point per policy (``rows`` indexed like ``specs``, at heights ``y``) with its interval,
+    and the FC line at 1."""
+    est, err = ax_.value(rows, key), ax_.interval(rows, key)
+    for i, spec in enumerate(specs):
+        if np.isnan(est.iloc[i]):
+            continue
+        ax.errorbar(
+            [est.iloc[i]],
+            [y[i]],
+            xerr=None if err is None else err[:, i : i + 1],
+            fmt="o",
+            color=style.policy_color(spec),
+            markersize=4.5,
+            markerfacecolor="white",
+            elinewidth=0.8,
+            zorder=3,
+        )
+    ax.axvline(1.0, color="#666666", linewidth=0.6)
+    ax.grid(axis="y", visible=False)
+
+
 def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
     """The full comparison's policies (FC left out) at its setting, each against the FC replay."""
     study = study_of(config)
@@ -129,24 +151,7 @@ def plot(data: Prepared, name: str = STEM):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
         rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
         for ax, (resource, label, _) in zip(row_axes, RESOURCES):
-            key = f"{resource}_ratio"
-            est, err = ax_.value(rows, key), ax_.interval(rows, key)
-            for i, spec in enumerate(specs):
-                if np.isnan(est.iloc[i]):
-                    continue
-                ax.errorbar(
-                    [est.iloc[i]],
-                    [y[i]],
-                    xerr=None if err is None else err[:, i : i + 1],
-                    fmt="o",
-                    color=style.policy_color(spec),
-                    markersize=4.5,
-                    markerfacecolor="white",
-                    elinewidth=0.8,
-                    zorder=3,
-                )
-            ax.axvline(1.0, color="#666666", linewidth=0.6)
-            ax.grid(axis="y", visible=False)
+            ratio_points(ax, rows, f"{resource}_ratio", specs, y)
             if r == 0:
                 ax.set_title(f"{label} / FC")
         row_axes[0].set_yticks(y, [style.short_label(p) for p in specs])

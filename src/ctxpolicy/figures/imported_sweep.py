@@ -23,7 +23,7 @@ import pandas as pd
 
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import notes, style
-from ctxpolicy.figures.imported_replay import RESOURCES, ratio_rows, read_replays
+from ctxpolicy.figures.imported_replay import RESOURCES, ratio_points, ratio_rows, read_replays
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.study import IMPORTED_TRACK, Study, study_of
 from ctxpolicy.threshold_settings import SETTINGS
@@ -71,23 +71,7 @@ def plot(data: Prepared, name: str = STEM):
             for ax, setting in zip(grid[r], settings):
                 rows = own[own["setting"] == setting]
                 rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
-                est, err = ax_.value(rows, key), ax_.interval(rows, key)
-                for i, spec in enumerate(specs):
-                    if np.isnan(est.iloc[i]):
-                        continue
-                    ax.errorbar(
-                        [est.iloc[i]],
-                        [y[i]],
-                        xerr=None if err is None else err[:, i : i + 1],
-                        fmt="o",
-                        color=style.policy_color(spec),
-                        markersize=4.5,
-                        markerfacecolor="white",
-                        elinewidth=0.8,
-                        zorder=3,
-                    )
-                ax.axvline(1.0, color="#666666", linewidth=0.6)
-                ax.grid(axis="y", visible=False)
+                ratio_points(ax, rows, key, specs, y)
                 if r == 0:
                     ax.set_title(f"{style.threshold_label(setting)} threshold")
                 ax.set_xlabel(f"{label} / FC")

@@ -275,7 +275,7 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
     left.legend(
         handles=sweep_handles(policies),
         loc="outside lower center",
-        ncol=4,
+        ncol=3,  # four columns run past the left panels into the depth-win counts
         frameon=False,
         handlelength=1.6,
         columnspacing=0.8,
@@ -292,6 +292,7 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
 
 
 YELLOW, GREEN = "#F6E27F", "#A8DDB5"
+MAX_ROW_HEIGHT = 0.05  # of the table's axes
 SUMMARY_MEASURES = (
     ("resolve_rate", "res.", "{:.0%}"),
     ("cost_ratio_all", "cost", "{:.2f}"),
@@ -336,11 +337,16 @@ def _summary_table(ax, rows: pd.DataFrame, settings: list[str], labels: dict[str
     header = ["policy", *[f"{m}\n{labels[s].split(' ')[0]}" for s in settings for _, m, _ in SUMMARY_MEASURES]]
     t = ax.table(cellText=text, colLabels=header, loc="upper right", cellLoc="center", edges="horizontal")
     t.auto_set_font_size(False)
-    row_height = 0.98 / (len(text) + 1.9)  # every row inside the axes, the two-line header too
+    # every row inside the axes, the two-line header too; a short table keeps rows of a readable height
+    row_height = min(0.98 / (len(text) + 1.9), MAX_ROW_HEIGHT)
     for (i, j), cell in t.get_celld().items():
         cell.set_height(row_height if i else 1.9 * row_height)
         if i and marks[i - 1][j]:
+            # a cell with horizontal edges only is an open path, which matplotlib does not fill:
+            # a marked cell is closed, its edges in its own colour
+            cell.visible_edges = "closed"
             cell.set_facecolor(marks[i - 1][j])
+            cell.set_edgecolor(marks[i - 1][j])
     _fit_width(ax, t, len(header))
     ax.set_title(
         "all attempts, per threshold: resolve rate, billed cost / FC, latency (s);\n"
