@@ -85,6 +85,12 @@ def test_a_string_that_is_not_a_spec_is_drawn_opaquely_with_a_stable_spare_encod
 
 def test_labels():
     assert style.short_label("OTRC+S-p/St+Th/0.5") == "OTRC+S-p"
+
+
+def test_row_labels_tell_rows_of_one_primitive_apart():
+    specs = ["FC", "TR/Th/0.3", "TR/Th/0.5", "TR/Th/0.7", "TR/St/0.7", "TRC/Th", "TRC/St"]
+    assert style.row_labels(specs) == ["FC", "TR 0.3", "TR 0.5", "TR/Th/0.7", "TR/St/0.7", "TRC/Th", "TRC/St"]
+    assert style.row_labels(["SU/Th/0.5", "TRC+SU/Th"]) == ["SU", "TRC+SU"]
     assert style.threshold_label("tight", 10000) == "Tight (10K)"
     assert style.threshold_label("primary", 2500) == "Primary (2.5K)"
     assert style.figure_name("fig2-devstral-swebench") == "Figure 2 (devstral, swebench)"

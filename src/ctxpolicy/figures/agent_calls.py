@@ -134,7 +134,7 @@ def plot(data: Prepared, name: str = "fig21"):
         )
         ax.axvline(0, color="#666666", linewidth=0.6)
         ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, [style.short_label(p) for p in specs])
+        ax.set_yticks(y, style.row_labels(specs))
         ax.grid(axis="y", visible=False)
         for yi, n in zip(y, rows["calls_change_n_tasks"]):
             if pd.notna(n):

@@ -106,7 +106,7 @@ def plot(data: Prepared, name: str = STEM):
                 linewidth=0.4,
             )
         ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, [style.short_label(p) for p in specs])
+        ax.set_yticks(y, style.row_labels(specs))
         ax.grid(axis="y", visible=False)
         notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
     ax_.hide_inner_labels(panels)

@@ -71,7 +71,7 @@ def plot(data: Prepared, name: str = "cost_models"):
             )
         ax.axvline(1.0, color="#666666", linewidth=0.6)
         ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, [style.short_label(p) for p in specs])
+        ax.set_yticks(y, style.row_labels(specs))
         ax.grid(axis="y", visible=False)
         notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
         if missing and len(missing) < len(METHODS):

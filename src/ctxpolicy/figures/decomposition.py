@@ -159,7 +159,7 @@ def plot(data: Prepared, name: str = STEM):
             if r == 0:
                 ax.set_title(f"{label} / FC")
             notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
-        row_axes[0].set_yticks(y, [style.short_label(p) for p in specs])
+        row_axes[0].set_yticks(y, style.row_labels(specs))
         row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
     ax_.legend_top(
         fig,

@@ -154,7 +154,7 @@ def plot(data: Prepared, name: str = STEM):
             ratio_points(ax, rows, f"{resource}_ratio", specs, y)
             if r == 0:
                 ax.set_title(f"{label} / FC")
-        row_axes[0].set_yticks(y, [style.short_label(p) for p in specs])
+        row_axes[0].set_yticks(y, style.row_labels(specs))
         row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=4, title=title)
     footer = (

@@ -129,7 +129,7 @@ def plot(data: Prepared, name: str = "fig20"):
             left += values
         ax.set_xlim(0, 100)
         ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, [style.short_label(p) for p in specs])
+        ax.set_yticks(y, style.row_labels(specs))
         ax.grid(axis="y", visible=False)
         n = f"n = {planned[0]:.0f} per bar" if len(planned) == 1 else "n differs per bar (data.csv)"
         ax.set_title(f"{model} ({n})")

@@ -135,7 +135,7 @@ def _facets(data: Prepared, specs: list[str], combos):
 
 def _label_rows(ax, y, specs) -> None:
     ax.set_ylim(-0.6, len(specs) - 0.4)
-    ax.set_yticks(y, [style.short_label(p) for p in specs])
+    ax.set_yticks(y, style.row_labels(specs))
     ax.grid(axis="y", visible=False)
 
 

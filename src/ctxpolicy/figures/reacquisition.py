@@ -93,7 +93,7 @@ def plot(data: Prepared, name: str = "reacquisition"):
         else:
             _plot_per_step(ax, per_step, benchmark, model, specs, y)
         ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, [style.short_label(p) for p in specs])
+        ax.set_yticks(y, style.row_labels(specs))
         ax.grid(axis="y", visible=False)
     ax_.hide_inner_labels(panels)
     fig.supxlabel("x: the row label's measure", fontsize=7)

@@ -179,7 +179,7 @@ def plot(data: Prepared, name: str = "retention"):
         _bars(ax, rows, y, specs, column, hatched)
         ax.set_xlim(0, 1.02)
         ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, [style.short_label(p) for p in specs])
+        ax.set_yticks(y, style.row_labels(specs))
         ax.grid(axis="y", visible=False)
     ax_.hide_inner_labels(panels)
     fig.supxlabel("share of the items at risk in a step that survive it (row label: which items)", fontsize=7)

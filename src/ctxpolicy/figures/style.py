@@ -159,6 +159,20 @@ def short_label(spec: str) -> str:
     return primitive_of(spec)
 
 
+def row_labels(specs: list[str]) -> list[str]:
+    """One label per row of a policy axis: the primitive alone (``short_label``), with the depth
+    where several rows share a primitive (``TR 0.3``, ``TR 0.5``), and the whole spec where even
+    that repeats (two triggers of one primitive and depth)."""
+    primitives = [short_label(s) for s in specs]
+    labels = [
+        f"{primitive} {depth_of(spec):g}"
+        if primitives.count(primitive) > 1 and depth_of(spec) is not None
+        else primitive
+        for spec, primitive in zip(specs, primitives)
+    ]
+    return [str(spec) if labels.count(label) > 1 else label for spec, label in zip(specs, labels)]
+
+
 def policy_label(spec: str, setting: str | None = None) -> str:
     """The P/T/D label, with the threshold setting when it is not the primary one."""
     label = str(spec)
