@@ -120,6 +120,23 @@ def test_fig3_table_counts_the_sweep_cells_only(study, paper_frames):
         close(f"{what}: latency_s", row["latency_s"], sum(latency.values()) / len(latency))
 
 
+def test_fig3_table_best_marks(paper_frames):
+    """Figure 3's marks: within a primitive and a setting, where the primitive has several depths,
+    the highest resolve rate, the lowest cost and the lowest latency are marked, every tied depth
+    with them; a primitive with one depth there is never marked."""
+    table = pd.DataFrame(rows(paper_frames["fig3"], "summary"))
+    assert table["depth"].notna().any()
+    for (_, _), group in table.groupby(["primitive", "setting"]):
+        several = group["depth"].nunique() > 1
+        for mark, column, best in (
+            ("best_resolve", "resolve_rate", group["resolve_rate"].max()),
+            ("best_cost", "cost_ratio_all", group["cost_ratio_all"].min()),
+            ("best_latency", "latency_s", group["latency_s"].min()),
+        ):
+            expected = (group[column] == best) & several
+            assert group[mark].astype(bool).tolist() == expected.tolist(), f"{mark} {group['policy'].tolist()}"
+
+
 def test_fig3_frequency_curves(study, paper_frames):
     """Figure 3 (left): compression firings per attempt (a step that compressed counts once),
     over the attempts that did not reach the time limit (A.5), per setting and policy."""
