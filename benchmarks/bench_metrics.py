@@ -75,6 +75,45 @@ def corpus(workdir: Path, runs: int, calls: int, processes: int) -> Path:
     return root
 
 
+AGGREGATE_ONE = """
+import sys
+from pathlib import Path
+from ctxpolicy.metrics.aggregate import aggregate, write_left_out, write_tables
+tables = aggregate([Path(sys.argv[1])], processes=int(sys.argv[3]))
+write_tables(tables, Path(sys.argv[2]))
+write_left_out(tables, Path(sys.argv[2]))
+"""
+IDENTITY_FILES = ("runs.parquet", "calls.parquet", "left_out.json")
+
+
+def identity(root: Path, rev: str, workdir: Path, processes: int) -> bool:
+    """The tables of ``root`` from the code at git revision ``rev`` and from this checkout's
+    ``src``, compared byte for byte (each aggregated in its own interpreter)."""
+    import subprocess
+    import tempfile
+
+    repo = Path(__file__).resolve().parents[1]
+    same = True
+    with tempfile.TemporaryDirectory(dir=workdir) as scratch:
+        scratch = Path(scratch)
+        archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "src"], check=True, capture_output=True)
+        (scratch / "then").mkdir()
+        subprocess.run(["tar", "-x", "-C", str(scratch / "then")], input=archive.stdout, check=True)
+        for name, src in (("then", scratch / "then" / "src"), ("now", repo / "src")):
+            env = {**os.environ, "PYTHONPATH": str(src)}
+            subprocess.run(
+                [sys.executable, "-c", AGGREGATE_ONE, str(root), str(scratch / f"{name}-tables"), str(processes)],
+                env=env,
+                check=True,
+            )
+        for file in IDENTITY_FILES:
+            then, now = (scratch / f"{name}-tables" / file for name in ("then", "now"))
+            equal = then.read_bytes() == now.read_bytes()
+            same &= equal
+            print(f"  {file:16s} {'identical' if equal else 'DIFFERENT'} ({now.stat().st_size:,} bytes)")
+    return same
+
+
 def cpu_seconds() -> float:
     """User + system CPU of this process and its finished children (the parser workers)."""
     t = os.times()
@@ -92,9 +131,20 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--n-boot", type=int, default=10_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxpolicy-bench-metrics"))
+    parser.add_argument(
+        "--identity",
+        metavar="REV",
+        help="compare the tables (runs.parquet, calls.parquet, left_out.json) byte for byte with those of "
+        "git revision REV's code on this corpus (use a reduced --runs), instead of timing",
+    )
     args = parser.parse_args()
 
     root = corpus(args.workdir, args.runs, args.calls, args.processes)
+    if args.identity:
+        print(f"tables of {root} from {args.identity} and from this checkout:")
+        same = identity(root, args.identity, args.workdir, args.processes)
+        print("identical" if same else "the tables differ")
+        return 0 if same else 1
     phases = {}
     load_before = os.getloadavg()[0]
     cpu_started = cpu_seconds()

@@ -115,7 +115,8 @@ def count_commands(messages: list[dict], action_format: str | None = None) -> tu
     """(retrieval, execution) command counts over assistant messages, in the run's action format."""
     assistant = [m for m in messages if m.get("role") == "assistant"]
     texts = SEPARATOR.join(m["content"] for m in assistant if isinstance(m.get("content"), str))
-    commands = [c.strip() for c in actions.fenced_commands(texts, action_format)]
+    labels = actions.labels_of(action_format)  # actions.fenced_commands, without a match object per block
+    commands = [body.strip() for label, body in actions.FENCED_BLOCK.findall(texts) if label.strip().lower() in labels]
     commands += [c for m in assistant if m.get("tool_calls") for c in commands_of({"tool_calls": m["tool_calls"]})]
     commands = [c for c in commands if c]
     retrieval = sum(map(is_retrieval, commands))

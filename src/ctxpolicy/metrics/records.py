@@ -16,6 +16,7 @@ it and leave the run out.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import re
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from ctxpolicy.metrics.cost import (
 from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
-from ctxpolicy.schemas import describe, field_rule, reading_view, schema
+from ctxpolicy.schemas import describe, field_rule, quick_check, reading_view, schema
 
 # What the tables take from run.json and verdict.json; the NEEDED ones must be there, the others
 # may be absent or null (an empty cell). Types, enums and bounds come from the schemas.
@@ -183,24 +184,44 @@ def _read_bytes(path: Path) -> bytes:
         raise RecordError(path, f"unreadable ({exc.strerror or exc})") from None
 
 
-def _load_json(path: Path):
-    data = _read_bytes(path)
+def _load_json(path: Path, optional: bool = False):
+    """A JSON record file's value; with ``optional``, None where there is no such file (nor a
+    dangling link by that name, which is reported missing)."""
+    try:
+        data = _read_bytes(path)
+    except RecordError as exc:
+        if optional and exc.reason == "missing" and not os.path.lexists(path):
+            return None
+        raise
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise RecordError(path, f"corrupt JSON ({exc})") from None
 
 
+def _reading_view(name: str) -> dict:
+    read, needed = {"run": (RUN_READ, RUN_NEEDED), "verdict": (VERDICT_READ, VERDICT_NEEDED)}[name]
+    return reading_view(schema(name), read, needed)
+
+
 @functools.lru_cache(maxsize=None)
 def _reading_validator(name: str):
     from jsonschema import Draft202012Validator
 
-    read, needed = {"run": (RUN_READ, RUN_NEEDED), "verdict": (VERDICT_READ, VERDICT_NEEDED)}[name]
-    return Draft202012Validator(reading_view(schema(name), read, needed))
+    return Draft202012Validator(_reading_view(name))
+
+
+@functools.lru_cache(maxsize=None)
+def _quick_check(name: str):
+    return quick_check(_reading_view(name)) or (lambda record: False)
 
 
 def _check_record(name: str, record, path: Path) -> None:
-    """Every field the tables read from ``record`` has its schema type; needed ones are there."""
+    """Every field the tables read from ``record`` has its schema type; needed ones are there.
+    The compiled check (``schemas.quick_check``) passes a valid record; the generic validator
+    runs only on the others, and names what is wrong."""
+    if _quick_check(name)(record):
+        return
     errors = sorted(_reading_validator(name).iter_errors(record), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         raise RecordError(
@@ -245,11 +266,11 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     identity = run["identity"]
 
     verdict_path = run_dir / VERDICT_JSON
-    verdict = _load_json(verdict_path) if os.path.lexists(verdict_path) else None
+    verdict = _load_json(verdict_path, optional=True)
     if verdict is not None:
         _check_record("verdict", verdict, verdict_path)
 
-    store, commands = _read_stores(run_dir, action_format_of(run, run_path))
+    store, commands = _read_stores(run_dir, action_format_of(run, run_path), run)
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
     _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
     columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
@@ -266,13 +287,13 @@ def action_format_of(run: dict, path: Path) -> str:
         raise RecordError(path, str(exc)) from None
 
 
-def _read_stores(run_dir: Path, action_format: str) -> tuple[dict[str, int], tuple[int, int]]:
+def _read_stores(run_dir: Path, action_format: str, run: dict | None = None) -> tuple[dict[str, int], tuple[int, int]]:
     """Message id -> tokens over the run's whole message store (its own ``messages.jsonl`` and,
     schema version 2, its ``message_base`` chain's), and the (retrieval, execution) command counts
     of its assistant messages in the run's action format (a base's counted once: a writer stores
-    only what its base lacks)."""
+    only what its base lacks). ``run``: the run's run.json, already read."""
     try:
-        files = rundir.message_store_files(run_dir)
+        files = rundir.message_store_files(run_dir, run)
     except rundir.RunRecordError as exc:
         raise RecordError(exc.path, exc.reason) from None
     store, assistant = _read_store(files[0])
@@ -295,10 +316,11 @@ def _base_store(path: Path, mtime_ns: int, size: int, action_format: str) -> tup
 
 def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
     """Message id -> tokens, and the assistant messages (for the command counts)."""
-    entries = _parse_lines(_read_bytes(path), path)
+    data = _read_bytes(path)
+    entries = _parse_lines(data, path)
     try:
-        ids = [entry["id"] for entry in entries]
-        tokens = [entry["tokens"] for entry in entries]
+        ids = list(map(_ID, entries))
+        tokens = list(map(_TOKENS, entries))
     except (KeyError, TypeError):
         for number, entry in enumerate(entries, 1):
             if not isinstance(entry, dict):
@@ -313,15 +335,17 @@ def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
             value = values[where]
             raise RecordError(path, f"line {where + 1}: field {name} is {_shown(value)}: {rule.why(value)}")
     store = dict(zip(ids, tokens))
-    assistant = [
-        entry["message"]
-        for entry in entries
-        if isinstance(entry.get("message"), dict) and entry["message"].get("role") == "assistant"
-    ]
-    for message, entry in ((e["message"], e) for e in entries if isinstance(e.get("message"), dict)):
-        if message.get("role") == "assistant" and rundir.CONTENT_PIECES in entry:  # rundir refuses it too
-            raise RecordError(path, f"message {entry['id']}: field {rundir.CONTENT_PIECES} on an assistant message")
+    messages = [entry.get("message") for entry in entries]  # every entry is an object: it has an id
+    assistant = [m for m in messages if type(m) is dict and m.get("role") == "assistant"]
+    if _PIECES_KEY in data:  # only then can a line have pieces
+        for message, entry in zip(messages, entries):
+            if type(message) is dict and message.get("role") == "assistant" and rundir.CONTENT_PIECES in entry:
+                raise RecordError(path, f"message {entry['id']}: field {rundir.CONTENT_PIECES} on an assistant message")
     return store, assistant
+
+
+_ID, _TOKENS = operator.itemgetter("id"), operator.itemgetter("tokens")
+_PIECES_KEY = f'"{rundir.CONTENT_PIECES}"'.encode()
 
 
 def _parse_lines(data: bytes, path: Path) -> list:
@@ -416,9 +440,12 @@ def _blame_call(calls: list, path: Path) -> None:
 def _check_call_types(calls: list[dict], path: Path) -> dict[str, list]:
     """Each typed field, over all calls at once, against the call schema (null: not reported).
     Returns the checked values by field, for the columns."""
+    try:  # one C call per line while every line has every typed field (a writer's lines do)
+        by_field = list(map(list, zip(*map(_TYPED_GETTER, calls)))) if calls else [[] for _ in CALL_TYPED_FIELDS]
+    except KeyError:
+        by_field = [[call.get(name) for call in calls] for name in CALL_TYPED_FIELDS]
     checked = {}
-    for name in CALL_TYPED_FIELDS:
-        values = [call.get(name) for call in calls]
+    for name, values in zip(CALL_TYPED_FIELDS, by_field):
         rule = field_rule("call", name, nullable=name != "index")
         where = rule.violation(values)
         if where is not None:
@@ -429,6 +456,9 @@ def _check_call_types(calls: list[dict], path: Path) -> dict[str, list]:
             )
         checked[name] = values
     return checked
+
+
+_TYPED_GETTER = operator.itemgetter(*CALL_TYPED_FIELDS)
 
 
 def _shown(value) -> str:
@@ -516,7 +546,9 @@ def _call_columns(
     else:
         cached_exact[agent] = np.nan  # without message sequences the exact count is unknown
     cached_est = np.zeros(n, dtype=np.float64)
-    otrc = np.array([has_otrc(c.get("events")) for c in calls], dtype=bool)
+    otrc = np.zeros(n, dtype=bool)
+    for i in np.flatnonzero(events):  # only a call with events can have an OTRC one
+        otrc[i] = has_otrc(calls[i].get("events"))
     cached_est[agent], _ = estimated_cached(
         prompts[agent], otrc[agent], block, unchanged_tokens=unchanged[agent], tokens_before=before[agent]
     )

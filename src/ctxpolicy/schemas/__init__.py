@@ -130,7 +130,8 @@ class FieldRule:
     def violation(self, values: list) -> int | None:
         """The position of the first value of the wrong type, below the minimum or above the
         maximum, else None. As in JSON Schema, a float with an integral value (``3.0``) is an integer."""
-        if not set(map(type, values)) <= self.types:
+        present = set(map(type, values))
+        if not present <= self.types:
             whole_floats = "integer" in self.kinds and float not in self.types
             bad = (
                 i
@@ -140,7 +141,9 @@ class FieldRule:
             first = next(bad, None)
             if first is not None:
                 return first
-        numbers = [v for v in values if v is not None] if {int, float} & self.types else []
+        if not {int, float} & self.types:
+            return None
+        numbers = values if type(None) not in present else [v for v in values if v is not None]
         if numbers and self.minimum is not None and min(numbers) < self.minimum:
             return next(i for i, v in enumerate(values) if v is not None and v < self.minimum)
         if numbers and self.maximum is not None and max(numbers) > self.maximum:
@@ -191,3 +194,78 @@ def describe(error) -> str:
     else:
         why = error.message
     return f"field {path or '(top)'} is {value}: {why}"
+
+
+# Keywords ``quick_check`` compiles; a view with any other (a condition, a pattern) is always
+# handed to the full validator. Annotations change nothing.
+_QUICK_KEYWORDS = frozenset({"type", "enum", "const", "minimum", "maximum", "properties", "required"})
+_ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})
+_SIMPLE_TYPES = (str, type(None))  # enum and const members the quick check compares itself
+
+
+def _exact_types(kinds: list[str]) -> frozenset:
+    """The Python types a value of these JSON types parses to (a bool is no integer or number);
+    a float with an integral value also counts as an integer, checked apart."""
+    types = {t for kind in kinds for t in _PYTHON_TYPES[kind]}
+    if "integer" in kinds or "number" in kinds:
+        types.discard(bool)
+        types.add(int)
+    if "boolean" in kinds:
+        types.add(bool)
+    return frozenset(types)
+
+
+def _compile(node: dict):
+    """A predicate for one schema node, or None where it uses a keyword the quick check does not
+    compile (the full validator then decides)."""
+    if set(node) - _QUICK_KEYWORDS - _ANNOTATIONS:
+        return None
+    tests = []
+    if "type" in node:
+        kinds = _kinds(node)
+        types = _exact_types(kinds)
+        integral_floats = "integer" in kinds and "number" not in kinds
+        tests.append(
+            lambda v, types=types, whole=integral_floats: (
+                type(v) in types or (whole and type(v) is float and v.is_integer())
+            )
+        )
+    for key in ("enum", "const"):
+        if key in node:
+            members = node[key] if key == "enum" else [node[key]]
+            if not all(isinstance(m, (*_SIMPLE_TYPES, bool)) for m in members):
+                return None
+            allowed = frozenset((type(m), m) for m in members)
+            tests.append(lambda v, allowed=allowed: type(v) in (str, type(None), bool) and (type(v), v) in allowed)
+    if "minimum" in node:
+        tests.append(lambda v, low=node["minimum"]: type(v) not in (int, float) or v >= low)
+    if "maximum" in node:
+        tests.append(lambda v, high=node["maximum"]: type(v) not in (int, float) or v <= high)
+    children = []
+    for name, child in (node.get("properties") or {}).items():
+        test = _compile(child)
+        if test is None:
+            return None
+        children.append((name, test))
+    required = tuple(node.get("required", ()))
+
+    def check(value) -> bool:
+        if not all(test(value) for test in tests):
+            return False
+        if type(value) is not dict:
+            return True  # properties and required concern objects only
+        if not all(name in value for name in required):
+            return False
+        return all(name not in value or test(value[name]) for name, test in children)
+
+    return check
+
+
+def quick_check(view: dict):
+    """A compiled predicate for a reading view (``reading_view``): True only where the record
+    certainly satisfies the view, so that a reader runs the generic validator (for its messages)
+    only on the records that may fail it. Returns None for a view with keywords it does not
+    compile. Written here rather than taken from a schema compiler: the views use six keywords,
+    and the predicate must never accept what the Draft 2020-12 validator refuses (a bool is no
+    integer, ``1`` is no ``true``), which this one guarantees by falling back on anything unsure."""
+    return _compile(view)

@@ -1,0 +1,119 @@
+"""The aggregate reader's fast paths decide exactly as the generic ones: the compiled record check
+(``schemas.quick_check``) never passes what the Draft 2020-12 validator refuses, and a run's
+record files are each opened once."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from ctxpolicy import rundir
+from ctxpolicy.metrics import records
+from ctxpolicy.schemas import quick_check, reading_view, schema
+from ctxpolicy.testing.runs import make_runs
+
+ODD_VALUES = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    1.0,
+    2.5,
+    -0.5,
+    2**53,
+    2**60,
+    "",
+    "x",
+    "primary",
+    "Th",
+    [],
+    {},
+    [1],
+    {"a": 1},
+]
+
+
+def _paths(record: dict, prefix=()):
+    for key, value in record.items():
+        yield (*prefix, key)
+        if isinstance(value, dict):
+            yield from _paths(value, (*prefix, key))
+
+
+def _variants(record: dict):
+    """The record with each field (nested ones too) set to each odd value, and removed."""
+    for path in list(_paths(record)):
+        for value in [*ODD_VALUES, KeyError]:
+            changed = copy.deepcopy(record)
+            holder = changed
+            for key in path[:-1]:
+                holder = holder[key]
+            if value is KeyError:
+                del holder[path[-1]]
+            else:
+                holder[path[-1]] = value
+            yield changed
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return make_runs(root, policies=["FC"], tasks=1, attempts=1, calls_per_run=6)[0]
+
+
+@pytest.mark.parametrize("name", ["run", "verdict"])
+def test_quick_check_agrees_with_the_generic_validator(name, one_run):
+    read, needed = {
+        "run": (records.RUN_READ, records.RUN_NEEDED),
+        "verdict": (records.VERDICT_READ, records.VERDICT_NEEDED),
+    }[name]
+    view = reading_view(schema(name), read, needed)
+    quick, full = quick_check(view), Draft202012Validator(view)
+    assert quick is not None
+    record = rundir.read_record(one_run / f"{name}.json")
+    record = {**record, "error": "boom"} if name == "run" else {**record, "report": {"time_limited": True}}
+    assert quick(record) and full.is_valid(record)  # a valid record takes the fast path
+    checked = 0
+    for variant in itertools.chain(_variants(record), [None, [], "x", 1]):
+        if quick(variant):
+            assert full.is_valid(variant), variant  # never passes what the validator refuses
+        checked += 1
+    refused = sum(not full.is_valid(v) for v in _variants(record))
+    assert checked > 100 and refused > 40
+
+
+def test_quick_check_hands_unknown_keywords_to_the_validator():
+    assert quick_check({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}) is None
+    assert quick_check({"enum": [1, 2]}) is None  # numeric enums: 1 == True in Python
+
+
+def test_each_record_file_is_opened_once(one_run, monkeypatch):
+    opened = []
+    real_open = os.open
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(os.path.basename(os.fspath(path)))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    records.read_run(one_run)
+    for name in ("run.json", "calls.jsonl", "messages.jsonl", "verdict.json"):
+        assert opened.count(name) == 1, (name, opened)
+
+
+def test_a_run_without_verdict_reads_as_ungraded(one_run, tmp_path):
+    import shutil
+
+    copy_dir = tmp_path / one_run.name
+    shutil.copytree(one_run, copy_dir)
+    (copy_dir / "verdict.json").unlink()
+    assert records.read_run(copy_dir).row["has_verdict"] is False
+    (copy_dir / "verdict.json").symlink_to(copy_dir / "nowhere.json")  # a dangling link is no absent verdict
+    with pytest.raises(records.RecordError, match="missing"):
+        records.read_run(copy_dir)
