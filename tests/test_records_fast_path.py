@@ -117,3 +117,24 @@ def test_a_run_without_verdict_reads_as_ungraded(one_run, tmp_path):
     (copy_dir / "verdict.json").symlink_to(copy_dir / "nowhere.json")  # a dangling link is no absent verdict
     with pytest.raises(records.RecordError, match="missing"):
         records.read_run(copy_dir)
+
+
+def test_runs_read_by_name_come_back_in_sorted_order_with_integer_columns(tmp_path):
+    """Runs are read grouped by name (a source's replays side by side), yet the tables keep the
+    sorted order; a chunk whose runs are all left out leaves the integer call columns integers."""
+    from ctxpolicy.metrics.aggregate import aggregate
+
+    runs = make_runs(tmp_path, policies=["FC", "TRC/Th"], tasks=4, attempts=2, calls_per_run=5)
+    assert len(runs) == 16
+    for broken in sorted(runs)[:4]:  # the first chunk of each process, all of it
+        (broken / "calls.jsonl").write_bytes(b"{")
+    tables = aggregate([tmp_path], processes=2)
+    assert len(tables.problems) == 4
+    assert tables.runs["run_dir"].tolist() == sorted(str(r) for r in runs)[4:]
+    assert [str(p.path.parent) for p in tables.problems] == sorted(str(r) for r in runs)[:4]
+    for column in ("index", "prompt_tokens", "completion_tokens", "n_events"):
+        assert tables.calls[column].dtype == "int64", column
+    first = tables.calls.groupby("run_dir", observed=True, sort=False).size()
+    assert list(first.index) == tables.runs["run_dir"].tolist()
+    single = aggregate([tmp_path], processes=1)
+    assert single.calls.equals(tables.calls) and single.runs.equals(tables.runs)

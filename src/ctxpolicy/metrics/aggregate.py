@@ -54,19 +54,30 @@ class Tables:
     problems: list[RecordError] = field(default_factory=list)
 
 
-def _read_chunk(run_dirs: list[Path], block: int, discount: float):
-    rows, calls, problems = [], [], []
-    for run_dir in run_dirs:
+def _read_chunk(run_dirs: list[tuple[int, Path]], block: int, discount: float):
+    """Read (number, run directory) pairs: the rows, call counts and merged call columns of the
+    runs read and their numbers, and the (number, path, reason) of those left out."""
+    rows, calls, read, problems = [], [], [], []
+    for number, run_dir in run_dirs:
         try:
             record = read_run(run_dir, block, discount)
         except RecordError as exc:
-            problems.append((str(exc.path), exc.reason))
+            problems.append((number, str(exc.path), exc.reason))
             continue
         rows.append(record.row)
         calls.append(record.calls)
+        read.append(number)
     lengths = np.array([len(c["index"]) for c in calls], dtype=np.int64)
     merged = {k: np.concatenate([c[k] for c in calls]) if calls else np.zeros(0) for k in CALL_COLUMNS}
-    return rows, lengths, merged, problems
+    return rows, lengths, merged, problems, read
+
+
+def reading_order(run_dirs: list[Path]) -> list[tuple[int, Path]]:
+    """The run directories, numbered in their sorted order, in the order they are read: by name
+    first, so that the replays of one source (one name, one cell each) are read side by side and
+    each worker parses the source's store once (``records._base_store``); the tables keep the
+    sorted order whatever the reading order."""
+    return sorted(enumerate(run_dirs), key=lambda pair: (pair[1].name, pair[0]))
 
 
 def aggregate(
@@ -82,7 +93,8 @@ def aggregate(
     run_dirs = find_run_dirs([Path(r) for r in roots])
     processes = processes or min(len(os.sched_getaffinity(0)), 8)
     chunk = max(1, min(500, len(run_dirs) // (processes * 8) + 1))
-    chunks = [run_dirs[i : i + chunk] for i in range(0, len(run_dirs), chunk)]
+    numbered = reading_order(run_dirs)
+    chunks = [numbered[i : i + chunk] for i in range(0, len(numbered), chunk)]
     work = partial(_read_chunk, block=block, discount=discount)
     results = []
     bar = tqdm(total=len(run_dirs), disable=not progress, desc="aggregate", unit="run")
@@ -96,12 +108,30 @@ def aggregate(
             results.append(work(part))
             bar.update(len(part))
     bar.close()
+    problems = [RecordError(Path(path), reason) for _, path, reason in sorted(p for r in results for p in r[3])]
+    read = np.array([number for r in results for number in r[4]], dtype=np.int64)
+    order = np.argsort(read, kind="stable")  # reading order -> sorted order
     rows = [row for r in results for row in r[0]]
-    problems = [RecordError(Path(path), reason) for r in results for path, reason in r[3]]
-    runs = runs_frame(rows)
+    runs = runs_frame([rows[i] for i in order])
     lengths = np.concatenate([r[1] for r in results]) if results else np.zeros(0, np.int64)
-    call_columns = {k: np.concatenate([r[2][k] for r in results]) if results else np.zeros(0) for k in CALL_COLUMNS}
-    return Tables(runs, calls_frame(runs, lengths, call_columns), problems)
+    calls_in_order = _gather(lengths, order)
+    call_columns = {}
+    for k in CALL_COLUMNS:
+        parts = [r[2][k] for r in results if len(r[1])]  # a chunk of runs all left out has no columns to add
+        merged = np.concatenate(parts) if parts else np.zeros(0)
+        call_columns[k] = merged if calls_in_order is None else merged[calls_in_order]
+    return Tables(runs, calls_frame(runs, lengths[order], call_columns), problems)
+
+
+def _gather(lengths: np.ndarray, order: np.ndarray) -> np.ndarray | None:
+    """The call rows of runs ``order[0], order[1], ...`` (runs of ``lengths`` calls each, laid end to
+    end), as positions; None when the order is already the identity."""
+    if len(order) == 0 or (order == np.arange(len(order))).all():
+        return None
+    starts = np.cumsum(lengths) - lengths
+    picked = lengths[order]
+    offsets = np.arange(int(picked.sum())) - np.repeat(np.cumsum(picked) - picked, picked)
+    return np.repeat(starts[order], picked) + offsets
 
 
 def runs_frame(rows: list[dict]) -> pd.DataFrame:
