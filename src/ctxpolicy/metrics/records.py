@@ -517,6 +517,19 @@ def _sequences_by_name(
     )
 
 
+_FLOAT_FIELDS = (
+    "step",
+    "start",
+    "end",
+    "latency_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "est_tokens_before",
+    "est_tokens_after",
+)
+
+
 def _call_columns(
     calls: list[dict],
     values: dict[str, list],
@@ -526,9 +539,12 @@ def _call_columns(
     block: int,
 ) -> dict[str, np.ndarray]:
     n = len(calls)
+    # every numeric field in one conversion (null -> NaN: the server or the record did not say)
+    numeric = np.array([values[key] for key in _FLOAT_FIELDS], dtype=np.float64).reshape(len(_FLOAT_FIELDS), n)
+    floats = dict(zip(_FLOAT_FIELDS, numeric))
 
-    def column(key: str) -> np.ndarray:  # null -> NaN: the server or the record did not say
-        return np.array(values[key], dtype=np.float64)
+    def column(key: str) -> np.ndarray:
+        return floats[key]
 
     agent = np.array([c["kind"] == "agent" for c in calls], dtype=bool)
     prompt_column = column("prompt_tokens")
