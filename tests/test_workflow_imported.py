@@ -151,6 +151,21 @@ def test_the_paper_grid_has_65_configurations_and_the_benchmark_replays_them():
     assert len(every) == 65 and len(set(every)) == 65 and every[0] == ("FC", None, "calibration")
     plan = study.imported_replay_plan()
     assert {g: len(p) for g, p in plan.items()} == {"untriggered": 2, "tight": 21, "primary": 21, "loose": 21}
+    jobs = study.imported_replay_jobs()
+    assert {name: len(job.policies) for name, job in jobs.items() if name.startswith(("untriggered", "tight"))} == {
+        "untriggered": 2,
+        "tight-1": 6,
+        "tight-2": 5,
+        "tight-3": 5,
+        "tight-4": 5,
+    }
+    for group, policies in plan.items():  # the jobs cut the plan, in its order, nothing lost or repeated
+        setting = None if group == "untriggered" else group
+        cut = [p for job in jobs.values() if job.setting == setting for p in job.policies]
+        assert cut == policies
+    assert len(study.imported_replay_jobs(policies_per_job=100)) == 4
+    with pytest.raises(ValueError, match="policies_per_job is 0"):
+        study.imported_replay_jobs(policies_per_job=0)
     assert sorted(bench.configurations(str(ROOT / "config" / "paper.yaml"))) == sorted(
         (c.policy, c.setting) for c in every
     )
@@ -179,17 +194,23 @@ def test_a_paper_grid_over_an_imported_corpus_plans_all_65_configurations(tmp_pa
     done = snakemake(tmp_path, path, "-n", "-p", "--cores", "1", timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     commands = [line for line in done.stdout.splitlines() if " replay --runs " in line]
-    groups = {}
+    groups: dict[str, list[str]] = {}
+    jobs = []
     for line in commands:
-        out = re.search(r"--out \S*/imported/replay/(\w+)", line).group(1)
+        out = re.search(r"--out \S*/imported/replay/([\w-]+)", line).group(1)
         policies = re.search(r"--policies (.*?) (--setting|--out)", line).group(1).replace("'", "").split()
-        groups[out] = policies
-        assert len(policies) == len(set(policies))
+        group = out.rsplit("-", 1)[0] if out != "untriggered" else out
+        groups.setdefault(group, []).extend(policies)
+        jobs.append((out, len(policies)))
         if out != "untriggered":
-            assert f"--setting {out} " in line
+            assert f"--setting {group} " in line
+    for policies in groups.values():
+        assert len(policies) == len(set(policies))
     assert sorted(groups) == ["loose", "primary", "tight", "untriggered"]
     assert sum(len(p) for p in groups.values()) == 65
     assert groups["untriggered"] == ["FC", "OTRC/St"]
+    # the 21 policies of each setting in 4 jobs of 5 or 6: 13 jobs, none longer than 6 policies
+    assert len(jobs) == 13 and max(n for _, n in jobs) == 6 and min(n for _, n in jobs) == 2
 
 
 def test_the_figure_and_the_tables_point_back_to_the_source_files(imported_workflow):

@@ -19,7 +19,7 @@ from ctxpolicy.grid import SCOPES
 from ctxpolicy.importing.cli import trajectory_files
 from ctxpolicy.policies.spec import parse_spec
 from ctxpolicy.serving import shared as shared_servers
-from ctxpolicy.study import UNTRIGGERED, Pair, load_study
+from ctxpolicy.study import Pair, load_study
 
 REPO = Path(workflow.basedir)
 
@@ -217,21 +217,23 @@ def imported_cell() -> str:
     return f"{IMPORTED_ROOT}/runs/{IMPORTED['benchmark']}/{IMPORTED['model']}/imported"
 
 
-# Every configuration of the grid replayed over the corpus (ctxpolicy.study.Study.imported_replay_plan):
-# one replay job per group, the policies without a threshold, then each threshold setting.
-IMPORTED_REPLAY_PLAN = STUDY.imported_replay_plan() if IMPORTED else {}
+# Every configuration of the grid replayed over the corpus (ctxpolicy.study.Study.imported_replay_jobs):
+# the policies without a threshold, then each threshold setting's, each group cut into jobs of a
+# few policies (tight-1, tight-2, ...) so that both cores replay until the end.
+IMPORTED_REPLAY_JOBS = STUDY.imported_replay_jobs() if IMPORTED else {}
 
 
 def imported_replay_dirs() -> list:
-    """The replay root of each group of the plan; each holds {benchmark}/{model}/{cell}/."""
-    return [f"{IMPORTED_ROOT}/replay/{group}" for group in IMPORTED_REPLAY_PLAN]
+    """The replay root of each job; each holds {benchmark}/{model}/{cell}/."""
+    return [f"{IMPORTED_ROOT}/replay/{job}" for job in IMPORTED_REPLAY_JOBS]
 
 
 def imported_replay_threshold(wildcards, input) -> str:
-    """The threshold flags of a group: none for the untriggered policies, its setting otherwise."""
-    if wildcards.group == UNTRIGGERED:
+    """The threshold flags of a job: none for the untriggered policies, its setting otherwise."""
+    setting = IMPORTED_REPLAY_JOBS[wildcards.group].setting
+    if setting is None:
         return ""
-    return f"--setting {wildcards.group} --thresholds {shlex.quote(input.thresholds)}"
+    return f"--setting {setting} --thresholds {shlex.quote(input.thresholds)}"
 
 
 def imported_verdicts() -> list:

@@ -3,7 +3,7 @@
 # thresholds are calibrated from that cell (local counts where the source has no per-call usage:
 # the thresholds file's `counts` says so), every policy of grid.full_comparison is replayed over
 # it (`ctxpolicy replay`: FC and the untriggered ones, then the triggered ones at the grid's
-# setting), and the replays become one table, {results_dir}/tables/imported/replay/, that the
+# setting, in jobs of a few policies each: Study.imported_replay_jobs), and the replays become one table, {results_dir}/tables/imported/replay/, that the
 # imported_replay figure reads. Every sidecar names the trajectory files it comes from.
 
 
@@ -64,14 +64,14 @@ rule imported_replay:
     log:
         f"{RESULTS}/logs/imported/replay-{{group}}.log",
     wildcard_constraints:
-        group="|".join(IMPORTED_REPLAY_PLAN) or "-",
+        group="|".join(IMPORTED_REPLAY_JOBS) or "-",
     conda:
         SOFTWARE_ENV
     resources:
         **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
-        policies=lambda wildcards: IMPORTED_REPLAY_PLAN[wildcards.group],
+        policies=lambda wildcards: IMPORTED_REPLAY_JOBS[wildcards.group].policies,
         threshold=imported_replay_threshold,
     shell:
         "(mkdir -p {output:q}"
