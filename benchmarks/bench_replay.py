@@ -20,7 +20,9 @@ what the full workload (300 runs x 65 configurations) scales to, by replayed ste
 DIR`` writes everything under a new folder in DIR and keeps it (else a temporary folder,
 deleted). The full workload needs about 0.6 GB of disk and well under 8 GB of memory.
 Targets (2 idle cores): replay of the full workload under 10 minutes and under 1 GB apparent
-size; its audit under 10 minutes.
+size; its audit under 10 minutes. ``--aggregate`` also times aggregating the replays into tables
+(each in a fresh interpreter, as ``ctxpolicy aggregate`` does), and ``--against REV`` the same
+with git revision REV's code right after, under the same load.
 """
 
 from __future__ import annotations
@@ -100,6 +102,14 @@ def main() -> int:
     parser.add_argument("--no-audit", action="store_true", help="replay only")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, default=None, help="write under this folder and keep it")
+    parser.add_argument(
+        "--aggregate", action="store_true", help="also aggregate the replays into tables, as ctxpolicy aggregate does"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="with --aggregate: aggregate the same replays with git revision REV's code too, right after (same load)",
+    )
     args = parser.parse_args()
 
     configs = configurations(args.config)[: args.limit_configs]
@@ -141,6 +151,7 @@ def main() -> int:
             audit_s, audit_cpu = time.perf_counter() - began, _children_cpu() + _own_cpu() - cpu
             events = sum(len(rows) for rows, _, _ in audited)
             left_out = sum(problem is not None for _, problem, _ in audited)
+        aggregated = _aggregate_replays(replay_root, args.workers, args.against) if args.aggregate else None
     steps = np.array([t for r in results for t in r[0]])
     writing = sum(r[1] for r in results)
     replays = sum(r[2] for r in results)
@@ -184,6 +195,13 @@ def main() -> int:
             f"audit CPU time: {audit_cpu:.1f} s, on {args.workers} idle cores about {audit_cpu / args.workers:.1f} s"
             + scaled(audit_cpu / args.workers, "min", 60)
         )
+    for label, (wall, cpu_s, n_runs) in (aggregated or {}).items():
+        print(
+            f"aggregate ({label}): {wall:.1f} s wall, {cpu_s:.1f} s CPU for {n_runs} replays"
+            + scaled(wall, "s")
+            + f"; on {args.workers} idle cores about {cpu_s / args.workers:.1f} s"
+            + scaled(cpu_s / args.workers, "s")
+        )
     print(f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     return 0
 
@@ -199,6 +217,43 @@ def _workdir(keep: Path | None):
     kept = tempfile.mkdtemp(prefix="bench-replay-", dir=keep)
     print(f"writing under {kept} (kept)")
     yield kept
+
+
+AGGREGATE_TIMED = """
+import os, sys, time
+from pathlib import Path
+from ctxpolicy.metrics.aggregate import aggregate
+began, cpu = time.perf_counter(), os.times()
+tables = aggregate([Path(sys.argv[1])], processes=int(sys.argv[2]))
+after = os.times()
+used = sum(after[:4]) - sum(cpu[:4])
+print(time.perf_counter() - began, used, len(tables.runs))
+"""
+
+
+def _aggregate_replays(root: Path, workers: int, against: str | None) -> dict[str, tuple[float, float, int]]:
+    """Wall and CPU seconds (all processes) of aggregating the replays, each in a fresh
+    interpreter: this checkout's code, then (``against``) git revision REV's."""
+    codes = {"this checkout": ROOT / "src"}
+    with tempfile.TemporaryDirectory(prefix="bench-replay-rev-") as scratch:
+        if against:
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", against, "src"], check=True, capture_output=True
+            )
+            subprocess.run(["tar", "-x", "-C", scratch], input=archive.stdout, check=True)
+            codes[against] = Path(scratch) / "src"
+        timed = {}
+        for label, src in codes.items():
+            out = subprocess.run(
+                [sys.executable, "-c", AGGREGATE_TIMED, str(root), str(workers)],
+                env={**os.environ, "PYTHONPATH": str(src)},
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            wall, cpu_s, n_runs = out.stdout.split()
+            timed[label] = (float(wall), float(cpu_s), int(n_runs))
+    return timed
 
 
 def _children_cpu() -> float:

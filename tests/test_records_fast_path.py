@@ -138,3 +138,12 @@ def test_runs_read_by_name_come_back_in_sorted_order_with_integer_columns(tmp_pa
     assert list(first.index) == tables.runs["run_dir"].tolist()
     single = aggregate([tmp_path], processes=1)
     assert single.calls.equals(tables.calls) and single.runs.equals(tables.runs)
+
+
+def test_a_run_directory_reached_twice_is_listed_once_by_its_first_path(tmp_path, monkeypatch):
+    runs = sorted(make_runs(tmp_path / "runs", policies=["FC"], tasks=2, attempts=1, calls_per_run=3))
+    (tmp_path / "link").symlink_to(tmp_path / "runs")
+    monkeypatch.chdir(tmp_path)
+    cell = runs[0].parent
+    found = rundir.find_run_dirs([tmp_path / "runs", cell, "runs", tmp_path / "link", runs[1]])
+    assert found == runs  # overlapping roots, a relative path and a link: each run once, first path

@@ -85,13 +85,16 @@ def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[st
     """
     markers = tuple(markers)
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
-    found: dict[Path, Path] = {}  # resolved path -> the path first found: a run named twice counts once
+    # (device, inode) -> the path first found: a run named twice counts once (one stat a run
+    # directory, where resolving its path costs one per path component)
+    found: dict[tuple[int, int], Path] = {}
     for root in map(Path, roots):
         if not root.is_dir():
             raise NotADirectoryError(f"{root}: no such directory")
         for directory, subdirs, files in os.walk(root):
             if any(name in files for name in markers):
-                found.setdefault(Path(directory).resolve(), Path(directory))
+                where = os.stat(directory)
+                found.setdefault((where.st_dev, where.st_ino), Path(directory))
                 subdirs.clear()
             else:
                 subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS]
