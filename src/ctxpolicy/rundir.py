@@ -19,6 +19,7 @@ import io
 import json
 import os
 import shutil
+import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
@@ -47,6 +48,7 @@ RUN_OUTPUTS = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON, PATCH_DIF
 # Every file a run's tables are computed from: provenance hashes each of them.
 RECORD_FILES = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, VERDICT_JSON)
 SKIPPED_DIRS = frozenset({WORKSPACE, STALE_DIR})  # never searched for run directories
+PARTIAL_PREFIX = ".partial-"  # a run directory being written whole (``partial_dir``): never one to read
 
 
 # ---------------------------------------------------------------- layout
@@ -77,7 +79,7 @@ def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[st
     """Every run directory under the roots (a directory holding one of ``markers``), sorted.
 
     The walk never descends into a run directory (its workspace can be large), nor into
-    ``workspace/`` or ``stale/``. A root that is itself a run directory is found. A run directory
+    ``workspace/``, ``stale/`` or a partial folder (``PARTIAL_PREFIX``). A root that is itself a run directory is found. A run directory
     reached twice (roots that overlap, or one given as a relative and an absolute path, or through
     a link) is listed once, by the path it was first reached by.
     Raises ``NotADirectoryError`` naming a root that is no directory.
@@ -93,14 +95,32 @@ def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[st
                 found.setdefault(Path(directory).resolve(), Path(directory))
                 subdirs.clear()
             else:
-                subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS]
+                subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.startswith(PARTIAL_PREFIX)]
     return sorted(found.values())
 
 
 def runs_of_cell(cell: str | Path, markers: Iterable[str] = (RUN_JSON,)) -> list[Path]:
     """The run directories directly in a cell directory (those holding one of ``markers``), sorted;
     ``stale/`` and ``workspace/`` are none."""
-    return sorted(d for d in Path(cell).iterdir() if d.name not in SKIPPED_DIRS and is_run_dir(d, markers))
+    return sorted(
+        d
+        for d in Path(cell).iterdir()
+        if d.name not in SKIPPED_DIRS and not d.name.startswith(PARTIAL_PREFIX) and is_run_dir(d, markers)
+    )
+
+
+def partial_dir(run: str | Path) -> Path:
+    """A new, empty folder beside ``run`` (its parents created) to write the run into whole and then
+    rename to ``run``: its name starts with ``PARTIAL_PREFIX``, so no reader ever counts it."""
+    run = Path(run)
+    run.parent.mkdir(parents=True, exist_ok=True)
+    while True:  # os.mkdir, not mkdtemp: the folder gets the usual permissions (umask), as the run will
+        folder = run.parent / f"{PARTIAL_PREFIX}{run.name}.{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
 
 
 def set_aside(run: str | Path, cell: str | Path) -> Path:

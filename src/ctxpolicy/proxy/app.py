@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from ctxpolicy.agent.record import summary_call_record
 from ctxpolicy.policies import HistoryDump, PolicyError, PolicySession, Summarizer, Turn
+from ctxpolicy.policies.messages import MessageError, check_messages
 from ctxpolicy.proxy import anthropic
 from ctxpolicy.proxy.alternation import merge_same_role
 from ctxpolicy.proxy.conversations import (
@@ -242,9 +243,10 @@ class Proxy:
 
     async def compress(self, messages: list[dict], request: Request, front_door: str) -> tuple[Conversation, Turn]:
         """Claim the conversation, append the new messages, apply the policy."""
-        for n, message in enumerate(messages):
-            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-                raise ProxyRequestError(400, "invalid_request", f"messages[{n}]: expected an object with a role")
+        try:  # before the conversation is touched: a bad request is a 400 and the conversation goes on
+            check_messages(messages)
+        except MessageError as exc:
+            raise ProxyRequestError(400, "invalid_request", str(exc)) from None
         hashes = [message_hash(m) for m in messages]
         new_id = (
             free_conversation_id(self.config.record_dir, self.settings, self._taken) if self.config.record_dir else None
