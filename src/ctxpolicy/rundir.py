@@ -332,11 +332,87 @@ def read_verdict(run: str | Path) -> dict | None:
 
 
 def is_complete_run(run: str | Path) -> bool:
-    """True when ``run.json`` exists, parses and says ``complete: true``: the only runs that count."""
+    """True when ``run.json`` exists, parses and says ``complete: true``: the only runs that count.
+    Never raises (a run.json nested too deeply to parse is no complete run)."""
+    return incomplete_reason(run) is None
+
+
+STILL_OPEN = (
+    "open proxy conversation: still open (it ends on its idle timeout, POST /conversations/end "
+    "or the proxy's shutdown; read it again then)"
+)  # why every reader leaves out a proxy conversation in progress (run.json proxy.open: true)
+
+
+def incomplete_reason(run: str | Path) -> str | None:
+    """Why ``run`` does not count (its ``run.json`` missing, unreadable, nested too deeply, not an
+    object, ``complete`` not true, or an open proxy conversation: ``STILL_OPEN``), or None when it
+    is complete. Never raises."""
+    path = Path(run) / RUN_JSON
     try:
-        return read_json(Path(run) / RUN_JSON).get("complete") is True
-    except (OSError, ValueError, AttributeError):
-        return False
+        record = read_json(path)
+    except FileNotFoundError:
+        return f"{RUN_JSON} missing: the run has not finished, or it was killed"
+    except NotRegularFileError as exc:
+        return f"{RUN_JSON}: {exc.reason}"
+    except json.JSONDecodeError as exc:
+        return f"{RUN_JSON}: not valid JSON ({exc.msg} at line {exc.lineno})"
+    except RecursionError:
+        return f"{RUN_JSON}: nested too deeply to read"
+    except UnicodeDecodeError as exc:
+        return f"{RUN_JSON}: not UTF-8 (at byte {exc.start})"
+    except (OSError, ValueError, MemoryError) as exc:
+        return f"{RUN_JSON}: unreadable ({type(exc).__name__}: {getattr(exc, 'strerror', None) or exc})"
+    if not isinstance(record, dict):
+        return f"{RUN_JSON}: not a JSON object ({type(record).__name__})"
+    if record.get("complete") is True:
+        return None
+    proxy = record.get("proxy")
+    if isinstance(proxy, dict) and proxy.get("open") is True:
+        return STILL_OPEN
+    complete = record.get("complete")
+    shown = repr(complete) if isinstance(complete, (bool, int, float, type(None))) else type(complete).__name__
+    return f"{RUN_JSON}: field complete is {shown}, not true"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A run directory a reader leaves out, and why (one line: ``PATH: reason``)."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class RunTree:
+    """The run directories under some roots: the complete ones, in order, and every other one left
+    out with its reason. ``audit``, ``cost --runs`` and ``view`` read a tree through ``read_tree``;
+    the aggregate reports its left-out runs alike (``metrics.records``)."""
+
+    runs: list[Path] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
+
+    def leave_out(self, path: str | Path, reason: str) -> None:
+        """A run that turned out unreadable later (a reader's own check): moved to ``left_out``."""
+        path = Path(path)
+        self.runs = [run for run in self.runs if run != path]
+        self.left_out.append(LeftOut(path, reason))
+
+
+def read_tree(roots: str | Path | Iterable[str | Path], markers: Iterable[str] = RUN_FILES) -> RunTree:
+    """Every run directory under the roots (``find_run_dirs``) sorted into complete runs and runs
+    left out by path and reason (``incomplete_reason``). Never raises for a run; a root that is no
+    directory raises ``NotADirectoryError`` naming it."""
+    tree = RunTree()
+    for run in find_run_dirs(roots, markers):
+        reason = incomplete_reason(run)
+        if reason is None:
+            tree.runs.append(run)
+        else:
+            tree.left_out.append(LeftOut(run, reason))
+    return tree
 
 
 # ---------------------------------------------------------------- writing (atomic)

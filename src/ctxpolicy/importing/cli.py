@@ -111,7 +111,13 @@ def _special(path: Path) -> str | None:
         return f"cannot be read: {exc.strerror or exc}"
     if stat.S_ISREG(mode):
         return None
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
         if test(mode):
             return name
     return "a special file"
@@ -205,7 +211,9 @@ def main(args) -> int:
             continue
         except Exception as exc:  # a shape no check foresaw: still this file only
             skipped += 1
-            bar.write(f"import: skipped {path}: unexpected {type(exc).__name__} (a bug; please report it)", file=sys.stderr)
+            bar.write(
+                f"import: skipped {path}: unexpected {type(exc).__name__} (a bug; please report it)", file=sys.stderr
+            )
             continue
         finally:
             for trajectory, target in written:  # whole runs, even of a file whose later conversation failed

@@ -437,7 +437,9 @@ def read_trajectories(name: str, text: str, fmt: str = AUTO) -> list[Trajectory]
     try:
         return _read_trajectories(name, text, fmt)
     except RecursionError:
-        raise FormatProblem.at("(file)", "nested too deeply to read (JSON arrays or objects within each other)") from None
+        raise FormatProblem.at(
+            "(file)", "nested too deeply to read (JSON arrays or objects within each other)"
+        ) from None
 
 
 def _read_trajectories(name: str, text: str, fmt: str) -> list[Trajectory]:

@@ -125,7 +125,9 @@ def write_imported_run(
         _write_run(partial, trajectory, benchmark, model, source, root, sha256, attempt, verdict)
         if os.path.lexists(target):
             if target.is_symlink() or not owns_run_dir(target) or (target / RUN_JSON).exists():
-                raise FileExistsError(17, "a folder that is not an unfinished import of ours is in the way", str(target))
+                raise FileExistsError(
+                    17, "a folder that is not an unfinished import of ours is in the way", str(target)
+                )
             shutil.rmtree(target)
         os.rename(partial, target)
     except BaseException:

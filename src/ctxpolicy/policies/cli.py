@@ -32,7 +32,6 @@ from pathlib import Path
 from ctxpolicy.threshold_settings import SETTINGS, ThresholdsFileError, is_token_count, read_thresholds
 
 
-
 class InputError(Exception):
     """Bad input: reported as one line, exit code 2."""
 
