@@ -13,7 +13,7 @@ import pytest
 from proxy_helpers import FakeUpstream, serve, settled
 
 from ctxpolicy import cli
-from ctxpolicy.policies import MessageError, PolicySession, apply_policy, parse_spec
+from ctxpolicy.policies import PolicySession, apply_policy, parse_spec
 from ctxpolicy.proxy.app import Proxy, ProxyConfig, build_app
 from ctxpolicy.proxy.recording import ProxySettings
 from ctxpolicy.rundir import read_json, read_jsonl
@@ -52,6 +52,8 @@ def test_compress_names_a_tool_call_whose_function_is_no_object(tmp_path, capsys
 
 def test_every_policy_entry_refuses_the_same_shapes():
     """apply_policy and the session (the harness, the proxy and the replay append through it)."""
+    from ctxpolicy.policies.messages import MessageError
+
     messages = [SYSTEM, TASK, *_tool_turn(5)]
     with pytest.raises(MessageError, match=r"messages\[2\]\.tool_calls\[0\]\.function"):
         apply_policy(parse_spec("CC/Th"), messages, threshold=10)

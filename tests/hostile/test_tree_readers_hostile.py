@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from ctxpolicy import cli
-from ctxpolicy.rundir import is_complete_run, read_tree
+from ctxpolicy.rundir import is_complete_run
 from ctxpolicy.testing.runs import make_runs
 
 TASKS = 3
@@ -50,6 +50,8 @@ def _left_out(err: str, prefix: str = "") -> dict[str, str]:
 
 
 def test_the_tree_reader_names_every_run_that_does_not_count(good_runs, tmp_path):
+    from ctxpolicy.rundir import read_tree
+
     good, bad = _hostile_tree(good_runs, tmp_path / "runs")
     assert not is_complete_run(bad["deep"])  # no RecursionError
     tree = read_tree(tmp_path / "runs")

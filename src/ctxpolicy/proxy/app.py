@@ -13,6 +13,12 @@ streamed or not, that no trickle extends), an answer the client cannot use, a cl
 away mid-stream, or a shutdown that cancelled the request. A conversation with a request in
 flight is never ended by eviction or idle expiry. ``POST /conversations/end`` ends
 conversations on demand.
+
+The request path: a request's messages are checked (``policies.messages``) before its
+conversation is touched, so a bad one is a 400 and the conversation goes on; a request that finds
+every ``--max-conversations`` slot with a request in flight waits up to ``slot_wait_s`` for one,
+then gets 503 with ``Retry-After``; an evicted conversation that its client takes up again is
+resumed under its own id and run directory (``ConversationStore``'s ``resume``, ``_resume`` here).
 """
 
 from __future__ import annotations
@@ -223,6 +229,8 @@ class Proxy:
             if not conversation.busy:
                 self.store.end(conversation, "ended")
                 ended.append(conversation.id)
+        if ended:
+            self._slot_freed()
         return {"ended": ended, "busy": busy}
 
     def abandon(self, conversation: Conversation) -> None:
