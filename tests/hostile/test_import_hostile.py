@@ -186,3 +186,12 @@ def test_the_task_id_is_the_trajectorys_own_instance_id(tmp_path, capsys):
     assert read_json(run / "run.json")["identity"]["task_id"] == "django__django-11099"
     assert read_json(run / "verdict.json")["resolved"] is True
     assert read_json(_cell(out) / "astropy__astropy-12907__a1" / "verdict.json")["resolved"] is False
+
+
+def test_a_report_nested_too_deeply_is_one_line_exit_2(tmp_path, capsys):
+    (tmp_path / "a.traj.json").write_text(json.dumps(T.mini_v2(steps=2)))
+    report = tmp_path / "report.json"
+    report.write_text("[" * 100_000 + "]" * 100_000)
+    rc, out = _import(tmp_path, tmp_path / "a.traj.json", extra=("--verdicts", str(report)))
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and err.strip() == f"import: {report}: nested too deeply to read"
