@@ -11,7 +11,6 @@ and, last, ``run.json`` through ``rundir``. The run is an FC run of the ``import
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import platform
 import shutil
@@ -59,14 +58,6 @@ OUTCOME_OF_STATUS = {  # exit statuses of mini-swe-agent and SWE-agent -> our ou
 @functools.cache
 def _code_state() -> dict:
     return gitstate.code_state()
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def outcome_of(exit_status: str | None, submission: str) -> tuple[str, str | None]:
