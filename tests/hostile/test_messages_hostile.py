@@ -103,3 +103,40 @@ def test_the_proxy_answers_400_and_the_conversation_goes_on(tmp_path):
     calls = list(read_jsonl(run_dir / "calls.jsonl"))
     assert [c["status"] for c in calls] == ["ok", "ok", "ok"]
     assert run["proxy"]["requests"] == 3 and run["outcome"] == "not_graded"
+
+
+def test_a_server_answer_with_a_malformed_tool_call_is_a_format_error_never_history():
+    """The harness checks the model's answer as the policies will: the model is told, the history stays valid."""
+    from minisweagent.exceptions import FormatError
+
+    from ctxpolicy.agent.model import EndpointModel
+    from ctxpolicy.chat_completion import ChatResponse
+
+    model = EndpointModel(
+        None,
+        model_name="m",
+        base_url="http://127.0.0.1:9/v1",
+        mode="tool",
+        temperature=0.0,
+        max_tokens=16,
+        format_error_template="format error: {{ error }}",
+        observation_template="{{ output }}",
+    )
+    response = ChatResponse(
+        content="I run it.",
+        tool_calls=[{"id": "c1", "type": "function", "function": 5}],
+        finish_reason="tool_calls",
+        prompt_tokens=1,
+        completion_tokens=1,
+        cached_tokens=None,
+        model="m",
+        start=0.0,
+        end=1.0,
+        latency_s=1.0,
+        attempts=1,
+        raw={},
+    )
+    with pytest.raises(FormatError) as raised:
+        model.parse(response)
+    [feedback] = raised.value.messages
+    assert feedback["role"] == "user" and "tool_calls[0].function: 5 (int)" in feedback["content"]
