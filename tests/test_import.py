@@ -174,7 +174,9 @@ def test_a_skipped_file_is_one_line_the_rest_imported_exit_1(tmp_path, capsys):
     rc, out = _import(tmp_path, tmp_path / "in")
     assert rc == 1
     lines = [line for line in capsys.readouterr().err.splitlines() if "skipped " in line]
-    assert lines == [f"import: skipped {bad}: field messages[3].role is 7: expected a string"]
+    assert lines == [
+        f"import: skipped {bad}: field messages[3].role: 7 (int) is not one of system, developer, user, assistant, tool"
+    ]
     assert (_run(out, "good") / "run.json").is_file() and not _run(out, "bad").exists()
     # importing again leaves the run alone; the same task from another file is attempt 2
     other = tmp_path / "again" / "good.traj.json"

@@ -20,6 +20,7 @@ import io
 import json
 import os
 import shutil
+import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
@@ -48,6 +49,7 @@ RUN_OUTPUTS = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, TRAJECTORY_JSON, PATCH_DIF
 # Every file a run's tables are computed from: provenance hashes each of them.
 RECORD_FILES = (RUN_JSON, CALLS_JSONL, MESSAGES_JSONL, VERDICT_JSON)
 SKIPPED_DIRS = frozenset({WORKSPACE, STALE_DIR})  # never searched for run directories
+PARTIAL_PREFIX = ".partial-"  # a run directory being written whole (``partial_dir``): never one to read
 
 
 # ---------------------------------------------------------------- layout
@@ -78,7 +80,7 @@ def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[st
     """Every run directory under the roots (a directory holding one of ``markers``), sorted.
 
     The walk never descends into a run directory (its workspace can be large), nor into
-    ``workspace/`` or ``stale/``. A root that is itself a run directory is found. A run directory
+    ``workspace/``, ``stale/`` or a partial folder (``PARTIAL_PREFIX``). A root that is itself a run directory is found. A run directory
     reached twice (roots that overlap, or one given as a relative and an absolute path, or through
     a link) is listed once, by the path it was first reached by.
     Raises ``NotADirectoryError`` naming a root that is no directory.
@@ -97,14 +99,32 @@ def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[st
                 found.setdefault((where.st_dev, where.st_ino), Path(directory))
                 subdirs.clear()
             else:
-                subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS]
+                subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.startswith(PARTIAL_PREFIX)]
     return sorted(found.values())
 
 
 def runs_of_cell(cell: str | Path, markers: Iterable[str] = (RUN_JSON,)) -> list[Path]:
     """The run directories directly in a cell directory (those holding one of ``markers``), sorted;
     ``stale/`` and ``workspace/`` are none."""
-    return sorted(d for d in Path(cell).iterdir() if d.name not in SKIPPED_DIRS and is_run_dir(d, markers))
+    return sorted(
+        d
+        for d in Path(cell).iterdir()
+        if d.name not in SKIPPED_DIRS and not d.name.startswith(PARTIAL_PREFIX) and is_run_dir(d, markers)
+    )
+
+
+def partial_dir(run: str | Path) -> Path:
+    """A new, empty folder beside ``run`` (its parents created) to write the run into whole and then
+    rename to ``run``: its name starts with ``PARTIAL_PREFIX``, so no reader ever counts it."""
+    run = Path(run)
+    run.parent.mkdir(parents=True, exist_ok=True)
+    while True:  # os.mkdir, not mkdtemp: the folder gets the usual permissions (umask), as the run will
+        folder = run.parent / f"{PARTIAL_PREFIX}{run.name}.{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
 
 
 def set_aside(run: str | Path, cell: str | Path) -> Path:
@@ -338,11 +358,87 @@ def read_verdict(run: str | Path) -> dict | None:
 
 
 def is_complete_run(run: str | Path) -> bool:
-    """True when ``run.json`` exists, parses and says ``complete: true``: the only runs that count."""
+    """True when ``run.json`` exists, parses and says ``complete: true``: the only runs that count.
+    Never raises (a run.json nested too deeply to parse is no complete run)."""
+    return incomplete_reason(run) is None
+
+
+STILL_OPEN = (
+    "open proxy conversation: still open (it ends on its idle timeout, POST /conversations/end "
+    "or the proxy's shutdown; read it again then)"
+)  # why every reader leaves out a proxy conversation in progress (run.json proxy.open: true)
+
+
+def incomplete_reason(run: str | Path) -> str | None:
+    """Why ``run`` does not count (its ``run.json`` missing, unreadable, nested too deeply, not an
+    object, ``complete`` not true, or an open proxy conversation: ``STILL_OPEN``), or None when it
+    is complete. Never raises."""
+    path = Path(run) / RUN_JSON
     try:
-        return read_json(Path(run) / RUN_JSON).get("complete") is True
-    except (OSError, ValueError, AttributeError):
-        return False
+        record = read_json(path)
+    except FileNotFoundError:
+        return f"{RUN_JSON} missing: the run has not finished, or it was killed"
+    except NotRegularFileError as exc:
+        return f"{RUN_JSON}: {exc.reason}"
+    except json.JSONDecodeError as exc:
+        return f"{RUN_JSON}: not valid JSON ({exc.msg} at line {exc.lineno})"
+    except RecursionError:
+        return f"{RUN_JSON}: nested too deeply to read"
+    except UnicodeDecodeError as exc:
+        return f"{RUN_JSON}: not UTF-8 (at byte {exc.start})"
+    except (OSError, ValueError, MemoryError) as exc:
+        return f"{RUN_JSON}: unreadable ({type(exc).__name__}: {getattr(exc, 'strerror', None) or exc})"
+    if not isinstance(record, dict):
+        return f"{RUN_JSON}: not a JSON object ({type(record).__name__})"
+    if record.get("complete") is True:
+        return None
+    proxy = record.get("proxy")
+    if isinstance(proxy, dict) and proxy.get("open") is True:
+        return STILL_OPEN
+    complete = record.get("complete")
+    shown = repr(complete) if isinstance(complete, (bool, int, float, type(None))) else type(complete).__name__
+    return f"{RUN_JSON}: field complete is {shown}, not true"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A run directory a reader leaves out, and why (one line: ``PATH: reason``)."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class RunTree:
+    """The run directories under some roots: the complete ones, in order, and every other one left
+    out with its reason. ``audit``, ``cost --runs`` and ``view`` read a tree through ``read_tree``;
+    the aggregate reports its left-out runs alike (``metrics.records``)."""
+
+    runs: list[Path] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
+
+    def leave_out(self, path: str | Path, reason: str) -> None:
+        """A run that turned out unreadable later (a reader's own check): moved to ``left_out``."""
+        path = Path(path)
+        self.runs = [run for run in self.runs if run != path]
+        self.left_out.append(LeftOut(path, reason))
+
+
+def read_tree(roots: str | Path | Iterable[str | Path], markers: Iterable[str] = RUN_FILES) -> RunTree:
+    """Every run directory under the roots (``find_run_dirs``) sorted into complete runs and runs
+    left out by path and reason (``incomplete_reason``). Never raises for a run; a root that is no
+    directory raises ``NotADirectoryError`` naming it."""
+    tree = RunTree()
+    for run in find_run_dirs(roots, markers):
+        reason = incomplete_reason(run)
+        if reason is None:
+            tree.runs.append(run)
+        else:
+            tree.left_out.append(LeftOut(run, reason))
+    return tree
 
 
 # ---------------------------------------------------------------- writing (atomic)

@@ -106,6 +106,7 @@ def test_case1_fifty_conversations_through_ten_slots_lose_no_call(upstream, tmp_
         assert len(proxy.store) <= SLOTS
     totals = accounted(tmp_path)
     assert totals["ok"] == CONVERSATIONS * TURNS and totals["error"] == 0
+    assert totals["conversations"] == CONVERSATIONS  # one run each, evicted between turns or not (issue 30)
     assert upstream.requests - sent_before == CONVERSATIONS * TURNS  # a refused request was never forwarded
 
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from ctxpolicy.agent.client import ChatClient, ChatResponse
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.policies import actions
+from ctxpolicy.policies.messages import message_problem
 
 # A fenced block: opening fence with its info string, body, closing fence (matched in order, so
 # a closing fence is never taken for the opening of the next block).
@@ -106,6 +107,14 @@ class EndpointModel:
         message = response.assistant_message()
         extra = {"response": response.raw, "cost": 0.0, "timestamp": response.end}
         try:
+            problem = message_problem(message, "message")  # the policies' one check (policies.messages)
+            if problem is not None:  # a malformed tool call never enters the history: the model is told
+                raise format_error(
+                    self.config.format_error_template,
+                    f"Malformed tool call in the response: {problem[0]}: {problem[1]}",
+                    response.finish_reason,
+                    response.content or "",
+                )
             actions = self._actions(response)
         except FormatError as exc:
             exc.messages[0]["extra"].update(extra)

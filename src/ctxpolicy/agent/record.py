@@ -101,6 +101,16 @@ class RunRecorder:
         again.calls = list(self.calls)
         return again
 
+    def resume_from(self, calls: list[dict], store: Iterable[str]) -> None:
+        """Go on after the run's existing lines (read back with ``rundir.read_calls`` and
+        ``read_message_store``): the next call gets the next index, stored messages are not stored
+        again, and prompts are encoded against the last lines (a proxy conversation taken up again)."""
+        with self._lock:
+            self._known.update(store)
+            self.calls = list(calls)
+            for line in self.calls:
+                self._encoder.encode_line(line)
+
     def __enter__(self) -> RunRecorder:
         return self
 

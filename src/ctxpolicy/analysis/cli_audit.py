@@ -4,8 +4,10 @@ constraints kept / preserved / lost / contradicted, and reacquisition commands a
     ctxpolicy audit --runs CELL_DIR [--runs ...] --out results/tables/events.parquet
                     [--judge-url URL --judge-model NAME] [--verdicts FILE]
 
-Only complete runs are read (``run.json`` with ``complete: true``); ``stale/`` and
-``workspace/`` are skipped. A run the tables cannot read (``ctxpolicy aggregate`` leaves out the
+Only complete runs are read (``run.json`` with ``complete: true``: ``rundir.read_tree``, the reader of a
+run tree that ``cost --runs`` and ``view`` share); ``stale/`` and ``workspace/`` are skipped, and every
+other run directory (incomplete, unreadable, nested too deeply, an open proxy conversation) is
+reported as "left out: PATH: reason". A run the tables cannot read (``ctxpolicy aggregate`` leaves out the
 same ones) or that cannot be audited is reported on stderr as "left out: PATH: reason" and the
 others are audited. Without a judge, a constraint counts as preserved only where the
 step's summary repeats it word for word. With one, verdicts go to ``--verdicts`` (default:
@@ -49,9 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ctxpolicy.analysis.judge import EndpointJudge, JudgeError, LexicalJudge, VerdictCache
     from ctxpolicy.analysis.table import frame, write_events
-    from ctxpolicy.metrics.records import RecordError as FindError
-    from ctxpolicy.metrics.records import find_run_dirs
-    from ctxpolicy.rundir import is_complete_run
+    from ctxpolicy.rundir import read_tree
 
     if bool(args.judge_url) != bool(args.judge_model):
         print("audit: --judge-url and --judge-model go together", file=sys.stderr)
@@ -67,7 +67,10 @@ def main(args: argparse.Namespace) -> int:
             )
         else:
             judge = LexicalJudge()
-        run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
+        tree = read_tree(args.runs)  # complete runs; the others left out by path and reason
+        for problem in tree.left_out:
+            print(f"left out: {problem}", file=sys.stderr)
+        run_dirs = tree.runs
         processes = _processes(args.processes, len(run_dirs)) if not args.judge_url else 1
         audited = audit_runs(run_dirs, judge, processes)
         rows, left_out = [], 0
@@ -78,13 +81,15 @@ def main(args: argparse.Namespace) -> int:
                 print(f"left out: {problem}", file=sys.stderr)
                 left_out += 1
             rows += run_rows
-    except (JudgeError, FindError) as exc:
+    except (JudgeError, NotADirectoryError) as exc:
         print(f"audit: {exc}", file=sys.stderr)
         return 2
     table = frame(rows)
     write_events(table, args.out)
+    left_out += len(tree.left_out)
     also = f" ({left_out} left out)" if left_out else ""
-    print(f"audit: {len(rows)} compression steps from {len(run_dirs) - left_out} runs{also} -> {args.out}")
+    audited_runs = len(run_dirs) - (left_out - len(tree.left_out))
+    print(f"audit: {len(rows)} compression steps from {audited_runs} runs{also} -> {args.out}")
     print(_per_policy(table, args.resamples, args.seed))
     return 0
 

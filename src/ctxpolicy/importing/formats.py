@@ -31,6 +31,7 @@ from typing import Any
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import protected_prefix_length
+from ctxpolicy.policies.messages import message_problem, surrogate_problem
 
 FORMATS = ("mini-swe-agent", "swe-agent", "openai")
 AUTO = "auto"
@@ -47,11 +48,18 @@ UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
 class FormatProblem(ValueError):
     """A trajectory that cannot be read: ``field`` and ``value`` say where and what."""
 
-    def __init__(self, field_name: str, value: Any, reason: str = "") -> None:
-        shown = json.dumps(value, ensure_ascii=False, default=str)
-        shown = shown if len(shown) <= 80 else shown[:77] + "..."
-        super().__init__(f"field {field_name} is {shown}" + (f": {reason}" if reason else ""))
+    def __init__(self, field_name: str, value: Any, reason: str = "", *, text: str | None = None) -> None:
+        if text is None:  # ASCII only: a parsed value may hold escapes or unpaired surrogates
+            shown = json.dumps(value, ensure_ascii=True, default=str)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            text = f"field {field_name} is {shown}" + (f": {reason}" if reason else "")
+        super().__init__(text)
         self.field, self.value = field_name, value
+
+    @classmethod
+    def at(cls, field_name: str, reason: str) -> FormatProblem:
+        """A problem whose reason shows the value itself (``policies.messages``' lines)."""
+        return cls(field_name, None, text=f"field {field_name}: {reason}")
 
 
 @dataclass
@@ -126,6 +134,17 @@ def task_id_of(name: str) -> str:
     return safe_task_id(name)
 
 
+def own_task_id(data: Mapping, name: str) -> str:
+    """The trajectory's own ``instance_id`` (mini-swe-agent's SWE-bench runner writes it; a
+    SWE-agent file may carry one), else the one its file name gives: a renamed file keeps its task."""
+    own = data.get("instance_id")
+    if own is None:
+        return task_id_of(name)
+    if not isinstance(own, str) or not own.strip():
+        raise FormatProblem("instance_id", own, "expected the task id (a non-empty string)")
+    return safe_task_id(own)
+
+
 def safe_task_id(task_id: str) -> str:
     return UNSAFE.sub("_", task_id).strip("_") or "task"
 
@@ -134,15 +153,15 @@ def safe_task_id(task_id: str) -> str:
 
 
 def _message(item: Any, where: str) -> dict:
-    if not isinstance(item, Mapping):
-        raise FormatProblem(where, item, "expected a message object")
-    role = item.get("role")
-    if not isinstance(role, str):
-        raise FormatProblem(f"{where}.role", role, "expected a string")
-    content = item.get("content")
-    if content is not None and not isinstance(content, (str, list)):
-        raise FormatProblem(f"{where}.content", content, "expected a string, a list of parts or null")
-    return api_message(dict(item))
+    """One message as sent (API keys only), checked as every policy needs it (``policies.messages``:
+    roles, content parts, tool calls, text without unpaired surrogates)."""
+    problem = message_problem(item, where)
+    if problem is None:
+        item = api_message(dict(item))
+        problem = surrogate_problem(item, where)
+    if problem is not None:
+        raise FormatProblem.at(*problem)
+    return item
 
 
 def _int_or_none(value: Any, where: str) -> int | None:
@@ -247,7 +266,7 @@ def read_mini_swe_agent(name: str, data: Any) -> Trajectory:
     agent_config = info.get("config") if isinstance(info.get("config"), Mapping) else {}  # the source agent's
     model_config = agent_config.get("model") if isinstance(agent_config.get("model"), Mapping) else {}
     trajectory = Trajectory(
-        task_id=task_id_of(name),
+        task_id=own_task_id(data, name),
         source_format=version,
         history=history,
         calls=_calls_over(history, replies, extras),
@@ -306,7 +325,7 @@ def read_swe_agent(name: str, data: Any) -> Trajectory:
     steps = data.get("trajectory") if isinstance(data.get("trajectory"), list) else []
     info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
     trajectory = Trajectory(
-        task_id=task_id_of(name),
+        task_id=own_task_id(data, name),
         source_format="swe-agent",
         history=history,
         calls=[Call(prompt=history[:p], reply=history[p]) for p in replies],
@@ -358,7 +377,8 @@ def conversations_of(name: str, text: str) -> list[tuple[str, Any]]:
                 try:
                     items.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    raise FormatProblem(f"line {number}", line[:40], f"not JSON ({exc.msg})") from None
+                    # the position only: a line that is no JSON is nothing we may echo
+                    raise FormatProblem.at(f"line {number}", f"not JSON ({exc.msg} at column {exc.colno})") from None
     named = []
     for k, item in enumerate(items):
         own = item.get("id") if isinstance(item, Mapping) and isinstance(item.get("id"), str) else None
@@ -413,7 +433,16 @@ def read_openai(task_id: str, data: Any) -> Trajectory:
 def read_trajectories(name: str, text: str, fmt: str = AUTO) -> list[Trajectory]:
     """Every trajectory of one file's text (one, or one per conversation of a chat log).
 
-    Raises ``FormatProblem`` (the file is not JSON, or does not fit ``fmt``)."""
+    Raises ``FormatProblem`` (the file is not JSON, is nested too deeply to read, or does not fit ``fmt``)."""
+    try:
+        return _read_trajectories(name, text, fmt)
+    except RecursionError:
+        raise FormatProblem.at(
+            "(file)", "nested too deeply to read (JSON arrays or objects within each other)"
+        ) from None
+
+
+def _read_trajectories(name: str, text: str, fmt: str) -> list[Trajectory]:
     if fmt not in (AUTO, *FORMATS):
         raise FormatProblem("--format", fmt, f"known: {AUTO}, {', '.join(FORMATS)}")
     if fmt == "openai" or (fmt == AUTO and name.endswith(".jsonl")):
@@ -421,7 +450,8 @@ def read_trajectories(name: str, text: str, fmt: str = AUTO) -> list[Trajectory]
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise FormatProblem("(file)", text[:40], f"not JSON ({exc.msg} at line {exc.lineno})") from None
+        # the position only: text that is no JSON is nothing we may echo (a link to /etc/shadow)
+        raise FormatProblem.at("(file)", f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     fmt = detect_format(name, data) if fmt == AUTO else fmt
     if fmt == "openai":
         return [read_openai(task_id, item) for task_id, item in conversations_of(name, text)]

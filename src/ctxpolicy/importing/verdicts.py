@@ -52,6 +52,8 @@ def read_verdicts(path: str | Path) -> Verdicts:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise VerdictsError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise VerdictsError(f"{path}: nested too deeply to read") from None
     if not isinstance(data, dict):
         raise VerdictsError(f"{path}: (top level) is a {type(data).__name__}; expected an object")
     if "resolved_ids" in data:

@@ -1,5 +1,7 @@
 """One imported trajectory written as a run directory, through the project's own writers.
 
+A run directory appears whole or not at all: it is written as a partial folder beside its place
+(``rundir.partial_dir``, which no reader counts) and renamed into place once ``run.json`` is in.
 The message store and the call log are written by ``agent.record.RunRecorder`` (so they are in
 whatever encoding the harness writes), each line a ``rundir.CallRecord``; ``trajectory.json``
 and, last, ``run.json`` through ``rundir``. The run is an FC run of the ``imported`` track:
@@ -9,9 +11,9 @@ and, last, ``run.json`` through ``rundir``. The run is an FC run of the ``import
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import platform
+import shutil
 import time
 from pathlib import Path
 
@@ -23,8 +25,9 @@ from ctxpolicy.rundir import (
     RUN_JSON,
     TRAJECTORY_JSON,
     CallRecord,
+    owns_run_dir,
+    partial_dir,
     read_json,
-    reset_run_dir,
     run_dir,
     write_record,
     write_run_json,
@@ -57,14 +60,6 @@ def _code_state() -> dict:
     return gitstate.code_state()
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def outcome_of(exit_status: str | None, submission: str) -> tuple[str, str | None]:
     """(outcome, error): the exit status as our outcome; one we do not know is an ``error``."""
     if exit_status is None:
@@ -93,7 +88,7 @@ def existing_attempt(root: Path, benchmark: str, model: str, task_id: str, sha25
             return attempt, False
         try:
             recorded = (read_json(target / RUN_JSON).get("imported") or {}).get("source_sha256")
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             recorded = None
         if recorded == sha256:
             return attempt, True
@@ -111,12 +106,40 @@ def write_imported_run(
     attempt: int,
     verdict: dict | None = None,
 ) -> Path:
-    """Write one run directory (``run.json`` last) and return it."""
+    """Write one run directory and return it: whole or not at all. Everything is written into a
+    partial folder beside it (``rundir.partial_dir``: no reader counts it), ``run.json`` last, then
+    the folder is renamed into place; on any failure the partial folder is removed. A leftover of an
+    earlier import that never finished (a run directory of ours without ``run.json``) is replaced."""
     target = run_dir(root, benchmark, model, CELL, trajectory.task_id, attempt)
-    target.mkdir(parents=True, exist_ok=True)
-    reset_run_dir(target)
+    partial = partial_dir(target)
+    try:
+        _write_run(partial, trajectory, benchmark, model, source, root, sha256, attempt, verdict)
+        if os.path.lexists(target):
+            if target.is_symlink() or not owns_run_dir(target) or (target / RUN_JSON).exists():
+                raise FileExistsError(
+                    17, "a folder that is not an unfinished import of ours is in the way", str(target)
+                )
+            shutil.rmtree(target)
+        os.rename(partial, target)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return target
+
+
+def _write_run(
+    folder: Path,
+    trajectory: Trajectory,
+    benchmark: str,
+    model: str,
+    source: Path,
+    root: Path,
+    sha256: str,
+    attempt: int,
+    verdict: dict | None,
+) -> None:
     lines: list[dict] = []
-    with RunRecorder(target, count_message) as recorder:
+    with RunRecorder(folder, count_message) as recorder:
         for step, call in enumerate(trajectory.calls, 1):
             ids = recorder.store(call.prompt)
             local = count_messages(call.prompt)
@@ -145,7 +168,7 @@ def write_imported_run(
     last = trajectory.calls[-1]
     sent = [*last.prompt, last.reply]
     write_record(
-        target / TRAJECTORY_JSON,
+        folder / TRAJECTORY_JSON,
         {
             "trajectory_format": "mini-swe-agent-1.1",
             "messages": sent,
@@ -153,9 +176,8 @@ def write_imported_run(
         },
     )
     if verdict is not None:
-        write_verdict(target, verdict)
-    write_run_json(target, run_record(trajectory, benchmark, model, source, root, sha256, attempt, lines))
-    return target
+        write_verdict(folder, verdict)
+    write_run_json(folder, run_record(trajectory, benchmark, model, source, root, sha256, attempt, lines))
 
 
 def run_record(

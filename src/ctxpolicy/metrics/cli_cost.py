@@ -16,7 +16,9 @@ Definitions: docs/metrics.md, section 3.
 
 With --runs (run folders, any depth) it prices every complete run instead and prints the
 estimated, exact and measured billed input side by side, per run and summed per policy (``--json``:
-one JSON object). Wherever a method is more than ``metrics.cost.DISAGREEMENT_MARGIN`` from the
+one JSON object). Runs that do not count or cannot be priced (``rundir.read_tree``: incomplete,
+unreadable, nested too deeply, an open proxy conversation; then calls or a store that cannot be
+read) are listed on stderr as "left out: PATH: reason" (``--json``: ``left_out``) and the others priced. Wherever a method is more than ``metrics.cost.DISAGREEMENT_MARGIN`` from the
 reference (measured where reported, else exact) a warning goes to stderr.
 """
 
@@ -173,18 +175,30 @@ def _run_calls(source: Path) -> list[dict]:
     return read_calls(lines, str(source))
 
 
-def side_by_side(run_dirs: list[Path], block: int, discount: float) -> tuple[list[dict], list[dict], list[str]]:
-    """(one row per run, one row per policy, warnings): billed input by each method."""
+def side_by_side(
+    run_dirs: list[Path], block: int, discount: float, left_out: list | None = None
+) -> tuple[list[dict], list[dict], list[str]]:
+    """(one row per run, one row per policy, warnings): billed input by each method. A run that
+    cannot be priced is appended to ``left_out`` (a ``rundir.LeftOut``) and the others priced;
+    without ``left_out`` it raises ``CallsError`` naming it."""
     from ctxpolicy.metrics.cost import METHODS, disagreements
-    from ctxpolicy.rundir import CALLS_JSONL, read_run_json
+    from ctxpolicy.rundir import CALLS_JSONL, LeftOut, RunRecordError, read_run_json
 
     rows, warnings = [], []
     for run_dir in run_dirs:
-        identity = read_run_json(run_dir).get("identity") or {}
         try:
+            identity = read_run_json(run_dir).get("identity")
+            identity = identity if isinstance(identity, dict) else {}
             result = price(_run_calls(run_dir / CALLS_JSONL), block, discount)
-        except ValueError as exc:
-            raise CallsError(f"{run_dir}: {exc}") from None
+        except (ValueError, OSError, RecursionError) as exc:  # CallsError, RunRecordError, bad UTF-8 among them
+            if isinstance(exc, RecursionError):
+                reason = "nested too deeply to read"
+            else:
+                reason = exc.reason if isinstance(exc, RunRecordError) else str(exc)
+            if left_out is None:
+                raise CallsError(f"{run_dir}: {reason}") from None
+            left_out.append(LeftOut(run_dir, reason))
+            continue
         billed = {m: (result[m] or {}).get("billed_input") for m in METHODS}
         rows.append({"run": str(run_dir), "policy": identity.get("policy"), "track": identity.get("track"), **billed})
         warnings += [f"{run_dir}: {line}" for line in disagreements(billed)]
@@ -202,18 +216,25 @@ def side_by_side(run_dirs: list[Path], block: int, discount: float) -> tuple[lis
 def _main_runs(args) -> int:
     import json
 
-    from ctxpolicy.rundir import find_run_dirs, is_complete_run
+    from ctxpolicy.rundir import read_tree
 
-    try:
-        run_dirs = [d for d in find_run_dirs(args.runs) if is_complete_run(d)]
-        rows, policies, warnings = side_by_side(run_dirs, args.block, args.discount)
+    try:  # the one reader of a run tree: complete runs, and the rest left out by path and reason
+        tree = read_tree(args.runs)
+        rows, policies, warnings = side_by_side(tree.runs, args.block, args.discount, tree.left_out)
     except (CallsError, OSError, ValueError) as exc:
         print(f"cost: {exc}", file=sys.stderr)
         return 2
+    for problem in tree.left_out:
+        print(f"cost: left out: {problem}", file=sys.stderr)
     for line in warnings:
         print(f"cost: warning: {line}", file=sys.stderr)
     if getattr(args, "json", False):
-        print(json.dumps({"runs": rows, "policies": policies, "block": args.block, "discount": args.discount}))
+        left = [{"run": str(p.path), "reason": p.reason} for p in tree.left_out]
+        print(
+            json.dumps(
+                {"runs": rows, "policies": policies, "left_out": left, "block": args.block, "discount": args.discount}
+            )
+        )
         return 0
     shown = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
     print(f"{'policy / run':<48} {'estimated':>12} {'exact':>12} {'measured':>12}")

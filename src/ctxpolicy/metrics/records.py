@@ -247,11 +247,9 @@ def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAUL
         raise RecordError(Path(run_dir), f"unreadable ({type(exc).__name__}: {exc})") from exc
 
 
-# The reason an open proxy conversation (run.json rewritten after every call, docs/proxy.md) is left out.
-OPEN_CONVERSATION = (
-    "open proxy conversation: still in progress (it ends on its idle timeout, POST /conversations/end "
-    "or the proxy's shutdown; aggregate again then)"
-)
+# The reason an open proxy conversation (run.json rewritten after every call, docs/proxy.md) is
+# left out: the one every reader of a run tree gives (``rundir.STILL_OPEN``).
+OPEN_CONVERSATION = rundir.STILL_OPEN
 
 
 def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
@@ -579,13 +577,21 @@ def _call_columns(
         "prompt_tokens": prompts,
         "prompt_counted": counted,
         "completion_tokens": np.nan_to_num(column("completion_tokens")).astype(np.int64),
-        "cached_tokens": column("cached_tokens"),
+        # clamped to the call's prompt, as the runs table's measured cost clamps it (metrics.cost.billed):
+        # a server that reports more cached than prompt tokens is not believed past the prompt
+        "cached_tokens": _at_most(column("cached_tokens"), prompt_column),
         "est_tokens_before": column("est_tokens_before"),
         "est_tokens_after": column("est_tokens_after"),
         "n_events": events,
         "cached_exact": cached_exact,
         "cached_est": cached_est,
     }
+
+
+def _at_most(cached: np.ndarray, prompts: np.ndarray) -> np.ndarray:
+    """``cached`` cut to ``prompts`` where both are known (NaN, not reported, stays NaN)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(cached > prompts, prompts, cached)
 
 
 def _event_columns(calls: list[dict], events_of: list, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

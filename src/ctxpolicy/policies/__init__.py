@@ -5,7 +5,7 @@ a caller-supplied :class:`HistoryDump`) are the only I/O. See ``docs/policies.md
 """
 
 from ctxpolicy.policies.dump import HistoryDump
-from ctxpolicy.policies.engine import PolicyResult, apply_policy, check_messages
+from ctxpolicy.policies.engine import PolicyResult, apply_policy
 from ctxpolicy.policies.history import (
     CLEARED_MARKER,
     COMPACTED_MARKER,
@@ -15,6 +15,7 @@ from ctxpolicy.policies.history import (
     marker_of,
     protected_prefix_length,
 )
+from ctxpolicy.policies.messages import MessageError, check_messages
 from ctxpolicy.policies.presets import PRESETS, Preset, preset
 from ctxpolicy.policies.prompts import load_prompt
 from ctxpolicy.policies.rewrite import PolicyError
@@ -56,6 +57,7 @@ __all__ = [
     "EndpointSummarizer",
     "HttpTransport",
     "HistoryDump",
+    "MessageError",
     "PolicyError",
     "PolicyResult",
     "PolicySpec",

@@ -5,10 +5,13 @@ Reads ``{"messages": [...]}`` (stdin by default) and writes ``{"messages": [...]
 application of the policy. A threshold policy under its threshold returns the history unchanged
 with no event.
 
-Each message needs a ``role`` (system, developer, user, assistant or tool); ``content`` is a string,
-null or a list of content parts (objects); ``tool_calls``, where present, a list of objects. Text is
-UTF-8 without unpaired surrogates. Anything else is refused with one line naming the message and
-field (exit code 2).
+The history is checked as every policy needs it (``policies.messages``, the one validation that
+the proxy, the importer and the replay share): each message a ``role`` (system, developer, user,
+assistant or tool; mini-swe-agent's ``exit`` last); ``content`` a string, null or a list of content
+parts (objects); ``tool_calls`` a list of tool calls whose ``function`` is an object with a string
+``name`` and string ``arguments``; every ``tool`` message answering a tool call before it; text UTF-8
+without unpaired surrogates. Anything else is refused with one line naming the message and field
+(exit code 2).
 
 examples:
   ctxpolicy compress --policy TR/Th/0.5 --threshold 8000 -i history.json
@@ -27,9 +30,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ctxpolicy.threshold_settings import SETTINGS, ThresholdsFileError, is_token_count, read_thresholds
-
-ROLES = ("system", "developer", "user", "assistant", "tool")  # the OpenAI chat roles
-EXIT_ROLE = "exit"  # mini-swe-agent 2.x's last message (no call): accepted last and returned as it is
 
 
 class InputError(Exception):
@@ -95,84 +95,17 @@ def _read_history(path: Path | None) -> list:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source}: not JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise InputError(f"{source}: not JSON we read: nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise InputError(f"{source}: field 'messages': expected a list of chat messages")
     messages = data["messages"]
-    for index, message in enumerate(messages):
-        problem = message_problem(message)
-        if problem:
-            raise InputError(f"{source}: messages[{index}]{problem}")
-        if message.get("role") == "exit" and index != len(messages) - 1:
-            raise InputError(f"{source}: messages[{index}].role: 'exit' is accepted only as the last message")
-    problem = pairing_problem(messages)
+    from ctxpolicy.policies.messages import messages_problem
+
+    problem = messages_problem(messages, text=True, pairing=True, allow_exit=True)
     if problem:
-        raise InputError(f"{source}: {problem}")
+        raise InputError(f"{source}: {problem[0]}: {problem[1]}")
     return messages
-
-
-def pairing_problem(messages: list[dict]) -> str | None:
-    """A ``tool`` message that answers no tool call of the assistant turn before it (an orphan the
-    chat API would reject, and that TR could not keep with its call), or None."""
-    open_ids: set = set()
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        if role == "assistant":
-            open_ids = {c.get("id") for c in message.get("tool_calls") or () if isinstance(c, dict)}
-        elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id not in open_ids:
-                return (
-                    f"messages[{index}].tool_call_id: {_shown(call_id)} answers no tool call of the assistant "
-                    "message before it (an orphan tool message); pair it or leave it out"
-                )
-        else:
-            open_ids = set()
-    return None
-
-
-def message_problem(message: object) -> str | None:
-    """What is wrong with one chat message (``.field: reason``), or None."""
-    if not isinstance(message, dict):
-        return f": expected an object, got {_shown(message)}"
-    if "role" not in message:
-        return ": missing field 'role'"
-    role = message.get("role")
-    if role not in ROLES and role != EXIT_ROLE:
-        return f".role: {_shown(role)} is not one of {', '.join(ROLES)}"
-    content = message.get("content")
-    if not (
-        content is None
-        or isinstance(content, str)
-        or (isinstance(content, list) and all(isinstance(part, dict) for part in content))
-    ):
-        return f".content: {_shown(content)}: expected a string, null or a list of content parts"
-    tool_calls = message.get("tool_calls")
-    if tool_calls is not None and not (isinstance(tool_calls, list) and all(isinstance(c, dict) for c in tool_calls)):
-        return f".tool_calls: {_shown(tool_calls)}: expected a list of tool calls (objects)"
-    return _surrogate_problem(message, "")
-
-
-def _surrogate_problem(value: object, where: str) -> str | None:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return f"{where}: unpaired surrogate {value[exc.start]!a} at character {exc.start}"
-        return None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        if isinstance(key, str) and (problem := _surrogate_problem(key, f"{where} (a key)")):
-            return problem
-        label = f".{key}" if isinstance(key, str) else f"[{key}]"
-        if problem := _surrogate_problem(item, where + label):
-            return problem
-    return None
-
-
-def _shown(value: object) -> str:
-    text = ascii(value)
-    text = text if len(text) <= 40 else text[:37] + "..."
-    return f"{text} ({type(value).__name__})"
 
 
 def _check_counts(args: argparse.Namespace) -> None:

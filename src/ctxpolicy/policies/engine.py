@@ -18,6 +18,7 @@ from ctxpolicy.policies.compaction import compact
 from ctxpolicy.policies.digest import digest_window
 from ctxpolicy.policies.dump import HistoryDump
 from ctxpolicy.policies.history import first_difference, protected_prefix_length
+from ctxpolicy.policies.messages import check_messages
 from ctxpolicy.policies.rewrite import PolicyError, Rewrite, StageContext
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
@@ -31,16 +32,6 @@ class PolicyResult:
     messages: list[dict]
     events: list[dict] = field(default_factory=list)
     summary_calls: list[SummaryCall] = field(default_factory=list)
-
-
-def check_messages(messages: object) -> None:
-    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-        raise PolicyError(f"messages: expected a list, got {type(messages).__name__}")
-    for index, message in enumerate(messages):
-        if not isinstance(message, Mapping):
-            raise PolicyError(f"messages[{index}]: expected an object, got {type(message).__name__}")
-        if not isinstance(message.get("role"), str):
-            raise PolicyError(f"messages[{index}]: missing field 'role'")
 
 
 def _run_stage(
@@ -119,7 +110,7 @@ def apply_policy(
     Unchanged messages are returned as the same objects; changed ones are new dicts.
     """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
-    check_messages(messages)
+    check_messages(messages)  # the shape every stage relies on (policies.messages); MessageError otherwise
     if spec.needs_threshold and threshold is None:
         raise PolicyError(f"policy {spec} is threshold-triggered and needs a threshold")
     history = list(messages)

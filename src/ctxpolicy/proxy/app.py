@@ -13,6 +13,12 @@ streamed or not, that no trickle extends), an answer the client cannot use, a cl
 away mid-stream, or a shutdown that cancelled the request. A conversation with a request in
 flight is never ended by eviction or idle expiry. ``POST /conversations/end`` ends
 conversations on demand.
+
+The request path: a request's messages are checked (``policies.messages``) before its
+conversation is touched, so a bad one is a 400 and the conversation goes on; a request that finds
+every ``--max-conversations`` slot with a request in flight waits up to ``slot_wait_s`` for one,
+then gets 503 with ``Retry-After``; an evicted conversation that its client takes up again is
+resumed under its own id and run directory (``ConversationStore``'s ``resume``, ``_resume`` here).
 """
 
 from __future__ import annotations
@@ -35,12 +41,15 @@ from starlette.routing import Route
 
 from ctxpolicy.agent.record import summary_call_record
 from ctxpolicy.policies import HistoryDump, PolicyError, PolicySession, Summarizer, Turn
+from ctxpolicy.policies.messages import MessageError, check_messages
 from ctxpolicy.proxy import anthropic
 from ctxpolicy.proxy.alternation import merge_same_role
 from ctxpolicy.proxy.conversations import (
     DEFAULT_REQUEST_TIMEOUT_S,
+    DEFAULT_SLOT_WAIT_S,
     Conversation,
     ConversationStore,
+    Resumed,
     StoreFull,
     message_hash,
 )
@@ -52,6 +61,7 @@ log = logging.getLogger("ctxpolicy.proxy")
 
 CONVERSATION_HEADER = "x-ctxpolicy-conversation"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+RETRY_AFTER_S = 1  # the Retry-After of that 503: slots free as answers come, usually within seconds
 SHUTDOWN_DRAIN_S = 2.0  # after the server's graceful period: how long cancelled requests get to record
 # Client request headers passed upstream (the protocol version a Messages API upstream requires).
 FORWARDED_HEADERS = {"anthropic-version", "anthropic-beta"}
@@ -60,14 +70,17 @@ _HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive
 
 
 class ProxyRequestError(Exception):
-    def __init__(self, status: int, kind: str, message: str):
+    def __init__(self, status: int, kind: str, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
+        self.status, self.kind, self.message, self.headers = status, kind, message, headers
 
 
-def error_response(status: int, kind: str, message: str) -> Response:
+def error_response(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Response:
     return Response(
-        orjson.dumps({"error": {"type": kind, "message": message}}), status_code=status, media_type="application/json"
+        orjson.dumps({"error": {"type": kind, "message": message}}),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
     )
 
 
@@ -80,6 +93,7 @@ class ProxyConfig:
     record_dir: Path | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    slot_wait_s: float = DEFAULT_SLOT_WAIT_S  # how long a request waits for a free slot before its 503
     summarizer: Summarizer | None = None
     dump_dir: Path | None = None
     action_format: str | None = None  # how the agent writes its commands (policies.actions); None: detect
@@ -98,7 +112,9 @@ class Proxy:
             idle_timeout_s=self.settings.idle_timeout_s,
             max_conversations=self.settings.max_conversations,
             on_end=self._ended,
+            resume=self._resume,
         )
+        self._freed = asyncio.Event()  # set (and replaced) whenever a slot may have come free
         self.client: httpx.AsyncClient | None = None
         self.in_flight = 0
         self.server_info = {"kind": "upstream", "version": None, "url": config.upstream_url}
@@ -146,6 +162,32 @@ class Proxy:
             action_format=self.config.action_format,
         )
 
+    def _resume(self, conversation_id: str) -> Resumed | None:
+        """An evicted conversation taken up again by its client: its run directory re-opened, its
+        working context and counts as its last call left them (``ConversationStore`` asks)."""
+        if not self.config.record_dir:
+            return None  # nothing recorded, so nothing to split: the request starts afresh
+        reopened = ConversationRecord.reopen(
+            run_dir_for(self.config.record_dir, self.settings, conversation_id), conversation_id, self.settings
+        )
+        if reopened is None:
+            return None
+        record, context = reopened
+        session = self._new_session()
+        try:
+            session.append(context)
+        except PolicyError:
+            record.recorder.close()
+            return None
+        session.calls_made = record.requests  # the step trigger's clock goes on
+        self._taken.add(conversation_id)
+        log.info("conversation %s resumed after its eviction (%d so far)", conversation_id, record.evictions)
+        return Resumed(session, record.requests, record.rewrites, {"record": record, "lock": asyncio.Lock()})
+
+    def _slot_freed(self) -> None:
+        event, self._freed = self._freed, asyncio.Event()
+        event.set()
+
     def _ended(self, conversation: Conversation, why: str) -> None:
         log.info(
             "conversation %s ended (%s): %d requests, %d history rewrites",
@@ -187,6 +229,8 @@ class Proxy:
             if not conversation.busy:
                 self.store.end(conversation, "ended")
                 ended.append(conversation.id)
+        if ended:
+            self._slot_freed()
         return {"ended": ended, "busy": busy}
 
     def abandon(self, conversation: Conversation) -> None:
@@ -195,6 +239,7 @@ class Proxy:
         conversation.requests = max(0, conversation.requests - 1)
         self.in_flight -= 1
         self.store.release(conversation, self._clock())
+        self._slot_freed()
 
     def _release(self, conversation: Conversation, record: ConversationRecord | None) -> None:
         """One request is over and its call recorded: run.json as it stands, the conversation idle again."""
@@ -206,6 +251,7 @@ class Proxy:
         finally:
             self.in_flight -= 1
             self.store.release(conversation, self._clock())
+            self._slot_freed()
 
     # --- one request ---------------------------------------------------------------------------
 
@@ -242,19 +288,15 @@ class Proxy:
 
     async def compress(self, messages: list[dict], request: Request, front_door: str) -> tuple[Conversation, Turn]:
         """Claim the conversation, append the new messages, apply the policy."""
-        for n, message in enumerate(messages):
-            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-                raise ProxyRequestError(400, "invalid_request", f"messages[{n}]: expected an object with a role")
+        try:  # before the conversation is touched: a bad request is a 400 and the conversation goes on
+            check_messages(messages)
+        except MessageError as exc:
+            raise ProxyRequestError(400, "invalid_request", str(exc)) from None
         hashes = [message_hash(m) for m in messages]
         new_id = (
             free_conversation_id(self.config.record_dir, self.settings, self._taken) if self.config.record_dir else None
         )
-        try:
-            claim = self.store.claim(
-                messages, name=request.headers.get(CONVERSATION_HEADER), now=self._clock(), hashes=hashes, new_id=new_id
-            )
-        except StoreFull as exc:
-            raise ProxyRequestError(503, "proxy_busy", str(exc)) from None
+        claim = await self._claim(messages, request.headers.get(CONVERSATION_HEADER), hashes, new_id)
         conversation = claim.conversation
         self.in_flight += 1  # claimed: released once its call is recorded (or the request failed here)
         try:
@@ -262,6 +304,28 @@ class Proxy:
         except BaseException:
             self.abandon(conversation)
             raise
+
+    async def _claim(self, messages: list[dict], name: str | None, hashes: list[bytes], new_id):
+        """The store's claim; while every slot has a request in flight, wait for one to come free
+        (``slot_wait_s``), then 503 with ``Retry-After``."""
+        deadline = time.monotonic() + self.config.slot_wait_s
+        while True:
+            try:
+                return self.store.claim(messages, name=name, now=self._clock(), hashes=hashes, new_id=new_id)
+            except StoreFull as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ProxyRequestError(
+                        503,
+                        "proxy_busy",
+                        f"{exc} (waited {self.config.slot_wait_s:g}s for a slot)",
+                        {"Retry-After": str(RETRY_AFTER_S)},
+                    ) from None
+                freed = self._freed
+                try:  # a release wakes us; the bound also lets an idle expiry free a slot
+                    await asyncio.wait_for(freed.wait(), timeout=min(left, 0.5))
+                except TimeoutError:
+                    pass
 
     async def _prepare(self, claim, request: Request, front_door: str) -> tuple[Conversation, Turn]:
         conversation = claim.conversation
@@ -275,6 +339,7 @@ class Proxy:
                     front_door,
                 )
             log.info("conversation %s started", conversation.id)
+        conversation.data.setdefault("lock", asyncio.Lock())
         record = conversation.data.get("record")
         if record is not None:
             record.request_seen(user_agent=request.headers.get("user-agent"))
@@ -587,7 +652,7 @@ def build_app(proxy: Proxy) -> Starlette:
             proxy.authorize(request)
             return await handler(request)
         except ProxyRequestError as exc:
-            return error_response(exc.status, exc.kind, exc.message)
+            return error_response(exc.status, exc.kind, exc.message, exc.headers)
         except Exception as exc:  # a proxy bug is still a JSON answer, and logged with its traceback
             log.exception("request failed inside the proxy")
             return error_response(500, "proxy_error", f"{type(exc).__name__}: {exc}")

@@ -22,7 +22,12 @@ import signal
 import sys
 from urllib.parse import urlsplit
 
-from ctxpolicy.proxy.conversations import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONVERSATIONS, DEFAULT_REQUEST_TIMEOUT_S
+from ctxpolicy.proxy.conversations import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONVERSATIONS,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    DEFAULT_SLOT_WAIT_S,
+)
 
 DEFAULT_LISTEN = "127.0.0.1:8100"
 GRACEFUL_SHUTDOWN_S = 3  # after SIGTERM: requests in flight get this long, then are cancelled and recorded
@@ -60,6 +65,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_CONVERSATIONS,
         help=f"conversations kept at once (default {DEFAULT_MAX_CONVERSATIONS})",
+    )
+    p.add_argument(
+        "--slot-wait",
+        type=float,
+        default=DEFAULT_SLOT_WAIT_S,
+        metavar="S",
+        help="how long a request that finds all --max-conversations slots busy waits for one, then 503 with "
+        f"Retry-After (default {DEFAULT_SLOT_WAIT_S:g})",
     )
     p.add_argument(
         "--action-format",
@@ -131,6 +144,8 @@ def build_config(args: argparse.Namespace):
         )
     if args.request_timeout <= 0 or args.idle_timeout <= 0:
         raise UsageError("--request-timeout and --idle-timeout: must be positive seconds")
+    if args.slot_wait < 0:
+        raise UsageError(f"--slot-wait: must be 0 or more seconds, got {args.slot_wait:g}")
     if args.max_conversations < 1:
         raise UsageError(f"--max-conversations: must be at least 1, got {args.max_conversations}")
     api_key = _env(args.api_key_env, "--api-key-env")
@@ -167,6 +182,7 @@ def build_config(args: argparse.Namespace):
         record_dir=args.record,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         request_timeout_s=args.request_timeout,
+        slot_wait_s=args.slot_wait,
         summarizer=summarizer,
         dump_dir=dump_dir,
         action_format=_action_format(args.action_format),

@@ -9,7 +9,13 @@ none of them is either a new conversation (it holds no more than the protected p
 client that rewrote its own history (edited or compacted it): then the most recently used
 conversation of that key starts a fresh working context from what was sent, and the rewrite is
 counted. Idle conversations expire; at most ``max_conversations`` are kept (the least recently
-used one is ended first). Ending a conversation is the caller's job (``on_end``).
+used idle one is ended first: evicted). Ending a conversation is the caller's job (``on_end``).
+
+An evicted conversation is remembered by its key, the number of messages seen and a digest of
+them (a few dozen bytes; the last ``evicted_memory`` of them): a request that extends what it had
+seen resumes it under its own id, with the session and counts the caller's ``resume`` rebuilds
+(the proxy re-opens its run directory), so one client conversation stays one run however often
+it was evicted. Without ``resume``, or when it cannot, the request starts a new conversation.
 
 Pure bookkeeping: no I/O, no clock of its own (``now`` is passed in).
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +35,7 @@ from ctxpolicy.policies import PolicySession, protected_prefix_length
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0  # an agent that has not called for 5 minutes is done (or stuck)
 DEFAULT_MAX_CONVERSATIONS = 256
+DEFAULT_SLOT_WAIT_S = 30.0  # a request that finds every slot busy waits this long for one, then 503
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # the proxy's default for one upstream request's whole time (headers to last byte)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -71,6 +79,31 @@ class Claim:
     new_messages: list[dict]
     created: bool
     rewritten: bool
+    resumed: bool = False
+    """An evicted conversation taken up again under its own id (``Resumed``)."""
+
+
+@dataclass
+class Resumed:
+    """What the caller's ``resume`` gives back for an evicted conversation: its session (the working
+    context as it was), its counts, and the caller's per-conversation state."""
+
+    session: PolicySession
+    requests: int
+    rewrites: int = 0
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Evicted:
+    id: str
+    key: str
+    seen: int
+    digest: bytes
+
+
+def _digest(hashes: Sequence[bytes]) -> bytes:
+    return hashlib.blake2b(b"".join(hashes), digest_size=16).digest()
 
 
 class ConversationStore:
@@ -81,6 +114,8 @@ class ConversationStore:
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         on_end: Callable[[Conversation, str], None] = lambda c, why: None,
+        resume: Callable[[str], Resumed | None] | None = None,
+        evicted_memory: int | None = None,
     ):
         if max_conversations < 1:
             raise ValueError(f"max_conversations: must be at least 1, got {max_conversations}")
@@ -88,6 +123,10 @@ class ConversationStore:
         self.idle_timeout_s = idle_timeout_s
         self.max_conversations = max_conversations
         self._on_end = on_end
+        self._resume = resume
+        self._evicted: OrderedDict[str, _Evicted] = OrderedDict()
+        self.evicted_memory = max(64, 4 * max_conversations) if evicted_memory is None else evicted_memory
+        self.resumed = 0
         self._by_key: dict[str, list[Conversation]] = {}
         self._ids: dict[str, int] = {}
         self.rewrites = 0
@@ -119,8 +158,12 @@ class ConversationStore:
         group = self._by_key.get(key, [])
         best = max((c for c in group if _is_prefix(c.seen, hashes)), key=lambda c: len(c.seen), default=None)
         created = rewritten = False
+        resumed = self._resumed(key, hashes) if best is None else None
         if best is not None:
             conversation, new = best, messages[len(best.seen) :]
+        elif resumed is not None:
+            conversation, seen = resumed
+            new = messages[seen:]
         elif group and len(messages) > protected_prefix_length(messages):
             conversation = max(group, key=lambda c: c.last_used)
             conversation.session = self._make_session()
@@ -135,9 +178,45 @@ class ConversationStore:
         conversation.last_used = now
         conversation.requests += 1
         conversation.busy += 1
-        return Claim(conversation, list(new), created, rewritten)
+        return Claim(conversation, list(new), created, rewritten, resumed is not None)
+
+    def _resumed(self, key: str, hashes: list[bytes]) -> tuple[Conversation, int] | None:
+        """The evicted conversation whose seen messages ``hashes`` extend (the longest), taken up
+        again through ``resume`` (its id, session and counts); None when there is none or it cannot."""
+        if self._resume is None:
+            return None
+        candidates = [
+            e
+            for e in self._evicted.values()
+            if e.key == key and e.seen <= len(hashes) and _digest(hashes[: e.seen]) == e.digest
+        ]
+        if candidates:
+            self._make_room()  # first: StoreFull leaves the evicted conversation to resume later
+        for entry in sorted(candidates, key=lambda e: -e.seen):
+            del self._evicted[entry.id]
+            again = self._resume(entry.id)
+            if again is None:
+                continue
+            conversation = Conversation(entry.id, key, again.session, requests=again.requests, rewrites=again.rewrites)
+            conversation.data.update(again.data)
+            self._by_key.setdefault(key, []).append(conversation)
+            self.resumed += 1
+            return conversation, entry.seen
+        return None
 
     def _start(self, key: str, name: str | None, new_id: Callable[[str], str] | None) -> Conversation:
+        self._make_room()
+        stem = _UNSAFE.sub("-", name)[:48].strip("-") if name else key[:12]
+        stem = stem or key[:12]
+        conversation_id = new_id(stem) if new_id else self._next_id(stem)
+        conversation = Conversation(conversation_id, key, self._make_session())
+        self._by_key.setdefault(key, []).append(conversation)
+        self.created += 1
+        return conversation
+
+    def _make_room(self) -> None:
+        """Evict the least recently used idle conversations until one more fits; ``StoreFull`` when
+        every kept conversation has a request in flight."""
         while len(self) >= self.max_conversations:
             idle = [c for c in self.conversations() if not c.busy]
             if not idle:
@@ -146,13 +225,6 @@ class ConversationStore:
                     "(--max-conversations); retry when one has its answer"
                 )
             self.end(min(idle, key=lambda c: c.last_used), "evicted")
-        stem = _UNSAFE.sub("-", name)[:48].strip("-") if name else key[:12]
-        stem = stem or key[:12]
-        conversation_id = new_id(stem) if new_id else self._next_id(stem)
-        conversation = Conversation(conversation_id, key, self._make_session())
-        self._by_key.setdefault(key, []).append(conversation)
-        self.created += 1
-        return conversation
 
     def _next_id(self, stem: str) -> str:
         self._ids[stem] = self._ids.get(stem, 0) + 1
@@ -179,6 +251,12 @@ class ConversationStore:
             group.remove(conversation)
             if not group:
                 del self._by_key[conversation.key]
+            if why == "evicted":  # remembered, so that the client's next request resumes it
+                self._evicted[conversation.id] = _Evicted(
+                    conversation.id, conversation.key, len(conversation.seen), _digest(conversation.seen)
+                )
+                while len(self._evicted) > self.evicted_memory:
+                    self._evicted.popitem(last=False)
             self._on_end(conversation, why)
 
     def end_all(self, why: str) -> None:

@@ -4,7 +4,9 @@
 ``RunRecorder``), and ``run.json`` is rewritten atomically after every call, marked open
 (``complete: false``, ``proxy.open: true``) until the conversation ends; then
 ``trajectory.json`` (the client's last history) and the final ``run.json`` are written, when the
-conversation expires, is evicted or ended on demand, or the proxy shuts down. Identity:
+conversation expires, is evicted or ended on demand, or the proxy shuts down. An evicted
+conversation that its client takes up again goes on in the same run directory (``reopen``: calls
+appended, run.json marked open again and rewritten, ``proxy.evictions`` counting the times). Identity:
 ``track: proxy``, ``benchmark: proxy``, ``task_id`` = the conversation id, ``attempt: 1``.
 Outcome ``not_graded`` (the proxy cannot tell how the agent's run ended), or ``error`` when its
 last call failed; ``attach_verdict`` grades one later. Nothing here ever sees the upstream API key.
@@ -28,6 +30,9 @@ from ctxpolicy.rundir import (
     RUN_JSON,
     TRAJECTORY_JSON,
     CallRecord,
+    RunRecordError,
+    read_calls,
+    read_message_store,
     read_run_json,
     read_verdict,
     run_dir_name,
@@ -119,7 +124,48 @@ class ConversationRecord:
         self.last_error: str | None = None
         self.finished = False
         self.ended: str | None = None
+        self.evictions = 0  # times the conversation was evicted and resumed into this run directory
         self._ids: dict[int, tuple[dict, str]] = {}
+
+    @classmethod
+    def reopen(
+        cls, run_dir: Path, conversation_id: str, settings: ProxySettings
+    ) -> tuple[ConversationRecord, list[dict]] | None:
+        """The record of a conversation that was evicted, re-opened to go on (calls appended,
+        run.json rewritten, marked open again), and the working context its last call sent; None
+        when the folder holds no evicted conversation of this proxy's cell that could go on (it is
+        missing, unreadable, not evicted, or graded since)."""
+        run_dir = Path(run_dir)
+        try:
+            record = read_run_json(run_dir)
+            proxy, timing = record.get("proxy"), record.get("timing")
+            if not (isinstance(proxy, dict) and proxy.get("ended") == "evicted" and record.get("complete") is True):
+                return None
+            if (record.get("identity") or {}).get("cell") != settings.cell or read_verdict(run_dir) is not None:
+                return None
+            calls = read_calls(run_dir)
+            store = read_message_store(run_dir)
+            agent = [c for c in calls if c.get("kind") == "agent"]
+            context = [store[mid]["message"] for mid in agent[-1]["message_ids"]] if agent else []
+            recorded = record.get("settings") or {}
+            versions = record.get("versions") or {}
+            again = cls(run_dir, conversation_id, settings, str(recorded.get("front_door") or "openai"))
+            again.start = float(timing["start"])
+            again.last_answer = float(timing["end"]) if calls else None
+            again.llm_s = float(timing.get("llm_s") or 0.0)
+            name = (versions.get("model") or {}).get("name")
+            again.model = settings.upstream_model or (name if name and name != "unknown" else None)
+            again.mode = recorded.get("mode") or "text"
+            again.user_agent = (versions.get("client") or {}).get("user_agent")
+            again.requests, again.rewrites = int(proxy["requests"]), int(proxy.get("history_rewrites") or 0)
+            again.evictions = int(proxy.get("evictions") or 0) + 1
+            again.steps = max((int(c["step"]) for c in agent), default=0)
+            if agent:
+                again.last_status, again.last_error = agent[-1].get("status") or "ok", agent[-1].get("error")
+        except (RunRecordError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            return None
+        again.recorder.resume_from(calls, store)
+        return again, context
 
     def request_seen(self, *, tools: bool = False, user_agent: str | None = None) -> None:
         """What one request says about the client: ``tools`` offered make the mode ``tool``; its
@@ -242,6 +288,7 @@ class ConversationRecord:
                 "history_rewrites": self.rewrites,
                 "ended": ended,
                 "open": ended is None,
+                "evictions": self.evictions,
             },
         }
 

@@ -7,8 +7,11 @@ A run page shows the timeline of calls (prompt, cached and fresh tokens under th
 latency, command and return code), every compression event with what it changed, the messages of
 any call, the verdict and the submission. ``--against`` lays a second run of the same task beside
 it, aligned by step. A directory that is no run directory (a cell, or any folder above runs) gives
-an index of its runs, with each run's page written into ``runs/`` beside it unless ``--index-only``. Pages open
-from disk: no server, no network (docs/view.md).
+an index of its complete runs (``rundir.read_tree``, the reader ``audit`` and ``cost --runs`` share), with
+each run's page written into ``runs/`` beside it unless ``--index-only``; every other run directory
+(incomplete, unreadable, an open proxy conversation, a record no page can be built from) is listed
+on the index and on stderr as "left out: PATH: reason". A single run that does not count is shown
+with a warning naming why. Pages open from disk: no server, no network (docs/view.md).
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ def main(args) -> int:
         if not target.is_dir():
             raise ViewInputError(f"{target}: no such directory")
         if (target / "run.json").exists():
+            from ctxpolicy.rundir import incomplete_reason
+
+            reason = incomplete_reason(target)
+            if reason is not None:  # shown as it stands (a conversation in progress, a run killed), flagged
+                print(f"view: warning: {target}: {reason}", file=sys.stderr)
             out = args.out or Path(DEFAULT_OUT_RUN.format(name=target.name))
             if args.against is not None:
                 written = write_against_page(target, args.against, out, method)
@@ -73,7 +81,9 @@ def main(args) -> int:
             if args.against is not None:
                 raise ViewInputError(f"--against: {target} is no run directory (it holds no run.json)")
             out = args.out or Path(DEFAULT_OUT_INDEX.format(name=target.resolve().name))
-            written = write_index(target, out, method, run_pages=not args.index_only)
+            written, left_out = write_index(target, out, method, run_pages=not args.index_only)
+            for problem in left_out:  # the same report as aggregate's, audit's and cost --runs'
+                print(f"view: left out: {problem}", file=sys.stderr)
     except (ViewInputError, ConfigError) as exc:
         print(f"view: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ctxpolicy.atomic import atomic_write_text
-from ctxpolicy.rundir import CELL_JSON, RUN_JSON, find_run_dirs
+from ctxpolicy.rundir import CELL_JSON, RUN_JSON, LeftOut, read_tree
 from ctxpolicy.view.model import build_against, build_run, run_summary
 from ctxpolicy.view.render import render_against, render_index, render_run
 from ctxpolicy.view.source import ViewInputError, load_run
@@ -33,19 +33,36 @@ def page_name(root: Path, run_dir: Path) -> str:
     return f"{RUN_PAGES}/" + "__".join(run_dir.relative_to(root).parts) + ".html"
 
 
-def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -> Path:
-    """The index of every run under ``root`` (``workspace/`` and ``stale/`` never searched), and
-    unless ``run_pages`` is false each run's page in ``runs/`` beside it. A cell (it holds
-    ``cell.json``) without a run record gets an empty index; any other folder without one is an error."""
+def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -> tuple[Path, list[LeftOut]]:
+    """The index of every complete run under ``root`` (``rundir.read_tree``: ``workspace/`` and
+    ``stale/`` never searched), and unless ``run_pages`` is false each run's page in ``runs/`` beside
+    it. Every other run directory (incomplete, unreadable, an open proxy conversation, or a record
+    the page cannot be built from) is left out, listed on the index with its reason and returned
+    (path, reason). A cell (it holds ``cell.json``) without a run record gets an empty index; any
+    other folder without one is an error."""
     root, out = Path(root), Path(out)
-    runs = find_run_dirs(root, (RUN_JSON,))
-    if not runs and not (root / CELL_JSON).is_file():
+    tree = read_tree(root)
+    if not tree.runs and not tree.left_out and not (root / CELL_JSON).is_file():
         raise ViewInputError(f"{root}: no run directories (none holds a {RUN_JSON}) and no {CELL_JSON}")
     if run_pages:
         (out.parent / RUN_PAGES).mkdir(parents=True, exist_ok=True)  # the workflow's runs/ output, even empty
     rows = []
-    for run_dir in runs:
-        built = build_run(load_run(run_dir), method)
+    for run_dir in list(tree.runs):
+        try:
+            built = build_run(load_run(run_dir), method)
+        except ViewInputError as exc:
+            tree.leave_out(run_dir, _reason(str(exc), run_dir))
+            continue
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            OSError,
+            RecursionError,
+        ) as exc:  # a shape no check foresaw
+            tree.leave_out(run_dir, f"cannot be shown ({type(exc).__name__})")
+            continue
         row = run_summary(built)
         row["name"] = str(run_dir.relative_to(root))
         row["href"] = None
@@ -55,4 +72,18 @@ def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -
             row["href"] = name
         rows.append(row)
     title = f"Runs of {os.path.relpath(root) if not root.is_absolute() else root.name}"
-    return atomic_write_text(out, render_index(title, method, rows))
+    left = [{"name": _name(root, p.path), "reason": p.reason} for p in tree.left_out]
+    return atomic_write_text(out, render_index(title, method, rows, left)), tree.left_out
+
+
+def _name(root: Path, run_dir: Path) -> str:
+    try:
+        return str(run_dir.relative_to(root)) or "."
+    except ValueError:
+        return str(run_dir)
+
+
+def _reason(message: str, run_dir: Path) -> str:
+    """A ``ViewInputError``'s reason without the run's own path in front (the line names it)."""
+    prefix = f"{run_dir}/"
+    return message[len(prefix) :] if message.startswith(prefix) else message

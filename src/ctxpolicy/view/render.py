@@ -64,5 +64,6 @@ def render_against(left: dict, right: dict, against: dict) -> str:
     return _render("against.html.j2", page=left["page"], other=right["page"], against=against, data=data)
 
 
-def render_index(title: str, method: str, runs: list[dict]) -> str:
-    return _render("index.html.j2", title=title, method=method, runs=runs, data={"runs": {}})
+def render_index(title: str, method: str, runs: list[dict], left_out: list[dict] = ()) -> str:
+    """The index of ``runs``; ``left_out``: ``{"name", "reason"}`` of each run directory not shown."""
+    return _render("index.html.j2", title=title, method=method, runs=runs, left_out=list(left_out), data={"runs": {}})
