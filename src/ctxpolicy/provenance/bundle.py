@@ -357,8 +357,7 @@ def check_bundle(bundle: str | Path, progress: bool = False, max_bytes: int = DE
             )
         if sizes[path] != entry["size"]:
             problems.append(
-                f"{BUNDLE_ROOT}/{path}: size mismatch ({MANIFEST_NAME} {entry['size']} bytes, "
-                f"the member {sizes[path]})"
+                f"{BUNDLE_ROOT}/{path}: size mismatch ({MANIFEST_NAME} {entry['size']} bytes, the member {sizes[path]})"
             )
     problems.extend(f"{BUNDLE_ROOT}/{path}: not listed in {MANIFEST_NAME}" for path in digests if path not in listed)
     problems.extend(_base_problems(manifest, digests))
