@@ -129,3 +129,13 @@ def test_the_imported_workflow_takes_a_swebench_report(tmp_path: Path):
         verdicts[task] = json.loads((run_json.parent / "verdict.json").read_text())
     assert len(verdicts) >= 6 and all(v["harness"] == "swe-bench-report" for v in verdicts.values())
     assert {t for t, v in verdicts.items() if v["resolved"]} == {"task-mini1"}
+
+
+def test_a_merge_key_may_still_be_overridden(tmp_path: Path):
+    """Only a key written twice is refused: a mapping's own key over a merged one (`<<`) is YAML's rule."""
+    from ctxpolicy.config import load_config
+
+    text = BASE.replace("\nattempts: 1\n", "\ndefaults: &d {attempts: 2}\nx: {<<: *d, attempts: 3}\nattempts: 1\n")
+    assert text != BASE
+    with pytest.raises(Exception, match="unknown key 'defaults'"):  # parsed: the schema speaks, not the loader
+        load_config(config_with(tmp_path, text))
