@@ -153,7 +153,7 @@ def test_without_loop_devices_fuse2fs_holds_the_same_quota(tmp_path: Path, monke
 
     require(bwrap_available(), "bubblewrap (Debian package bubblewrap) able to create a sandbox")
     require(shutil.which("fuse2fs") is not None and os.path.exists("/dev/fuse"), "fuse2fs (Debian package fuse2fs)")
-    monkeypatch.setattr(quota, "mount_method", lambda: "fuse2fs")
+    monkeypatch.setattr(quota, "mount_methods", lambda: ["fuse2fs"])
     workspace = tmp_path / "run" / "workspace"
     with quota.bounded_directory(workspace, LIMITS):
         assert quota.is_quota_mount(workspace)

@@ -201,11 +201,12 @@ def disk_usage(path: Path) -> int:
     return total
 
 
-def workspace_usage(workspace: Path, limits: SandboxLimits) -> tuple[int, bool]:
+def workspace_usage(workspace: Path, limits: SandboxLimits, *, running: bool = False) -> tuple[int, bool]:
     """(bytes the workspace holds, whether its quota is reached): from its filesystem when it
-    is mounted on its own image (``sandbox.quota``), else by walking it."""
+    is mounted on its own image (``sandbox.quota``; `running`: while the command runs), else by
+    walking it."""
     if quota.is_quota_mount(workspace):
-        return quota.usage(workspace)
+        return quota.usage(workspace, running=running)
     used = disk_usage(workspace)
     return used, used >= limits.disk_bytes
 
@@ -232,6 +233,9 @@ def run_sandboxed(
     workspace = Path(workdir).resolve()
     if not workspace.is_dir():
         raise FileNotFoundError(f"sandbox workspace does not exist: {workspace}")
+    if quota.image_path(workspace).is_file() and not os.path.ismount(workspace):
+        # its quota storage is gone (unmounted from outside): never write to the host's disk instead
+        raise quota.QuotaUnavailable(f"sandbox workspace {workspace}: its quota image is no longer mounted")
     user = limits.host_user()
     if user is not None and os.stat(workspace).st_uid != user[0]:
         hand_over(workspace, limits)
@@ -295,7 +299,7 @@ def _watch(proc: subprocess.Popen, workspace: Path, deadline: float, limits: San
                 return True, None
             if exited(min(remaining, DISK_POLL_S)):
                 return False, None
-            used, full = workspace_usage(workspace, limits)
+            used, full = workspace_usage(workspace, limits, running=True)
             if full:
                 return False, _disk_reason(used, limits)
 

@@ -8,7 +8,7 @@ The mount outlives every command (each one is its own bubblewrap process) and is
 end of the run: the files are copied out into a plain directory (holes and hard links kept, so
 the copy holds no more than the image did) and the image is deleted.
 
-How the image is mounted (``mount_method``):
+How the image is mounted (``mount_methods``, tried in this order):
 
 - ``loop``: root (containers, CI) mounts it through a loop device (``mount -o loop``);
 - ``fuse2fs``: anyone else mounts it in user space with e2fsprogs' ``fuse2fs`` (Debian package
@@ -37,10 +37,13 @@ from ctxpolicy.sandbox.limits import SandboxLimits
 IMAGE_SUFFIX = ".quota.img"
 COPY_SUFFIX = ".quota-copy"
 log = logging.getLogger(__name__)
-# the quota counts as reached (the command is stopped, the run ends) once less room is left than
-# this, or no inode: a write that fails on a larger remainder only shows the command ENOSPC
+# the quota counts as reached (the run ends) once a command has left less room than this, or no
+# inode: a write that failed on a larger remainder only showed the command ENOSPC. While a command
+# runs it is stopped only when the filesystem is full (FULL_BYTES), so that every write it made
+# before has had its ENOSPC.
 FULL_MARGIN_BYTES = 1 << 20
 FULL_MARGIN_FRACTION = 0.02
+FULL_BYTES = 64 << 10
 TOOL_TIMEOUT_S = 120
 # ext4 without a journal or reserved blocks: as much of the image as possible is the workspace's;
 # 4 KiB blocks as on the host, so that a copy out of it holds what it held
@@ -66,13 +69,20 @@ def image_path(workspace: Path) -> Path:
     return workspace.with_name(f".{workspace.name}{IMAGE_SUFFIX}")
 
 
+def mount_methods() -> list[str]:
+    """How this process may mount an image, in the order tried: ``loop`` (root), ``fuse2fs``."""
+    root = os.geteuid() == 0
+    methods = []
+    if root and shutil.which("mount") and Path("/dev/loop-control").exists():
+        methods.append("loop")
+    if shutil.which("fuse2fs") and os.access("/dev/fuse", os.R_OK | os.W_OK) and (root or _fusermount()):
+        methods.append("fuse2fs")
+    return methods
+
+
 def mount_method() -> str | None:
-    """How this process can mount an image: ``loop`` (root), ``fuse2fs``, or None."""
-    if os.geteuid() == 0 and shutil.which("mount") and Path("/dev/loop-control").exists():
-        return "loop"
-    if shutil.which("fuse2fs") and os.access("/dev/fuse", os.R_OK | os.W_OK) and _fusermount():
-        return "fuse2fs"
-    return None
+    """The first way this process may mount an image, or None where it has none."""
+    return next(iter(mount_methods()), None)
 
 
 def is_quota_mount(workspace: Path) -> bool:
@@ -86,8 +96,8 @@ def mount(workspace: Path, limits: SandboxLimits) -> QuotaMount:
     A mount left there by an earlier run that was killed is unmounted first, its image deleted.
     """
     workspace = Path(workspace).absolute()
-    method = mount_method()
-    if method is None:
+    methods = mount_methods()
+    if not methods:
         raise QuotaUnavailable(
             f"workspace {workspace}: its disk quota needs storage of the limit's size, and this machine "
             "can mount none: run as root (loop devices) or install fuse2fs with a usable /dev/fuse "
@@ -105,12 +115,7 @@ def mount(workspace: Path, limits: SandboxLimits) -> QuotaMount:
     owner = (os.getuid(), os.getgid())  # the pipeline's user fills it, then hands it over
     try:
         _tool(["mkfs.ext4", *MKFS_ARGS, "-E", f"nodiscard,root_owner={owner[0]}:{owner[1]}", str(image)])
-        if method == "loop":
-            _tool(["mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(workspace)])
-        else:
-            # root's sandbox user is another uid, which FUSE lets in only with allow_other
-            options = "nosuid,nodev,noatime" + (",allow_other" if os.geteuid() == 0 else "")
-            _tool(["fuse2fs", "-o", options, str(image), str(workspace)])
+        method = _mount_first(methods, image, workspace)
     except BaseException:
         image.unlink(missing_ok=True)
         raise
@@ -119,11 +124,29 @@ def mount(workspace: Path, limits: SandboxLimits) -> QuotaMount:
     return QuotaMount(workspace, image, method)
 
 
-def usage(workspace: Path) -> tuple[int, bool]:
-    """(bytes used, whether the quota is reached) of a workspace mounted on its image."""
+def _mount_first(methods: list[str], image: Path, workspace: Path) -> str:
+    """Mount `image` at `workspace` the first way that works (a container may have the loop
+    module but no loop device to give); the method used."""
+    problems = []
+    for method in methods:
+        if method == "loop":
+            argv = ["mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(workspace)]
+        else:  # root's sandbox user is another uid, which FUSE lets in only with allow_other
+            options = "nosuid,nodev,noatime" + (",allow_other" if os.geteuid() == 0 else "")
+            argv = ["fuse2fs", "-o", options, str(image), str(workspace)]
+        problem = _tool(argv, check=False)
+        if problem is None:
+            return method
+        problems.append(problem)
+    raise QuotaUnavailable(f"workspace {workspace}: its image cannot be mounted: {'; '.join(problems)}")
+
+
+def usage(workspace: Path, *, running: bool = False) -> tuple[int, bool]:
+    """(bytes used, whether the quota is reached) of a workspace mounted on its image; `running`:
+    while a command runs (reached only when full)."""
     st = os.statvfs(workspace)
     used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    margin = max(FULL_MARGIN_BYTES, int(st.f_blocks * st.f_frsize * FULL_MARGIN_FRACTION))
+    margin = FULL_BYTES if running else max(FULL_MARGIN_BYTES, int(st.f_blocks * st.f_frsize * FULL_MARGIN_FRACTION))
     full = st.f_bavail * st.f_frsize < margin or (st.f_files > 0 and st.f_favail == 0)
     return used, full
 
