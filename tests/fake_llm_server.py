@@ -203,6 +203,9 @@ class FakeBenchmark:
     def prepare_workspace(self, task, workspace) -> None:
         (workspace / "README.txt").write_text(task.instruction)
 
+    def release_workspace(self, task, workspace) -> None:
+        pass
+
     def make_environment(self, task, workspace, command_timeout_s: int):
         from minisweagent.environments.local import LocalEnvironment
 

@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cost": ("ctxpolicy.metrics.cli_cost", "price one run's calls under a prefix cache"),
     "compare": ("ctxpolicy.metrics.cli_compare", "print each policy's numbers against FC, as the figures draw them"),
     "calibrate": ("ctxpolicy.metrics.cli_calibrate", "derive tight/primary/loose thresholds from FC runs"),
-    "grid": ("ctxpolicy.study.cli_grid", "print the expanded experiment grid of a config"),
+    "grid": ("ctxpolicy.preflight.cli_grid", "print the expanded experiment grid of a config"),
     "provenance": ("ctxpolicy.provenance.cli", "show or verify where a figure or table came from"),
     "bundle": ("ctxpolicy.provenance.cli_bundle", "export or import a results bundle with checksums"),
     "audit": (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,17 +35,47 @@ def load_config(path: str | Path) -> dict:
     """Read, validate and default-fill the config at ``path``."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader that refuses duplicate keys
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a usable config: nested too deeply") from None
     if not isinstance(data, dict):
         got = "an empty file" if data is None else f"a {type(data).__name__}"
         raise ConfigError(f"{path}: the top level must be a mapping of keys, got {got}")
-    return validate_config(data, source=str(path))
+    try:
+        return validate_config(data, source=str(path))
+    except RecursionError:
+        raise ConfigError(f"{path}: not a usable config: nested too deeply") from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a mapping naming one key twice is an error (PyYAML keeps
+    the last silently): at the top level and in every nested mapping. Merge keys (``<<``) still
+    let a mapping's own keys override the merged ones."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line)
+                except TypeError:  # an unhashable key: construct_mapping says so
+                    continue
+                if first != key_node.start_mark.line:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {first + 1})", key_node.start_mark
+                    )
+        return super().construct_mapping(node, deep)
 
 
 def validate_config(data: Mapping[str, Any], source: str = "<config>") -> dict:
@@ -120,7 +151,7 @@ def _describe(error) -> str:
         return f"{where}: {value!r} is not allowed; must match {rule}"
     if kind == "uniqueItems":
         return f"{where}: {value!r} is not allowed; items must be unique"
-    if kind == "minProperties":
+    if kind in ("minProperties", "minLength"):
         return f"{where}: must not be empty"
     if kind == "oneOf":
         allowed = error.schema.get("description") or "one of the documented forms (config/README.md)"
@@ -135,9 +166,26 @@ def _check_references(config: dict, source: str) -> None:
     def fail(where: str, message: str) -> None:
         raise ConfigError(f"{source}: {where}: {message}")
 
+    _check_output_dirs(config, fail)
     _check_cohort_limits(config, fail)
     _check_model_files(config, fail)
     _check_grid(config, fail)
+
+
+def _check_output_dirs(config: dict, fail) -> None:
+    """results_dir and figures_dir: each a folder (not empty, not only spaces), never the same one."""
+    dirs = {}
+    for key in ("results_dir", "figures_dir"):
+        value = config[key]
+        if not value.strip() or not value.strip("/"):
+            fail(key, f"{value!r} is not allowed; expected a folder (a path that is not empty or '/')")
+        dirs[key] = os.path.normpath(value)
+    if dirs["results_dir"] == dirs["figures_dir"]:
+        fail(
+            "figures_dir",
+            f"{config['figures_dir']!r} is not allowed; it is results_dir ({config['results_dir']!r}): "
+            "the figures need a folder of their own",
+        )
 
 
 def _check_cohort_limits(config: dict, fail) -> None:

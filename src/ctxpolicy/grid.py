@@ -255,11 +255,19 @@ def _check_policies(config: dict, fail) -> None:
             for i, primitive in enumerate(section["tunable"] if "tunable" in section else [])
             for depth in section["depths"]
         ]
+        spelled: dict[str, tuple[str, str]] = {}  # one policy, however it is written -> where first
         for where, spec in specs:
             try:
-                parse_spec(spec)
+                canonical = str(parse_spec(spec))
             except ValueError as exc:
                 fail(where, f"{spec!r} is not a valid policy spec ({exc})")
+            if canonical in spelled and not where.startswith(f"grid.{track}.tunable"):
+                first_where, first = spelled[canonical]
+                fail(
+                    where,
+                    f"{spec!r} is {first!r} ({first_where}) spelled another way: one policy, one cell; list it once",
+                )
+            spelled.setdefault(canonical, (where, spec))
 
 
 def _check_thresholds(config: dict, fail) -> None:

@@ -1,6 +1,7 @@
 # Shared state of the DAG and every helper the rules use (the rule files hold rules only).
 # The config is a single file (default config/config.yaml, or --configfile FILE); it is loaded
-# once as the typed study (ctxpolicy.study.load_study: validated, its grid checked) and passed
+# once as the typed study (ctxpolicy.preflight.check_workflow: validated, its grid, figure targets
+# and imported corpus checked, as `ctxpolicy grid` checks them) and passed
 # by path to every ctxpolicy command. The rules ask STUDY; none reads the config mapping.
 
 import json
@@ -14,12 +15,12 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import ExecMode
 
 from ctxpolicy.config import ConfigError
-from ctxpolicy.figures.catalog import IMPORTED_REPLAY_RUNS, report_caption, targets_for
+from ctxpolicy.figures.catalog import IMPORTED_REPLAY_RUNS, report_caption
 from ctxpolicy.grid import SCOPES
-from ctxpolicy.importing.cli import trajectory_files
 from ctxpolicy.policies.spec import parse_spec
 from ctxpolicy.serving import shared as shared_servers
-from ctxpolicy.study import Pair, load_study
+from ctxpolicy.preflight import check_workflow
+from ctxpolicy.study import UNTRIGGERED, Pair
 
 REPO = Path(workflow.basedir)
 
@@ -47,11 +48,11 @@ def _config_file() -> str:
 
 
 CONFIG_FILE = _config_file()
-try:
-    STUDY = load_study(CONFIG_FILE)
-    FIGURE_TARGETS = targets_for(STUDY, source=CONFIG_FILE)
+try:  # the checks `ctxpolicy grid` runs too: the study, its figure targets, the corpus's files
+    CHECKED = check_workflow(CONFIG_FILE)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+STUDY, FIGURE_TARGETS = CHECKED.study, CHECKED.targets
 
 RESULTS = STUDY.results_dir
 FIGURES = STUDY.figures_dir
@@ -198,19 +199,7 @@ HAS_STUDY = STUDY.has_study  # an imported-only config has no study of its own
 IMPORTED_ROOT = f"{RESULTS}/imported"
 
 
-def _imported_sources() -> list:
-    if not IMPORTED:
-        return []
-    files, problems = trajectory_files([IMPORTED["path"]], IMPORTED["format"])
-    if problems or not files:
-        raise WorkflowError(
-            f"{CONFIG_FILE}: imported.path: {IMPORTED['path']!r}: "
-            + ("; ".join(problems) if problems else "no trajectory file found")
-        )
-    return sorted(str(f) for f in files)
-
-
-IMPORTED_SOURCES = _imported_sources()
+IMPORTED_SOURCES = CHECKED.imported_sources
 
 
 def imported_cell() -> str:
@@ -238,6 +227,12 @@ def imported_replay_threshold(wildcards, input) -> str:
 
 def imported_verdicts() -> list:
     return [IMPORTED["verdicts"]] if IMPORTED and IMPORTED["verdicts"] else []
+
+
+def imported_verdicts_option(wildcards, input) -> str:
+    """`--verdicts REPORT` for the import when the config names a report (`input.verdicts` is a
+    list of at most that one file), else nothing."""
+    return "".join(f"--verdicts {shlex.quote(str(report))}" for report in input.verdicts)
 
 
 # ---------------------------------------------------------------- figures and tables

@@ -25,7 +25,7 @@ rule import_corpus:
         format=IMPORTED["format"],
         benchmark=IMPORTED["benchmark"],
         model=IMPORTED["model"],
-        verdicts=lambda wildcards, input: f"--verdicts {shlex.quote(input.verdicts)}" if input.verdicts else "",
+        verdicts=imported_verdicts_option,
         runs_root=lambda wildcards, output: parent_dir(parent_dir(parent_dir(output[0]))),
     shell:
         "({params.ctxpolicy} import -i {params.path:q} --format {params.format} --benchmark {params.benchmark:q}"

@@ -190,10 +190,12 @@ def _run_agent(state: _RunState, run: RunInputs) -> None:
     workspace = run_dir / WORKSPACE
     workspace.mkdir(parents=True, exist_ok=True)
     adapter.prepare_workspace(task, workspace)
-    env = adapter.make_environment(task, workspace, settings.command_timeout_s)
-    state.setup_s = time.perf_counter() - t0
 
     with contextlib.ExitStack() as cleanup:
+        # last of all, the workspace leaves its quota storage (benchmarks.local: a plain folder again)
+        cleanup.callback(adapter.release_workspace, task, workspace)
+        env = adapter.make_environment(task, workspace, settings.command_timeout_s)
+        state.setup_s = time.perf_counter() - t0
         cleanup.callback(_close_environment, env)
         agent_client = cleanup.enter_context(_client(endpoint, settings))
         summary_client = agent_client

@@ -31,6 +31,9 @@ class HarnessEnvironment:
     def prepare_workspace(self, task: Any, workspace: Path) -> None:
         pass  # the harness built the container
 
+    def release_workspace(self, task: Any, workspace: Path) -> None:
+        pass
+
     def make_environment(self, task: Any, workspace: Path, command_timeout_s: int) -> Any:
         return self.environment
 

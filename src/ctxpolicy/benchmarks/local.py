@@ -8,9 +8,7 @@ that user, so git only ever meets a repository its own user owns.
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -20,7 +18,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ctxpolicy import sandbox
-from ctxpolicy.sandbox import SandboxLimits
+from ctxpolicy.sandbox import SandboxLimits, quota
 from ctxpolicy.benchmarks import grading
 from ctxpolicy.benchmarks.base import (
     BenchmarkError,
@@ -68,6 +66,7 @@ class LocalAdapter:
         self.repo_root = Path(repo_root)
         self.environment = bench_cfg.get("environment", "bwrap")
         self.limits = sandbox.limits_from_config(bench_cfg.get("sandbox"))
+        self.keep_workspaces = bool(bench_cfg.get("keep_workspaces", False))
         self.instances = repo_instances()
         self.terminal = terminal_tasks()
 
@@ -105,12 +104,34 @@ class LocalAdapter:
                 f"benchmarks.{self.name}.environment: bwrap is not available on this machine "
                 "(install the Debian package bubblewrap)"
             )
+        if quota.mount_method() is None:
+            raise BenchmarkError(
+                f"benchmarks.{self.name}.sandbox.disk_mb: the workspace's disk quota needs storage of the "
+                "limit's size, and this machine can mount none (run as root, or install fuse2fs with a "
+                "usable /dev/fuse; docs/sandbox.md, 'Disk quota')"
+            )
 
     def prepare_workspace(self, task: Task, workspace: Path) -> None:
+        """The task's files in `workspace`, a filesystem of the disk quota's size (released by
+        `release_workspace` at the end of the run, or here if the setup fails)."""
         workspace = Path(workspace)
         if workspace.exists() and any(workspace.iterdir()):
             raise BenchmarkError(f"workspace {workspace} is not empty")
-        workspace.mkdir(parents=True, exist_ok=True)
+        try:
+            quota.mount(workspace, self.limits)
+        except quota.QuotaUnavailable as e:
+            raise BenchmarkError(f"task {task.task_id}: {e}") from e
+        try:
+            self._fill_workspace(task, workspace)
+        except BaseException:
+            quota.release(workspace)
+            raise
+
+    def release_workspace(self, task: Task, workspace: Path) -> None:
+        """The run is over: its workspace becomes a plain folder holding what the quota let in."""
+        quota.release(Path(workspace))
+
+    def _fill_workspace(self, task: Task, workspace: Path) -> None:
         if task.kind == "repo":
             init_repository(snapshot_dir(self.instances[task.task_id]), workspace)
         sandbox.hand_over(workspace, self.limits)
@@ -172,6 +193,9 @@ class LocalAdapter:
         else:
             verdict = self.grade_state(run.task_id, run.run_dir / WORKSPACE, log_dir)
         write_verdict(run.run_dir, verdict)
+        if not self.keep_workspaces:  # graded: the workspace has served (keep_workspaces keeps it)
+            quota.release(run.run_dir / WORKSPACE, keep=False)
+            shutil.rmtree(run.run_dir / WORKSPACE, ignore_errors=True)
         return verdict
 
     def grade_patch(self, instance_id: str, model_patch: str, log_dir: Path) -> Verdict:
@@ -179,8 +203,10 @@ class LocalAdapter:
         instance = self.instances[instance_id]
         log_path = log_dir / "test_output.txt"
         (log_dir / "patch.diff").write_text(model_patch, encoding="utf-8")
-        with tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp:
-            root = Path(tmp)
+        with (
+            tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp,
+            quota.bounded_directory(Path(tmp) / "root", self.limits) as root,
+        ):
             repo = root / "repo"
             repo.mkdir()
             init_repository(snapshot_dir(instance), repo)
@@ -216,9 +242,16 @@ class LocalAdapter:
             log_path.write_text(f"no workspace at {workspace}\n", encoding="utf-8")
             report = {"resolved": False, "tests_status": {}, "returncode": None, "error": "workspace missing"}
             return Verdict(resolved=False, harness=HARNESS, report=report, log=str(log_path))
-        with tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp:
-            root = Path(tmp)
-            shutil.copytree(workspace, root / "app", symlinks=True, ignore=_special_files)
+        with (
+            tempfile.TemporaryDirectory(prefix="grade-", dir=log_dir) as tmp,
+            quota.bounded_directory(Path(tmp) / "root", self.limits) as root,
+        ):
+            (root / "app").mkdir()
+            problem = quota.copy_tree(workspace, root / "app")  # holes and hard links kept, never a FIFO opened
+            if problem:
+                log_path.write_text(f"the final workspace cannot be copied for grading: {problem}\n", encoding="utf-8")
+                report = {"resolved": False, "tests_status": {}, "returncode": None, "error": "workspace not copied"}
+                return Verdict(resolved=False, harness=HARNESS, report=report, log=str(log_path))
             shutil.copytree(task_dir / "tests", root / "tests")
             shutil.copy2(task_dir / "run-tests.sh", root / "run-tests.sh")
             timeout = int(self.terminal[task_id].get("max_test_timeout_sec") or TEST_TIMEOUT_S)
@@ -257,17 +290,6 @@ def _terminal_task(task: dict[str, Any]) -> Task:
         timeout_s=int(timeout) if timeout else None,
         metadata={"difficulty": task.get("difficulty"), "category": task.get("category")},
     )
-
-
-def _special_files(directory: str, names: list[str]) -> set[str]:
-    """What the agent may have left that copying would open as root and block on (a FIFO) or
-    that is no file at all (sockets, devices): left out of the copy that is graded."""
-    special = set()
-    for name in names:
-        mode = os.lstat(os.path.join(directory, name)).st_mode
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            special.add(name)
-    return special
 
 
 def init_repository(snapshot: Path, workspace: Path) -> None:

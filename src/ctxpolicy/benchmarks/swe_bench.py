@@ -249,6 +249,9 @@ class SWEBenchAdapter:
         if self.environment == "apptainer":
             self.ensure_sif(task.metadata["image"])
 
+    def release_workspace(self, task: Task, workspace: Path) -> None:
+        pass  # nothing mounted: the container holds the task's files
+
     def make_environment(self, task: Task, workspace: Path, command_timeout_s: int) -> Any:
         from minisweagent.environments import get_environment
 

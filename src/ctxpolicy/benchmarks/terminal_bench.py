@@ -217,6 +217,9 @@ class TerminalBenchAdapter:
         if result.returncode != 0:
             raise BenchmarkError(f"task {task.task_id}: docker build failed: {result.stderr[-500:]}")
 
+    def release_workspace(self, task: Task, workspace: Path) -> None:
+        pass  # nothing mounted: the container holds the task's files
+
     def make_environment(self, task: Task, workspace: Path, command_timeout_s: int) -> Any:
         from minisweagent.environments import get_environment
 

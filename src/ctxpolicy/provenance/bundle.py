@@ -46,6 +46,10 @@ SCHEMA_VERSION = 1
 BUNDLED_DIRS = ("runs", "replay", "thresholds", "tables")
 LAST_RESTORED = ("tables",)  # derived from everything else in the bundle
 RESTORE_STEP_NS = 1_000
+# the most a bundle's members may hold together, unless the caller says otherwise
+# (`bundle check/import --max-size`); the study's full results are a few GiB
+DEFAULT_MAX_BYTES = 64 << 30
+MANIFEST_MAX_BYTES = 256 << 20
 
 
 class BundleError(ValueError):
@@ -256,6 +260,9 @@ def _load_manifest(bundle: Path, data: bytes | None) -> dict:
             and isinstance(entry.get("path"), str)
             and isinstance(entry.get("sha256"), str)
             and isinstance(entry.get("mtime_ns"), int)
+            and isinstance(entry.get("size"), int)
+            and not isinstance(entry.get("size"), bool)
+            and entry["size"] >= 0
         ):
             raise BundleError(
                 f"{bundle}: {MANIFEST_NAME}: field 'files[{index}]': "
@@ -269,24 +276,62 @@ def _load_manifest(bundle: Path, data: bytes | None) -> dict:
     return manifest
 
 
-def check_bundle(bundle: str | Path, progress: bool = False) -> dict:
+def parse_size(text: str) -> int:
+    """``"64G"``, ``"500M"``, ``"1024"``: a number of bytes (K, M, G, T are powers of 1024)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    body = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = body[-1:] if body[-1:] in units else ""
+    try:
+        value = float(body[: len(body) - len(unit)])
+    except ValueError:
+        raise ValueError(f"{text!r} is no size (e.g. 64G, 500M, 1024)") from None
+    if value < 0:
+        raise ValueError(f"{text!r} is no size (negative)")
+    return int(value * units[unit])
+
+
+def _member_problem(member: tarfile.TarInfo) -> str | None:
+    """Why a member is refused before anything of it is read: its kind."""
+    if member.issparse():  # its header's size is not what it would write: never restored
+        return f"{member.name}: a sparse member (refused: its holes would be written out in full)"
+    if not (member.isreg() or member.isdir()):
+        return f"{member.name}: not a regular file (links and devices are refused)"
+    return None
+
+
+def check_bundle(bundle: str | Path, progress: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """Read the whole bundle, hashing every member, and return its manifest if everything
-    matches; otherwise raise BundleError listing each unsafe, unlisted, missing or altered file.
-    Nothing is written."""
+    matches; otherwise raise BundleError listing each unsafe, unlisted, missing, altered or
+    misreported file. Nothing is written.
+
+    Every member's size is bounded before it is read: sparse members are refused, the members
+    together may hold at most ``max_bytes`` (the check stops at the first one past it), and each
+    member's size in its header, and the bytes it holds, must be the manifest's ``size``."""
     bundle = Path(bundle)
     problems: list[str] = []
     digests: dict[str, str] = {}
+    sizes: dict[str, int] = {}
     manifest_data = None
+    total = 0
     try:
         with tarfile.open(bundle, "r:*") as tar:
             for member in tqdm(tar, desc="checking", unit="file", disable=None if progress else True):
                 rel = _member_path(member.name)
-                if not (member.isreg() or member.isdir()):
-                    problems.append(f"{member.name}: not a regular file (links and devices are refused)")
+                total += member.size if member.isreg() else 0
+                if total > max_bytes:
+                    raise BundleError(
+                        f"{bundle}: refused: its members hold more than the cap of {max_bytes} bytes "
+                        f"(at {member.name}; --max-size raises it)"
+                    )
+                if problem := _member_problem(member):
+                    problems.append(problem)
                 elif member.name == MANIFEST_NAME:
                     if manifest_data is not None:
                         problems.append(f"{member.name}: appears twice")
-                    manifest_data = tar.extractfile(member).read()
+                    elif member.size > MANIFEST_MAX_BYTES:
+                        problems.append(f"{member.name}: {member.size} bytes, more than {MANIFEST_MAX_BYTES}")
+                    else:
+                        manifest_data = tar.extractfile(member).read()
                 elif rel is None:
                     problems.append(f"{member.name}: path leaves the results directory")
                 elif member.isdir():
@@ -294,7 +339,9 @@ def check_bundle(bundle: str | Path, progress: bool = False) -> dict:
                 elif str(rel) in digests:
                     problems.append(f"{member.name}: appears twice")
                 else:
-                    digests[str(rel)] = hashlib.file_digest(tar.extractfile(member), "sha256").hexdigest()
+                    digest, read = _digest(tar.extractfile(member), member.size)
+                    digests[str(rel)] = digest
+                    sizes[str(rel)] = read
     except (OSError, tarfile.TarError, EOFError) as exc:
         raise BundleError(f"{bundle}: unreadable bundle: {exc}") from None
     manifest = _load_manifest(bundle, manifest_data)
@@ -302,16 +349,30 @@ def check_bundle(bundle: str | Path, progress: bool = False) -> dict:
     for path, entry in listed.items():
         if path not in digests:
             problems.append(f"{BUNDLE_ROOT}/{path}: listed in {MANIFEST_NAME} but not in the bundle")
-        elif digests[path] != entry["sha256"]:
+            continue
+        if digests[path] != entry["sha256"]:
             problems.append(
                 f"{BUNDLE_ROOT}/{path}: checksum mismatch "
                 f"({MANIFEST_NAME} {entry['sha256'][:12]}, content {digests[path][:12]})"
+            )
+        if sizes[path] != entry["size"]:
+            problems.append(
+                f"{BUNDLE_ROOT}/{path}: size mismatch ({MANIFEST_NAME} {entry['size']} bytes, the member {sizes[path]})"
             )
     problems.extend(f"{BUNDLE_ROOT}/{path}: not listed in {MANIFEST_NAME}" for path in digests if path not in listed)
     problems.extend(_base_problems(manifest, digests))
     if problems:
         raise BundleError(f"{bundle}: refused, {len(problems)} problem(s):\n  " + "\n  ".join(sorted(problems)))
     return manifest
+
+
+def _digest(handle, size: int) -> tuple[str, int]:
+    """sha256 of what `handle` holds and how many bytes that is, never reading past `size`."""
+    digest, read = hashlib.sha256(), 0
+    while read < size and (chunk := handle.read(min(1 << 20, size - read))):
+        digest.update(chunk)
+        read += len(chunk)
+    return digest.hexdigest(), read
 
 
 def restored_mtimes(files: list[dict], now_ns: int, step_ns: int = RESTORE_STEP_NS) -> dict[str, int]:
@@ -325,6 +386,26 @@ def restored_mtimes(files: list[dict], now_ns: int, step_ns: int = RESTORE_STEP_
     ranks = {k: rank for rank, k in enumerate(sorted({key(e) for e in files}))}
     newest = len(ranks) - 1
     return {e["path"]: now_ns - (newest - ranks[key(e)]) * step_ns for e in files}
+
+
+def _linked_parents(results: Path, files: list[dict]) -> list[str]:
+    """Each existing folder below ``results`` on a bundled file's way that is a symbolic link
+    (or no folder at all): writing through it would put the file elsewhere."""
+    bad, seen = set(), set()
+    for entry in files:
+        parts = PurePosixPath(entry["path"]).parts[:-1]
+        for depth in range(1, len(parts) + 1):
+            rel = PurePosixPath(*parts[:depth])
+            if rel in seen:
+                continue
+            seen.add(rel)
+            path = results / rel
+            if path.is_symlink() or (os.path.lexists(path) and not path.is_dir()):
+                bad.add(str(rel))
+                break
+            if not path.exists():
+                break
+    return sorted(bad)
 
 
 def _conflicts(results: Path, files: list[dict]) -> tuple[list[str], set[str]]:
@@ -342,42 +423,66 @@ def _conflicts(results: Path, files: list[dict]) -> tuple[list[str], set[str]]:
     return differing, identical
 
 
-def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, expected: str) -> None:
+def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, entry: dict, results: Path) -> None:
+    if _linked_parents(results, [entry]):  # replaced by a link since the check
+        raise BundleError(f"{member.name}: a folder on its way under {results} became a symbolic link")
     with atomic_output(dest, durable=False) as out:
         reader = _HashingReader(tar.extractfile(member))
-        shutil.copyfileobj(reader, out)
-        # the bundle was checked in full already; this catches it being replaced since
-        if reader.digest.hexdigest() != expected:
+        written = 0
+        while chunk := reader.read(1 << 20):
+            written += len(chunk)
+            if written > entry["size"]:  # the bundle was checked in full already; this catches it being replaced since
+                raise BundleError(f"{member.name}: changed while importing (more than its {entry['size']} bytes)")
+            out.write(chunk)
+        if reader.digest.hexdigest() != entry["sha256"] or written != entry["size"]:
             raise BundleError(f"{member.name}: changed while importing (checksum mismatch)")
 
 
 def import_bundle(
-    bundle: str | Path, results: str | Path, overwrite: bool = False, progress: bool = False
+    bundle: str | Path,
+    results: str | Path,
+    overwrite: bool = False,
+    progress: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> ImportSummary:
-    """Check ``bundle`` completely, then restore its files under ``results``.
+    """Check ``bundle`` completely (``check_bundle``, at most ``max_bytes``), then restore its
+    files under ``results``.
 
-    Refuses (BundleError, nothing written) a bundle that fails its checksums or holds unsafe
-    paths, and, unless ``overwrite``, a results directory holding different versions of its files.
+    Refuses (BundleError, nothing written) a bundle that fails its checksums or sizes or holds
+    unsafe paths, a results directory where a folder on a file's way is a symbolic link, one
+    whose filesystem has not the room for the bundle, and, unless ``overwrite``, one holding
+    different versions of its files.
     """
     bundle, results = Path(bundle), Path(results)
-    manifest = check_bundle(bundle, progress)
+    manifest = check_bundle(bundle, progress, max_bytes)
     files = manifest["files"]
+    linked = _linked_parents(results, files)
+    if linked:
+        raise BundleError(
+            f"{results}: refused, {len(linked)} folder(s) on the bundle's paths are symbolic links or no "
+            "folders (the files would be written elsewhere):\n  " + "\n  ".join(linked)
+        )
     differing, identical = _conflicts(results, files)
     if differing and not overwrite:
         raise BundleError(
             f"{results}: {len(differing)} file(s) differ from the bundle's "
             f"(use --overwrite to replace them):\n  " + "\n  ".join(differing)
         )
-    expected = {entry["path"]: entry["sha256"] for entry in files}
+    needed = sum(entry["size"] for entry in files if entry["path"] not in identical)
+    existing = next(p for p in (results, *results.absolute().parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if needed > free:
+        raise BundleError(f"{results}: the bundle's {needed} bytes do not fit the {free} bytes free there")
+    entries = {entry["path"]: entry for entry in files}
     written = 0
     with tarfile.open(bundle, "r:*") as tar:
         for member in tqdm(
             tar, desc="restoring", unit="file", total=len(files) + 1, disable=None if progress else True
         ):
-            rel = _member_path(member.name) if member.isreg() else None
-            if rel is None or str(rel) in identical or str(rel) not in expected:
+            rel = _member_path(member.name) if member.isreg() and not member.issparse() else None
+            if rel is None or str(rel) in identical or str(rel) not in entries:
                 continue
-            _extract_member(tar, member, results / rel, expected[str(rel)])
+            _extract_member(tar, member, results / rel, entries[str(rel)], results)
             written += 1
     os.sync()
     for path, mtime_ns in restored_mtimes(files, time.time_ns()).items():

@@ -1,13 +1,15 @@
 """Export or import a results bundle: run records, thresholds and tables with sha256 checksums.
 
   ctxpolicy bundle export [--results results] --out bundle.tar.gz [--workspaces]
-  ctxpolicy bundle check bundle.tar.gz
-  ctxpolicy bundle import bundle.tar.gz [--results results] [--overwrite]
+  ctxpolicy bundle check bundle.tar.gz [--max-size 64G]
+  ctxpolicy bundle import bundle.tar.gz [--results results] [--overwrite] [--max-size 64G]
 
 export packs regular files only (links, FIFOs, sockets and devices are left out and listed) and
 removes its temporary file on any exit, SIGINT and SIGTERM included. import checks every
 checksum before it writes anything and refuses a bundle with a changed,
-missing, unlisted or unsafe file, naming it. Restored files keep their exported order of
+missing, unlisted, unsafe or misreported file (a size other than the manifest's, a sparse member,
+more than --max-size in all), naming it, and a results directory where a folder on a file's way
+is a symbolic link. Restored files keep their exported order of
 modification times, so Snakemake sees the runs, evaluations, thresholds and tables as present
 and up to date: a reviewer can regenerate every figure and table without a GPU.
 """
@@ -35,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     check = sub.add_parser("check", help="verify a bundle's checksums without extracting it")
     check.add_argument("bundle", metavar="BUNDLE")
+    _add_max_size(check)
 
     restore = sub.add_parser("import", help="verify a bundle, then restore it into a results directory")
     restore.add_argument("bundle", metavar="BUNDLE")
@@ -42,6 +45,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     restore.add_argument(
         "--overwrite", action="store_true", help="replace existing files that differ from the bundle's"
     )
+    _add_max_size(restore)
+
+
+def _add_max_size(parser: argparse.ArgumentParser) -> None:
+    from .bundle import DEFAULT_MAX_BYTES
+
+    parser.add_argument(
+        "--max-size",
+        type=_size,
+        default=DEFAULT_MAX_BYTES,
+        metavar="SIZE",
+        help=f"refuse a bundle whose files hold more than SIZE in all (default {DEFAULT_MAX_BYTES >> 30}G; K, M, G, T)",
+    )
+
+
+def _size(text: str) -> int:
+    from .bundle import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @contextlib.contextmanager
@@ -78,7 +103,7 @@ def _export(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from .bundle import check_bundle
 
-    manifest = check_bundle(args.bundle, progress=True)
+    manifest = check_bundle(args.bundle, progress=True, max_bytes=args.max_size)
     code = manifest.get("code") or {}
     print(
         f"{args.bundle}: {len(manifest['files'])} files, all checksums match "
@@ -90,7 +115,7 @@ def _check(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from .bundle import import_bundle
 
-    summary = import_bundle(args.bundle, args.results, overwrite=args.overwrite, progress=True)
+    summary = import_bundle(args.bundle, args.results, overwrite=args.overwrite, progress=True, max_bytes=args.max_size)
     print(f"{summary.results}: restored {summary.written} files, {summary.unchanged} already identical")
     return 0
 

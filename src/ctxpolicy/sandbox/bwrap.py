@@ -17,6 +17,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ctxpolicy.sandbox import quota
 from ctxpolicy.sandbox.cgroup import PidsCgroup
 from ctxpolicy.sandbox.limits import DEFAULT_LIMITS, MIB, SandboxLimits
 
@@ -182,15 +184,31 @@ def hand_over(path: Path, limits: SandboxLimits = DEFAULT_LIMITS) -> None:
 
 
 def disk_usage(path: Path) -> int:
-    """Bytes the files under `path` occupy on disk (symbolic links not followed)."""
-    total = 0
+    """Bytes the files under `path` occupy on disk (symbolic links not followed, a file with
+    several hard links counted once)."""
+    total, seen = 0, set()
     for root, dirs, files in os.walk(path):
         for name in dirs + files:
             try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                st = os.lstat(os.path.join(root, name))
             except OSError:
                 continue
+            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
     return total
+
+
+def workspace_usage(workspace: Path, limits: SandboxLimits, *, running: bool = False) -> tuple[int, bool]:
+    """(bytes the workspace holds, whether its quota is reached): from its filesystem when it
+    is mounted on its own image (``sandbox.quota``; `running`: while the command runs), else by
+    walking it."""
+    if quota.is_quota_mount(workspace):
+        return quota.usage(workspace, running=running)
+    used = disk_usage(workspace)
+    return used, used >= limits.disk_bytes
 
 
 def run_sandboxed(
@@ -215,6 +233,9 @@ def run_sandboxed(
     workspace = Path(workdir).resolve()
     if not workspace.is_dir():
         raise FileNotFoundError(f"sandbox workspace does not exist: {workspace}")
+    if quota.image_path(workspace).is_file() and not os.path.ismount(workspace):
+        # its quota storage is gone (unmounted from outside): never write to the host's disk instead
+        raise quota.QuotaUnavailable(f"sandbox workspace {workspace}: its quota image is no longer mounted")
     user = limits.host_user()
     if user is not None and os.stat(workspace).st_uid != user[0]:
         hand_over(workspace, limits)
@@ -255,8 +276,9 @@ def run_sandboxed(
             cgroup.kill_all(KILL_GRACE_S)
             cgroup.remove()
     reader.join(KILL_GRACE_S)  # every writer of the pipe is gone, so it is at EOF
-    if reason is None and (used := disk_usage(workspace)) >= limits.disk_bytes:
-        reason = _disk_reason(used, limits)
+    if reason is None:
+        used, full = workspace_usage(workspace, limits)
+        reason = _disk_reason(used, limits) if full else None
     text = output.text() + (f"\n[sandbox: {reason}]\n" if reason else "")
     return SandboxResult(
         returncode=proc.returncode,
@@ -277,8 +299,8 @@ def _watch(proc: subprocess.Popen, workspace: Path, deadline: float, limits: San
                 return True, None
             if exited(min(remaining, DISK_POLL_S)):
                 return False, None
-            used = disk_usage(workspace)
-            if used >= limits.disk_bytes:
+            used, full = workspace_usage(workspace, limits, running=True)
+            if full:
                 return False, _disk_reason(used, limits)
 
 

@@ -1,4 +1,8 @@
-"""``ctxpolicy grid``, the study room's command: print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
+"""``ctxpolicy grid``: print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
+
+It checks the config exactly as the workflow does (``ctxpolicy.preflight.check_workflow``: the
+study, its figure targets, an imported corpus's files), so a config it accepts is one Snakemake
+accepts.
 
 With --json, print {"summary": [...], "cells": [...]} instead, one record per cell with its
 id (BENCHMARK/MODEL/SLUG, what `ctxpolicy run-cell --cell` takes), slug, run directory root and
@@ -23,10 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ctxpolicy.config import ConfigError
     from ctxpolicy.grid import cell_record, summarize
-    from ctxpolicy.study import load_study
+    from ctxpolicy.preflight import check_workflow
 
     try:
-        study = load_study(args.config)
+        study = check_workflow(args.config).study
         config, cells = study.config, list(study.cells)
         summary = summarize(cells, config)
         records = [cell_record(c, config) for c in cells] if args.json else []
