@@ -46,4 +46,4 @@ def imported_sources(study: Study, source: str) -> list[str]:
     if problems or not files:
         found = "; ".join(problems) if problems else "no trajectory file found"
         raise ConfigError(f"{source}: imported.path: {imported['path']!r}: {found}")
-    return sorted(str(f) for f in files)
+    return sorted(str(f.path) for f in files)
