@@ -179,7 +179,9 @@ def read_run(run_dir: Path) -> Run:
         outcome=run.get("outcome"),
         graded=verdict is not None,
         resolved=bool(verdict and verdict.get("resolved") is True),
-        harness_timeout=isinstance(mode, str) and "timeout" in mode.lower(),
+        # the harness stopped the agent for time (terminal-bench's agent_timeout; Harbor's report
+        # flag); the verifier's test_timeout stopped only the tests
+        harness_timeout=mode == "agent_timeout" or (isinstance(report, dict) and report.get("time_limited") is True),
         wall_s=(run.get("timing") or {}).get("wall_s"),
         agent_s=_agent_seconds(run.get("timing") or {}),
         tokens=sum((c["prompt_tokens"] or 0) + (c["completion_tokens"] or 0) for c in calls),

@@ -252,7 +252,10 @@ def _resource_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return eligible.groupby(eligible["task_id"].astype(str))[columns].mean()
 
 
-def _ratio_with_interval(tasks: pd.Index, policy: pd.Series, base: pd.Series, counts: np.ndarray) -> dict:
+def ratio_with_interval(tasks: pd.Index, policy: pd.Series, base: pd.Series, counts: np.ndarray) -> dict:
+    """A.5's ratio over ``tasks``: the policy's mean / the baseline's mean over the tasks where
+    both per-task values are known (a task missing or NaN on either side counts on neither),
+    with its task-bootstrap interval (``counts`` from ``resample_counts(len(tasks), …)``)."""
     pa, pb = policy.reindex(tasks).to_numpy(float), base.reindex(tasks).to_numpy(float)
     both = ~np.isnan(pa) & ~np.isnan(pb)
     base_mean = pb[both].mean() if both.any() else np.nan
@@ -333,7 +336,7 @@ def compare_to_baseline(
         )
         means = _resource_means(group, columns)
         ratios = {
-            name: _ratio_with_interval(tasks, means[column], base_means[column], counts)
+            name: ratio_with_interval(tasks, means[column], base_means[column], counts)
             for name, column in RATIOS.items()
         }
         row.update(_interval("tokens_ratio", ratios["tokens_ratio"]))

@@ -31,7 +31,7 @@ from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, resample_counts
 from ctxpolicy.metrics.compare import (
     FC,
     LATENCY,
-    _ratio_with_interval,
+    ratio_with_interval,
     baseline_runs,
     cell_description,
     attempts_in_table,
@@ -123,7 +123,7 @@ def calls_latency(
         counts = resample_counts(len(tasks), n_boot, seed)
         row = {**_identity(benchmark, model, cell, group), "shared_solved_tasks": len(tasks)}
         for name, column in (("calls_ratio", "agent_calls"), ("per_call_latency_ratio", "per_call_latency_s")):
-            values = _ratio_with_interval(tasks, mine[column], theirs[column], counts)
+            values = ratio_with_interval(tasks, mine[column], theirs[column], counts)
             row.update({f"{name}_{part}": value for part, value in values.items()})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -184,7 +184,7 @@ def shared_tokens(
     for cell, group, base in _cells(runs, model, benchmark, track):
         tasks = _shared_solved(group, base, planned)
         mine, theirs = _success_means(group, planned, TOKEN_VALUES), _success_means(base, planned, TOKEN_VALUES)
-        values = _ratio_with_interval(
+        values = ratio_with_interval(
             tasks, mine["total_tokens"], theirs["total_tokens"], resample_counts(len(tasks), n_boot, seed)
         )
         rows.append(
