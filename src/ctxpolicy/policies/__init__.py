@@ -15,7 +15,7 @@ from ctxpolicy.policies.history import (
     marker_of,
     protected_prefix_length,
 )
-from ctxpolicy.policies.presets import PRESETS, Preset, preset
+from ctxpolicy.policies.presets import NEIGHBOUR_PRESETS, PRESETS, NeighbourPreset, Preset, preset
 from ctxpolicy.policies.prompts import load_prompt
 from ctxpolicy.policies.rewrite import PolicyError
 from ctxpolicy.policies.session import PolicySession, Turn
@@ -48,6 +48,8 @@ __all__ = [
     "MARKERS",
     "PLACEHOLDER",
     "PRESETS",
+    "NEIGHBOUR_PRESETS",
+    "NeighbourPreset",
     "STUDY_DEPTHS",
     "STUDY_PRIMITIVES",
     "SUMMARY_MARKER",
