@@ -256,12 +256,22 @@ def test_run_cell_passes_the_configured_command_timeout_to_tb(tmp_path, dataset)
     from ctxpolicy.agent.cell import harness_command
 
     cell = types.SimpleNamespace(
-        slug="FC", benchmark="terminalbench", model="qwen", policy="FC", setting=None, summarizer=None,
-        cohort="main", track="calibration",
+        slug="FC",
+        benchmark="terminalbench",
+        model="qwen",
+        policy="FC",
+        setting=None,
+        summarizer=None,
+        cohort="main",
+        track="calibration",
     )
     settings = {"hello-world": types.SimpleNamespace(command_timeout_s=60)}
     plan = types.SimpleNamespace(
-        cell=cell, thresholds_file=None, adapter=adapter_for(tmp_path, dataset), concurrency=1, attempts=1,
+        cell=cell,
+        thresholds_file=None,
+        adapter=adapter_for(tmp_path, dataset),
+        concurrency=1,
+        attempts=1,
         settings_of=settings,
     )
     args = types.SimpleNamespace(config=str(tmp_path / "c.yaml"), out=tmp_path / "cell", harness_argv=None)

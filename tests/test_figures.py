@@ -38,6 +38,7 @@ REQUIRED = [
     "quoted_compressions",
     "peak_context",
     "table1_4",
+    "table2",
     "table3",
     "table5",
     "table6",

@@ -62,7 +62,9 @@ def test_quoted_summary_share_on_shared_solved_tasks_of_the_agent_s_time(study, 
         assert mine[0].primitive in SUMMARY_PRIMITIVES
         attempts = study.attempts
         theirs = success_means(ref, tasks, attempts, lambda r: 0.0)
-        summary = {t: v for t, v in success_means(mine, tasks, attempts, lambda r: r.summary_call_s).items() if t in theirs}
+        summary = {
+            t: v for t, v in success_means(mine, tasks, attempts, lambda r: r.summary_call_s).items() if t in theirs
+        }
         own = {t: v for t, v in success_means(mine, tasks, attempts, lambda r: r.agent_s).items() if t in theirs}
         what = f"quoted_summary_share {row['benchmark']}/{row['model']}/{row['cell']}"
         close(f"{what}: shared_solved_tasks", row["shared_solved_tasks"], len(own))

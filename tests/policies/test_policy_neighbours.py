@@ -61,7 +61,9 @@ def test_masking_keeps_the_last_m_tool_results_every_step():
     result = apply_policy("OTRC/St/k10", history)
     observations = [m for m in result.messages[2:] if m["role"] == "user"]
     assert [is_placeholder(m) for m in observations] == [True] * 4 + [False] * 10
-    assert result.messages[:2] == history[:2] and all(m["role"] != "user" or m in observations for m in result.messages[2:])
+    assert result.messages[:2] == history[:2] and all(
+        m["role"] != "user" or m in observations for m in result.messages[2:]
+    )
     assert [e["messages_cleared"] for e in result.events] == [4] and result.events[0]["trigger"] == "St"
     again = apply_policy("OTRC/St/k10", result.messages)  # nothing more to clear
     assert again.events == [] and again.messages == result.messages

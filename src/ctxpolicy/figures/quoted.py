@@ -60,7 +60,9 @@ def compute_calls(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int,
     return _compute(_calls_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs)
 
 
-def compute_shared_tokens(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs=None) -> Prepared:
+def compute_shared_tokens(
+    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs=None
+) -> Prepared:
     return _no_shared_note(_compute(_tokens_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs))
 
 

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 
 
+# The study's Table 2: each deployed mechanism's closest analogue in its notation (its last column).
+TABLE2_ANALOGUES = {"OpenHands": "SU-p/Th/0.5", "Gemini CLI": "TRC+S-p/Th/0.7", "Claude Code": "TRC+S/Th/1.0"}
+
+
 @dataclass(frozen=True)
 class Preset:
     name: str

@@ -76,9 +76,7 @@ def summarize_older_turns(stage: str, window: Sequence[Message], keep: int, cont
     if call.error:
         return Rewrite(tail, removed=len(head), fallback=SUMMARY_ERROR_FALLBACK, summary_calls=[call])
     message = summary_message(_summary_text(stage.removesuffix("-p"), call), context.dump_path)
-    return Rewrite(
-        [message, *tail], removed=len(head), summary_tokens=count_message(message), summary_calls=[call]
-    )
+    return Rewrite([message, *tail], removed=len(head), summary_tokens=count_message(message), summary_calls=[call])
 
 
 def verbatim_tail_start(window: Sequence[Message], budget: int) -> int:
