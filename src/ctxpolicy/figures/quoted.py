@@ -159,12 +159,12 @@ def _label_rows(ax, y, specs) -> None:
 
 
 def plot_calls(data: Prepared, name: str = "quoted_calls"):
-    title = _title(data, name, "agent calls and per-call latency relative to FC on shared solved tasks")
+    title = _title(data, name, "agent calls and per-call latency / FC, shared solved tasks")
     return _ratios(data, title, RATIOS)
 
 
 def plot_shared_tokens(data: Prepared, name: str = "quoted_shared_tokens"):
-    title = _title(data, name, "total tokens relative to FC on shared solved tasks")
+    title = _title(data, name, "total tokens / FC, shared solved tasks")
     return _ratios(data, title, TOKENS)
 
 
@@ -233,7 +233,7 @@ def _bars(data: Prepared, name: str, title: str, key: str, scale: float, xlabel:
 
 
 def plot_summary_share(data: Prepared, name: str = "quoted_summary_share"):
-    title = _title(data, name, "summary calls' share of the agent's time on shared solved tasks")
+    title = _title(data, name, "summary calls' share of the agent's time, shared solved tasks")
     xlabel = "summary-call time / agent time, task means over shared solved tasks (%); right: n tasks"
     return _bars(data, name, title, "summary_share", 100.0, xlabel, "shared_solved_tasks")
 
