@@ -78,7 +78,9 @@ def test_s_block_is_cut_from_the_begin_marker_to_the_end_marker():
 
 
 @pytest.mark.parametrize("stage, name", [("SU-p", "summarize_free"), ("S-p", "summarize_structured")])
-def test_a_dropped_in_whole_window_pair_serves_the_partial_stage_with_only_the_older_head(stage, name, tmp_path, monkeypatch):
+def test_a_dropped_in_whole_window_pair_serves_the_partial_stage_with_only_the_older_head(
+    stage, name, tmp_path, monkeypatch
+):
     write_pair(tmp_path, name, "sys {target_words}", "user {target_words}\n{history_text}")
     monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(tmp_path))
     summarizer = DeterministicSummarizer(words=5)
