@@ -57,11 +57,19 @@ LATENCY = "agent_time_s"  # A.5's latency: the agent's start to the run's end (r
 
 
 def with_latency(runs: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` with the latency column (``LATENCY``); a table written before it existed gets
-    ``wall_s`` in its place (its records say nothing of a setup time)."""
-    if LATENCY in runs:
-        return runs
-    return runs.assign(**{LATENCY: runs["wall_s"]})
+    """``runs`` with the latency column (``LATENCY``); a table written before it existed (or read
+    into today's columns, the column empty) gets ``wall_s`` in its place: its records say nothing
+    of a setup time. (A value is missing in a new table only where ``wall_s`` is too.)"""
+    if LATENCY not in runs:
+        return runs.assign(**{LATENCY: runs["wall_s"]})
+    if runs[LATENCY].isna().any() and "wall_s" in runs:
+        own, wall = (_seconds(runs[c]) for c in (LATENCY, "wall_s"))
+        return runs.assign(**{LATENCY: np.where(np.isnan(own), wall, own)})
+    return runs
+
+
+def _seconds(values: pd.Series) -> np.ndarray:
+    return pd.to_numeric(values.astype("object"), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 # Tracks whose runs are not attempts at a task: a proxied conversation, a replayed trajectory.
