@@ -144,6 +144,9 @@ def test_hang_past_the_wall_time_limit_is_a_time_limit(tmp_path, server):
     result, record, _ = run(tmp_path, server.url, task("hang"), settings=settings)
     assert result.outcome == "time_limit", record["error"]
     assert record["timing"]["wall_s"] < 6
+    # the latency counts from the instant the limit does: at least the limit, never the setup
+    timing = record["timing"]
+    assert 1.0 <= timing["agent_s"] <= timing["wall_s"] - timing["setup_s"] + 1e-6
 
 
 def test_prompt_too_long_is_a_context_overflow_without_retries(tmp_path, server):

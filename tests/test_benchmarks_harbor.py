@@ -333,7 +333,10 @@ def test_run_cell_runs_the_rules_harbor_command_with_the_tasks_and_agent_kwargs(
         cohort="main",
         track="calibration",
     )
-    plan = SimpleNamespace(cell=cell, thresholds_file=None, adapter=adapter_for(tmp_path), concurrency=1, attempts=2)
+    settings = {"hello-world": SimpleNamespace(command_timeout_s=45)}
+    plan = SimpleNamespace(
+        cell=cell, thresholds_file=None, adapter=adapter_for(tmp_path), concurrency=1, attempts=2, settings_of=settings
+    )
     args = SimpleNamespace(config=str(tmp_path / "c.yaml"), out=tmp_path / "cell", harness_argv=shlex.join(prefix))
     endpoint = SimpleNamespace(base_url="http://127.0.0.1:8000/v1", served_name="served")
     argv = harness_command(plan, args, endpoint)(["hello-world"])
@@ -342,3 +345,28 @@ def test_run_cell_runs_the_rules_harbor_command_with_the_tasks_and_agent_kwargs(
     assert rest[:2] == ["--include-task-name", "hello-world"]
     assert f"cell_dir={(tmp_path / 'cell').resolve()}" in rest and "endpoint=http://127.0.0.1:8000/v1" in rest
     assert rest[-2:] == ["--agent-kwarg", "attempts=2"]
+    assert "command_timeout_s=45" in rest  # the config's per-command timeout, not the plugin's 180 s
+
+
+def test_the_configured_command_timeout_reaches_harbor_s_exec(tmp_path):
+    """Harbor hands `--agent-kwarg command_timeout_s=45` over as an int; every exec gets it."""
+    environment = FakeEnvironment()
+    agent = CtxpolicyHarborAgent(
+        logs_dir=tmp_path / "jobs" / "job" / "hello-world__aaa" / "agent",
+        cell_dir=str(tmp_path / "cell"),
+        runner="test_benchmarks_harbor:fake_runner",
+        command_timeout_s=45,
+    )
+    context = SimpleNamespace(n_input_tokens=None, n_output_tokens=None, metadata=None)
+    asyncio.run(agent.run("Say hello.", environment, context))
+    assert environment.commands[0] == ("ls", "/app", 45)
+
+
+def test_the_runner_sets_the_run_s_command_timeout_on_the_harness_environment():
+    """agent.terminal_bench's adapter: the environment the harness made gets the run's setting."""
+    from ctxpolicy.agent.terminal_bench import HarnessEnvironment
+    from ctxpolicy.benchmarks.container_exec import ContainerExecEnvironment
+
+    environment = ContainerExecEnvironment(container=None, timeout=180)
+    made = HarnessEnvironment(environment, "submit").make_environment(None, Path("."), 60)
+    assert made is environment and environment.config.timeout == 60

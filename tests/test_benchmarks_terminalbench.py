@@ -245,6 +245,39 @@ def test_agent_class_runs_one_ctxpolicy_run_per_trial(tmp_path, terminal_bench_s
     assert call["run_dir"] == tmp_path / "cell" / "hello-world__a2" and call["instruction"] == "Say hello"
     assert (result.total_input_tokens, result.total_output_tokens) == (1200, 80)
     assert result.failure_mode is terminal_bench_stub.AGENT_TIMEOUT
+    assert call["environment"].config.timeout == 180  # the fallback when no kwarg says otherwise
+    timed = CtxpolicyAgent(cell_dir=str(tmp_path / "cell"), runner=f"{__name__}:fake_runner", command_timeout_s="45")
+    timed.perform_task("Say hello", session, logging_dir)
+    assert CALLS[-1]["environment"].config.timeout == 45 and "command_timeout_s" not in CALLS[-1]
+
+
+def test_run_cell_passes_the_configured_command_timeout_to_tb(tmp_path, dataset):
+    """run-cell's `tb run` argv carries the cell's command_timeout_s as an agent kwarg."""
+    from ctxpolicy.agent.cell import harness_command
+
+    cell = types.SimpleNamespace(
+        slug="FC",
+        benchmark="terminalbench",
+        model="qwen",
+        policy="FC",
+        setting=None,
+        summarizer=None,
+        cohort="main",
+        track="calibration",
+    )
+    settings = {"hello-world": types.SimpleNamespace(command_timeout_s=60)}
+    plan = types.SimpleNamespace(
+        cell=cell,
+        thresholds_file=None,
+        adapter=adapter_for(tmp_path, dataset),
+        concurrency=1,
+        attempts=1,
+        settings_of=settings,
+    )
+    args = types.SimpleNamespace(config=str(tmp_path / "c.yaml"), out=tmp_path / "cell", harness_argv=None)
+    endpoint = types.SimpleNamespace(base_url="http://127.0.0.1:8000/v1", served_name="served")
+    argv = harness_command(plan, args, endpoint)(["hello-world"])
+    assert "command_timeout_s=60" in argv
 
 
 def test_the_cpu_path_never_imports_terminal_bench():
@@ -254,3 +287,29 @@ def test_the_cpu_path_never_imports_terminal_bench():
         "assert not any(m.startswith('terminal_bench') for m in sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+@pytest.mark.parametrize(
+    ("report", "limited"),
+    [
+        ({"failure_mode": "agent_timeout"}, True),  # the harness stopped the agent for time
+        ({"failure_mode": "AGENT_TIMEOUT"}, True),
+        ({"failure_mode": "test_timeout"}, False),  # the verifier's limit: the agent had finished
+        ({"failure_mode": "none"}, False),
+        ({"failure_mode": "unset"}, False),
+        ({"failure_mode": "unknown_agent_error"}, False),
+        ({"failure_mode": "context_length_exceeded"}, False),
+        ({"failure_mode": "parse_error"}, False),
+        ({"failure_mode": None}, False),
+        ({"time_limited": True}, True),  # Harbor's agent timeout
+        ({"time_limited": False, "failure_mode": "test_timeout"}, False),
+    ],
+)
+def test_only_an_agent_or_harness_timeout_makes_a_tb_run_time_limited(report, limited):
+    from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
+
+    verdict = {"resolved": False, "harness": "terminal-bench", "report": report}
+    assert harness_timed_out(verdict) is limited
+    assert is_time_limited("submitted", harness_timed_out(verdict)) is limited
+    expected = "time_limited" if limited else "submitted_unsuccessful"
+    assert outcome_class("submitted", False, harness_timed_out(verdict)) == expected

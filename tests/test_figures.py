@@ -34,9 +34,11 @@ REQUIRED = [
     "imported_sweep",
     "quoted_calls",  # the numbers the study's observations quote (metrics.quoted)
     "quoted_summary_share",
+    "quoted_shared_tokens",
     "quoted_compressions",
     "peak_context",
     "table1_4",
+    "table2",
     "table3",
     "table5",
     "table6",

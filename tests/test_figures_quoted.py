@@ -42,20 +42,29 @@ def by_policy(data):
 def test_calls_figure_carries_the_hand_worked_ratios(runs, config):
     data = quoted.compute("quoted_calls", runs, config, n_boot=50, seed=0, pairs=PAIR)
     table = by_policy(data)
-    assert table.loc["SU/Th/0.5", "calls_ratio_est"] == pytest.approx(21 / 15)
-    assert table.loc["SU/Th/0.5", "per_call_latency_ratio_est"] == pytest.approx(1.75 / 1.5)
+    assert table.loc["SU/Th/0.5", "calls_ratio_est"] == pytest.approx(12 / 10)
+    assert table.loc["SU/Th/0.5", "per_call_latency_ratio_est"] == pytest.approx(3 / 2)
     assert table.loc["TR/Th/0.5", "calls_ratio_est"] == pytest.approx(1.0)
     assert "TR/Th/0.3" not in table.index  # a sweep depth is not a full-comparison policy
     layout.check(quoted.plot("quoted_calls", data, "quoted_calls"), name="quoted_calls")
 
 
-def test_summary_share_figure_carries_the_ratio_of_sums(runs, config):
+def test_summary_share_figure_carries_the_shared_solved_share(runs, config):
     data = quoted.compute("quoted_summary_share", runs, config, n_boot=0, seed=0, pairs=PAIR)
     table = by_policy(data)
     assert list(table.index) == ["SU/Th/0.5"]
-    assert table.loc["SU/Th/0.5", "summary_share"] == pytest.approx(15 / 60)
+    assert table.loc["SU/Th/0.5", "summary_share"] == pytest.approx(10 / 50)
     assert "summary_share" in data.numbers()
     layout.check(quoted.plot("quoted_summary_share", data, "quoted_summary_share"), name="quoted_summary_share")
+
+
+def test_shared_tokens_figure_carries_the_shared_solved_ratio(runs, config):
+    data = quoted.compute("quoted_shared_tokens", runs, config, n_boot=50, seed=0, pairs=PAIR)
+    table = by_policy(data)
+    # SU shares A with FC: 1200 tokens against 1000; TR shares A and B: (1000 + 2000) / (1000 + 2000)
+    assert table.loc["SU/Th/0.5", "tokens_ratio_est"] == pytest.approx(1.2)
+    assert table.loc["TR/Th/0.5", "tokens_ratio_est"] == pytest.approx(1.0)
+    layout.check(quoted.plot("quoted_shared_tokens", data, "quoted_shared_tokens"), name="quoted_shared_tokens")
 
 
 def test_compressions_figure_carries_the_shared_solved_means(runs, config):

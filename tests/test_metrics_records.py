@@ -378,7 +378,12 @@ def test_find_run_dirs_skips_runs_moved_aside_as_stale(tmp_path):
 
 @pytest.mark.parametrize(
     "mode, expected",
-    [("agent_timeout", "time_limited"), ("test_timeout", "time_limited"), ("parse_error", "submitted_unsuccessful")],
+    # a verifier timeout (test_timeout) stopped the tests, not the agent: not time-limited
+    [
+        ("agent_timeout", "time_limited"),
+        ("test_timeout", "submitted_unsuccessful"),
+        ("parse_error", "submitted_unsuccessful"),
+    ],
 )
 def test_a_harness_timeout_in_the_verdict_makes_an_unresolved_run_time_limited(tmp_path, mode, expected):
     run_dir = write_run(tmp_path / "cell" / "t1__a1", resolved=False)

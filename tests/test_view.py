@@ -266,3 +266,15 @@ def test_the_last_answer_comes_from_the_trajectory(tmp_path):
     page = render(run, tmp_path / "last.html")
     row = re.search(r'<tr class="call agent" id="step-8">(.*?)</tr>', page, re.DOTALL)
     assert f"<code>{escape(command)}</code>" in row[1]
+
+
+def test_the_run_page_shows_the_setup_apart_from_the_agent_s_time(tmp_path):
+    """The latency the metrics compare starts at the agent (A.5); the setup is shown beside it."""
+    import json
+
+    run = _pair(tmp_path / "timed" / "task-0000__a1", None)
+    record = json.loads((run / "run.json").read_text())
+    record["timing"].update(wall_s=130.0, setup_s=100.0, agent_s=29.5)
+    (run / "run.json").write_text(json.dumps(record))
+    page = render(run, tmp_path / "timed.html")
+    assert "latency 29.5 s from the agent's start, after 100.0 s of setup" in page

@@ -142,6 +142,48 @@ def test_a_sweep_ratio_recomputed_from_the_replay_records(imported_workflow):
     assert (identity["policy"], identity["threshold_setting"]) == ("TR/Th/0.3", "tight")
 
 
+def test_every_imported_ratio_recounted_from_the_replay_records(imported_workflow):
+    """Both imported figures, every ratio, counted a second time from the replay records
+    (tests/independent/records.py) on Figure 2's rules: runs not time-limited with at least two
+    prompt counts, per task the mean, a task on both sides or on neither, agent calls only, cost
+    by the config's method; the policy's mean over the tasks / FC's."""
+    from independent.records import read_runs
+
+    workdir, _ = imported_workflow
+    runs = read_runs(workdir / "results" / "imported-example" / "imported" / "replay")
+    method = load_study(EXAMPLE).cost_method
+    values = {
+        "tokens": lambda r: r.tokens,
+        "calls": lambda r: r.agent_calls,
+        "cost": lambda r: getattr(r, f"billed_{method}"),
+    }
+
+    def means(policy, setting, value):
+        per: dict[str, list[float]] = {}
+        for r in runs:
+            if r.policy == policy and (setting is None or r.setting == setting) and not r.time_limited:
+                v = value(r)
+                if r.prompt_counts >= 2 and v is not None and v == v:
+                    per.setdefault(r.task, []).append(float(v))
+        return {t: sum(v) / len(v) for t, v in per.items()}
+
+    checked = 0
+    for stem in ("imported_replay", "imported_sweep"):
+        table = pd.read_csv(workdir / "figures" / "imported-example" / f"{stem}.data.csv")
+        for row in table.to_dict("records"):
+            setting = row["setting"] if row["setting"] == row["setting"] else None
+            for resource, value in values.items():
+                if f"{resource}_ratio_est" not in row:
+                    continue
+                mine, fc = means(row["policy"], setting, value), means("FC", None, value)
+                shared = sorted(set(mine) & set(fc))
+                want = sum(mine[t] for t in shared) / sum(fc[t] for t in shared)
+                assert row[f"{resource}_ratio_est"] == pytest.approx(want, rel=1e-9), (stem, row["policy"], resource)
+                assert row[f"{resource}_ratio_n_tasks"] == len(shared)
+                checked += 1
+    assert checked >= 10
+
+
 def test_the_paper_grid_has_65_configurations_and_the_benchmark_replays_them():
     spec = importlib.util.spec_from_file_location("bench_replay", ROOT / "benchmarks" / "bench_replay.py")
     bench = importlib.util.module_from_spec(spec)

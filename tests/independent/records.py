@@ -49,10 +49,13 @@ class Run:
     resolved: bool  # the verdict says resolved (a missing verdict is unresolved)
     harness_timeout: bool  # the benchmark harness stopped the run for time (its report says so)
     wall_s: float | None
+    agent_s: float | None  # A.5's latency: the agent's start to the end (timing.agent_s, else wall - setup)
     tokens: int  # prompt + output tokens of every call, agent and summary (A.5.1)
     prompt_counts: int  # agent calls with a server-reported prompt count
     agent_calls: int
     summary_calls: int
+    agent_call_s: float  # seconds inside the agent's calls (their latency_s summed)
+    summary_call_s: float  # ... inside the summary calls
     firing_steps: int  # agent steps at which the policy compressed (a stacked policy's stages once)
     events: int  # compression events (each stage)
     billed_estimated: float  # A.5.2, reconstructed cache
@@ -176,12 +179,17 @@ def read_run(run_dir: Path) -> Run:
         outcome=run.get("outcome"),
         graded=verdict is not None,
         resolved=bool(verdict and verdict.get("resolved") is True),
-        harness_timeout=isinstance(mode, str) and "timeout" in mode.lower(),
+        # the harness stopped the agent for time (terminal-bench's agent_timeout; Harbor's report
+        # flag); the verifier's test_timeout stopped only the tests
+        harness_timeout=mode == "agent_timeout" or (isinstance(report, dict) and report.get("time_limited") is True),
         wall_s=(run.get("timing") or {}).get("wall_s"),
+        agent_s=_agent_seconds(run.get("timing") or {}),
         tokens=sum((c["prompt_tokens"] or 0) + (c["completion_tokens"] or 0) for c in calls),
         prompt_counts=len(counted),
         agent_calls=len(agent),
         summary_calls=len(calls) - len(agent),
+        agent_call_s=sum(c.get("latency_s") or 0.0 for c in agent),
+        summary_call_s=sum(c.get("latency_s") or 0.0 for c in calls if c["kind"] != "agent"),
         firing_steps=len({c["step"] for c in calls if c.get("events")}),
         events=sum(len(c.get("events") or []) for c in calls),
         billed_estimated=_billed(prompts, estimated, summary_input),
@@ -201,3 +209,12 @@ def read_run(run_dir: Path) -> Run:
 def read_runs(runs_root: Path) -> list[Run]:
     """Every complete run under ``runs_root`` (``rundir`` finds them; never workspace/ or stale/)."""
     return [read_run(d) for d in find_run_dirs([runs_root]) if is_complete_run(d)]
+
+
+def _agent_seconds(timing: dict) -> float | None:
+    """The run's own time: ``agent_s`` when recorded; else the whole run less its setup."""
+    if timing.get("agent_s") is not None:
+        return float(timing["agent_s"])
+    if timing.get("wall_s") is None:
+        return None
+    return float(timing["wall_s"]) - float(timing.get("setup_s") or 0.0)

@@ -129,6 +129,17 @@ def calls_when_solved(runs: list[Run], tasks: list[str], attempts: int) -> dict[
     return out
 
 
+def success_means(runs: list[Run], tasks: list[str], attempts: int, value) -> dict[str, float]:
+    """A.5's step rule, one side: per task solved in at least ⌈2A/3⌉ of its planned attempts,
+    the mean of ``value(run)`` over its successful attempts."""
+    out = {}
+    for t, by in planned(runs, tasks, attempts).items():
+        wins = [value(r) for r in by.values() if r.resolved]
+        if len(wins) >= solved_min(attempts):
+            out[t] = sum(wins) / len(wins)
+    return out
+
+
 # ---------------------------------------------------------------- estimates and bootstrap
 
 
@@ -201,7 +212,7 @@ def close(what: str, got, want, tol: float = 1e-9) -> None:
 
 RESOURCES = {  # A.5: the resource ratios, by the value each run contributes
     "tokens_ratio": lambda r: r.tokens,
-    "latency_ratio": lambda r: r.wall_s,
+    "latency_ratio": lambda r: r.agent_s,  # A.5: from the agent's start, the setup left out
     "cost_ratio": lambda r: r.billed_estimated,  # the headline: A.5.2's estimate
     "cost_ratio_estimated": lambda r: r.billed_estimated,
     "cost_ratio_measured": lambda r: r.billed_measured,

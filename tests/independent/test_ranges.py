@@ -36,7 +36,7 @@ COUNT = re.compile(
     r"|solved_runs|shared_solved_tasks)$"
 )
 # non-negative finite amounts: billed input by each cost method, compressions per run, seconds
-AMOUNT = re.compile(r"^(estimated|exact|measured|compressions_per_run|summary_s|wall_s)$")
+AMOUNT = re.compile(r"^(estimated|exact|measured|compressions_per_run|summary_s|wall_s|agent_time_s)$")
 
 
 def bound(config_path: Path) -> int:
@@ -106,7 +106,7 @@ def check_ranges(stem: str, frame: pd.DataFrame, most: int) -> int:
 FIGURES = (
     "fig2 fig3 fig4 fig5 fig6 fig9 fig10 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18 fig19 fig20 fig21 "
     "reacquisition retention cost_models cost_decomposition cost_methods quoted_calls quoted_summary_share "
-    "quoted_compressions peak_context"
+    "quoted_shared_tokens quoted_compressions peak_context"
 ).split()
 
 

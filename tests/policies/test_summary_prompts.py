@@ -17,7 +17,7 @@ from ctxpolicy.policies import prompts
 from ctxpolicy.policies.prompts import PromptError, render_prompt, summary_block, transcript
 
 REPO = Path(__file__).resolve().parents[2]
-NAMES = ("summarize_free", "summarize_structured")
+NAMES = ("summarize_free", "summarize_free_partial", "summarize_structured", "summarize_structured_partial")
 SECTIONS = ["## Task", "## Files Modified", "## Files Examined", "## Execution Anchors", "## Current State"]
 HISTORY = text_history([(20, 150)] * 6)
 
@@ -78,7 +78,9 @@ def test_s_block_is_cut_from_the_begin_marker_to_the_end_marker():
 
 
 @pytest.mark.parametrize("stage, name", [("SU-p", "summarize_free"), ("S-p", "summarize_structured")])
-def test_partial_stages_use_the_same_pair_with_only_the_older_head(stage, name, tmp_path, monkeypatch):
+def test_a_dropped_in_whole_window_pair_serves_the_partial_stage_with_only_the_older_head(
+    stage, name, tmp_path, monkeypatch
+):
     write_pair(tmp_path, name, "sys {target_words}", "user {target_words}\n{history_text}")
     monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(tmp_path))
     summarizer = DeterministicSummarizer(words=5)
@@ -256,3 +258,38 @@ def test_every_template_is_shipped_with_the_package_and_none_is_copied_into_the_
     assert not list((REPO / "config" / "prompts").glob("*.txt"))
     shipped = {p.name for p in (REPO / "src" / "ctxpolicy" / "policies" / "templates").glob("*.txt")}
     assert {f"{n}.{part}.txt" for n in (*NAMES, "judge_constraints") for part in ("system", "user")} <= shipped
+
+
+def test_each_primitive_s_framing_says_what_the_agent_keeps():
+    """SU and S replace the whole window: the agent keeps only the summary. SU-p and S-p summarize
+    the older head: the recent messages follow verbatim. Stacks ask with their final stage's pair."""
+    for stage in ("SU", "S"):
+        system = load_prompt(prompts.PROMPT_FOR_STAGE[stage]).system
+        assert "whole working conversation" in system and "recent messages" not in system, stage
+    for stage in ("SU-p", "S-p"):
+        pair = load_prompt(prompts.PROMPT_FOR_STAGE[stage])
+        assert "older part" in pair.system and "most recent messages" in pair.system, stage
+        assert "older part" in pair.user, stage
+    assert len(set(prompts.PROMPT_FOR_STAGE.values())) == 4  # a pair per framing
+    for name in prompts.PROMPT_FOR_STAGE.values():
+        assert "cleared tool result" in load_prompt(name).user  # what a TRC/OTRC stack hands over
+
+
+def test_a_summary_request_of_each_primitive_uses_its_own_pair():
+    window = HISTORY[2:]
+    for stage in ("SU", "SU-p", "S", "S-p"):
+        system = prompts.summary_request(stage, window, 200)[0]["content"]
+        assert system == load_prompt(prompts.PROMPT_FOR_STAGE[stage]).system
+
+
+def test_a_whole_window_pair_dropped_in_still_serves_the_partial_primitive(tmp_path, monkeypatch):
+    """A drop-in written before the partial pairs existed keeps applying to SU and SU-p alike;
+    a partial pair dropped in beside it applies to SU-p alone."""
+    write_pair(tmp_path, "summarize_free", "MY SYSTEM", "MY USER {history_text}")
+    monkeypatch.setenv("CTXPOLICY_PROMPTS_DIR", str(tmp_path))
+    assert load_prompt("summarize_free_partial").system == "MY SYSTEM"
+    assert load_prompt("summarize_free").system == "MY SYSTEM"
+    write_pair(tmp_path, "summarize_free_partial", "MY PARTIAL", "P {history_text}")
+    assert load_prompt("summarize_free_partial").system == "MY PARTIAL"
+    assert load_prompt("summarize_free").system == "MY SYSTEM"
+    assert "older part" in load_prompt("summarize_structured_partial").system  # the package's

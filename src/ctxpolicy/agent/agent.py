@@ -66,6 +66,7 @@ class PolicyAgent(DefaultAgent):
         self.llm_s = 0.0
         self.tool_s = 0.0
         self._step = 0
+        self.started_at: float | None = None  # time.time() when run() started the trajectory
 
     # --- limits ----------------------------------------------------------------------------
 
@@ -101,7 +102,9 @@ class PolicyAgent(DefaultAgent):
 
     def run(self, task: str = "", **kwargs) -> dict:
         self.session, self._absorbed = self._new_session(), 0
-        self._start_time = time.time()
+        # one reading: the wall-time limit counts from it, and so does the run's latency
+        # (run.json timing.agent_s, A.5's "from trajectory start"), so the two never drift apart
+        self._start_time = self.started_at = time.time()
         return super().run(task, **kwargs)
 
     def step(self) -> list[dict]:

@@ -449,8 +449,14 @@ def harness_command(plan, options, endpoint) -> Callable[[list[str]], list[str]]
 
     from ctxpolicy.agent.terminal_bench import harness_kwargs
 
+    timeouts = {s.command_timeout_s for s in (getattr(plan, "settings_of", None) or {}).values()}
     kwargs = harness_kwargs(
-        options, cell=plan.cell, thresholds=plan.thresholds_file, cell_dir=options.out, endpoint=endpoint
+        options,
+        cell=plan.cell,
+        thresholds=plan.thresholds_file,
+        cell_dir=options.out,
+        endpoint=endpoint,
+        command_timeout_s=max(timeouts) if timeouts else None,  # one per benchmark and model
     )
     run_id = f"{plan.cell.slug}-{time.strftime('%Y%m%dT%H%M%S')}"
     extra = {"prefix": shlex.split(options.harness_argv)} if getattr(options, "harness_argv", None) else {}

@@ -209,7 +209,9 @@ def _run_agent(state: _RunState, run: RunInputs) -> None:
         try:
             exit_extra = agent.run(task.instruction, submission_instructions=adapter.submission_instructions(task))
         finally:
-            state.agent_s = time.perf_counter() - t1
+            # from the instant the agent's wall-time limit starts (PolicyAgent.started_at)
+            started = agent.started_at
+            state.agent_s = time.time() - started if started is not None else time.perf_counter() - t1
             write_record(run_dir / TRAJECTORY_JSON, agent.serialize(_trajectory_extra(run.identity)))
         state.outcome = outcome_of(exit_extra.get("exit_status", ""))
         if state.outcome == "error":

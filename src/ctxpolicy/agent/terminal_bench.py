@@ -35,6 +35,11 @@ class HarnessEnvironment:
         pass
 
     def make_environment(self, task: Any, workspace: Path, command_timeout_s: int) -> Any:
+        """The harness's environment, its per-command timeout set to the run's setting (the
+        config's ``limits.command_timeout_s``), whatever the plugin was started with."""
+        config = getattr(self.environment, "config", None)
+        if config is not None and hasattr(config, "timeout"):
+            config.timeout = int(command_timeout_s)
         return self.environment
 
     def submission_instructions(self, task: Any) -> str:
@@ -44,10 +49,20 @@ class HarnessEnvironment:
         return submission_text  # the container's state is what the harness grades
 
 
-def harness_kwargs(args: Any, *, cell: Any, thresholds: Path | None, cell_dir: Path, endpoint: Any) -> dict[str, str]:
+def harness_kwargs(
+    args: Any,
+    *,
+    cell: Any,
+    thresholds: Path | None,
+    cell_dir: Path,
+    endpoint: Any,
+    command_timeout_s: int | None = None,
+) -> dict[str, str]:
     """The agent kwargs for the harness: the cell (a ``ctxpolicy.grid.Cell``) and its thresholds
-    file, where to write, which endpoint, and the run-setting overrides."""
+    file, where to write, which endpoint, the run-setting overrides and the per-command timeout
+    (``command_timeout_s``, the cell's setting: the plugins' own default is only a fallback)."""
     values = {name: getattr(args, name, None) for name in HARNESS_OPTIONS}
+    values["command_timeout_s"] = command_timeout_s
     values.update(
         config=str(Path(args.config).resolve()),
         benchmark=cell.benchmark,

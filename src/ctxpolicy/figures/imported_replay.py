@@ -4,10 +4,12 @@ decomposition's mechanical part, without a behavioural one (an imported corpus h
 policies themselves).
 
 A ratio is a ratio of means over tasks, ``mean_t replay(policy) / mean_t replay(FC)``, with a 95 %
-task-bootstrap interval (``ctxpolicy.metrics.bootstrap``); cost is the exact prefix simulation in
-local counts (``billed_exact``). This figure draws grid.full_comparison's policies, the triggered
-ones at its setting; ``imported_sweep`` draws the sweeps' configurations from the same replays
-(``ratio_rows``, shared). Columns of the data: ``{cost,tokens,calls}_ratio_{est,lo,hi}``, ``n_tasks``.
+task-bootstrap interval (``ctxpolicy.metrics.compare.ratio_with_interval``), on Figure 2's rules:
+resource-eligible replays only, a task counted on both sides or on neither, calls the agent's
+only, cost by the config's method (``metrics.cost_method``, in local counts). This figure draws
+grid.full_comparison's policies, the triggered ones at its setting; ``imported_sweep`` draws the
+sweeps' configurations from the same replays (``ratio_rows``, shared). Columns of the data:
+``{cost,tokens,calls}_ratio_{est,lo,hi,n_tasks}``, ``n_tasks``.
 Layout: one row per imported (benchmark, model) pair, one column per resource.
 """
 
@@ -25,14 +27,22 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.catalog import IMPORTED_TABLES, REPLAY_RUNS
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resample_counts
+from ctxpolicy.metrics.bootstrap import resample_counts
+from ctxpolicy.metrics.compare import ratio_with_interval, resource_eligible
+from ctxpolicy.metrics.cost import BILLED_COLUMNS
 
 STEM = "imported_replay"
+# (resource, label, runs column; None: the billed input of the config's cost method, ``cost_column``)
 RESOURCES = (
-    ("cost", "billed input cost", "billed_exact"),
+    ("cost", "billed input cost", None),
     ("tokens", "tokens", "total_tokens"),
-    ("calls", "calls", None),
+    ("calls", "agent calls", "agent_calls"),  # summary calls are not the agent's (A.6.5)
 )
+
+
+def cost_column(study: Study) -> str:
+    """The runs column of the config's cost method (``metrics.cost_method``; Figure 2's)."""
+    return BILLED_COLUMNS[study.cost_method]
 
 
 def read_replays(tables_dir: str | Path) -> pd.DataFrame:
@@ -45,10 +55,11 @@ def read_replays(tables_dir: str | Path) -> pd.DataFrame:
     return inputs.read_runs(tables_dir / Path(REPLAY_RUNS).parent)
 
 
-def _resource(runs: pd.DataFrame, column: str | None) -> pd.Series:
-    if column is None:
-        return runs["agent_calls"].astype(float) + runs["summary_calls"].fillna(0).astype(float)
-    return runs[column].astype(float)
+def _task_means(runs: pd.DataFrame, column: str) -> pd.Series:
+    """Per task: the mean of one column over the resource-eligible runs (A.5) that have a value."""
+    eligible = resource_eligible(runs)
+    values = pd.to_numeric(eligible[column].astype("object"), errors="coerce").astype(float)
+    return values.groupby(eligible["task_id"].astype(str).to_numpy()).mean()
 
 
 def ratio_rows(
@@ -58,11 +69,16 @@ def ratio_rows(
     *,
     n_boot: int,
     seed: int,
+    cost: str,
     resources: tuple = RESOURCES,
 ) -> tuple[list[dict], list[str]]:
     """One row per (pair, configuration) with replays: each resource's ratio of task means to the
-    FC replay (``{resource}_ratio_est``) and its task-bootstrap interval (``_lo``, ``_hi``) over
-    the tasks both share (``n_tasks``); the notes say which configuration had no replay."""
+    FC replay (``{resource}_ratio_est``) and its task-bootstrap interval (``_lo``, ``_hi``), on
+    A.5's rules: resource-eligible runs only (``compare.resource_eligible``: not time-limited,
+    at least two prompt counts), and a task counts on both sides or on neither (a task whose
+    mean is missing on one side is left out of both; ``{resource}_ratio_n_tasks``). ``cost`` is
+    the runs column of the cost resource; ``n_tasks`` the tasks both sides replayed. The notes
+    say which configuration had no replay."""
     rows: list[dict] = []
     found: list[str] = []
     for benchmark, model in combos:
@@ -79,17 +95,13 @@ def ratio_rows(
                 at = f" at the {setting} threshold" if setting else ""
                 found.append(f"{policy}{at}: no replay runs ({model} on {benchmark}).")
                 continue
-            tasks = sorted(set(mine["task_id"]) & set(fc["task_id"]))
+            tasks = pd.Index(sorted(set(mine["task_id"].astype(str)) & set(fc["task_id"].astype(str))))
             counts = resample_counts(len(tasks), n_boot, seed)
-            included = np.ones(len(tasks), dtype=bool)
             row = {"benchmark": benchmark, "model": model, "policy": policy, "setting": setting, "n_tasks": len(tasks)}
             for resource, _, column in resources:
-                num = mine.assign(v=_resource(mine, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
-                den = fc.assign(v=_resource(fc, column)).groupby("task_id")["v"].mean().reindex(tasks).to_numpy()
-                est = float(np.nansum(num) / np.nansum(den)) if np.nansum(den) > 0 else float("nan")
-                lo, hi = percentile_interval(boot_ratio(counts, num, den, included))
-                key = f"{resource}_ratio"
-                row.update({f"{key}_est": est, f"{key}_lo": lo, f"{key}_hi": hi})
+                column = column or cost
+                values = ratio_with_interval(tasks, _task_means(mine, column), _task_means(fc, column), counts)
+                row.update({f"{resource}_ratio_{part}": value for part, value in values.items()})
             rows.append(row)
     if rows and "replay_summaries" in replays and (replays["replay_summaries"] == "placeholder").any():
         found.append(
@@ -132,8 +144,9 @@ def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot:
     if replays.empty:
         found.append("no replay runs of the imported corpus (workflow/rules/imported.smk).")
         return Prepared(pd.DataFrame(), found, {"combos": combos, "setting": setting})
-    rows, notes_ = ratio_rows(replays, combos, configurations, n_boot=n_boot, seed=seed)
-    return Prepared(pd.DataFrame(rows), found + notes_, {"combos": combos, "setting": setting})
+    rows, notes_ = ratio_rows(replays, combos, configurations, n_boot=n_boot, seed=seed, cost=cost_column(study))
+    meta = {"combos": combos, "setting": setting, "cost_method": study.cost_method}
+    return Prepared(pd.DataFrame(rows), found + notes_, meta)
 
 
 def plot(data: Prepared, name: str = STEM):
@@ -158,6 +171,7 @@ def plot(data: Prepared, name: str = STEM):
         row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=4, title=title)
     footer = (
-        "replay of the imported trajectories (agent's actions fixed); cost: exact prefix simulation in local counts."
+        "replay of the imported trajectories (agent's actions fixed); resource-eligible runs, tasks counted on "
+        f"both sides; cost: the {data.meta.get('cost_method', 'configured')} method in local counts."
     )
     return notes.finish(fig, [footer, *data.notes])

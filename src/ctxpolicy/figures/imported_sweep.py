@@ -4,7 +4,8 @@ replay``): the threshold and depth ablations of the study's sweeps, mechanically
 behavioural part.
 
 The numbers are ``imported_replay.ratio_rows``'s (ratio of task means to the FC replay, 95 %
-task-bootstrap interval, cost from the exact prefix simulation in local counts), for the
+task-bootstrap interval, resource-eligible replays, each task on both sides or neither, cost by the
+config's method in local counts), for the
 configurations of grid.sweeps (``Study.configurations("sweeps")``: the tunable primitives at each
 depth and the invariant policies, at each of its settings), including those the full comparison
 also asks for. Layout: one column per threshold setting of the sweep, one row per (pair,
@@ -23,7 +24,7 @@ import pandas as pd
 
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import notes, style
-from ctxpolicy.figures.imported_replay import RESOURCES, ratio_points, ratio_rows, read_replays
+from ctxpolicy.figures.imported_replay import RESOURCES, cost_column, ratio_points, ratio_rows, read_replays
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.study import IMPORTED_TRACK, Study, study_of
 from ctxpolicy.threshold_settings import SETTINGS
@@ -39,7 +40,7 @@ def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot:
     configurations = [(c.policy, c.setting) for c in study.configurations("sweeps") if c.setting is not None]
     settings = [s for s in SETTINGS if any(setting == s for _, setting in configurations)]
     combos = [(p.benchmark, p.model) for p in study.pairs(IMPORTED_TRACK)]
-    meta = {"combos": combos, "settings": settings}
+    meta = {"combos": combos, "settings": settings, "cost_method": study.cost_method}
     found: list[str] = []
     if not combos:
         found.append("the config has no imported block: nothing to draw.")
@@ -49,7 +50,9 @@ def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot:
         found.append("no replay runs of the imported corpus (workflow/rules/imported.smk).")
     if found:
         return Prepared(pd.DataFrame(), found, meta)
-    rows, more = ratio_rows(replays, combos, configurations, n_boot=n_boot, seed=seed, resources=SWEEP_RESOURCES)
+    rows, more = ratio_rows(
+        replays, combos, configurations, n_boot=n_boot, seed=seed, cost=cost_column(study), resources=SWEEP_RESOURCES
+    )
     return Prepared(pd.DataFrame(rows), more, meta)
 
 
@@ -83,6 +86,7 @@ def plot(data: Prepared, name: str = STEM):
     ax_.legend_top(fig, [], title=title)  # the y labels name every configuration
     footer = (
         "replay of the imported trajectories (agent's actions fixed) at each sweep setting's calibrated threshold; "
-        "cost: exact prefix simulation in local counts."
+        f"resource-eligible runs, tasks counted on both sides; cost: the {data.meta.get('cost_method', 'configured')} "
+        "method in local counts."
     )
     return notes.finish(fig, [footer, *data.notes])

@@ -1,7 +1,9 @@
 """Figure 6: prompt tokens per model call for two runs of one task, FC and a TR policy.
 
-The task is the one whose FC run is longest among the tasks that both policies ran
-(ties broken by task id), unless a task is named.
+The task and run are the config's ``figure6`` (``task_id``, ``attempt``: the study's caption
+names scikit-learn 13142, run 1) when both policies ran that task; otherwise, with a note, the
+task whose FC run is longest among the tasks both ran (ties broken by task id). A ``task_id``
+given to ``compute`` overrides both.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.study import study_of
 
 SUMMARY_COLOR = "#AA3377"
 
@@ -61,6 +64,17 @@ def compute(
         & own["summarizer"].isna()
     ]
     shared = sorted(set(fc["task_id"].astype(str)) & set(tr["task_id"].astype(str)))
+    said: list[str] = []
+    attempt = None
+    if not task_id:  # the config's figure6 names the study's task and run, if it has runs of both
+        named = study_of(config).figure6_run()
+        if named is not None and named[0] in shared:
+            task_id, attempt = named
+        elif named is not None:
+            said.append(
+                f"figure6's task {named[0]} has no run of both FC and {policy} ({model}, {benchmark}): "
+                "drawn instead is the task whose FC run is longest."
+            )
     if task_id:
         shared = [t for t in shared if t == task_id]
     if not shared:
@@ -71,13 +85,20 @@ def compute(
     longest = fc_first.sort_values(["agent_calls", "task_id"], ascending=[False, True]).iloc[0]
     task = str(longest["task_id"])
     chosen = {style.FC: longest, policy: tr[tr["task_id"].astype(str) == task].sort_values("attempt").iloc[0]}
+    if attempt is not None:  # that attempt on both sides where both have it, else each side's first
+        sides = ((style.FC, fc), (policy, tr))
+        pair = {s: r[(r["task_id"].astype(str) == task) & (r["attempt"] == attempt)] for s, r in sides}
+        if all(len(p) for p in pair.values()):
+            chosen = {s: p.iloc[0] for s, p in pair.items()}
+        else:
+            said.append(f"figure6's run {attempt} of {task} is missing on one side: each side's first run is drawn.")
     frames = []
     for spec, run in chosen.items():
         c = calls[calls["run_dir"].astype(str) == str(run["run_dir"])].sort_values("index")
         frames.append(c.assign(policy=spec, threshold_tokens=run.get("threshold_tokens")))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    meta.update(task_id=task)
-    found = [] if not table.empty else [f"calls.parquet has no calls for task {task}."]
+    meta.update(task_id=task, attempts={s: int(r["attempt"]) for s, r in chosen.items()})
+    found = said + ([] if not table.empty else [f"calls.parquet has no calls for task {task}."])
     return Prepared(table, found, meta)
 
 
@@ -110,7 +131,11 @@ def plot(data: Prepared, name: str = "fig6"):
             if len(threshold)
             else ""
         )
-        ax.set_title(f"{shown} — {data.meta['task_id']} ({data.meta['model']} · {data.meta['benchmark']})", loc="left")
+        run = (data.meta.get("attempts") or {}).get(spec)
+        at = f", run {run}" if run is not None else ""
+        ax.set_title(
+            f"{shown} — {data.meta['task_id']}{at} ({data.meta['model']} · {data.meta['benchmark']})", loc="left"
+        )
         ax.set_ylabel("prompt tokens")
     grid[-1, 0].set_xlabel("model call")
     handles = [Patch(color=style.policy_color(s), label=style.policy_label(s)) for s in specs]

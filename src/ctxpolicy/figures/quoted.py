@@ -2,8 +2,11 @@
 
 * ``quoted_calls``: agent calls and mean per-call latency relative to FC, per policy (ratios with
   their paired task-bootstrap intervals; ``calls_ratio_*``, ``per_call_latency_ratio_*``).
-* ``quoted_summary_share``: the summary calls' share of wall time on solved runs, for SU, S, SU-p
-  and S-p (``summary_share``; a ratio of sums, so no interval).
+* ``quoted_summary_share``: the summary calls' share of the agent's time, for SU, S, SU-p and S-p
+  (``summary_share``; a ratio of task means, no interval).
+* ``quoted_shared_tokens``: total tokens relative to FC per policy (``tokens_ratio_*``).
+* The three above and ``quoted_compressions`` follow A.5's step rule: successful attempts on the
+  tasks both FC and the policy solve, task means first.
 * ``quoted_compressions``: compressions per run on the tasks both FC and the policy solve
   (``compressions_per_run``, ``shared_solved_tasks``).
 * ``peak_context``: the FC runs' peak prompt tokens per pair with the pair's three thresholds
@@ -30,12 +33,19 @@ from ctxpolicy.metrics import quoted
 RATIOS = (("calls_ratio", "agent calls", "o"), ("per_call_latency_ratio", "per-call latency", "s"))
 
 
-def _calls_metric(runs, *, model, benchmark, n_boot, seed, **_):
-    return quoted.calls_latency(runs, model=model, benchmark=benchmark, n_boot=n_boot, seed=seed)
+TOKENS = (("tokens_ratio", "total tokens", "o"),)
 
 
-def _share_metric(runs, *, model, benchmark, **_):
-    return quoted.summary_share(runs, model=model, benchmark=benchmark)
+def _calls_metric(runs, *, model, benchmark, attempts, n_boot, seed, **_):
+    return quoted.calls_latency(runs, model=model, benchmark=benchmark, attempts=attempts, n_boot=n_boot, seed=seed)
+
+
+def _share_metric(runs, *, model, benchmark, attempts, **_):
+    return quoted.summary_share(runs, model=model, benchmark=benchmark, attempts=attempts)
+
+
+def _tokens_metric(runs, *, model, benchmark, attempts, n_boot, seed, **_):
+    return quoted.shared_tokens(runs, model=model, benchmark=benchmark, attempts=attempts, n_boot=n_boot, seed=seed)
 
 
 def _compressions_metric(runs, *, model, benchmark, attempts, **_):
@@ -48,6 +58,23 @@ def _compute(metric, runs, config, *, n_boot: int, seed: int, pairs) -> Prepared
 
 def compute_calls(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs=None) -> Prepared:
     return _compute(_calls_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs)
+
+
+def compute_shared_tokens(
+    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs=None
+) -> Prepared:
+    return _no_shared_note(_compute(_tokens_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs))
+
+
+def _no_shared_note(data: Prepared) -> Prepared:
+    if not data.empty:
+        none = data.table.loc[data.table["shared_solved_tasks"] == 0, ["policy", "model", "benchmark"]]
+        for (model, benchmark), rows in none.groupby(["model", "benchmark"], sort=False):
+            data.notes.append(
+                f"no task solved by both FC and {', '.join(style.order_policies(rows['policy'].astype(str)))} "
+                f"({model} on {benchmark})."
+            )
+    return data
 
 
 def compute_summary_share(
@@ -67,15 +94,7 @@ def compute_summary_share(
 def compute_compressions(
     runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0, pairs=None
 ) -> Prepared:
-    data = _compute(_compressions_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs)
-    if not data.empty:
-        none = data.table.loc[data.table["shared_solved_tasks"] == 0, ["policy", "model", "benchmark"]]
-        for (model, benchmark), rows in none.groupby(["model", "benchmark"], sort=False):
-            data.notes.append(
-                f"no task solved by both FC and {', '.join(style.order_policies(rows['policy'].astype(str)))} "
-                f"({model} on {benchmark})."
-            )
-    return data
+    return _no_shared_note(_compute(_compressions_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs))
 
 
 def compute_peaks(runs: pd.DataFrame, config: Mapping[str, Any], *, pairs=None, **_) -> Prepared:
@@ -140,7 +159,16 @@ def _label_rows(ax, y, specs) -> None:
 
 
 def plot_calls(data: Prepared, name: str = "quoted_calls"):
-    title = _title(data, name, "agent calls and per-call latency relative to FC")
+    title = _title(data, name, "agent calls and per-call latency / FC, shared solved tasks")
+    return _ratios(data, title, RATIOS)
+
+
+def plot_shared_tokens(data: Prepared, name: str = "quoted_shared_tokens"):
+    title = _title(data, name, "total tokens / FC, shared solved tasks")
+    return _ratios(data, title, TOKENS)
+
+
+def _ratios(data: Prepared, title: str, ratios):
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
@@ -149,7 +177,8 @@ def plot_calls(data: Prepared, name: str = "quoted_calls"):
     y = np.arange(len(specs))[::-1].astype(float)
     for (benchmark, model), ax in panels.items():
         rows = _policy_rows(data, benchmark, model, specs)
-        for offset, (key, _, marker) in zip((0.15, -0.15), RATIOS):
+        offsets = (0.15, -0.15) if len(ratios) > 1 else (0.0,)
+        for offset, (key, _, marker) in zip(offsets, ratios):
             ax.errorbar(
                 ax_.value(rows, key),
                 y + offset,
@@ -164,9 +193,9 @@ def plot_calls(data: Prepared, name: str = "quoted_calls"):
         ax.axvline(1.0, color="#666666", linewidth=0.6)
         _label_rows(ax, y, specs)
     ax_.hide_inner_labels(panels)
-    fig.supxlabel("ratio to FC (resource-eligible runs, task-paired; 1 = as FC)", fontsize=7)
-    handles = [Line2D([], [], marker=m, color="#333333", linestyle="none", label=label) for _, label, m in RATIOS]
-    ax_.legend_top(fig, handles, ncol=2, title=title)
+    fig.supxlabel("ratio to FC (successful attempts on tasks both solve, task means; 1 = as FC)", fontsize=7)
+    handles = [Line2D([], [], marker=m, color="#333333", linestyle="none", label=label) for _, label, m in ratios]
+    ax_.legend_top(fig, handles, ncol=len(ratios), title=title)
     return notes.finish(fig, data.notes)
 
 
@@ -204,9 +233,9 @@ def _bars(data: Prepared, name: str, title: str, key: str, scale: float, xlabel:
 
 
 def plot_summary_share(data: Prepared, name: str = "quoted_summary_share"):
-    title = _title(data, name, "summary calls' share of wall time on solved runs")
-    xlabel = "Σ summary-call time / Σ wall time over solved runs (%); right of each panel: solved runs"
-    return _bars(data, name, title, "summary_share", 100.0, xlabel, "solved_runs")
+    title = _title(data, name, "summary calls' share of the agent's time, shared solved tasks")
+    xlabel = "summary-call time / agent time, task means over shared solved tasks (%); right: n tasks"
+    return _bars(data, name, title, "summary_share", 100.0, xlabel, "shared_solved_tasks")
 
 
 def plot_compressions(data: Prepared, name: str = "quoted_compressions"):
@@ -249,6 +278,7 @@ def plot_peaks(data: Prepared, name: str = "peak_context"):
 VIEWS = {
     "quoted_calls": (compute_calls, plot_calls),
     "quoted_summary_share": (compute_summary_share, plot_summary_share),
+    "quoted_shared_tokens": (compute_shared_tokens, plot_shared_tokens),
     "quoted_compressions": (compute_compressions, plot_compressions),
     "peak_context": (compute_peaks, plot_peaks),
 }

@@ -253,3 +253,57 @@ def table6(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None
         pd.DataFrame(rows, columns=["benchmark", "model", "source", *style.SETTING_ORDER]),
         "; ".join(notes) or None,
     )
+
+
+TABLE2_COLUMNS = ("system", "source", "table2_analogue", "preset", "spec", "threshold", "mapping")
+
+
+def table2() -> pd.DataFrame:
+    """Table 2 beside ours: each deployed mechanism with the study's closest analogue and our
+    preset for it (``policies.PRESETS``), then our presets without a Table 2 row (Codex) and the
+    neighbouring study's policies (``policies.NEIGHBOUR_PRESETS``), each with its spec, its
+    threshold (a fraction of the context window; none for step- and turn-triggered ones) and
+    what the mapping does."""
+    from ctxpolicy.policies.presets import NEIGHBOUR_PRESETS, PRESETS, TABLE2_ANALOGUES
+
+    rows = []
+    by_row = {p.table2_row: p for p in PRESETS.values() if p.table2_row}
+    for system, analogue in TABLE2_ANALOGUES.items():
+        mine = by_row.get(system)
+        rows.append(
+            {
+                "system": system,
+                "source": "Table 2",
+                "table2_analogue": analogue,
+                "preset": mine.name if mine else None,
+                "spec": str(mine.policy) if mine else None,
+                "threshold": f"{mine.threshold_fraction:g} × window" if mine else None,
+                "mapping": mine.behaviour if mine else "no preset",
+            }
+        )
+    for p in PRESETS.values():
+        if not p.table2_row:
+            rows.append(
+                {
+                    "system": p.system,
+                    "source": "ours (not in Table 2)",
+                    "table2_analogue": None,
+                    "preset": p.name,
+                    "spec": str(p.policy),
+                    "threshold": f"{p.threshold_fraction:g} × window",
+                    "mapping": p.behaviour,
+                }
+            )
+    for p in NEIGHBOUR_PRESETS.values():
+        rows.append(
+            {
+                "system": "SWE-agent",
+                "source": p.study,
+                "table2_analogue": None,
+                "preset": p.name,
+                "spec": str(p.policy),
+                "threshold": None,
+                "mapping": p.behaviour,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(TABLE2_COLUMNS))

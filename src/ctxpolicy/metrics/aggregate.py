@@ -140,6 +140,8 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
         "depth",
         "threshold_tokens",
         "wall_s",
+        "agent_time_s",
+        "setup_s",
         "compression_freq",
         "peak_prompt_tokens",
         "billed_exact",

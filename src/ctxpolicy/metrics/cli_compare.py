@@ -12,9 +12,11 @@ calls). The numbers are ctxpolicy.metrics.compare.compare_to_baseline's, the sam
 draw. Definitions: docs/metrics.md, section 5.
 
 --view picks another table, one of the numbers the study's observations quote (docs/metrics.md,
-section 5.6): calls (agent calls and per-call latency relative to FC), summary-share (summary
-calls' share of wall time on solved runs for SU, S, SU-p, S-p), compressions (compressions per
-run on tasks both FC and the policy solve), depth-wins (Figure 3's depth-win counts). With
+section 5.6), each on the successful attempts of the tasks both FC and the policy solve (task
+means first, A.5's step rule): calls (agent calls and per-call latency relative to FC),
+summary-share (summary calls' share of the agent's time for SU, S, SU-p, S-p), shared-tokens
+(total tokens relative to FC), compressions (compressions per run); depth-wins (Figure 3's
+depth-win counts). With
 --track sweep the comparison includes the full comparison's cells of the swept primitives (the
 shared primary D = 0.5 cells) on the sweep tasks, and the plain table ends with the depth-win
 counts.
@@ -39,7 +41,7 @@ import sys
 from pathlib import Path
 
 TRACKS = ("full", "sweep", "summarizer")
-VIEWS = ("comparison", "calls", "summary-share", "compressions", "depth-wins")
+VIEWS = ("comparison", "calls", "summary-share", "shared-tokens", "compressions", "depth-wins")
 
 
 class CompareError(ValueError):
@@ -244,7 +246,12 @@ def quoted_view(args):
     from ctxpolicy.metrics.compare import attempts_in_table, study_runs
 
     runs = _read_runs(args.runs)
-    needed = {"calls": ("agent_latency_s",), "summary-share": ("summary_latency_s",), "compressions": ("compressions",)}
+    needed = {
+        "calls": ("agent_latency_s",),
+        "summary-share": ("summary_latency_s",),
+        "shared-tokens": ("total_tokens",),
+        "compressions": ("compressions",),
+    }
     missing = [c for c in needed[args.view] if c not in runs]
     if missing:
         raise CompareError(
@@ -260,9 +267,11 @@ def quoted_view(args):
         common = {"model": model, "benchmark": benchmark, "track": track}
         try:
             if args.view == "calls":
-                table = quoted.calls_latency(own, **common, n_boot=args.resamples, seed=args.seed)
+                table = quoted.calls_latency(own, **common, attempts=attempts, n_boot=args.resamples, seed=args.seed)
             elif args.view == "summary-share":
-                table = quoted.summary_share(own, **common)
+                table = quoted.summary_share(own, **common, attempts=attempts)
+            elif args.view == "shared-tokens":
+                table = quoted.shared_tokens(own, **common, attempts=attempts, n_boot=args.resamples, seed=args.seed)
             else:
                 table = quoted.compressions_shared(own, **common, attempts=attempts)
         except ValueError as exc:
@@ -477,7 +486,8 @@ def view_text(table, view: str) -> str:
 
     keys = {
         "calls": ["calls_ratio_est", "per_call_latency_ratio_est"],
-        "summary-share": ["summary_share", "solved_runs", "summary_s", "wall_s"],
+        "summary-share": ["summary_share", "shared_solved_tasks", "solved_runs", "summary_s", "agent_time_s"],
+        "shared-tokens": ["tokens_ratio_est", "shared_solved_tasks"],
         "compressions": ["compressions_per_run", "shared_solved_tasks"],
     }[view]
     header = ["benchmark", "model", "policy", "setting", *[k.removesuffix("_est") for k in keys]]

@@ -45,12 +45,31 @@ COMPARE_KEYS = (
 # ratio name -> runs column; cost_ratio is the headline method's (``compare_to_baseline``)
 RATIOS = {
     "tokens_ratio": "total_tokens",
-    "latency_ratio": "wall_s",
+    "latency_ratio": "agent_time_s",
     **{f"cost_ratio_{method}": BILLED_COLUMNS[method] for method in METHODS},
     "calls_ratio": "agent_calls",
     "retrieval_ratio": "retrieval_cmds",
     "execution_ratio": "execution_cmds",
 }
+
+
+LATENCY = "agent_time_s"  # A.5's latency: the agent's start to the run's end (records.agent_time)
+
+
+def with_latency(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with the latency column (``LATENCY``); a table written before it existed (or read
+    into today's columns, the column empty) gets ``wall_s`` in its place: its records say nothing
+    of a setup time. (A value is missing in a new table only where ``wall_s`` is too.)"""
+    if LATENCY not in runs:
+        return runs.assign(**{LATENCY: runs["wall_s"]})
+    if runs[LATENCY].isna().any() and "wall_s" in runs:
+        own, wall = (_seconds(runs[c]) for c in (LATENCY, "wall_s"))
+        return runs.assign(**{LATENCY: np.where(np.isnan(own), wall, own)})
+    return runs
+
+
+def _seconds(values: pd.Series) -> np.ndarray:
+    return pd.to_numeric(values.astype("object"), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 # Tracks whose runs are not attempts at a task: a proxied conversation, a replayed trajectory.
@@ -241,7 +260,10 @@ def _resource_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return eligible.groupby(eligible["task_id"].astype(str))[columns].mean()
 
 
-def _ratio_with_interval(tasks: pd.Index, policy: pd.Series, base: pd.Series, counts: np.ndarray) -> dict:
+def ratio_with_interval(tasks: pd.Index, policy: pd.Series, base: pd.Series, counts: np.ndarray) -> dict:
+    """A.5's ratio over ``tasks``: the policy's mean / the baseline's mean over the tasks where
+    both per-task values are known (a task missing or NaN on either side counts on neither),
+    with its task-bootstrap interval (``counts`` from ``resample_counts(len(tasks), …)``)."""
     pa, pb = policy.reindex(tasks).to_numpy(float), base.reindex(tasks).to_numpy(float)
     both = ~np.isnan(pa) & ~np.isnan(pb)
     base_mean = pb[both].mean() if both.any() else np.nan
@@ -285,7 +307,7 @@ def compare_to_baseline(
     """
     if cost_method not in METHODS:
         raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
-    selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
+    selected = with_latency(select(runs, model=model, benchmark=benchmark, cohort=cohort))
     attempts = attempts or attempts_in_table(selected)
     solved_min = solved_threshold(attempts)
     base = baseline_runs(selected, baseline, baseline_setting)
@@ -322,7 +344,7 @@ def compare_to_baseline(
         )
         means = _resource_means(group, columns)
         ratios = {
-            name: _ratio_with_interval(tasks, means[column], base_means[column], counts)
+            name: ratio_with_interval(tasks, means[column], base_means[column], counts)
             for name, column in RATIOS.items()
         }
         row.update(_interval("tokens_ratio", ratios["tokens_ratio"]))

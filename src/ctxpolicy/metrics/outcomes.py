@@ -5,8 +5,9 @@ submitted_unsuccessful > other (errors, format-error and context limits, missing
 unsubmitted runs; planned attempts without any run, in the planned-attempt breakdown). A run
 ended by a resource limit counts as a success only when its verdict says so; a missing verdict
 is unresolved. A benchmark harness that stopped an unresolved run for time (Terminal-Bench's
-``failure_mode: agent_timeout`` and its other ``*timeout*`` modes, recorded in the verdict's
-report) makes it time_limited even where the agent itself recorded no limit.
+``failure_mode: agent_timeout``, Harbor's agent timeout, recorded in the verdict's report) makes
+it time_limited even where the agent itself recorded no limit; a verifier that ran out of time
+(``test_timeout``) stopped the tests, not the agent, and does not.
 """
 
 from __future__ import annotations
@@ -19,17 +20,22 @@ OUTCOME_CLASSES = ("success", "time_limited", "step_limited", "submitted_unsucce
 MISSING = "other"  # a planned attempt without a run counts here (other/missing)
 
 
+# terminal-bench's failure modes (terminal_bench.agents.failure_mode.FailureMode) that stop the
+# agent for time: the harness's agent timeout. ``test_timeout`` is the verifier's own limit.
+AGENT_TIMEOUT_MODES = frozenset({"agent_timeout"})
+
+
 def harness_timed_out(verdict: dict | None) -> bool:
-    """Whether the grading harness says it stopped the run for time: ``report.time_limited``
-    (Harbor's agent timeout, ``ctxpolicy.benchmarks.harbor``) or a ``report.failure_mode`` naming a
-    timeout (terminal-bench's)."""
+    """Whether the grading harness says it stopped the agent for time: ``report.time_limited``
+    (Harbor's agent timeout, ``ctxpolicy.benchmarks.harbor``) or a terminal-bench
+    ``report.failure_mode`` in ``AGENT_TIMEOUT_MODES``; a verifier timeout is not one."""
     report = (verdict or {}).get("report")
     if not isinstance(report, dict):
         return False
     if report.get("time_limited") is True:
         return True
     mode = report.get("failure_mode")
-    return isinstance(mode, str) and "timeout" in mode.lower()
+    return isinstance(mode, str) and mode.lower() in AGENT_TIMEOUT_MODES
 
 
 AGENT_TIME_LIMIT = "time_limit"  # run.json outcome: the agent's own wall-time limit stopped it

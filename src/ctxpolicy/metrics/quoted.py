@@ -1,11 +1,17 @@
 """The numbers the study's observations quote, each as one table (``ctxpolicy compare --view``).
 
-* ``calls_latency``: agent calls and mean per-call latency of each policy relative to FC
-  (Observation 2): resource-eligible runs (``compare.resource_eligible``), per-task means,
-  policy mean over the tasks both sides measured / FC's mean over the same tasks (A.5's ratios).
-* ``summary_share``: the summary calls' share of wall-clock time on solved runs for SU, S, SU-p
-  and S-p (Observation 3): a ratio of sums over the policy's resolved runs, Σ summary-call
-  latency / Σ run wall time, so a long run weighs by its length, as a share of time spent does.
+Every one but ``fc_peaks`` follows A.5's rule for step comparisons: only the successful planned
+attempts on the tasks both FC and the policy solve (⌈2A/3⌉ of A), the values averaged within each
+task first, then over those tasks.
+
+* ``calls_latency``: agent calls (summary calls never count, A.6.5) and mean per-call latency of
+  each policy relative to FC (Observation 2): the policy's mean over the shared solved tasks / FC's
+  mean over the same tasks, with a task-bootstrap interval.
+* ``summary_share``: the summary calls' share of the agent's time on solved runs for SU, S, SU-p
+  and S-p (Observation 3): the mean over shared solved tasks of the summary-call seconds / the
+  same mean of the runs' latency (``compare.LATENCY``: from the agent's start, setup left out).
+* ``shared_tokens``: total tokens relative to FC on the shared solved tasks (Observation 3's
+  "at or above 0.94× full context"), with a task-bootstrap interval.
 * ``compressions_shared``: compressions per run on tasks both FC and the policy solve
   (Observation 3): the policy's successful attempts on tasks solved by both (⌈2A/3⌉ of A), a mean
   per task, then the mean over tasks; a compression is one firing (a call with events).
@@ -24,20 +30,21 @@ import pandas as pd
 from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, resample_counts
 from ctxpolicy.metrics.compare import (
     FC,
-    _ratio_with_interval,
+    LATENCY,
+    ratio_with_interval,
     baseline_runs,
     cell_description,
     attempts_in_table,
     planned_runs,
     policy_cells,
-    resource_eligible,
     select,
     solved_threshold,
     solved_tasks,
+    with_latency,
 )
 
 SUMMARY_PRIMITIVES = ("SU", "S", "SU-p", "S-p")
-VIEWS = ("calls", "summary-share", "compressions")
+VIEWS = ("calls", "summary-share", "shared-tokens", "compressions")
 ID_COLUMNS = ("benchmark", "model", "policy", "setting", "summarizer", "cell")
 
 
@@ -63,12 +70,37 @@ def _floats(values: pd.Series) -> pd.Series:
     return pd.Series(np.asarray(numbers, dtype=float), index=values.index)
 
 
-def _per_call_means(runs: pd.DataFrame) -> pd.DataFrame:
-    eligible = resource_eligible(runs)
-    calls = _floats(eligible["agent_calls"])
-    per_call = _floats(eligible["agent_latency_s"]) / calls.where(calls > 0)
-    frame = pd.DataFrame({"agent_calls": calls, "per_call_latency_s": per_call})
-    return frame.groupby(eligible["task_id"].astype(str).to_numpy()).mean()
+def _attempts(runs: pd.DataFrame, model: str, benchmark: str, attempts: int | None) -> int:
+    return attempts or attempts_in_table(select(runs, model=model, benchmark=benchmark))
+
+
+def _shared_solved(group: pd.DataFrame, base: pd.DataFrame, attempts: int) -> pd.Index:
+    """The tasks both the cell and FC solve (at least ⌈2A/3⌉ successes among attempts 1..A), sorted."""
+    needed = solved_threshold(attempts)
+    mine = solved_tasks(group, attempts=attempts, solved_min=needed, require_all=False)
+    theirs = solved_tasks(base, attempts=attempts, solved_min=needed, require_all=False)
+    return mine[mine].index.intersection(theirs[theirs].index).sort_values()
+
+
+def _successful(runs: pd.DataFrame, attempts: int) -> pd.DataFrame:
+    planned = with_latency(planned_runs(runs, attempts))
+    return planned[planned["resolved"].to_numpy(dtype=bool)]
+
+
+def _success_means(runs: pd.DataFrame, attempts: int, columns: dict) -> pd.DataFrame:
+    """Per task: the mean of each value over the successful planned attempts (a step comparison's
+    first stage, A.5); ``columns`` maps a name to a function of the successful runs."""
+    successes = _successful(runs, attempts)
+    frame = pd.DataFrame({name: make(successes) for name, make in columns.items()}, index=successes.index)
+    return frame.groupby(successes["task_id"].astype(str).to_numpy()).mean()
+
+
+def _per_call(runs: pd.DataFrame) -> pd.Series:
+    calls = _floats(runs["agent_calls"])
+    return _floats(runs["agent_latency_s"]) / calls.where(calls > 0)
+
+
+CALL_VALUES = {"agent_calls": lambda r: _floats(r["agent_calls"]), "per_call_latency_s": _per_call}
 
 
 def calls_latency(
@@ -77,48 +109,92 @@ def calls_latency(
     model: str,
     benchmark: str,
     track: str | None = None,
+    attempts: int | None = None,
     n_boot: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Per policy cell: ``calls_ratio`` and ``per_call_latency_ratio`` to FC, each est/lo/hi/n_tasks."""
+    """Per policy cell: ``calls_ratio`` and ``per_call_latency_ratio`` to FC, each est/lo/hi/n_tasks,
+    on A.5's step rule: successful attempts on the tasks both solve, task means first."""
     rows = []
+    planned = _attempts(runs, model, benchmark, attempts)
     for cell, group, base in _cells(runs, model, benchmark, track):
-        mine, theirs = _per_call_means(group), _per_call_means(base)
-        tasks = mine.index.intersection(theirs.index).sort_values()
+        tasks = _shared_solved(group, base, planned)
+        mine, theirs = _success_means(group, planned, CALL_VALUES), _success_means(base, planned, CALL_VALUES)
         counts = resample_counts(len(tasks), n_boot, seed)
-        row = _identity(benchmark, model, cell, group)
+        row = {**_identity(benchmark, model, cell, group), "shared_solved_tasks": len(tasks)}
         for name, column in (("calls_ratio", "agent_calls"), ("per_call_latency_ratio", "per_call_latency_s")):
-            values = _ratio_with_interval(tasks, mine[column], theirs[column], counts)
+            values = ratio_with_interval(tasks, mine[column], theirs[column], counts)
             row.update({f"{name}_{part}": value for part, value in values.items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def summary_share(runs: pd.DataFrame, *, model: str, benchmark: str, track: str | None = None) -> pd.DataFrame:
-    """Per cell of SU, S, SU-p or S-p: Σ summary-call seconds / Σ wall seconds over its resolved runs."""
+SHARE_VALUES = {
+    "summary_s": lambda r: _floats(r["summary_latency_s"]).fillna(0.0),
+    LATENCY: lambda r: _floats(r[LATENCY]),
+}
+
+
+def summary_share(
+    runs: pd.DataFrame, *, model: str, benchmark: str, track: str | None = None, attempts: int | None = None
+) -> pd.DataFrame:
+    """Per cell of SU, S, SU-p or S-p, on the tasks both it and FC solve: the mean over tasks of
+    each task's mean summary-call seconds over its successful attempts, divided by the same mean
+    of the runs' latency (``compare.LATENCY``, the agent's own time)."""
     rows = []
-    for cell, group, _ in _cells(runs, model, benchmark, track):
+    planned = _attempts(runs, model, benchmark, attempts)
+    for cell, group, base in _cells(runs, model, benchmark, track):
         if str(group["primitive"].iloc[0]) not in SUMMARY_PRIMITIVES:
             continue
-        solved = group[group["resolved"].to_numpy(dtype=bool)]
-        wall = float(_floats(solved["wall_s"]).sum())
-        summary = float(_floats(solved["summary_latency_s"]).fillna(0.0).sum())
+        tasks = _shared_solved(group, base, planned)
+        per_task = _success_means(group, planned, SHARE_VALUES).reindex(tasks).dropna()
+        successes = _successful(group, planned)
+        summary, latency = float(per_task["summary_s"].mean()), float(per_task[LATENCY].mean())
         rows.append(
             {
                 **_identity(benchmark, model, cell, group),
-                "solved_runs": len(solved),
-                "summary_s": summary,
-                "wall_s": wall,
-                "summary_share": summary / wall if wall > 0 else np.nan,
+                "shared_solved_tasks": len(per_task),
+                "solved_runs": int(successes["task_id"].astype(str).isin(per_task.index).sum()),
+                "summary_s": summary if len(per_task) else np.nan,
+                LATENCY: latency if len(per_task) else np.nan,
+                "summary_share": summary / latency if len(per_task) and latency > 0 else np.nan,
             }
         )
     return pd.DataFrame(rows)
 
 
-def _compressions_when_solved(runs: pd.DataFrame, attempts: int) -> pd.Series:
-    planned = planned_runs(runs, attempts)
-    successes = planned[planned["resolved"].to_numpy(dtype=bool)]
-    return _floats(successes["compressions"]).groupby(successes["task_id"].astype(str).to_numpy()).mean()
+TOKEN_VALUES = {"total_tokens": lambda r: _floats(r["total_tokens"])}
+
+
+def shared_tokens(
+    runs: pd.DataFrame,
+    *,
+    model: str,
+    benchmark: str,
+    track: str | None = None,
+    attempts: int | None = None,
+    n_boot: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per policy cell: total tokens (agent and summary calls, prompt and output) relative to FC
+    on the tasks both solve: each task's mean over its successful attempts, the policy's mean over
+    those tasks / FC's (``tokens_ratio`` est/lo/hi/n_tasks, task bootstrap)."""
+    rows = []
+    planned = _attempts(runs, model, benchmark, attempts)
+    for cell, group, base in _cells(runs, model, benchmark, track):
+        tasks = _shared_solved(group, base, planned)
+        mine, theirs = _success_means(group, planned, TOKEN_VALUES), _success_means(base, planned, TOKEN_VALUES)
+        values = ratio_with_interval(
+            tasks, mine["total_tokens"], theirs["total_tokens"], resample_counts(len(tasks), n_boot, seed)
+        )
+        rows.append(
+            {
+                **_identity(benchmark, model, cell, group),
+                "shared_solved_tasks": len(tasks),
+                **{f"tokens_ratio_{part}": value for part, value in values.items()},
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def compressions_shared(
@@ -126,13 +202,11 @@ def compressions_shared(
 ) -> pd.DataFrame:
     """Per policy cell: mean compressions per successful run on the tasks both it and FC solve."""
     rows = []
+    planned = _attempts(runs, model, benchmark, attempts)
+    values = {"compressions": lambda r: _floats(r["compressions"])}
     for cell, group, base in _cells(runs, model, benchmark, track):
-        planned = attempts or attempts_in_table(select(runs, model=model, benchmark=benchmark))
-        needed = solved_threshold(planned)
-        mine = solved_tasks(group, attempts=planned, solved_min=needed, require_all=False)
-        theirs = solved_tasks(base, attempts=planned, solved_min=needed, require_all=False)
-        shared = mine[mine].index.intersection(theirs[theirs].index).sort_values()
-        per_task = _compressions_when_solved(group, planned).reindex(shared)
+        shared = _shared_solved(group, base, planned)
+        per_task = _success_means(group, planned, values)["compressions"].reindex(shared)
         rows.append(
             {
                 **_identity(benchmark, model, cell, group),

@@ -66,6 +66,8 @@ RUN_READ = (
     "identity.summarizer",
     "identity.stratum",
     "identity.seed",
+    "timing.setup_s",
+    "timing.agent_s",
     "error",
     "totals.steps",
     "totals.format_errors",
@@ -119,6 +121,8 @@ RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
     "outcome_class",
     "time_limited",
     "wall_s",
+    "agent_time_s",
+    "setup_s",
     "steps",
     "agent_calls",
     "summary_calls",
@@ -145,6 +149,22 @@ RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
     "retrieval_cmds",
     "execution_cmds",
 )
+
+
+def agent_time(timing: dict) -> float | None:
+    """The run's latency as A.5 measures it, from the agent's start to the run's end: ``agent_s``
+    (the agent loop; the wall-time limit starts at the same instant), else ``wall_s - setup_s``
+    for records that have only those, else ``wall_s`` (a record without a setup time has none
+    to leave out); None when the record has no time."""
+    agent = timing.get("agent_s")
+    if isinstance(agent, (int, float)) and not isinstance(agent, bool):
+        return float(agent)
+    wall, setup = timing.get("wall_s"), timing.get("setup_s")
+    if not isinstance(wall, (int, float)) or isinstance(wall, bool):
+        return None
+    if isinstance(setup, (int, float)) and not isinstance(setup, bool):
+        return max(float(wall) - float(setup), 0.0)
+    return float(wall)
 
 
 class RecordError(Exception):
@@ -663,6 +683,8 @@ def _run_row(
         "outcome_class": outcome_class(outcome, resolved, harness_timed_out(verdict)),
         "time_limited": is_time_limited(outcome, harness_timed_out(verdict)),
         "wall_s": timing.get("wall_s"),
+        "agent_time_s": agent_time(timing),
+        "setup_s": timing.get("setup_s"),
         "steps": n_agent if totals.get("steps") is None else totals["steps"],
         "agent_calls": n_agent,
         "summary_calls": int((~agent).sum()),

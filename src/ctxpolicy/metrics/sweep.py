@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ctxpolicy.metrics.compare import resolve_rate
+from ctxpolicy.metrics.compare import LATENCY, resolve_rate, with_latency
 from ctxpolicy.metrics.cost import BILLED_COLUMNS
 from ctxpolicy.metrics.depth_wins import best_flags
 
@@ -75,6 +75,7 @@ def all_attempts_summary(runs: pd.DataFrame, cells: dict, method: str, *, attemp
     if runs.empty:
         return pd.DataFrame(columns=columns)
     billed = BILLED_COLUMNS[method]
+    runs = with_latency(runs)
     slug = runs["cell"].astype(str)
     fc = runs[(slug == str(cells["fc"])).to_numpy()]
     fc_cost = fc.groupby("task_id", observed=True)[billed].mean()
@@ -96,7 +97,7 @@ def all_attempts_summary(runs: pd.DataFrame, cells: dict, method: str, *, attemp
                 "n_tasks": int(mine["task_id"].nunique()),
                 "resolve_rate": resolve_rate(mine, attempts),
                 "cost_ratio_all": cost[shared].mean() / fc_mean if len(shared) and fc_mean > 0 else np.nan,
-                "latency_s": mine.groupby("task_id", observed=True)["wall_s"].mean().mean(),
+                "latency_s": mine.groupby("task_id", observed=True)[LATENCY].mean().mean(),
             }
         )
     table = pd.DataFrame(rows, columns=columns[:8])

@@ -16,7 +16,7 @@ from ctxpolicy.policies.history import (
     protected_prefix_length,
 )
 from ctxpolicy.policies.messages import MessageError, check_messages
-from ctxpolicy.policies.presets import PRESETS, Preset, preset
+from ctxpolicy.policies.presets import NEIGHBOUR_PRESETS, PRESETS, NeighbourPreset, Preset, preset
 from ctxpolicy.policies.prompts import load_prompt
 from ctxpolicy.policies.rewrite import PolicyError
 from ctxpolicy.policies.session import PolicySession, Turn
@@ -49,6 +49,8 @@ __all__ = [
     "MARKERS",
     "PLACEHOLDER",
     "PRESETS",
+    "NEIGHBOUR_PRESETS",
+    "NeighbourPreset",
     "STUDY_DEPTHS",
     "STUDY_PRIMITIVES",
     "SUMMARY_MARKER",

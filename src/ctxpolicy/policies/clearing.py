@@ -78,6 +78,23 @@ def clear_ninth_from_end(window: Sequence[Message], context: StageContext) -> Re
     return Rewrite(new_window, cleared=1)
 
 
+def clear_all_but_last_results(window: Sequence[Message], keep: int) -> Rewrite | None:
+    """OTRC with ``kM`` (observation masking): every tool result but the last ``keep`` becomes
+    the placeholder. Placeholders, summaries and results no longer than the placeholder are
+    left as they are; only the content is replaced, so a tool-call pair stays well formed."""
+    tool_mode = uses_tool_calls(window)
+    results = [i for i, m in enumerate(window) if is_observation(m, tool_mode) and not is_generated_block(m)]
+    placeholder_tokens = count_text(PLACEHOLDER)
+    new_window, cleared = list(window), 0
+    for index in results[: max(len(results) - keep, 0)]:
+        message = window[index]
+        if is_placeholder(message) or count_text(text_of(message)) <= placeholder_tokens:
+            continue
+        new_window[index] = with_content(message, placeholder_for(message, tool_mode))
+        cleared += 1
+    return Rewrite(new_window, cleared=cleared) if cleared else None
+
+
 def _without_thinking(message: Message, action_format: str | None) -> dict | None:
     found = actions.fenced_actions(text_of(message), action_format)
     content = "\n\n".join(actions.fence(command, label) for label, command, _ in found)  # the run's own fence

@@ -158,6 +158,7 @@ def _write(payload: dict, path: Path | None) -> None:
 def _run(args: argparse.Namespace) -> dict:
     from ctxpolicy.policies import actions
     from ctxpolicy.policies import (
+        NEIGHBOUR_PRESETS,
         PRESETS,
         EndpointSummarizer,
         HistoryDump,
@@ -169,8 +170,9 @@ def _run(args: argparse.Namespace) -> dict:
 
     _check_counts(args)
     preset = PRESETS.get(args.policy)
+    neighbour = NEIGHBOUR_PRESETS.get(args.policy)
     try:
-        spec = preset.policy if preset else parse_spec(args.policy)
+        spec = preset.policy if preset else neighbour.policy if neighbour else parse_spec(args.policy)
     except PolicySpecError as exc:
         raise InputError(f"--policy: {exc}") from None
     threshold = _resolve_threshold(args, preset)

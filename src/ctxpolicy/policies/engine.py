@@ -1,7 +1,10 @@
 """apply_policy: one application of a policy before an agent call.
 
-The step part of a policy (``St``, or the OTRC part of ``St+Th``) runs on every call; the
-threshold part runs when the history's token count exceeds the threshold. The depth target of
+The step part of a policy (``St``, or the OTRC part of ``St+Th`` and ``St+TnN``) runs on every
+call; the threshold part runs when the history's token count exceeds the threshold, the
+turn-count part (``TnN``) when the compressible window holds N agent turns. A keep-last-M
+policy (``kM``) has no depth target: OTRC keeps the last M tool results, the summary the last
+M turns. The depth target of
 a part is computed once, from the compressible window when that part begins, and shared by its
 stages (so ``TRC+SU`` clears towards the same target the summary is written for). Each stage
 that changes the history, or calls the summarizer, records one compression event.
@@ -13,7 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ctxpolicy.policies import actions
-from ctxpolicy.policies.clearing import clear_ninth_from_end, clear_thinking, clear_tool_results
+from ctxpolicy.policies.clearing import (
+    clear_all_but_last_results,
+    clear_ninth_from_end,
+    clear_thinking,
+    clear_tool_results,
+)
 from ctxpolicy.policies.compaction import compact
 from ctxpolicy.policies.digest import digest_window
 from ctxpolicy.policies.dump import HistoryDump
@@ -22,7 +30,7 @@ from ctxpolicy.policies.messages import check_messages
 from ctxpolicy.policies.rewrite import PolicyError, Rewrite, StageContext
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
-from ctxpolicy.policies.summarizing import summarize_head, summarize_window
+from ctxpolicy.policies.summarizing import summarize_head, summarize_older_turns, summarize_window, turn_starts
 from ctxpolicy.policies.truncation import truncate
 from ctxpolicy.tokens import count_messages
 
@@ -35,8 +43,12 @@ class PolicyResult:
 
 
 def _run_stage(
-    stage: str, window: list[dict], target: int | None, context: StageContext, is_last: bool
+    stage: str, window: list[dict], target: int | None, context: StageContext, is_last: bool, keep: int | None = None
 ) -> Rewrite | None:
+    if keep is not None and stage == "OTRC":
+        return clear_all_but_last_results(window, keep)
+    if keep is not None and stage in ("SU-p", "S-p"):
+        return summarize_older_turns(stage, window, keep, context)
     if stage == "OTRC":
         return clear_ninth_from_end(window, context)
     if stage == "CC":
@@ -122,10 +134,13 @@ def apply_policy(
     actions.check_format(action_format)
     events: list[dict] = []
     summary_calls: list[SummaryCall] = []
-    for trigger, stages in (("St", spec.step_stages), ("Th", spec.threshold_stages)):
+    parts = (("St", spec.step_stages), ("Th", spec.threshold_stages), ("Tn", spec.turn_stages))
+    for trigger, stages in parts:
         if not stages or len(history) == prefix_length:
             continue  # no stage here, or nothing compressible
         if trigger == "Th" and count_messages(history) <= threshold:
+            continue
+        if trigger == "Tn" and len(turn_starts(history[prefix_length:])) < spec.turns:
             continue
         target = int((1 - spec.depth) * count_messages(history[prefix_length:])) if spec.depth is not None else None
         dump_path = None
@@ -137,7 +152,9 @@ def apply_policy(
                 continue
             context = StageContext(len(history), calls, summarizer, dump_path, action_format)
             stage_target = target if stage not in ("OTRC", "CC") else None
-            rewrite = _run_stage(stage, history[prefix_length:], stage_target, context, position == len(stages) - 1)
+            rewrite = _run_stage(
+                stage, history[prefix_length:], stage_target, context, position == len(stages) - 1, spec.keep
+            )
             if rewrite is None:
                 continue
             after = history[:prefix_length] + rewrite.window

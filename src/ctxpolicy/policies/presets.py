@@ -4,6 +4,8 @@ Each preset is an approximation: a spec plus a threshold given as a fraction of 
 context window. Three are the closest analogue of a row of the study's Table 2 (``table2_row``
 names it); Codex has no row there and is our own mapping (``table2_row`` is None).
 ``docs/policies.md`` says what each system does and where the mapping differs.
+``NEIGHBOUR_PRESETS`` write another study's policies in our notation (The Complexity Trap's
+observation masking, turn-count summarization and their hybrid), for replays beside ours.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
+
+
+# The study's Table 2: each deployed mechanism's closest analogue in its notation (its last column).
+TABLE2_ANALOGUES = {"OpenHands": "SU-p/Th/0.5", "Gemini CLI": "TRC+S-p/Th/0.7", "Claude Code": "TRC+S/Th/1.0"}
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,48 @@ PRESETS: dict[str, Preset] = {
             "SU/Th/0.5",
             0.9,
             "at 90 % of the context window the history is replaced by a free-form hand-off summary",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class NeighbourPreset:
+    """A policy of another study, in our notation: no threshold (it fires on steps or turns)."""
+
+    name: str
+    study: str
+    spec: str
+    behaviour: str
+
+    @property
+    def policy(self) -> PolicySpec:
+        return parse_spec(self.spec)
+
+
+COMPLEXITY_TRAP = "The Complexity Trap (Lindenbauer et al., 2025; SWE-agent on SWE-bench Verified)"
+NEIGHBOUR_PRESETS: dict[str, NeighbourPreset] = {
+    p.name: p
+    for p in (
+        NeighbourPreset(
+            "complexity-trap-masking",
+            COMPLEXITY_TRAP,
+            "OTRC/St/k10",
+            "observation masking: before every call, each tool result but the last 10 is replaced by a "
+            "placeholder (SWE-agent's keep-the-last-N-observations processor); the agent's own turns stay",
+        ),
+        NeighbourPreset(
+            "complexity-trap-summary",
+            COMPLEXITY_TRAP,
+            "SU-p/Tn21/k10",
+            "LLM summarization: once the window holds 21 agent turns, everything before the last 10 turns "
+            "becomes one free-form summary, the 10 turns stay verbatim",
+        ),
+        NeighbourPreset(
+            "complexity-trap-hybrid",
+            COMPLEXITY_TRAP,
+            "OTRC+SU-p/St+Tn21/k10",
+            "both: masking before every call, and the summary of all but the last 10 turns every 21 turns",
         ),
     )
 }

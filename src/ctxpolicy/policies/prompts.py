@@ -30,12 +30,19 @@ from ctxpolicy.policies.history import (
     uses_tool_calls,
 )
 
+# One pair per framing: SU and S replace the whole window (the agent keeps only the summary),
+# SU-p and S-p its older head (the recent messages follow the summary verbatim). A stack asks
+# with its final stage's pair (TRC+SU as SU, OTRC+S-p as S-p): what the agent is left with is
+# the final stage's; cleared results reach the summarizer tagged as such (``transcript``).
 PROMPT_FOR_STAGE = {
     "SU": "summarize_free",
-    "SU-p": "summarize_free",
+    "SU-p": "summarize_free_partial",
     "S": "summarize_structured",
-    "S-p": "summarize_structured",
+    "S-p": "summarize_structured_partial",
 }
+# A folder holding only the whole-window pair serves the partial primitive too: a pair dropped
+# in before the partial pairs existed keeps applying to both (``load_prompt``).
+PROMPT_FALLBACK = {"summarize_free_partial": "summarize_free", "summarize_structured_partial": "summarize_structured"}
 PARTS = ("system", "user")
 TARGET_WORDS, HISTORY_TEXT = "{target_words}", "{history_text}"
 # S's answer: the block between these two lines is what the summary message keeps.
@@ -83,30 +90,41 @@ def _read_template(path: Path) -> str:
 
 
 def load_prompt(name: str) -> PromptPair:
-    """The template pair ``{name}.system.txt`` / ``{name}.user.txt`` from the first folder that has it."""
+    """The template pair ``{name}.system.txt`` / ``{name}.user.txt`` from the first folder that has
+    it, or, for a partial pair, that folder's whole-window pair (``PROMPT_FALLBACK``)."""
     dirs = prompt_dirs()
+    names = [name, *([PROMPT_FALLBACK[name]] if name in PROMPT_FALLBACK else [])]
     for directory in dirs:
-        _refuse_old_template(directory, name)
+        for each in names:
+            _refuse_old_template(directory, each)
     for directory in dirs:
-        paths = pair_paths(directory, name)
-        present = {part: path for part, path in paths.items() if path.is_file()}
-        if not present:
-            continue
-        missing = [str(path) for part, path in paths.items() if part not in present]
-        if missing:
-            raise PromptError(
-                f"{missing[0]}: missing; a summary template needs both "
-                f"{' and '.join(p.name for p in paths.values())} in one folder"
-            )
-        pair = PromptPair(**{part: _read_template(path) for part, path in paths.items()})
-        if HISTORY_TEXT not in pair.system + pair.user:
-            raise PromptError(
-                f"{paths['user']}: no {HISTORY_TEXT} placeholder in {name}'s templates, "
-                "so the summarizer would never see the history"
-            )
-        return pair
+        for each in names:
+            pair = _pair_in(directory, each)
+            if pair is not None:
+                return pair
     searched = ", ".join(str(d) for d in dirs)
     raise PromptError(f"summary template {name!r} ({name}.system.txt, {name}.user.txt) not found in {searched}")
+
+
+def _pair_in(directory: Path, name: str) -> PromptPair | None:
+    """The pair ``name`` in ``directory``, None when neither file is there."""
+    paths = pair_paths(directory, name)
+    present = {part: path for part, path in paths.items() if path.is_file()}
+    if not present:
+        return None
+    missing = [str(path) for part, path in paths.items() if part not in present]
+    if missing:
+        raise PromptError(
+            f"{missing[0]}: missing; a summary template needs both "
+            f"{' and '.join(p.name for p in paths.values())} in one folder"
+        )
+    pair = PromptPair(**{part: _read_template(path) for part, path in paths.items()})
+    if HISTORY_TEXT not in pair.system + pair.user:
+        raise PromptError(
+            f"{paths['user']}: no {HISTORY_TEXT} placeholder in {name}'s templates, "
+            "so the summarizer would never see the history"
+        )
+    return pair
 
 
 def render_prompt(template: str, *, target_words: int, history_text: str) -> str:

@@ -50,6 +50,13 @@ LLM_SUMMARY_STAGES = ("SU", "S", "SU-p", "S-p")  # the summaries a depth of 1 ap
 FULL_DEPTH = 1.0
 FINAL_STAGES = ("TR", *SUMMARY_STAGES, "CC")
 TRIGGERS = ("Th", "St", "St+Th")
+# Beyond the study (The Complexity Trap's policies, docs/policies.md): a turn-count trigger
+# ``TnN`` (fire once the window holds N agent turns; ``St+TnN`` with OTRC as its step part) and a
+# keep-last-M parameter ``kM`` in the depth's place: OTRC keeps the last M tool results (every
+# older one cleared), a partial summary the last M turns (every older one summarized).
+TURN_PREFIX = "Tn"
+KEEP_PREFIX = "k"
+KEEP_SUMMARIES = ("SU-p", "S-p")
 
 VALID_FORMS = (
     "valid forms: FC | OTRC/St | OTRC+FINAL/St+Th[/D] | CC/Th | "
@@ -57,10 +64,16 @@ VALID_FORMS = (
     "where FINAL is one of TR, SU, S, SU-p, S-p, DIGEST (CT and DUMP need a summary: SU, S, SU-p, S-p, DIGEST), "
     "D is a depth in (0, 1) such as 0.3, 0.5, 0.7 (TRC alone and OTRC stacks accept only 0.5; "
     "a TRC stack with SU, S, SU-p or S-p accepts D in (0, 1], and a summary primitive alone accepts D = 1); "
-    "examples: TR/Th/0.5, SU-p/Th/0.3, TRC/Th, TRC+S-p/Th/0.7, TRC+S/Th/1.0, OTRC+S-p/St+Th/0.5, OTRC/St, FC"
+    "examples: TR/Th/0.5, SU-p/Th/0.3, TRC/Th, TRC+S-p/Th/0.7, TRC+S/Th/1.0, OTRC+S-p/St+Th/0.5, OTRC/St, FC; "
+    "keep-last-M forms: OTRC/St/kM (every tool result but the last M cleared), "
+    "[OTRC+]SU-p|S-p/[St+]TnN/kM (every N agent turns, all but the last M summarized), "
+    "e.g. OTRC/St/k10, SU-p/Tn21/k10, OTRC+SU-p/St+Tn21/k10"
 )
 
-_SPEC_RE = re.compile(r"^(?P<primitive>[A-Za-z+-]+)(?:/(?P<trigger>St\+Th|Th|St))?(?:/(?P<depth>[0-9.]+))?$")
+_SPEC_RE = re.compile(
+    r"^(?P<primitive>[A-Za-z+-]+)(?:/(?P<trigger>St\+Th|St\+Tn[0-9]+|Tn[0-9]+|Th|St))?"
+    r"(?:/(?:(?P<depth>[0-9.]+)|k(?P<keep>[0-9]+)))?$"
+)
 
 
 class PolicySpecError(ValueError):
@@ -72,6 +85,13 @@ class PolicySpec:
     primitive: str
     trigger: str | None = None
     depth: float | None = None
+    keep: int | None = None  # kM: the last M tool results (OTRC) or agent turns (a partial summary) kept
+
+    @property
+    def turns(self) -> int | None:
+        """N of a ``TnN`` trigger: the agent turns in the window that fire the summary."""
+        part = (self.trigger or "").rpartition("+")[2]
+        return int(part[len(TURN_PREFIX) :]) if part.startswith(TURN_PREFIX) else None
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -92,7 +112,7 @@ class PolicySpec:
 
     @property
     def depth_tunable(self) -> bool:
-        return self.needs_target and not ({"TRC", STEP_STAGE} & set(self.stages))
+        return self.needs_target and self.keep is None and not ({"TRC", STEP_STAGE} & set(self.stages))
 
     @property
     def depth_settable(self) -> bool:
@@ -105,7 +125,7 @@ class PolicySpec:
         """Stages applied before every call."""
         if self.trigger == "St":
             return self.stages
-        if self.trigger == "St+Th":
+        if self.trigger and self.trigger.startswith("St+"):
             return self.stages[:1]
         return ()
 
@@ -119,6 +139,13 @@ class PolicySpec:
         return ()
 
     @property
+    def turn_stages(self) -> tuple[str, ...]:
+        """Stages applied before a call when the window holds ``turns`` agent turns."""
+        if self.turns is None:
+            return ()
+        return self.stages[1:] if self.trigger.startswith("St+") else self.stages
+
+    @property
     def needs_summarizer(self) -> bool:
         return bool({"SU", "S", "SU-p", "S-p"} & set(self.stages))
 
@@ -129,7 +156,9 @@ class PolicySpec:
         shown = self.depth_tunable or STEP_STAGE in self.stages
         if self.depth_settable and self.depth != CANONICAL_DEPTH:
             shown = True  # a Table 2 analogue; at 0.5 the stack keeps its depth-free name
-        if self.depth is not None and shown:
+        if self.keep is not None:
+            parts.append(f"{KEEP_PREFIX}{self.keep}")
+        elif self.depth is not None and shown:
             parts.append("1.0" if self.depth == FULL_DEPTH else f"{self.depth:g}")
         return "/".join(parts)
 
@@ -169,6 +198,9 @@ def _check_stages(spec: str, stages: list[str]) -> None:
 def _check_trigger(spec: str, stages: list[str], trigger: str | None) -> None:
     if trigger is None:
         raise _fail(spec, "a trigger (Th, St or St+Th) is required")
+    if TURN_PREFIX in trigger:
+        _check_turns(spec, stages, trigger)
+        return
     if stages == [STEP_STAGE]:
         if trigger != "St":
             raise _fail(spec, "OTRC alone is step-triggered: write OTRC/St")
@@ -179,6 +211,38 @@ def _check_trigger(spec: str, stages: list[str], trigger: str | None) -> None:
         raise _fail(spec, "St+Th needs OTRC as its step part")
     elif stages == ["CC"] and trigger != "Th":
         raise _fail(spec, "CC is threshold-triggered: write CC/Th")
+
+
+def _check_turns(spec: str, stages: list[str], trigger: str) -> None:
+    """``TnN`` fires a partial summary (SU-p, S-p), alone or after OTRC under ``St+TnN``."""
+    if int(trigger.rpartition(TURN_PREFIX)[2]) < 1:
+        raise _fail(spec, "a turn-count trigger needs N >= 1 turns")
+    final = stages[-1]
+    if final not in KEEP_SUMMARIES:
+        raise _fail(spec, "a turn-count trigger (TnN) fires a partial summary: SU-p or S-p, keeping the last M turns")
+    if stages[0] == STEP_STAGE and not trigger.startswith("St+"):
+        raise _fail(spec, "an OTRC stack runs OTRC every step: use St+TnN")
+    if trigger.startswith("St+") and (stages[0] != STEP_STAGE or len(stages) != 2):
+        raise _fail(spec, "St+TnN is OTRC every step and one partial summary on the turn count: OTRC+SU-p or OTRC+S-p")
+    if stages[0] != STEP_STAGE and len(stages) != 1:
+        raise _fail(spec, "a turn-count trigger takes SU-p or S-p alone, or after OTRC")
+
+
+def _check_keep(spec: str, candidate: PolicySpec, keep: str | None) -> int | None:
+    """``kM``: required by a turn-count trigger, allowed on OTRC/St; never elsewhere."""
+    turns = candidate.turns is not None
+    if keep is None:
+        if turns:
+            raise _fail(spec, "a turn-count trigger needs the turns it keeps: /kM, e.g. SU-p/Tn21/k10")
+        return None
+    if not turns and (candidate.primitive, candidate.trigger) != (STEP_STAGE, "St"):
+        raise _fail(spec, "a keep-last-M parameter (kM) applies to OTRC/St and to turn-triggered summaries only")
+    value = int(keep)
+    if value < 1:
+        raise _fail(spec, "kM needs M >= 1")
+    if turns and value >= candidate.turns:
+        raise _fail(spec, f"keeping {value} turns of {candidate.turns} leaves nothing to summarize: M < N")
+    return value
 
 
 def parse_spec(text: str) -> PolicySpec:
@@ -197,6 +261,9 @@ def parse_spec(text: str) -> PolicySpec:
     trigger = match["trigger"]
     _check_trigger(spec, stages, trigger)
     candidate = PolicySpec(primitive, trigger, None)
+    keep = _check_keep(spec, candidate, match["keep"])
+    if keep is not None:
+        return PolicySpec(primitive, trigger, None, keep)
     depth = _parse_depth(spec, match["depth"], candidate)
     return PolicySpec(primitive, trigger, depth)
 

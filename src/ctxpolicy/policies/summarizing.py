@@ -56,6 +56,29 @@ def summarize_window(stage: str, window: Sequence[Message], target: int, context
     return Rewrite([message], removed=len(window), summary_tokens=tokens, fallback=fallback, summary_calls=[call])
 
 
+def turn_starts(window: Sequence[Message]) -> list[int]:
+    """Where each agent turn of the window begins: its assistant messages (a summary is a user
+    message and never a turn; a tool-call unit begins at its assistant message)."""
+    return [i for i, m in enumerate(window) if m.get("role") == "assistant"]
+
+
+def summarize_older_turns(stage: str, window: Sequence[Message], keep: int, context: StageContext) -> Rewrite | None:
+    """SU-p / S-p with ``kM``: everything before the last ``keep`` agent turns becomes one summary,
+    the turns themselves stay verbatim. The summary is asked for within half the tokens it
+    replaces (at least the minimum allowance); if the summarizer fails, the head is dropped."""
+    starts = turn_starts(window)
+    if len(starts) <= keep:
+        return None
+    tail_start = starts[-keep]
+    head, tail = window[:tail_start], list(window[tail_start:])
+    allowance = max(MIN_ALLOWANCE_TOKENS, sum(token_list(head)) // 2)
+    call = _request_summary(stage, head, allowance, context)
+    if call.error:
+        return Rewrite(tail, removed=len(head), fallback=SUMMARY_ERROR_FALLBACK, summary_calls=[call])
+    message = summary_message(_summary_text(stage.removesuffix("-p"), call), context.dump_path)
+    return Rewrite([message, *tail], removed=len(head), summary_tokens=count_message(message), summary_calls=[call])
+
+
 def verbatim_tail_start(window: Sequence[Message], budget: int) -> int:
     """Start of the longest run of whole most-recent units that fits ``budget`` tokens."""
     tokens = token_list(window)

@@ -379,6 +379,13 @@ class Study:
 
     # ------------------------------------------------------------ figures and replay
 
+    def figure6_run(self) -> tuple[str, int] | None:
+        """The config's ``figure6``: the (task id, attempt) Figure 6 draws, or None (its fallback)."""
+        chosen = self.config["figure6"]
+        if not chosen:
+            return None
+        return str(chosen["task_id"]), int(chosen.get("attempt") or 1)
+
     def figure_pairs(self) -> dict[str, list[Pair]]:
         """The config's ``figures:`` block as stem -> pairs (unchecked against the catalog:
         ``figures.catalog`` does that)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from ctxpolicy.metrics.commands import commands_of
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK
+from ctxpolicy.metrics.records import agent_time
 from ctxpolicy.policies.digest import RETURNCODE_RE
 from ctxpolicy.policies.history import CLEARED_MARKER, COMPACTED_MARKER, SUMMARY_MARKER, marker_of, text_of
 from ctxpolicy.tokens import count_message
@@ -256,6 +257,7 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
     cached_known = [cached[i] for i in agent_index]
     cached_sum = None if any(v is None for v in cached_known) else sum(cached_known)
     verdict = loaded.verdict
+    timing = record.get("timing") if isinstance(record.get("timing"), dict) else {}
     page = {
         "title": f"{identity.get('task_id')} · {identity.get('policy')} · attempt {identity.get('attempt')}",
         "identity": {k: identity.get(k) for k in sorted(identity)},
@@ -264,6 +266,8 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
         "resolved": None if verdict is None else verdict.get("resolved"),
         "harness": None if verdict is None else verdict.get("harness"),
         "submission": record.get("submission"),
+        "agent_time_s": agent_time(timing),  # the latency the metrics compare (A.5)
+        "setup_s": timing.get("setup_s"),  # preparing the workspace, before the agent's start
         "method": method,
         "block": block,
         "rows": rows,

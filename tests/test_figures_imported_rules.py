@@ -1,0 +1,74 @@
+"""The imported corpus's figures count as Figure 2 does (A.5, A.6.5): resource-eligible replays
+only, a task on both sides or on neither, agent calls only, cost by the config's method. A
+hand-built replay table; every expected number is worked out in the docstrings.
+
+FC replays:   A: 100 tokens, 10 agent calls, billed estimated 50, exact 40
+              B: 200 tokens, 20 agent calls, billed estimated 100, exact unknown (NaN)
+              C: 300 tokens, 30 agent calls, time-limited at the source (not eligible)
+TR/Th/0.5:    A:  50 tokens, 10 agent calls + 2 summary calls, estimated 30, exact 20
+              B: 150 tokens, 20 agent calls + 4 summary calls, estimated 60, exact 45
+              C: 100 tokens, 30 agent calls + 1 summary call, estimated 10, exact 10 (eligible,
+                 but FC's C is not: C counts on neither side)
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from ctxpolicy.figures import imported_replay, imported_sweep
+
+ROWS = [
+    # policy, setting, task, outcome, total_tokens, agent_calls, summary_calls, billed_est, billed_exact
+    ("FC", None, "A", "submitted", 100, 10, 0, 50.0, 40.0),
+    ("FC", None, "B", "submitted", 200, 20, 0, 100.0, math.nan),
+    ("FC", None, "C", "time_limit", 300, 30, 0, 150.0, 150.0),
+    ("TR/Th/0.5", "primary", "A", "submitted", 50, 10, 2, 30.0, 20.0),
+    ("TR/Th/0.5", "primary", "B", "submitted", 150, 20, 4, 60.0, 45.0),
+    ("TR/Th/0.5", "primary", "C", "submitted", 100, 30, 1, 10.0, 10.0),
+]
+COLUMNS = ["policy", "setting", "task_id", "outcome", "total_tokens", "agent_calls", "summary_calls"]
+REPLAYS = pd.DataFrame(ROWS, columns=[*COLUMNS, "billed_est", "billed_exact"]).assign(
+    benchmark="swebench", model="frontier", n_prompt_counts=5, billed_measured=math.nan, track="replay"
+)
+REPLAYS["time_limited"] = REPLAYS["outcome"] == "time_limit"
+
+
+def config(method: str) -> dict:
+    return {
+        "study": "x",
+        "imported": {"path": "c", "benchmark": "swebench", "model": "frontier"},
+        "metrics": {"cost_method": method},
+        "grid": {
+            "full_comparison": {"setting": "primary", "policies": ["FC", "TR/Th/0.5"]},
+            "sweeps": {"settings": ["primary"], "depths": [0.5], "tunable": ["TR"], "invariant": []},
+        },
+    }
+
+
+def test_tokens_and_calls_count_eligible_tasks_on_both_sides_and_agent_calls_only():
+    """Tokens: A and B, (50 + 150) / (100 + 200) = 2/3 (C is not eligible for FC, so on neither
+    side). Calls: the agent's only, (10 + 20) / (10 + 20) = 1 (with the summary calls it would be
+    (12 + 24) / 30 = 1.2)."""
+    row = imported_replay.compute(REPLAYS, config("estimated"), n_boot=20, seed=0).table.iloc[0]
+    assert row["tokens_ratio_est"] == pytest.approx(2 / 3) and row["tokens_ratio_n_tasks"] == 2
+    assert row["calls_ratio_est"] == pytest.approx(1.0)
+    assert row["n_tasks"] == 3  # replayed on both sides
+
+
+def test_cost_is_the_config_s_method_and_a_task_missing_on_one_side_counts_on_neither():
+    """Estimated: (30 + 60) / (50 + 100) = 0.6. Exact: FC's B is unknown, so B drops from both
+    sides: 20 / 40 = 0.5 on one task (summing what is known would give (20 + 45) / 40)."""
+    estimated = imported_replay.compute(REPLAYS, config("estimated"), n_boot=20, seed=0)
+    assert estimated.table.iloc[0]["cost_ratio_est"] == pytest.approx(0.6)
+    exact = imported_replay.compute(REPLAYS, config("exact"), n_boot=20, seed=0).table.iloc[0]
+    assert exact["cost_ratio_est"] == pytest.approx(0.5) and exact["cost_ratio_n_tasks"] == 1
+
+
+def test_the_sweep_figure_counts_by_the_same_rules():
+    data = imported_sweep.compute(REPLAYS, config("exact"), n_boot=20, seed=0)
+    row = data.table.set_index("policy").loc["TR/Th/0.5"]
+    assert row["tokens_ratio_est"] == pytest.approx(2 / 3)
+    assert row["cost_ratio_est"] == pytest.approx(0.5)
