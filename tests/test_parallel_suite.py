@@ -100,6 +100,31 @@ CLEAN = {
         def test_uses_the_server(server, i):
             assert server == "up"
     """,
+    "test_llm_a.py": """
+        import os
+        import time
+        import pytest
+
+        pytestmark = pytest.mark.llm
+
+        @pytest.mark.parametrize("i", range(3))
+        def test_a_model_server(i, tmp_path_factory):
+            time.sleep(0.1)
+            with (tmp_path_factory.getbasetemp().parent / "llm.log").open("a") as f:
+                f.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+    """,
+    "test_llm_b.py": """
+        import os
+        import time
+        import pytest
+
+        @pytest.mark.llm
+        @pytest.mark.parametrize("i", range(3))
+        def test_another_model_server(i, tmp_path_factory):
+            time.sleep(0.1)
+            with (tmp_path_factory.getbasetemp().parent / "llm.log").open("a") as f:
+                f.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+    """,
     "test_trees.py": """
         import os
         import time
@@ -142,6 +167,7 @@ def run_in_parallel(scratch: Path, files: dict[str, str]) -> tuple[subprocess.Co
     suite.mkdir()
     for helper in ("conftest.py", "xdist_scheduling.py"):
         shutil.copy(ROOT / "tests" / helper, suite / helper)
+    (suite / "pytest.ini").write_text("[pytest]\nmarkers =\n    llm: the embedded model\n", encoding="utf-8")
     for name, text in files.items():
         (suite / name).write_text(textwrap.dedent(text), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CTXPOLICY_REQUIRE"))}
@@ -189,7 +215,7 @@ def test_a_failed_shared_build_fails_the_tests_that_need_it(clean_run):
     done, basetemp = clean_run
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
-    assert re.fullmatch(r"=*\s*26 passed, 6 errors in [\d.]+s( \(.*\))?\s*=*", last_line(done)), out
+    assert re.fullmatch(r"=*\s*32 passed, 6 errors in [\d.]+s( \(.*\))?\s*=*", last_line(done)), out
     assert len(re.findall(r"ERROR test_trees.py::test_needs_the_broken_tree", out)) == 6, out
     assert 1 <= len(lines(basetemp / "broken.log")) <= 2  # each worker with such tests tries, and fails
     assert not (basetemp / "broken.built.json").exists()
@@ -201,6 +227,12 @@ def test_a_group_runs_on_one_worker_in_order_and_the_other_tests_spread(clean_ru
     assert len({line.split()[0] for line in group}) == 1, group
     assert group[-1].endswith("[0, 1, 2, 3]"), group  # one after the other, in one session
     assert set(lines(basetemp / "free.log")) == {"gw0", "gw1"}
+
+
+def test_the_tests_of_the_embedded_model_run_on_one_worker(clean_run):
+    _, basetemp = clean_run
+    workers = lines(basetemp / "llm.log")
+    assert len(workers) == 6 and len(set(workers)) == 1, workers
 
 
 def test_the_tests_sharing_a_module_fixture_get_it_built_once(clean_run):

@@ -34,13 +34,20 @@ GROUPS_DIR = "ctxpolicy_xdist_groups"  # the workerinput key: where workers writ
 _FOLDER = pytest.StashKey[str]()
 
 
+LLM_GROUP = "embedded-llm"
+
+
 def item_group(item) -> str | None:
-    """A test's group: its ``xdist_group`` mark's name, else its module's path when it uses a
-    module-scoped fixture (a model server, every notebook executed once: built once, on one
-    worker), else none (the test goes wherever there is room)."""
+    """A test's group: its ``xdist_group`` mark's name; else ``embedded-llm`` for a test marked
+    ``llm`` (each starts the embedded model on llama.cpp, which takes both cores: two at once
+    starve each other into their timeouts); else its module's path when it uses a module-scoped
+    fixture (built once, on one worker: every notebook executed, a workflow run); else none (the
+    test goes wherever there is room)."""
     mark = item.get_closest_marker("xdist_group")
     if mark is not None:
         return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    if item.get_closest_marker("llm") is not None:
+        return LLM_GROUP
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return None
