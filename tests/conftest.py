@@ -25,6 +25,7 @@ import pytest
 MAX_WORKERS = 4  # -n auto: one worker per usable core, at most this many (each worker holds ~1 GB)
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: the suite also runs without xdist (-p no:xdist)
 def pytest_xdist_auto_num_workers(config) -> int | None:
     """``-n auto``: the cores this process may use (its CPU affinity; xdist's own default counts
     physical cores, one on a 2-vCPU machine), at most ``MAX_WORKERS``. PYTEST_XDIST_AUTO_NUM_WORKERS
