@@ -30,10 +30,19 @@ FINISHED = re.compile(r"^Finished job(?:id:)? (\d+)")
 
 def parse_snakemake_log(path: Path) -> tuple[float, dict[str, list[float]]]:
     """(wall seconds from first to last timestamp, rule -> wall seconds of each finished job)."""
+    wall, intervals = job_intervals(path)
+    jobs: dict[str, list[float]] = defaultdict(list)
+    for rule, begin, end in intervals:
+        jobs[rule].append(end - begin)
+    return wall, jobs
+
+
+def job_intervals(path: Path) -> tuple[float, list[tuple[str, float, float]]]:
+    """(wall seconds, [(rule, start s, finish s) of each finished job, from the log's first stamp])."""
     stamp = first = None
     started: dict[str, tuple[str, datetime]] = {}
     pending_rule = None
-    jobs: dict[str, list[float]] = defaultdict(list)
+    intervals: list[tuple[str, float, float]] = []
     for line in path.read_text(errors="replace").splitlines():
         if m := STAMP.match(line.strip()):
             stamp = datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y")
@@ -45,9 +54,21 @@ def parse_snakemake_log(path: Path) -> tuple[float, dict[str, list[float]]]:
             pending_rule = None
         elif (m := FINISHED.match(line.strip())) and m.group(1) in started and stamp:
             rule, begin = started.pop(m.group(1))
-            jobs[rule].append((stamp - begin).total_seconds())
+            intervals.append((rule, (begin - first).total_seconds(), (stamp - first).total_seconds()))
     wall = (stamp - first).total_seconds() if first and stamp else 0.0
-    return wall, jobs
+    return wall, intervals
+
+
+def critical_path(wall: float, intervals: list[tuple[str, float, float]], cores: int) -> dict[str, float]:
+    """Where the cores waited: the cell phase (to the last cell's finish) and the tail after it,
+    each with its mean number of jobs running at once and the job slot-seconds (cores x time) none held."""
+    cells_end = max((end for rule, _, end in intervals if rule.startswith("run_cell_")), default=0.0)
+    out = {"cell phase s": cells_end, "tail after the last cell s": max(wall - cells_end, 0.0)}
+    for name, lo, hi in (("cell phase", 0.0, cells_end), ("tail", cells_end, wall)):
+        busy = sum(max(0.0, min(end, hi) - max(begin, lo)) for _, begin, end in intervals)
+        out[f"{name}: mean jobs at once"] = busy / (hi - lo) if hi > lo else 0.0
+        out[f"{name}: job slot-seconds unused"] = max(0.0, cores * (hi - lo) - busy)
+    return out
 
 
 def rule_family(rule: str) -> str:
@@ -55,6 +76,7 @@ def rule_family(rule: str) -> str:
         ("run_cell_", "cells (run-cell jobs)"),
         ("figure_", "figures and tables (notebooks)"),
         ("evaluate", "grading (evaluate jobs)"),
+        ("view_cell", "trajectory pages (view jobs)"),
         ("aggregate", "tables (aggregate jobs)"),
         ("thresholds", "thresholds (calibrate)"),
     ):
@@ -117,6 +139,7 @@ def main() -> int:
     parser.add_argument("directory", nargs="?", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--config", default="config/config.yaml", help="relative to DIR unless absolute")
     parser.add_argument("--log", type=Path, help="the Snakemake log (default: the newest in DIR/.snakemake/log/)")
+    parser.add_argument("--cores", type=int, default=2, help="the cores the run had (scripts/study.sh: 2)")
     args = parser.parse_args()
 
     import yaml
@@ -131,8 +154,13 @@ def main() -> int:
     )
     if log is None:
         sys.exit("bench_study: no Snakemake log found")
-    wall, jobs = parse_snakemake_log(log)
+    wall, intervals = job_intervals(log)
+    jobs: dict[str, list[float]] = defaultdict(list)
+    for rule, begin, end in intervals:
+        jobs[rule].append(end - begin)
     print(f"\nSnakemake wall time: {wall / 60:.1f} min ({wall:.0f} s)")
+    for key, value in critical_path(wall, intervals, args.cores).items():
+        print(f"  {key:<36} {value:>8.1f}")
     families: dict[str, list[float]] = defaultdict(list)
     for rule, seconds in jobs.items():
         families[rule_family(rule)] += seconds

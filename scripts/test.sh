@@ -14,4 +14,7 @@ bash scripts/lint.sh   # ruff check, ruff format --check, snakefmt --check, snak
 bash scripts/slurm-local.sh start
 trap 'bash scripts/slurm-local.sh stop' EXIT
 export CTXPOLICY_REQUIRE_ALL=1   # a missing LLM, sandbox or SLURM fails the tests instead of skipping them
-.venv/bin/python -m pytest "$@"
+# every usable core (pytest-xdist; tests/conftest.py caps -n auto), each xdist_group on one worker;
+# a -n/--dist among the arguments wins (-n 0: one process), as does PYTEST_XDIST_AUTO_NUM_WORKERS
+PYTEST_PARALLEL=(-n auto --dist loadgroup)
+.venv/bin/python -m pytest "${PYTEST_PARALLEL[@]}" "$@"

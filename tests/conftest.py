@@ -3,15 +3,104 @@
 Tests that need a real external component (the embedded LLM, bubblewrap, the local SLURM)
 use the ``require`` helper: it skips with the reason when the component is missing, unless
 CTXPOLICY_REQUIRE_ALL=1 (set by scripts/test.sh and CI), where a missing component fails.
+
+scripts/test.sh runs the suite on every core (pytest-xdist, ``-n auto --dist loadgroup``; the
+workers are capped below). Each worker is its own pytest session: a session fixture that builds a
+tree on disk shares it through ``built_once`` (one build, under a file lock, for all workers);
+tests that must not run beside each other carry ``pytest.mark.xdist_group(NAME)``: a group runs on
+one worker, one test after the other (README, "Tests and benchmarks").
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+MAX_WORKERS = 4  # -n auto: one worker per usable core, at most this many (each worker holds ~1 GB)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: the suite also runs without xdist (-p no:xdist)
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """``-n auto``: the cores this process may use (its CPU affinity; xdist's own default counts
+    physical cores, one on a 2-vCPU machine), at most ``MAX_WORKERS``. PYTEST_XDIST_AUTO_NUM_WORKERS
+    (xdist's variable, read by its own hook) sets the number instead; 0 runs in one process."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
+# --dist loadgroup, done by tests/xdist_scheduling.py (xdist 3.8.0's own loses the groups and can hang)
+
+
+def pytest_configure(config) -> None:
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
+        if config.getvalue("dist") == "loadgroup":
+            from xdist_scheduling import start_controller
+
+            start_controller(config)
+
+
+def pytest_unconfigure(config) -> None:
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
+        from xdist_scheduling import stop_controller
+
+        stop_controller(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    from xdist_scheduling import GROUPS_DIR, folder_of
+
+    folder = folder_of(node.config)
+    if folder:
+        node.workerinput[GROUPS_DIR] = folder
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist_scheduling import GroupScheduling, folder_of
+
+    folder = folder_of(config)
+    return GroupScheduling(config, log, folder) if folder else None
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if hasattr(config, "workerinput"):
+        from xdist_scheduling import write_groups
+
+        write_groups(config, items)
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> object:
+    """``build(folder)`` run once per test run, its (JSON-able) result returned to every worker.
+
+    Without xdist (or with one worker) it is ``build(tmp_path_factory.mktemp(name))``. Under xdist
+    the first worker to ask builds into a fresh folder beside the workers' own temporary trees,
+    under a file lock, and writes down the result; the others wait on the lock and read it. A build
+    that fails leaves nothing written down, so the next worker to ask builds (and fails) itself:
+    each worker's tests report the failure. Callers must treat the tree as read-only."""
+    from filelock import FileLock
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return build(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent  # this run's pytest-N/, above the popen-gwK folders
+    done = shared / f"{name}.built.json"
+    with FileLock(str(shared / f"{name}.lock")):
+        if done.is_file():
+            return json.loads(done.read_text(encoding="utf-8"))["result"]
+        folder = Path(tempfile.mkdtemp(prefix=f"{name}-{worker}-", dir=shared))  # a retry: a fresh folder
+        result = build(folder)
+        tmp = done.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"result": result, "by": worker}), encoding="utf-8")
+        tmp.replace(done)
+        return result
 
 
 def require(condition: bool, what: str) -> None:
@@ -102,6 +191,9 @@ def paper_tables(tmp_path_factory) -> tuple[Path, Path]:
     and 3 attempts; ``tables/`` holds runs, calls and (attempt 1 audited) events parquet files."""
     from ctxpolicy.testing.paper import build_tables, make_paper_dataset
 
-    out = tmp_path_factory.mktemp("paper-data")
-    config = make_paper_dataset(out, task_cap=PAPER_TASK_CAP, processes=2)
-    return build_tables(out, processes=2, audit_attempts=1), config
+    def build(out: Path) -> list[str]:
+        config = make_paper_dataset(out, task_cap=PAPER_TASK_CAP, processes=2)
+        return [str(build_tables(out, processes=2, audit_attempts=1)), str(config)]
+
+    tables, config = built_once(tmp_path_factory, "paper-data", build)
+    return Path(tables), Path(config)

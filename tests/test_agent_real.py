@@ -21,6 +21,8 @@ MODEL = "qwen05b"
 TASK = "tinyweb-001"  # a repository task: the model needs several steps, so prefix reuse shows
 THRESHOLD = 300  # low enough that truncation fires within three steps
 
+pytestmark = pytest.mark.llm
+
 
 @pytest.fixture(scope="module")
 def embedded_run(tmp_path_factory):

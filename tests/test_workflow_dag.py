@@ -13,7 +13,7 @@ import yaml
 
 from ctxpolicy.config import load_config
 from ctxpolicy.grid import expand_grid
-from workflow_helpers import planned_jobs, snakemake, write_study
+from workflow_helpers import planned_jobs, planned_priorities, snakemake, write_study
 
 MAIN = ["hello-world", "tinyweb-001", "tinylearn-001"]
 SWEEP = ["hello-world", "tinyweb-001"]
@@ -37,6 +37,25 @@ def test_all_tables_plan_one_job_per_cell(study):
     assert jobs["run_cell_qwen05b"] == len(cells) == 13
     assert jobs["evaluate"] == len(cells)
     assert jobs["thresholds"] == 1 and jobs["aggregate"] == 1
+
+
+def test_cells_start_longest_first_after_calibration_and_short_jobs_before_any_cell(study):
+    workdir, config = study
+    done = snakemake(workdir, config, "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = planned_priorities(done.stdout)
+    cells = {wc.rsplit("slug=", 1)[1]: p for (rule, wc), p in jobs.items() if rule == "run_cell_qwen05b"}
+    assert len(cells) == 13
+    calibration = cells.pop("FC")  # the thresholds of every triggered cell wait for it
+    assert calibration > max(cells.values())
+    summarizing = {cells.pop(slug) for slug in ("SU_Th_0.5__primary", "S-p_Th_0.5__primary")}  # 3 runs, summaries
+    main = {
+        cells.pop(slug)
+        for slug in ("TR_Th_0.5__primary", "TRC_Th__primary", "OTRC_St", "OTRCplusTR_StplusTh_0.5__primary")
+    }
+    assert min(summarizing) > max(main) > max(cells.values())  # the rest: sweep cells of 2 runs
+    short = [p for (rule, _), p in jobs.items() if rule in ("evaluate", "view_cell", "thresholds")]
+    assert len(short) == 13 + 13 + 1 and min(short) > calibration
 
 
 def figure_rule(target: str) -> str:

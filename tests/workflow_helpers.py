@@ -67,6 +67,18 @@ def planned_jobs(output: str) -> dict[str, int]:
     return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.M) if rule != "total"}
 
 
+def planned_priorities(output: str) -> dict[tuple[str, str], float]:
+    """(rule, wildcards text) -> Snakemake priority of each job of a dry run (0 when none is shown)."""
+    jobs = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if rule:
+            wildcards = re.search(r"^\s+wildcards: (.*)$", block, flags=re.M)
+            priority = re.search(r"^\s+priority: (\S+)$", block, flags=re.M)
+            jobs[(rule[1], wildcards[1] if wildcards else "")] = float(priority[1]) if priority else 0.0
+    return jobs
+
+
 def embedded_model_ready() -> bool:
     from ctxpolicy.serving import cached_model
 

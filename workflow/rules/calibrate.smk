@@ -11,6 +11,7 @@ rule thresholds:
         f"{RESULTS}/thresholds/{{benchmark}}/{{model}}.json",
     log:
         f"{RESULTS}/logs/thresholds/{{benchmark}}/{{model}}.log",
+    priority: SHORT_JOB_PRIORITY
     conda:
         SOFTWARE_ENV
     resources:

@@ -5,7 +5,7 @@
 # directories: a restarted cell redoes only the runs without a complete run.json. The thresholds
 # file is declared as input so that calibration comes first. A Harbor cell (Terminal-Bench with
 # `harness: harbor`) carries its `harbor run ...` in the shell (--harness-argv), so a dry run
-# shows it. One rule per model, for its serving resources.
+# shows it. One rule per model, for its serving resources. Cells start longest first (cell_priority).
 
 for _model in STUDY.models:
     _spec = STUDY.model(_model)
@@ -19,6 +19,7 @@ for _model in STUDY.models:
             f"{RUNS}/{{benchmark}}/{{model,{re.escape(_model)}}}/{{slug}}/cell.json",
         log:
             f"{RESULTS}/logs/run_cell/{{benchmark}}/{{model}}/{{slug}}.log",
+        priority: cell_priority
         conda:
             SOFTWARE_ENV
         threads: lambda wildcards, cpus=_spec["resources"]["cpus"]: cell_threads(cpus)

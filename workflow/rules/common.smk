@@ -342,6 +342,26 @@ def cell_resources(model: str) -> dict:
 ANALYSIS = job_resources(SLURM["analysis"])
 
 
+# ---------------------------------------------------------------- job order (Snakemake priority)
+# Where jobs wait for a free core, Snakemake starts the ready job of highest priority. Run cells
+# start longest first, so that the last one to finish is a short one; the calibration cells come
+# before all (every threshold-triggered cell waits for their thresholds). The short jobs that
+# follow a cell (grading, its trajectory pages, the thresholds) come before any cell: a cell
+# shares its model server's slots with the cell beside it, which keeps them busy while the short
+# job holds a core, and none of them is left for the end, when the figures need both cores.
+
+SHORT_JOB_PRIORITY = 10**9  # above any cell's
+
+
+def cell_priority(wildcards) -> int:
+    """A cell's planned model work: its runs, twice for a policy that summarizes (its summary
+    calls are model calls too); the calibration cells get SHORT_JOB_PRIORITY - 1."""
+    cell = cell_of(wildcards)
+    if STUDY.calibration_cell(Pair(cell.model, cell.benchmark)) == cell:
+        return SHORT_JOB_PRIORITY - 1
+    return min(STUDY.planned_runs(cell) * (2 if cell.spec.needs_summarizer else 1), SHORT_JOB_PRIORITY - 2)
+
+
 # ---------------------------------------------------------------- shared model servers
 # Local runs share one model server per model between all their cells (ctxpolicy.serving.shared,
 # workflow/rules/servers.smk).

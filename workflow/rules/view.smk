@@ -19,6 +19,7 @@ rule view_cell:
         runs=directory(f"{RESULTS}/view/{{benchmark}}/{{model}}/{{slug}}/runs"),
     log:
         f"{RESULTS}/logs/view/{{benchmark}}/{{model}}/{{slug}}.log",
+    priority: SHORT_JOB_PRIORITY
     conda:
         SOFTWARE_ENV
     threads: 1

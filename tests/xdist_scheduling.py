@@ -1,0 +1,135 @@
+"""The suite's ``--dist loadgroup``: each group of tests on one worker, and a crashed worker never
+hangs the run (the hooks that use this module are in tests/conftest.py).
+
+pytest-xdist 3.8.0, the newest release, does neither with our pytest (9.2):
+
+- it marks a group by appending ``@NAME`` to the test's ``_nodeid``, a field pytest 9.2 no longer
+  reads (its ids are structured), so every group is silently spread over the workers
+  (pytest-dev/pytest-xdist#1386, open);
+- a worker that dies and is replaced hangs the run: the dead worker's finished groups go back on
+  the queue as empty units, and a replacement handed one test waits for a second one that never
+  comes (pytest-dev/pytest-xdist#1323, #1327, #1378).
+
+So the groups travel beside the ids, as the maintainers propose: each worker writes
+{test id: group} after its collection into a folder the controller names in ``workerinput``,
+and the scheduler, a subclass of xdist's own, reads it when it splits the tests into units.
+The subclass changes two steps besides: a dead worker's unfinished tests go back on the queue
+(the one it died in is reported failed by xdist and not run again: pytest-dev/pytest-xdist#1371),
+and a worker that has taken the last unit is told to finish, as at the start of a run.
+Drop this module once a fixed xdist is locked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+GROUPS_DIR = "ctxpolicy_xdist_groups"  # the workerinput key: where workers write their groups
+_FOLDER = pytest.StashKey[str]()
+
+
+LLM_GROUP = "embedded-llm"
+
+
+def item_group(item) -> str | None:
+    """A test's group: its ``xdist_group`` mark's name; else ``embedded-llm`` for a test marked
+    ``llm`` (each starts the embedded model on llama.cpp, which takes both cores: two at once
+    starve each other into their timeouts); else its module's path when it uses a module-scoped
+    fixture (built once, on one worker: every notebook executed, a workflow run); else none (the
+    test goes wherever there is room)."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    if item.get_closest_marker("llm") is not None:
+        return LLM_GROUP
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        if defs and defs[-1].scope == "module":
+            return item.nodeid.split("::", 1)[0]
+    return None
+
+
+def start_controller(config) -> str:
+    """The folder the workers write their groups into (removed by ``stop_controller``)."""
+    folder = tempfile.mkdtemp(prefix="ctxpolicy-xdist-groups-")
+    config.stash[_FOLDER] = folder
+    return folder
+
+
+def stop_controller(config) -> None:
+    folder = config.stash.get(_FOLDER, None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_groups(config, items) -> None:
+    """On a worker: {test id: group} of the collected tests, for the controller's scheduler."""
+    folder = getattr(config, "workerinput", {}).get(GROUPS_DIR)
+    if not folder:
+        return
+    groups = {item.nodeid: group for item in items if (group := item_group(item)) is not None}
+    target = Path(folder) / f"{config.workerinput['workerid']}.json"
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(groups), encoding="utf-8")
+    os.replace(tmp, target)
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with the workers' groups as scopes (a test without one is its own)."""
+
+    def __init__(self, config, log=None, folder: str | None = None) -> None:
+        super().__init__(config, log)
+        self._folder = folder
+        self._groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._groups is None:
+            self._groups = self._read_groups()
+        group = self._groups.get(nodeid)
+        return f"group:{group}" if group is not None else nodeid
+
+    def _read_groups(self) -> dict[str, str]:
+        # called once every worker has finished collecting, so each has written its file; they
+        # collected the same tests (xdist checks), so any one of them will do
+        files = sorted(Path(self._folder).glob("*.json")) if self._folder else []
+        if self._folder and not files:
+            raise RuntimeError(f"no worker wrote its test groups into {self._folder}")
+        return json.loads(files[0].read_text(encoding="utf-8")) if files else {}
+
+    def remove_node(self, node):
+        workload = self.assigned_work.pop(node)
+        unfinished = [(scope, unit) for scope, unit in workload.items() if not all(unit.values())]
+        if not unfinished:
+            return None
+        # a worker runs its units in the order they were sent: the first unfinished test is the
+        # one it died in
+        crashitem = next(nodeid for nodeid, done in unfinished[0][1].items() if not done)
+        unfinished[0][1][crashitem] = True
+        for scope, unit in unfinished:
+            if not all(unit.values()):
+                self.workqueue[scope] = unit
+        for other in self.assigned_work:
+            self._reschedule(other)
+        return crashitem
+
+    def _reschedule(self, node) -> None:
+        if node.shutting_down:
+            return
+        if self.workqueue and self._pending_of(self.assigned_work[node]) <= 2:
+            self._assign_work_unit(node)
+        if not self.workqueue:
+            node.shutdown()  # it runs what it holds, then stops: never left waiting for more
+
+
+def folder_of(config) -> str | None:
+    """The controller's groups folder (None without xdist's loadgroup, or on a worker)."""
+    return config.stash.get(_FOLDER, None)
