@@ -414,6 +414,10 @@ class CallRecord:
     usage_source: str | None = field(default=None, metadata={"omitted_when_null": True})
     """``local`` when the proxy's upstream reported no usage and the counts are local; the key is
     left out of the line otherwise."""
+    reply_id: str | None = field(default=None, metadata={"omitted_when_null": True})
+    """The id (in ``messages.jsonl``) of the model's answer to this call, where the writer knows it
+    (the proxy); the key is left out otherwise. A reply repeated word for word shares its id with
+    the earlier one: walk the calls, not the store, to count each."""
 
     @classmethod
     def answered(
@@ -434,6 +438,7 @@ class CallRecord:
         finish_reason: str | None = None,
         model: str | None = None,
         usage_source: str | None = None,
+        reply_id: str | None = None,
         index: int = -1,
         status: str = "ok",
         error: str | None = None,
@@ -461,6 +466,7 @@ class CallRecord:
             finish_reason=finish_reason,
             model=model,
             usage_source=usage_source,
+            reply_id=reply_id,
         )
 
     @classmethod
