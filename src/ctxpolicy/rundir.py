@@ -305,6 +305,20 @@ def read_cell_json(cell: str | Path) -> dict:
     return read_record(Path(cell) / CELL_JSON)
 
 
+def trajectory_messages(run: str | Path) -> list[dict] | None:
+    """The agent's whole history from the run's ``trajectory.json`` (a replay's names its source's,
+    ``source_trajectory``: the agent's answers are the source's); None when there is none to read."""
+    try:
+        trajectory = read_json(Path(run) / TRAJECTORY_JSON)
+        source = trajectory.get("source_trajectory")
+        if "messages" not in trajectory and isinstance(source, str) and Path(source).name == TRAJECTORY_JSON:
+            trajectory = read_json(source)
+        messages = trajectory.get("messages")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else None
+
+
 def read_verdict(run: str | Path) -> dict | None:
     """The run's ``verdict.json``, or None when it has not been graded."""
     path = Path(run) / VERDICT_JSON
