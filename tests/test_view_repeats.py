@@ -129,3 +129,24 @@ def test_a_proxy_page_shows_the_final_answer_on_its_last_step(tmp_path):
     (run,) = sorted((tmp_path / "rec").glob("*/*__a1"))
     rows = _step_cells(render(run, tmp_path / "proxy.html"))
     assert [re.search(r"<code>(.*?)</code>", rows[s])[1] for s in (1, 2, 3)] == answers
+
+
+def test_an_open_proxy_conversation_says_so_on_its_page(tmp_path):
+    """A conversation still in progress: its page says it is open (the run is no finished run)."""
+    import openai
+    from proxy_helpers import FakeUpstream, serve, settled
+    from test_proxy_stream import _proxy
+
+    from ctxpolicy.proxy.app import build_app
+
+    fake = FakeUpstream()
+    with serve(fake.app) as up:
+        proxy = _proxy(f"{up}/v1", tmp_path / "rec")
+        with serve(build_app(proxy)) as url:
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            client.chat.completions.create(model="any", messages=[{"role": "user", "content": "task"}])
+            settled(proxy)
+            (run,) = sorted((tmp_path / "rec").glob("*/*__a1"))
+            page = render(run, tmp_path / "open.html")
+    assert '<p class="open-conversation" role="status"><strong>Still open</strong>' in page
+    assert "POST /conversations/end" in page

@@ -313,6 +313,7 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
         "title": f"{identity.get('task_id')} · {identity.get('policy')} · attempt {identity.get('attempt')}",
         "identity": {k: identity.get(k) for k in sorted(identity)},
         "outcome": record.get("outcome"),
+        "open": _open_reason(record),
         "error": _clean(record.get("error"), 2000),
         "resolved": None if verdict is None else verdict.get("resolved"),
         "harness": None if verdict is None else verdict.get("harness"),
@@ -335,6 +336,16 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
         "calls": [{"step": r["step"], "kind": r["kind"]} for r in rows],
     }
     return {"page": page, "data": data, "actions": [r.get("full_command", "") for r in steps]}
+
+
+def _open_reason(record: dict) -> str | None:
+    """Why the run is not finished yet, for an open proxy conversation (else None)."""
+    from ctxpolicy.metrics.records import OPEN_CONVERSATION
+
+    proxy = record.get("proxy")
+    if record.get("complete") is False and isinstance(proxy, dict) and proxy.get("open") is True:
+        return OPEN_CONVERSATION
+    return None
 
 
 def _event_row(event: dict) -> dict:
