@@ -1,4 +1,4 @@
-"""``ctxpolicy grid``, the study room's command: print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
+"""Print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
 
 With --json, print {"summary": [...], "cells": [...]} instead, one record per cell with its
 id (BENCHMARK/MODEL/SLUG, what `ctxpolicy run-cell --cell` takes), slug, run directory root and

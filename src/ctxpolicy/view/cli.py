@@ -7,8 +7,8 @@ A run page shows the timeline of calls (prompt, cached and fresh tokens under th
 latency, command and return code), every compression event with what it changed, the messages of
 any call, the verdict and the submission. ``--against`` lays a second run of the same task beside
 it, aligned by step. A directory that is no run directory (a cell, or any folder above runs) gives
-an index of its runs, with each run's page written into ``runs/`` beside it unless ``--index-only``. Pages open
-from disk: no server, no network (docs/view.md).
+an index of its runs, with each run's page written into ``runs/`` beside it unless
+``--index-only``. Pages open from disk: no server, no network (docs/view.md).
 """
 
 from __future__ import annotations
