@@ -85,7 +85,7 @@ def _panel_title(key: str, data: Prepared) -> str:
 
 
 DODGE = 0.025  # how far apart (in tokens / FC) points with equal values are drawn
-DODGED = "side by side: policies with equal values (drawn apart, not moved in the data)"
+DODGED = "equal values drawn side by side"
 
 
 def dodged(x: pd.Series, y: pd.Series, step: float = DODGE) -> pd.Series:
@@ -166,9 +166,9 @@ def plot(data: Prepared, name: str = "fig2"):
     grid.tight_layout()
     together = any(ax.get_gid() == "dodged" for ax in grid.axes.flat)
     if together:
-        notes.record(fig, f"Points {DODGED}.")
+        notes.record(fig, f"Policies with {DODGED} (the data are unchanged).")
     ax_.facet_legend(
-        grid, ax_.policy_handles(specs), title=f"policy\n({DODGED.replace(' (', chr(10) + '(')})" if together else None
+        grid, ax_.policy_handles(specs), title="policy\n(equal values drawn\nside by side)" if together else None
     )  # after the layout: it widens the figure for itself
     gaps = [n for n in data.notes if "resource ratios" in n]
     said = [*data.notes, data.meta["n"]] if data.meta.get("n") else data.notes
