@@ -264,10 +264,7 @@ def figure_inputs(spec: dict) -> list:
 # tables (ctxpolicy.figures.catalog.report_caption). `section`, the subcategory, keeps the report's
 # entries in catalog (study) order rather than in file-name order (fig10 before fig2), numbered
 # within each kind (figures and tables are separate categories of the report).
-REPORT_CAPTIONS = {
-    f"figure_{rule_suffix(name)}": caption
-    for name, caption in report_captions(FIGURE_TARGETS).items()
-}
+REPORT_CAPTIONS = {f"figure_{rule_suffix(name)}": caption for name, caption in report_captions(FIGURE_TARGETS).items()}
 config["report_captions"] = REPORT_CAPTIONS
 config["study"] = STUDY.name  # workflow/report/workflow.rst names the study
 
