@@ -150,3 +150,23 @@ def test_an_open_proxy_conversation_says_so_on_its_page(tmp_path):
             page = render(run, tmp_path / "open.html")
     assert '<p class="open-conversation" role="status"><strong>Still open</strong>' in page
     assert "POST /conversations/end" in page
+
+
+def test_an_index_with_its_run_pages_inside_opens_them_where_it_is_shown_alone(tmp_path):
+    """``--embed-runs`` (the Snakemake report shows the index alone, with no runs/ beside it):
+    the link opens the run page from the index's own data (checked in chromium's DOM)."""
+    require(chromium() is not None, "chromium (Debian package chromium) for the page tests")
+    import shutil
+
+    from ctxpolicy.testing.views import write_event_runs
+
+    runs = write_event_runs(tmp_path / "runs", steps=6)
+    cell = runs["TR"].parent
+    index = render(cell, tmp_path / "view" / "index.html", "--embed-runs")
+    link = re.search(r'<a href="(runs/[^"]+)" data-page="\1">', index)[1]
+    alone = tmp_path / "alone" / "index.html"
+    alone.parent.mkdir()
+    shutil.copy(tmp_path / "view" / "index.html", alone)  # no runs/ beside it
+    opened = open_page(alone, f"#open={link}")
+    assert opened.console == []
+    assert '<table id="timeline"' in opened.dom and "task-0000 · TR/Th/0.5 · attempt 1" in opened.dom

@@ -1,7 +1,7 @@
 """Write self-contained HTML pages of run records: a run's trajectory page, or a cell's index.
 
   ctxpolicy view --runs RUN_DIR [--against RUN_DIR] [--cost-method M] [--out PAGE]
-  ctxpolicy view --runs CELL_DIR [--cost-method M] [--out INDEX] [--index-only]
+  ctxpolicy view --runs CELL_DIR [--cost-method M] [--out INDEX] [--index-only] [--embed-runs]
 
 A run page shows the timeline of calls (prompt, cached and fresh tokens under the cost method,
 latency, command and return code), every compression event with what it changed, the messages of
@@ -36,6 +36,12 @@ def add_arguments(parser) -> None:
     add_config(parser, "the study config (for metrics.cost_method)")
     add_out(parser, "the page (default RUN.html, or CELL/index.html for a folder of runs)")
     parser.add_argument("--index-only", action="store_true", help="for a folder of runs: write the index page only")
+    parser.add_argument(
+        "--embed-runs",
+        action="store_true",
+        help="for a folder of runs: put the run pages inside the index too, so that its links open "
+        "where the index is shown alone (the Snakemake report)",
+    )
 
 
 def _method(args) -> str:
@@ -73,7 +79,7 @@ def main(args) -> int:
             if args.against is not None:
                 raise ViewInputError(f"--against: {target} is no run directory (it holds no run.json)")
             out = args.out or Path(DEFAULT_OUT_INDEX.format(name=target.resolve().name))
-            written = write_index(target, out, method, run_pages=not args.index_only)
+            written = write_index(target, out, method, run_pages=not args.index_only, embed=args.embed_runs)
     except (ViewInputError, ConfigError) as exc:
         print(f"view: {exc}", file=sys.stderr)
         return 2

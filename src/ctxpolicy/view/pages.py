@@ -33,17 +33,18 @@ def page_name(root: Path, run_dir: Path) -> str:
     return f"{RUN_PAGES}/" + "__".join(run_dir.relative_to(root).parts) + ".html"
 
 
-def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -> Path:
+def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True, embed: bool = False) -> Path:
     """The index of every run under ``root`` (``workspace/`` and ``stale/`` never searched), and
     unless ``run_pages`` is false each run's page in ``runs/`` beside it. A cell (it holds
-    ``cell.json``) without a run record gets an empty index; any other folder without one is an error."""
+    ``cell.json``) without a run record gets an empty index; any other folder without one is an error.
+    ``embed``: the run pages go inside the index too, so its links open where it is shown alone."""
     root, out = Path(root), Path(out)
     runs = find_run_dirs(root, (RUN_JSON,))
     if not runs and not (root / CELL_JSON).is_file():
         raise ViewInputError(f"{root}: no run directories (none holds a {RUN_JSON}) and no {CELL_JSON}")
     if run_pages:
         (out.parent / RUN_PAGES).mkdir(parents=True, exist_ok=True)  # the workflow's runs/ output, even empty
-    rows = []
+    rows, pages = [], {}
     for run_dir in runs:
         built = build_run(load_run(run_dir), method)
         row = run_summary(built)
@@ -51,8 +52,11 @@ def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -
         row["href"] = None
         if run_pages:
             name = page_name(root, run_dir)
-            atomic_write_text(out.parent / name, render_run(built))
+            html = render_run(built)
+            atomic_write_text(out.parent / name, html)
             row["href"] = name
+            if embed:
+                pages[name] = html
         rows.append(row)
     title = f"Runs of {os.path.relpath(root) if not root.is_absolute() else root.name}"
-    return atomic_write_text(out, render_index(title, method, rows))
+    return atomic_write_text(out, render_index(title, method, rows, pages))

@@ -64,5 +64,7 @@ def render_against(left: dict, right: dict, against: dict) -> str:
     return _render("against.html.j2", page=left["page"], other=right["page"], against=against, data=data)
 
 
-def render_index(title: str, method: str, runs: list[dict]) -> str:
-    return _render("index.html.j2", title=title, method=method, runs=runs, data={"runs": {}})
+def render_index(title: str, method: str, runs: list[dict], pages: dict[str, str] | None = None) -> str:
+    """``pages``: run pages by link, put inside the index (``--embed-runs``)."""
+    data = {"runs": {}, **({"pages": pages} if pages else {})}
+    return _render("index.html.j2", title=title, method=method, runs=runs, data=data)
