@@ -49,14 +49,14 @@ def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True, e
         built = build_run(load_run(run_dir), method)
         row = run_summary(built)
         row["name"] = str(run_dir.relative_to(root))
-        row["href"] = None
+        row["href"], row["embedded"] = None, False
         if run_pages:
             name = page_name(root, run_dir)
             html = render_run(built)
             atomic_write_text(out.parent / name, html)
             row["href"] = name
             if embed:
-                pages[name] = html
+                pages[name], row["embedded"] = html, True
         rows.append(row)
     title = f"Runs of {os.path.relpath(root) if not root.is_absolute() else root.name}"
     return atomic_write_text(out, render_index(title, method, rows, pages))
