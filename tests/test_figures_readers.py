@@ -29,6 +29,18 @@ def _from_root(figure_root):
     yield
 
 
+_COMPUTED: dict = {}
+
+
+def computed(name: str, fixture):
+    """Each figure's data computed once for the module (a copy: tests may change it)."""
+    import copy
+
+    if name not in _COMPUTED:
+        _COMPUTED[name] = COMPUTE[name](*fixture)
+    return copy.deepcopy(_COMPUTED[name])
+
+
 def _legend_labels(fig) -> list[str]:
     figures = [fig, *fig.subfigs]
     legends = [lg for f in figures for lg in f.legends] + [a.get_legend() for a in fig.axes if a.get_legend()]
@@ -42,15 +54,13 @@ def test_thresholds_read_as_the_config_writes_them():
 
 
 def test_figures_with_few_tasks_say_their_n(fixture):
-    runs, config, calls = fixture
     for name in ("fig2", "fig3", "fig4"):
-        fig = PLOT[name](COMPUTE[name](runs, config, calls))
+        fig = PLOT[name](computed(name, fixture))
         assert re.search(r"n = \d+ tasks × \d+ attempts? \(qwen05b, local\)", note_texts(fig)), name
 
 
 def test_coinciding_points_are_drawn_side_by_side_and_the_legend_says_so(fixture):
-    runs, config, calls = fixture
-    data = COMPUTE["fig2"](runs, config, calls)
+    data = computed("fig2", fixture)
     table = data.table.copy()
     pair = (table["benchmark"] == "local") & (table["model"] == "qwen05b")
     policies = list(table.loc[pair, "policy"].astype(str))
@@ -82,14 +92,12 @@ def test_dodged_offsets_only_points_with_equal_values():
 
 
 def test_fig3_legend_explains_open_and_filled_markers(fixture):
-    runs, config, calls = fixture
-    labels = " ".join(_legend_labels(PLOT["fig3"](COMPUTE["fig3"](runs, config, calls))))
+    labels = " ".join(_legend_labels(PLOT["fig3"](computed("fig3", fixture))))
     assert "D = 0.3 (open)" in labels and "D = 0.5 (filled)" in labels
 
 
 def test_fig4_tallies_share_the_row_labels_font(fixture):
-    runs, config, calls = fixture
-    fig = PLOT["fig4"](COMPUTE["fig4"](runs, config, calls))
+    fig = PLOT["fig4"](computed("fig4", fixture))
     ax = fig.axes[0]
     tallies = [t for t in ax.texts if "→" in t.get_text()]
     row = ax.get_yticklabels()[0]
@@ -99,8 +107,7 @@ def test_fig4_tallies_share_the_row_labels_font(fixture):
 
 
 def test_decomposition_legend_has_no_marker_the_plot_does_not_draw(fixture):
-    runs, config, calls = fixture
-    fig = PLOT["cost_decomposition"](COMPUTE["cost_decomposition"](runs, config, calls))
+    fig = PLOT["cost_decomposition"](computed("cost_decomposition", fixture))
     drawn = {line.get_marker() for ax in fig.axes for line in ax.lines}
     for legend in fig.legends:
         for handle in legend.legend_handles:
