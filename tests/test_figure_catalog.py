@@ -184,3 +184,11 @@ def test_every_target_says_what_it_shows_for_its_report_caption(local):
 def test_a_catalog_entry_without_shows_is_refused():
     with pytest.raises(ConfigError, match="fig2: shows is None"):
         catalog._check_entry("fig2", {"notebook": "fig2", "data": ["runs"], "scope": "full"})
+
+
+def test_report_sections_number_each_kind_in_study_order_without_gaps(local):
+    captions = catalog.report_captions(local)
+    for kind in ("figure", "table"):
+        sections = [captions[name]["section"] for name, spec in local.items() if spec["kind"] == kind]
+        assert [int(s.split()[0]) for s in sections] == list(range(len(sections))), kind
+    assert captions["fig2"]["section"] == "00 Figure 2" and captions["table1_4"]["section"] == "00 Tables 1 and 4"

@@ -39,6 +39,66 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Examples for the commands whose module text has none (shown after their options).
+EXAMPLES: dict[str, list[str]] = {
+    "serve": [
+        "ctxpolicy serve --config config/config.yaml --model qwen05b --port 8080 &",
+        "ctxpolicy serve --check http://127.0.0.1:8080/v1 --wait 120   # until it answers",
+    ],
+    "run-cell": [
+        "ctxpolicy run-cell --cell local/qwen05b/TR_Th_0.5__primary --config config/config.yaml \\",
+        "    --out results/runs",
+        "ctxpolicy run-cell --benchmark local --model qwen05b --policy FC --tasks 3 --attempts 1 \\",
+        "    --out /tmp/cells",
+    ],
+    "evaluate": ["ctxpolicy evaluate --config config/config.yaml --benchmark local --runs results/runs/local"],
+    "aggregate": [
+        "ctxpolicy aggregate --runs results/runs results/replay --out results/tables",
+        "ctxpolicy aggregate --runs results/proxy --out /tmp/proxy-tables --strict",
+    ],
+    "cost": [
+        "ctxpolicy cost -i results/runs/local/qwen05b/FC/tinyweb-001__a1",
+        "ctxpolicy cost --runs results/runs/local/qwen05b --json",
+    ],
+    "grid": ["ctxpolicy grid --config config/config.yaml", "ctxpolicy grid --config config/paper.yaml --json"],
+    "provenance": [
+        "ctxpolicy provenance show figures/fig2.pdf",
+        "ctxpolicy provenance verify figures/fig2.pdf --json",
+    ],
+    "bundle": [
+        "ctxpolicy bundle export --results results --out bundle.tar.gz",
+        "ctxpolicy bundle import bundle.tar.gz --results results",
+    ],
+    "audit": ["ctxpolicy audit --runs results/replay --out results/tables/audit"],
+    "import": [
+        "ctxpolicy import -i trajectories/ --benchmark swe-bench-verified --model frontier \\",
+        "    --verdicts report.json --out results/imported",
+    ],
+    "view": [
+        "ctxpolicy view --runs results/runs/local/qwen05b/FC/tinyweb-001__a1 --out fc.html",
+        "ctxpolicy view --runs RUN_A --against RUN_B --out a-vs-b.html   # two runs of one task",
+        "ctxpolicy view --runs results/runs/local/qwen05b/FC --out cell/index.html",
+    ],
+}
+
+TOP_EPILOG = """examples:
+  ctxpolicy compress --policy TR/Th/0.5 --threshold 3000 -i history.json
+  ctxpolicy run --benchmark local --model qwen05b --policy FC --task tinyweb-001 --out /tmp/r1
+  ctxpolicy proxy --policy TR/Th/0.5 --threshold 3000 --endpoint http://127.0.0.1:8080/v1
+  ctxpolicy COMMAND --help        # each command's options and examples
+
+docs: README.md (start here), docs/*.md (one page per part: proxy.md, view.md, metrics.md, ...),
+in the source tree or at the project's repository.
+"""
+
+
+def _epilog(name: str, module) -> str | None:
+    lines = EXAMPLES.get(name)
+    if not lines or "examples:" in (module.__doc__ or "").lower():
+        return None
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _chosen_command(argv: list[str]) -> str | None:
     """The subcommand named in ``argv`` (the first word that is not an option), if it is one."""
     for word in argv:
@@ -56,6 +116,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctxpolicy",
         description="Context-compression policies for LLM agents: run, grade, measure and plot.",
+        epilog=TOP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ctxpolicy {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -65,9 +127,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(module_name)
         p = sub.add_parser(
-            name, help=help_text, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+            name,
+            help=help_text,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)
+        examples = _epilog(name, module)
+        if examples:  # after the command's own epilog, where it has one
+            p.epilog = f"{p.epilog}\n\n{examples}" if p.epilog else examples
         p.set_defaults(_module=module)
     return parser
 

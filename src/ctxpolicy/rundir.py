@@ -351,6 +351,20 @@ def read_cell_json(cell: str | Path) -> dict:
     return read_record(Path(cell) / CELL_JSON)
 
 
+def trajectory_messages(run: str | Path) -> list[dict] | None:
+    """The agent's whole history from the run's ``trajectory.json`` (a replay's names its source's,
+    ``source_trajectory``: the agent's answers are the source's); None when there is none to read."""
+    try:
+        trajectory = read_json(Path(run) / TRAJECTORY_JSON)
+        source = trajectory.get("source_trajectory")
+        if "messages" not in trajectory and isinstance(source, str) and Path(source).name == TRAJECTORY_JSON:
+            trajectory = read_json(source)
+        messages = trajectory.get("messages")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else None
+
+
 def read_verdict(run: str | Path) -> dict | None:
     """The run's ``verdict.json``, or None when it has not been graded."""
     path = Path(run) / VERDICT_JSON
@@ -536,6 +550,10 @@ class CallRecord:
     usage_source: str | None = field(default=None, metadata={"omitted_when_null": True})
     """``local`` when the proxy's upstream reported no usage and the counts are local; the key is
     left out of the line otherwise."""
+    reply_id: str | None = field(default=None, metadata={"omitted_when_null": True})
+    """The id (in ``messages.jsonl``) of the model's answer to this call, where the writer knows it
+    (the proxy); the key is left out otherwise. A reply repeated word for word shares its id with
+    the earlier one: walk the calls, not the store, to count each."""
 
     @classmethod
     def answered(
@@ -556,6 +574,7 @@ class CallRecord:
         finish_reason: str | None = None,
         model: str | None = None,
         usage_source: str | None = None,
+        reply_id: str | None = None,
         index: int = -1,
         status: str = "ok",
         error: str | None = None,
@@ -583,6 +602,7 @@ class CallRecord:
             finish_reason=finish_reason,
             model=model,
             usage_source=usage_source,
+            reply_id=reply_id,
         )
 
     @classmethod

@@ -15,7 +15,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import ExecMode
 
 from ctxpolicy.config import ConfigError
-from ctxpolicy.figures.catalog import IMPORTED_REPLAY_RUNS, report_caption
+from ctxpolicy.figures.catalog import IMPORTED_REPLAY_RUNS, report_captions
 from ctxpolicy.grid import SCOPES
 from ctxpolicy.policies.spec import parse_spec
 from ctxpolicy.serving import shared as shared_servers
@@ -259,11 +259,9 @@ def figure_inputs(spec: dict) -> list:
 # What the report says about each target's files, read by its caption template through the
 # `config` Snakemake hands to templates (a key that no job reads) - label, what it shows, pairs, notes,
 # tables (ctxpolicy.figures.catalog.report_caption). `section`, the subcategory, keeps the report's
-# entries in catalog (study) order rather than in file-name order (fig10 before fig2).
-REPORT_CAPTIONS = {
-    f"figure_{rule_suffix(name)}": report_caption(name, spec, order)
-    for order, (name, spec) in enumerate(FIGURE_TARGETS.items())
-}
+# entries in catalog (study) order rather than in file-name order (fig10 before fig2), numbered
+# within each kind (figures and tables are separate categories of the report).
+REPORT_CAPTIONS = {f"figure_{rule_suffix(name)}": caption for name, caption in report_captions(FIGURE_TARGETS).items()}
 config["report_captions"] = REPORT_CAPTIONS
 config["study"] = STUDY.name  # workflow/report/workflow.rst names the study
 

@@ -8,7 +8,7 @@ rule view_cell:
         f"{RUNS}/{{benchmark}}/{{model}}/{{slug}}/eval.json",
     output:
         # the index goes into the report as a file (a directory would need --report REPORT.zip);
-        # its links to the run pages work from results/view/, where the pages are beside it
+        # --embed-runs puts the run pages inside it, so its links open in the report too
         index=report(
             f"{RESULTS}/view/{{benchmark}}/{{model}}/{{slug}}/index.html",
             category="Trajectories",
@@ -31,4 +31,4 @@ rule view_cell:
         cell_dir=lambda wildcards, input: parent_dir(input[0]),
     shell:
         "{params.ctxpolicy} view --runs {params.cell_dir:q} --config {params.config:q}"
-        " --out {output.index:q} > {log} 2>&1"
+        " --embed-runs --out {output.index:q} > {log} 2>&1"

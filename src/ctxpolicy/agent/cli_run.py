@@ -10,8 +10,10 @@ start or the cell is busy. RUN_DIR's parent is taken as the cell directory: the 
 
 Examples:
   # the embedded model (llama.cpp on loopback, started and stopped for this run)
-  ctxpolicy run --benchmark local --model qwen05b --policy TR/Th/0.5 --task tinyweb-001 --out /tmp/r1
-  # a vLLM server you started: vllm serve Qwen/Qwen2.5-Coder-32B-Instruct --served-model-name qwen32b \\
+  ctxpolicy run --benchmark local --model qwen05b --policy TR/Th/0.5 --task tinyweb-001 \\
+      --out /tmp/r1
+  # a vLLM server you started:
+  #   vllm serve Qwen/Qwen2.5-Coder-32B-Instruct --served-model-name qwen32b \\
   #     --enable-prefix-caching --enable-prompt-tokens-details
   ctxpolicy run --benchmark swebench --model qwen32b --policy FC --task django__django-11099 \\
       --endpoint http://gpu-node:8000/v1 --served-name qwen32b --out /tmp/r2

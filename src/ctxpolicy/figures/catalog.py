@@ -297,6 +297,19 @@ def report_caption(name: str, spec: Mapping[str, Any], order: int) -> dict:
     }
 
 
+def report_captions(targets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict]:
+    """``report_caption`` of every target, numbered in catalog (study) order within its kind:
+    figures 00, 01, ... and tables 00, 01, ... each without gaps, since the report shows each
+    kind under its own category."""
+    counts: dict[str, int] = {}
+    captions = {}
+    for name, spec in targets.items():
+        order = counts.get(spec["kind"], 0)
+        counts[spec["kind"]] = order + 1
+        captions[name] = report_caption(name, spec, order)
+    return captions
+
+
 def _variant(main: dict, model: str, benchmark: str, results_dir: str, figures_dir: str) -> dict:
     stem = f"{main['params']['name']}-{model}-{benchmark}"
     spec = copy.deepcopy(main)

@@ -139,6 +139,7 @@ def compute(
         thresholds=ax_.threshold_table(own),
         setting=inputs.block(config, "full_comparison")["setting"],
         attempts=comparisons.planned_attempts(config),
+        n=notes.sample_size(own),
     )
     return data
 
@@ -265,7 +266,8 @@ def _draw_grid(ax, grid: pd.DataFrame, n_solved: int, row_labels: list[str], row
                 f"+{r['gains']:.0f} −{r['losses']:.0f} → {r['solved']:.0f}",
                 ha="left",
                 va="center",
-                fontsize=6,
+                fontsize=6.5,  # as the row labels beside it: one font across the panel
+                family=plt.rcParams["font.family"],
             )
     ax.set_xlabel("")
     ax.set_ylabel("")
@@ -329,7 +331,7 @@ def plot(data: Prepared, title: str | None = None, name: str = "fig4"):
         ha="left",
     )
     fig.legend(handles=_state_handles(np.concatenate(drawn)), loc="outside lower center", ncol=3, frameon=False)
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, [*data.notes, data.meta["n"]] if data.meta.get("n") else data.notes)
 
 
 def plot_sweep(data: Prepared, name: str):

@@ -176,16 +176,17 @@ def plot(data: Prepared, name: str = STEM):
             for part, m, lab in PARTS
         ]
         + [
-            Line2D(
+            Line2D(  # no marker: the factor is printed as text (×0.93) right of each panel
                 [],
                 [],
                 linestyle="none",
-                marker="$×$",
-                color="#444444",
-                label="behavioural factor = actual / mechanical",
+                marker="none",
+                label="×n right of a panel: behavioural factor = actual / mechanical",
             )
         ]
-        + ax_.policy_handles(specs),
+        + [  # the policies by colour only: the markers say mechanical or actual
+            Line2D([], [], color=style.policy_color(s), linewidth=2.0, label=style.policy_label(s)) for s in specs
+        ],
         ncol=4,
         title=title,
     )

@@ -63,6 +63,29 @@ def why_ratios_undefined(policies: Iterable[str], model: str, benchmark: str) ->
     )
 
 
+FEW_TASKS = 30  # below this many tasks a figure's notes say its n
+
+
+def sample_size(runs, what: str = "") -> str | None:
+    """``n = 3 tasks × 1 attempt (qwen05b, local)`` for each pair with few tasks (``FEW_TASKS``):
+    the n behind a figure, said where it is small; None where every pair has enough."""
+    if runs is None or len(runs) == 0 or not {"task_id", "benchmark", "model"} <= set(runs.columns):
+        return None
+    parts = []
+    for (benchmark, model), rows in runs.groupby(["benchmark", "model"], observed=True, sort=True):
+        tasks = rows["task_id"].nunique()
+        if tasks >= FEW_TASKS:
+            continue
+        attempts = int(rows.groupby("task_id", observed=True)["attempt"].nunique().max()) if "attempt" in rows else 1
+        parts.append(
+            f"{tasks} task{'s' if tasks != 1 else ''} × {attempts} attempt{'s' if attempts != 1 else ''} "
+            f"({model}, {benchmark})"
+        )
+    if not parts:
+        return None
+    return f"n = {'; '.join(parts)}{what}: few tasks, wide intervals."
+
+
 def why_interval_missing(what: str, n_min: int) -> str:
     return f"no interval drawn for {what}: fewer than {n_min} shared tasks."
 

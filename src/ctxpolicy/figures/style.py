@@ -182,12 +182,21 @@ def policy_label(spec: str, setting: str | None = None) -> str:
 
 
 def threshold_label(setting: str | None, tokens: float | None = None) -> str:
-    """``Tight (10K)``: a threshold setting with its value in thousands of tokens when known."""
+    """``Tight (10K)``, ``Primary (466 tokens)``: a threshold setting with its value when known,
+    written as a config names it (``tokens_label``)."""
     name = SETTING_LABELS.get(str(setting), str(setting)) if setting else "No threshold"
     if tokens is None or tokens != tokens:
         return name
-    value = float(tokens) / 1000
-    return f"{name} ({value:g}K)"
+    return f"{name} ({tokens_label(tokens)})"
+
+
+def tokens_label(tokens: float) -> str:
+    """A token count as a config writes it: ``466 tokens`` below a thousand, ``15K``, ``2.5K``
+    above (thousands to three significant figures)."""
+    value = float(tokens)
+    if abs(value) < 1000:
+        return f"{value:.0f} tokens"
+    return f"{float(f'{value / 1000:.3g}'):g}K"
 
 
 def figure_name(stem: str) -> str:

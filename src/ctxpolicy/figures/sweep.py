@@ -112,6 +112,7 @@ def compute(
             "policies": policies,
             "cost_method": comparisons.cost_method(config),
             "thresholds": thresholds,
+            "n": notes.sample_size(own, " (sweep subset)"),
         },
         {"frequency": frequency, "summary": summary},
     )
@@ -173,9 +174,19 @@ def sweep_handles(policies: list[str], *, depth_by: str = "linestyle", fc_refere
     ]
     depths = _depths(policies) if depth_by != "position" else []  # "position": depth is the x axis
     for d in depths:
-        if depth_by == "linestyle":
+        if depth_by == "linestyle":  # Figure 3's lines: a depth's line style and its marker's fill
+            fill = style.depth_fillstyle(d, depths)
             handles.append(
-                Line2D([], [], color="#666666", linestyle=style.depth_linestyle(d, depths), label=style.depth_label(d))
+                Line2D(
+                    [],
+                    [],
+                    color="#666666",
+                    linestyle=style.depth_linestyle(d, depths),
+                    marker="o",
+                    markersize=3.5,
+                    fillstyle=fill,
+                    label=f"{style.depth_label(d)} ({FILL_WORDS.get(fill, fill)})",
+                )
             )
         else:
             handles.append(
@@ -195,6 +206,7 @@ def sweep_handles(policies: list[str], *, depth_by: str = "linestyle", fc_refere
     return handles
 
 
+FILL_WORDS = {"none": "open", "full": "filled", "bottom": "half", "left": "half", "right": "half"}
 INVARIANT_STYLE = (0, (4, 2))  # a depth-invariant policy's level; never a depth's line style
 
 
@@ -288,7 +300,8 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
     if not summary.empty:  # the depth-win counts under the table, in the space the layout keeps for them
         right.supxlabel("\n".join(depth_wins(summary).lines()), x=0.02, ha="left", fontsize=5.5)
     gaps = [n for n in data.notes if "resource ratios" in n]
-    return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
+    said = [*data.notes, data.meta["n"]] if data.meta.get("n") else data.notes
+    return notes.finish(fig, said, empty_panel=" ".join(gaps) or None)
 
 
 YELLOW, GREEN = "#F6E27F", "#A8DDB5"

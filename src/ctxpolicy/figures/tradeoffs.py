@@ -36,6 +36,7 @@ def compute(
     own = inputs.select_pairs(runs, pairs)
     data = comparisons.compare_full_comparison(own, config, n_boot=n_boot, seed=seed, combos=combos)
     data.notes = said + data.notes
+    data.meta["n"] = notes.sample_size(own)
     data.meta["thresholds"] = ax_.threshold_table(own)
     data.meta["setting"] = inputs.block(config, "full_comparison")["setting"]
     return data
@@ -83,18 +84,38 @@ def _panel_title(key: str, data: Prepared) -> str:
     return next(label for k, label, _, _ in PANELS if k == key)
 
 
+DODGE = 0.025  # how far apart (in tokens / FC) points with equal values are drawn
+DODGED = "equal values drawn side by side"
+
+
+def dodged(x: pd.Series, y: pd.Series, step: float = DODGE) -> pd.Series:
+    """x offsets that set points with equal (x, y) side by side, centred on their value (0 for a
+    point that coincides with none); equal to 3 decimals."""
+    offsets = pd.Series(0.0, index=x.index)
+    keys = pd.DataFrame({"x": x.round(3), "y": y.round(3)})
+    for _, group in keys[np.isfinite(x) & np.isfinite(y)].groupby(["x", "y"]):
+        k = len(group)
+        if k > 1:
+            offsets[group.index] = (np.arange(k) - (k - 1) / 2) * step
+    return offsets
+
+
 def _points(data: pd.DataFrame, **_) -> None:
     """One facet's policies (FacetGrid.map_dataframe): a point per policy with its task-bootstrap
-    interval from the metrics room; hollow where tokens / FC is undefined (drawn at x = 1)."""
+    interval from the metrics; hollow where tokens / FC is undefined (drawn at x = 1); points with
+    equal values side by side (``dodged``), so that every policy stays visible."""
     ax = plt.gca()
-    for r in data.itertuples():
+    offsets = dodged(data["x"], data["y"])
+    for r, dx in zip(data.itertuples(), offsets):
         if not np.isfinite(r.y):
             continue
-        xerr = None if not np.isfinite(r.xlo) else [[r.xlo], [r.xhi]]
+        xerr = None if not np.isfinite(r.xlo) else [[r.xlo], [r.xhi]]  # drawn about the shifted point
         yerr = None if not np.isfinite(r.ylo) else [[r.ylo], [r.yhi]]
         ax_.policy_point(
-            ax, r.x, r.y, r.policy, xerr=xerr, yerr=yerr, **({"markerfacecolor": "none"} if r.hollow else {})
+            ax, r.x + dx, r.y, r.policy, xerr=xerr, yerr=yerr, **({"markerfacecolor": "none"} if r.hollow else {})
         )
+    if (offsets != 0).any():
+        ax.set_gid("dodged")
 
 
 def plot(data: Prepared, name: str = "fig2"):
@@ -143,9 +164,15 @@ def plot(data: Prepared, name: str = "fig2"):
         ha="left",
     )
     grid.tight_layout()
-    ax_.facet_legend(grid, ax_.policy_handles(specs))  # after the layout: it widens the figure for itself
+    together = any(ax.get_gid() == "dodged" for ax in grid.axes.flat)
+    if together:
+        notes.record(fig, f"Policies with {DODGED} (the data are unchanged).")
+    ax_.facet_legend(
+        grid, ax_.policy_handles(specs), title="policy\n(equal values drawn\nside by side)" if together else None
+    )  # after the layout: it widens the figure for itself
     gaps = [n for n in data.notes if "resource ratios" in n]
-    return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
+    said = [*data.notes, data.meta["n"]] if data.meta.get("n") else data.notes
+    return notes.finish(fig, said, empty_panel=" ".join(gaps) or None)
 
 
 def _guides(ax, key: str, ref: float) -> None:

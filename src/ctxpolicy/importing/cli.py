@@ -1,7 +1,7 @@
 """ctxpolicy import: public agent trajectories as FC run directories of the ``imported`` track.
 
   ctxpolicy import -i TRAJECTORIES [TRAJECTORIES ...] --benchmark NAME --model NAME
-                   [--format auto|mini-swe-agent|swe-agent|openai] [--verdicts REPORT] --out RUNS_ROOT
+      [--format auto|mini-swe-agent|swe-agent|openai] [--verdicts REPORT] --out RUNS_ROOT
 
 Each trajectory becomes ``RUNS_ROOT/{benchmark}/{model}/imported/{task}__a1`` (a second trajectory
 of the same task ``__a2``, and so on; a file imported before, same sha256, is left as it is).

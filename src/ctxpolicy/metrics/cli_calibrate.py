@@ -18,9 +18,10 @@ With --preset, writes the thresholds file of a `source: preset` entry of the con
 (--config, --benchmark, --model; ctxpolicy.metrics.calibrate.preset_thresholds): the same layout,
 so that Th cells read one kind of file whatever the source.
 
-  ctxpolicy calibrate --config config/config.yaml --runs results/runs/local/qwen05b/FC \
+examples:
+  ctxpolicy calibrate --config config/config.yaml --runs results/runs/local/qwen05b/FC \\
       --out results/thresholds/local/qwen05b.json
-  ctxpolicy calibrate --preset --config config/paper.yaml --benchmark swebench --model qwen \
+  ctxpolicy calibrate --preset --config config/paper.yaml --benchmark swebench --model qwen \\
       --out results/thresholds/swebench/qwen.json
 """
 

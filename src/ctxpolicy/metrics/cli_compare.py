@@ -6,10 +6,11 @@ calls_change (each {est, lo, hi, n_tasks}), solved, baseline_solved, gains, loss
 left_out_tasks; with replay runs (in the table or --replay TABLE) also the cost decomposition:
 for cost, tokens and calls the mechanical ratio (replayed policy / replayed FC), the actual ratio
 and the behavioural factor (actual / mechanical), each {est, lo, hi} (docs/analysis.md).
-Replay and proxy runs never count for resolve rates. Rates and their difference are fractions in --json/--csv (the plain table prints
-percentages); ratios are plain ratios; calls_change is the relative change (0.25 = 25 % more
-calls). The numbers are ctxpolicy.metrics.compare.compare_to_baseline's, the same the figures
-draw. Definitions: docs/metrics.md, section 5.
+Replay and proxy runs never count for resolve rates. Rates and their difference are fractions
+in --json/--csv (the plain table prints percentages); ratios are plain ratios; calls_change is
+the relative change (0.25 = 25 % more calls). The numbers are those of
+ctxpolicy.metrics.compare.compare_to_baseline, the same the figures draw. Definitions:
+docs/metrics.md, section 5.
 
 --view picks another table, one of the numbers the study's observations quote (docs/metrics.md,
 section 5.6), each on the successful attempts of the tasks both FC and the policy solve (task

@@ -121,3 +121,41 @@ def count_commands(messages: list[dict], action_format: str | None = None) -> tu
     commands = [c for c in commands if c]
     retrieval = sum(map(is_retrieval, commands))
     return retrieval, len(commands) - retrieval
+
+
+def reply_times(longest_prompt: list[str], reply_ids: list[str | None]) -> dict[str, int]:
+    """How many times each message was an agent call's reply, for those given more than once.
+
+    The message store holds one line per distinct content, so a reply repeated word for word is
+    stored once: the calls tell how often it was given. Where a call names its reply
+    (``reply_id``, the proxy) that is exact; else a message's count within the run's longest
+    agent prompt (all of a full-context run's replies but the last; a lower bound where a
+    policy removed earlier copies)."""
+    times: dict[str, int] = {}
+    for mid in longest_prompt:
+        times[mid] = times.get(mid, 0) + 1
+    named: dict[str, int] = {}
+    for mid in reply_ids:
+        if mid is not None:
+            named[mid] = named.get(mid, 0) + 1
+    for mid, n in named.items():
+        times[mid] = max(times.get(mid, 0), n)
+    return {mid: n for mid, n in times.items() if n > 1}
+
+
+def count_repeats(
+    assistant: dict[str, dict], times: dict[str, int], action_format: str | None = None
+) -> tuple[int, int]:
+    """(retrieval, execution) commands of the replies given more than once (``reply_times``),
+    each time after the first: what ``count_commands`` over the distinct messages leaves out."""
+    retrieval = execution = 0
+    for mid, n in times.items():
+        message = assistant.get(mid)
+        if message is None:
+            continue
+        for command in commands_of(message, action_format):
+            if is_retrieval(command):
+                retrieval += n - 1
+            else:
+                execution += n - 1
+    return retrieval, execution

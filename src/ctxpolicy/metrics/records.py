@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from ctxpolicy.metrics.commands import count_commands
+from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_times
 from ctxpolicy.policies import actions
 from ctxpolicy.metrics.cost import (
     DEFAULT_BLOCK,
@@ -288,8 +288,10 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     if verdict is not None:
         _check_record("verdict", verdict, verdict_path)
 
-    store, commands = _read_stores(run_dir, action_format_of(run, run_path), run)
+    action_format = action_format_of(run, run_path)
+    store, commands, assistant = _read_stores(run_dir, action_format, run)
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
+    commands = _with_repeats(commands, assistant, calls, id_segments, action_format)
     _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
     columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
@@ -305,35 +307,53 @@ def action_format_of(run: dict, path: Path) -> str:
         raise RecordError(path, str(exc)) from None
 
 
-def _read_stores(run_dir: Path, action_format: str, run: dict | None = None) -> tuple[dict[str, int], tuple[int, int]]:
+def _with_repeats(commands, assistant: dict[str, dict], calls: list[dict], segments, action_format: str):
+    """The command counts with each repeated reply counted every time it was given."""
+    agent = [k for k, call in enumerate(calls) if call["kind"] == "agent"]
+    longest = max((segments[k] for k in agent if segments[k] is not None), key=len, default=b"")
+    ids = [piece.strip().strip(b'"').decode() for piece in longest.split(b",") if piece.strip()]
+    times = reply_times(ids, [calls[k].get("reply_id") for k in agent])
+    if not times:
+        return commands
+    r, e = count_repeats(assistant, times, action_format)
+    return commands[0] + r, commands[1] + e
+
+
+def _read_stores(
+    run_dir: Path, action_format: str, run: dict | None = None
+) -> tuple[dict[str, int], tuple[int, int], dict[str, dict]]:
     """Message id -> tokens over the run's whole message store (its own ``messages.jsonl`` and,
-    schema version 2, its ``message_base`` chain's), and the (retrieval, execution) command counts
-    of its assistant messages in the run's action format (a base's counted once: a writer stores
-    only what its base lacks). ``run``: the run's run.json, already read."""
+    schema version 2, its ``message_base`` chain's), the (retrieval, execution) command counts
+    of its distinct assistant messages in the run's action format (a base's counted once: a writer
+    stores only what its base lacks), and those messages by id. ``run``: the run's run.json,
+    already read."""
     try:
         files = rundir.message_store_files(run_dir, run)
     except rundir.RunRecordError as exc:
         raise RecordError(exc.path, exc.reason) from None
     store, assistant = _read_store(files[0])
-    retrieval, execution = count_commands(assistant, action_format)
+    retrieval, execution = count_commands(list(assistant.values()), action_format)
     for path in files[1:]:
         stat = path.stat()
-        base, (r, e) = _base_store(path, stat.st_mtime_ns, stat.st_size, action_format)
+        base, (r, e), base_assistant = _base_store(path, stat.st_mtime_ns, stat.st_size, action_format)
         store = {**base, **store}
+        assistant = {**base_assistant, **assistant}
         retrieval, execution = retrieval + r, execution + e
-    return store, (retrieval, execution)
+    return store, (retrieval, execution), assistant
 
 
 @functools.lru_cache(maxsize=64)
-def _base_store(path: Path, mtime_ns: int, size: int, action_format: str) -> tuple[dict[str, int], tuple[int, int]]:
+def _base_store(
+    path: Path, mtime_ns: int, size: int, action_format: str
+) -> tuple[dict[str, int], tuple[int, int], dict[str, dict]]:
     """A source run's store as its replays read it, parsed once per process (its replays, one per
     configuration, share it); the file's mtime and size are in the key."""
     store, assistant = _read_store(path)
-    return store, count_commands(assistant, action_format)
+    return store, count_commands(list(assistant.values()), action_format), assistant
 
 
-def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
-    """Message id -> tokens, and the assistant messages (for the command counts)."""
+def _read_store(path: Path) -> tuple[dict[str, int], dict[str, dict]]:
+    """Message id -> tokens, and the assistant messages by id (for the command counts)."""
     data = _read_bytes(path)
     entries = _parse_lines(data, path)
     try:
@@ -353,11 +373,14 @@ def _read_store(path: Path) -> tuple[dict[str, int], list[dict]]:
             value = values[where]
             raise RecordError(path, f"line {where + 1}: field {name} is {_shown(value)}: {rule.why(value)}")
     store = dict(zip(ids, tokens))
-    messages = [entry.get("message") for entry in entries]  # every entry is an object: it has an id
-    assistant = [m for m in messages if type(m) is dict and m.get("role") == "assistant"]
+    assistant = {
+        entry["id"]: message
+        for entry in entries  # every entry is an object: it has an id
+        if type(message := entry.get("message")) is dict and message.get("role") == "assistant"
+    }
     if _PIECES_KEY in data:  # only then can a line have pieces
-        for message, entry in zip(messages, entries):
-            if type(message) is dict and message.get("role") == "assistant" and rundir.CONTENT_PIECES in entry:
+        for entry in entries:
+            if entry["id"] in assistant and rundir.CONTENT_PIECES in entry:
                 raise RecordError(path, f"message {entry['id']}: field {rundir.CONTENT_PIECES} on an assistant message")
     return store, assistant
 

@@ -16,7 +16,8 @@ without unpaired surrogates. Anything else is refused with one line naming the m
 examples:
   ctxpolicy compress --policy TR/Th/0.5 --threshold 8000 -i history.json
   ctxpolicy compress --policy OTRC/St < history.json
-  ctxpolicy compress --policy S-p/Th/0.5 --setting primary --thresholds results/thresholds/local/qwen05b.json \\
+  ctxpolicy compress --policy S-p/Th/0.5 --setting primary \\
+      --thresholds results/thresholds/local/qwen05b.json \\
       --summarizer-url http://127.0.0.1:8080/v1 --summarizer-model qwen2.5-coder-0.5b-instruct
   ctxpolicy compress --policy codex --context-window 32768     # a deployed-system preset
 """

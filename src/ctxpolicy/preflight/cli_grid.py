@@ -1,8 +1,7 @@
-"""``ctxpolicy grid``: print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
+"""Print the expanded experiment grid of a config: cells and runs per benchmark, model and track.
 
-It checks the config exactly as the workflow does (``ctxpolicy.preflight.check_workflow``: the
-study, its figure targets, an imported corpus's files), so a config it accepts is one Snakemake
-accepts.
+The config is checked exactly as the workflow checks it (the study, its figure targets, an
+imported corpus's files), so a config that passes here is one Snakemake accepts.
 
 With --json, print {"summary": [...], "cells": [...]} instead, one record per cell with its
 id (BENCHMARK/MODEL/SLUG, what `ctxpolicy run-cell --cell` takes), slug, run directory root and

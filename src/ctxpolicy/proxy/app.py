@@ -56,6 +56,7 @@ from ctxpolicy.proxy.conversations import (
 from ctxpolicy.proxy.recording import ConversationRecord, ProxySettings, free_conversation_id, run_dir_for
 from ctxpolicy.proxy.usage import StreamTally, Usage, answer_problem
 from ctxpolicy.rundir import CallRecord
+from ctxpolicy.tokens import count_message
 
 log = logging.getLogger("ctxpolicy.proxy")
 
@@ -452,18 +453,25 @@ class Proxy:
         return Response(data, status_code=response.status_code, headers=headers)
 
     def _stream(self, response: httpx.Response, dialect: str, injected: bool, pending: _Pending) -> Response:
-        """Pass the events on as they come, within the request's deadline; a stream the client did
-        not get whole (cut, malformed, timed out, or the client went away) is a failed call."""
+        """Pass the events on as they come, within the request's deadline. The call is delivered
+        once the client has been sent every event through the stream's end marker (``[DONE]``,
+        ``message_stop``), whatever the client or the upstream does next (an SDK stops reading
+        there and hangs up; an HTTP/1.1 upstream may end its body later): the upstream's rest is
+        not waited for. A stream cut, malformed or timed out before it, or a client gone before
+        it, is a failed call saying which."""
         tally = StreamTally(dialect, drop_usage_only=injected)
         chunks = response.aiter_raw()
         limit = self.config.request_timeout_s
+        gone = (
+            "the client did not receive the whole stream: it went away (or the proxy shut down) "
+            f"before the end marker ({'[DONE]' if dialect == 'openai' else 'message_stop'})"
+        )
 
         async def events() -> AsyncIterator[bytes]:
             failure: str | None = None
-            delivered = False
             try:
                 try:
-                    while True:
+                    while not tally.done:
                         try:
                             with anyio.fail_after(pending.left()):
                                 chunk = await chunks.__anext__()
@@ -471,30 +479,28 @@ class Proxy:
                             break
                         out = tally.feed(chunk)
                         if out:
-                            yield out
+                            yield out  # returns once the client has been sent these events
                         if tally.problem:
                             break
-                    failure = tally.unfinished
+                    failure = tally.problem if tally.done else tally.unfinished
                 except (TimeoutError, httpx.TimeoutException):
                     failure = f"upstream timed out: no complete answer within {limit:g}s"
                 except httpx.HTTPError as exc:
                     failure = f"upstream broke off the stream: {type(exc).__name__}"
                 if failure is None:
-                    delivered = True
+                    tally.usage.reply = tally.reply.message()
+                    pending.ok(tally.usage)
                 else:
                     pending.fail(f"unusable upstream answer: {failure}")
                     if not tally.error_passed:
                         yield _stream_error(dialect, failure)
             finally:
-                if delivered:
-                    pending.ok(tally.usage)
-                else:
-                    pending.fail("the client did not receive the whole stream (it went away, or the proxy shut down)")
+                pending.fail(gone)  # a no-op once the call is recorded
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
 
         async def closed() -> None:
-            pending.fail("the client did not receive the whole stream (it went away, or the proxy shut down)")
+            pending.fail(gone)
             with anyio.CancelScope(shield=True):
                 await response.aclose()
 
@@ -520,6 +526,7 @@ class Proxy:
             return
         self._record_summaries(record, turn, call.step)
         local = not usage.reported
+        reply_id = record.store_reply(usage.reply) if usage.reply is not None else None
         record.record_call(
             CallRecord.answered(
                 step=call.step,
@@ -527,7 +534,9 @@ class Proxy:
                 end=start + latency_s,
                 latency_s=latency_s,
                 prompt_tokens=turn.tokens_after if local else usage.prompt_tokens,
-                completion_tokens=0 if local else usage.completion_tokens,
+                completion_tokens=(count_message(usage.reply) if usage.reply else 0)
+                if local
+                else usage.completion_tokens,
                 cached_tokens=usage.cached_tokens,
                 est_tokens_before=call.tokens_before,
                 est_tokens_after=call.tokens_after,
@@ -537,6 +546,7 @@ class Proxy:
                 finish_reason=usage.finish_reason,
                 model=usage.model,
                 usage_source="local" if local else None,
+                reply_id=reply_id,
             )
         )
 

@@ -3,8 +3,8 @@ an upstream model server and applies the policy to every conversation it carries
 
 examples:
   ctxpolicy proxy --policy TR/Th/0.5 --threshold 3000 --endpoint http://127.0.0.1:8080/v1
-  ctxpolicy proxy --policy OTRC/St --endpoint https://api.example.com/v1 --api-key-env EXAMPLE_API_KEY \\
-      --upstream-model big-model --out results/proxy
+  ctxpolicy proxy --policy OTRC/St --endpoint https://api.example.com/v1 \\
+      --api-key-env EXAMPLE_API_KEY --upstream-model big-model --out results/proxy
   # then point the agent's base URL at http://127.0.0.1:8100/v1
 
 The upstream API key is read from the named environment variable and never logged or recorded.

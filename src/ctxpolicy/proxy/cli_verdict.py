@@ -3,7 +3,8 @@
 
 examples:
   ctxpolicy proxy-verdict --runs results/proxy/FC/task-42-1__a1 --resolved --note "tests pass"
-  ctxpolicy proxy-verdict --runs results/proxy --unresolved   # every ended, ungraded conversation under it
+  # every ended, ungraded conversation under it:
+  ctxpolicy proxy-verdict --runs results/proxy --unresolved
 
 Open conversations, runs that are not the proxy's and runs already graded are refused, one
 line each (exit 2 if any was refused); the others are graded. Under a folder, conversations

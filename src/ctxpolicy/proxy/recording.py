@@ -182,6 +182,13 @@ class ConversationRecord:
             self.mode = "tool"
         return self._store(sent)
 
+    def store_reply(self, reply: dict) -> str:
+        """The id of the model's answer to a call (stored once; the working context's cache of
+        message objects is left as it is)."""
+        if self.mode == "text" and reply.get("tool_calls"):
+            self.mode = "tool"
+        return self.recorder.store([reply])[0]
+
     def record_call(self, call: CallRecord) -> None:
         """One ``calls.jsonl`` line (``index`` is given here)."""
         if call.kind == "agent":

@@ -1,15 +1,18 @@
-"""What an upstream answer says about itself: token usage, finish reason, model.
+"""What an upstream answer says about itself: token usage, finish reason, model, and the answer.
 
 Both dialects (OpenAI chat completions, Anthropic messages), whole answers and server-sent
 event streams. A stream is passed to the client event by event, unchanged, while ``StreamTally``
 reads each event on the way. Both also say whether the client can use the answer at all
 (``answer_problem``, ``StreamTally.problem`` / ``StreamTally.unfinished``): bad JSON, no
-choices, an error event, a stream cut before its end.
+choices, an error event, a stream cut before its end. The answer itself (``Usage.reply``) is the
+model's message in the OpenAI form the records keep, a streamed one put together from its deltas
+(``Reply``): the proxy records it so the last step's answer, which no later prompt holds, is kept.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -21,6 +24,7 @@ class Usage:
     cached_tokens: int | None = None
     finish_reason: str | None = None
     model: str | None = None
+    reply: dict | None = None
 
     @property
     def reported(self) -> bool:
@@ -29,6 +33,92 @@ class Usage:
 
 def _int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
+class Reply:
+    """A streamed answer put together from its events (either dialect), as an OpenAI message."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: dict[int, dict] = field(default_factory=dict)  # OpenAI tool calls by their index
+    _anthropic_blocks: dict[int, dict] = field(default_factory=dict)
+
+    def read_openai(self, payload: dict) -> None:
+        for choice in payload.get("choices") or ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict) or choice.get("index", 0) != 0:
+                continue
+            if isinstance(delta.get("content"), str):
+                self.texts.append(delta["content"])
+            for call in delta.get("tool_calls") or ():
+                if not isinstance(call, dict):
+                    continue
+                slot = self.calls.setdefault(_int(call.get("index")) or 0, {"id": None, "name": "", "arguments": ""})
+                slot["id"] = call.get("id") or slot["id"]
+                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                slot["name"] += function.get("name") or ""
+                slot["arguments"] += function.get("arguments") or ""
+
+    def read_anthropic(self, payload: dict) -> None:
+        kind, index = payload.get("type"), _int(payload.get("index")) or 0
+        if kind == "content_block_start" and isinstance(payload.get("content_block"), dict):
+            block = payload["content_block"]
+            if block.get("type") == "tool_use":
+                self.calls[index] = {"id": block.get("id"), "name": block.get("name") or "", "arguments": ""}
+            elif block.get("type") == "text" and block.get("text"):
+                self.texts.append(str(block["text"]))
+        elif kind == "content_block_delta" and isinstance(payload.get("delta"), dict):
+            delta = payload["delta"]
+            if delta.get("type") == "text_delta":
+                self.texts.append(str(delta.get("text") or ""))
+            elif delta.get("type") == "input_json_delta" and index in self.calls:
+                self.calls[index]["arguments"] += str(delta.get("partial_json") or "")
+
+    def message(self) -> dict:
+        message: dict = {"role": "assistant", "content": "".join(self.texts) or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"] or "{}"},
+                }
+                for _, c in sorted(self.calls.items())
+            ]
+        elif message["content"] is None:
+            message["content"] = ""
+        return message
+
+
+def _openai_reply(payload: dict) -> dict | None:
+    choices = payload.get("choices")
+    message = (
+        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    )
+    if not isinstance(message, dict):
+        return None
+    reply: dict = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        reply["tool_calls"] = message["tool_calls"]
+    elif reply["content"] is None:
+        reply["content"] = ""
+    return reply
+
+
+def _anthropic_reply(payload: dict) -> dict | None:
+    content = payload.get("content")
+    if not isinstance(content, list):
+        return None
+    reply = Reply()
+    for n, block in enumerate(content):
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            reply.texts.append(str(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            reply.calls[n] = {"id": block.get("id"), "name": block.get("name") or "", "arguments": arguments}
+    return reply.message()
 
 
 def read_openai(payload: dict, usage: Usage) -> None:
@@ -81,6 +171,7 @@ def answer_problem(dialect: str, data: bytes, usage: Usage) -> str | None:
         return f"the answer is an error: {str(payload['error'])[:500]}"
     if dialect == "openai":
         read_openai(payload, usage)
+        usage.reply = _openai_reply(payload)
         choices = payload.get("choices")
         if not isinstance(choices, list) or not choices:
             return "the answer has no choices"
@@ -88,6 +179,7 @@ def answer_problem(dialect: str, data: bytes, usage: Usage) -> str | None:
             return "a choice of the answer has no message object"
         return None
     read_anthropic(payload, usage)
+    usage.reply = _anthropic_reply(payload)
     if not isinstance(payload.get("content"), list):
         return "the answer has no content list"
     return None
@@ -102,6 +194,7 @@ class StreamTally:
 
     def __init__(self, dialect: str, drop_usage_only: bool = False):
         self.usage = Usage()
+        self.reply = Reply()
         self._dialect = dialect
         self._read = read_openai if dialect == "openai" else read_anthropic
         self._drop_usage_only = drop_usage_only
@@ -165,6 +258,7 @@ class StreamTally:
             if payload.get("type") == "message_stop":
                 self.done = True
             self._read(payload, self.usage)
+            (self.reply.read_openai if self._dialect == "openai" else self.reply.read_anthropic)(payload)
             if (
                 self._drop_usage_only
                 and isinstance(payload, dict)

@@ -10,7 +10,7 @@ replay.replay_summaries = placeholder); with it, summaries are real calls, recor
 examples:
   ctxpolicy replay --runs results/runs/local/qwen05b/FC --policies FC TR/Th/0.5 \\
       --setting primary --thresholds results/thresholds/local/qwen05b.json --out results/replay
-  ctxpolicy replay --runs CELL --policy OTRC/St --out /tmp/replay
+  ctxpolicy replay --runs CELL --policies OTRC/St --out /tmp/replay
 """
 
 from __future__ import annotations

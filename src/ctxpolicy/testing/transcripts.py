@@ -134,9 +134,9 @@ def write_fc_history(run_dir: Path, history: list[dict], *, seed: int, task_id: 
     steps = (len(history) - 2) // 2
     ids = [message_id(api_message(m)) for m in history]
     tokens = [count_message(m) for m in history]
-    store = "".join(
+    store = "".join(  # one line per distinct message, as every writer's store
         json.dumps({"id": mid, "tokens": t, "message": m}, ensure_ascii=False) + "\n"
-        for mid, t, m in zip(ids, tokens, history)
+        for mid, t, m in dict((mid, (mid, t, m)) for mid, t, m in zip(ids, tokens, history)).values()
     )
     calls, start = [], 1_764_430_000.0
     for step in range(1, steps + 1):

@@ -82,3 +82,24 @@ def write_large_run(root: Path, *, steps: int = 250, prompt_tokens: int = 100_00
     runs = {"FC": fc}
     runs.update(write_replays(fc, root / "replay", {"stacked": ("OTRC+TR/St+Th/0.5", None, 0.9)}))
     return runs
+
+
+def repeated_history(task_id: str = TASK, steps: int = 8, repeats: tuple[int, ...] = (2, 3, 4, 5)) -> list[dict]:
+    """A history whose agent gives step 1's reply again, word for word, at the ``repeats``
+    steps, and gets the same observation back (the message store holds each of them once)."""
+    history = transcript(5, task_id, steps)
+    for step in repeats:
+        history[2 * step] = history[2]
+        history[2 * step + 1] = history[3]
+    return history
+
+
+def write_repeated_runs(root: Path, *, steps: int = 8) -> dict[str, Path]:
+    """``root/fc/…``: an FC run of ``repeated_history`` (written with each distinct message once),
+    and its TR and TRC replays (``root/replay/…``)."""
+    fc = write_fc_history(Path(root) / "fc" / "FC" / f"{TASK}__a1", repeated_history(steps=steps), seed=5, task_id=TASK)
+    runs = {"FC": fc}
+    runs.update(
+        write_replays(fc, Path(root) / "replay", {"TR": ("TR/Th/0.5", None, 0.5), "TRC": ("TRC/Th", None, 0.5)})
+    )
+    return runs

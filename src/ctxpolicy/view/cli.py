@@ -1,16 +1,16 @@
 """Write self-contained HTML pages of run records: a run's trajectory page, or a cell's index.
 
   ctxpolicy view --runs RUN_DIR [--against RUN_DIR] [--cost-method M] [--out PAGE]
-  ctxpolicy view --runs CELL_DIR [--cost-method M] [--out INDEX] [--index-only]
+  ctxpolicy view --runs CELL_DIR [--cost-method M] [--out INDEX] [--index-only] [--embed-runs]
 
 A run page shows the timeline of calls (prompt, cached and fresh tokens under the cost method,
 latency, command and return code), every compression event with what it changed, the messages of
 any call, the verdict and the submission. ``--against`` lays a second run of the same task beside
 it, aligned by step. A directory that is no run directory (a cell, or any folder above runs) gives
-an index of its complete runs (``rundir.read_tree``, the reader ``audit`` and ``cost --runs`` share), with
-each run's page written into ``runs/`` beside it unless ``--index-only``; every other run directory
-(incomplete, unreadable, an open proxy conversation, a record no page can be built from) is listed
-on the index and on stderr as "left out: PATH: reason". A single run that does not count is shown
+an index of its complete runs, with each run's page written into ``runs/`` beside it unless
+``--index-only``; every other run directory (incomplete, unreadable, an open proxy conversation,
+a record no page can be built from) is listed on the index and on stderr as "left out: PATH:
+reason", as aggregate, audit and cost --runs list them. A single run that does not count is shown
 with a warning naming why. Pages open from disk: no server, no network (docs/view.md).
 """
 
@@ -39,6 +39,12 @@ def add_arguments(parser) -> None:
     add_config(parser, "the study config (for metrics.cost_method)")
     add_out(parser, "the page (default RUN.html, or CELL/index.html for a folder of runs)")
     parser.add_argument("--index-only", action="store_true", help="for a folder of runs: write the index page only")
+    parser.add_argument(
+        "--embed-runs",
+        action="store_true",
+        help="for a folder of runs: put the run pages inside the index too, so that its links open "
+        "where the index is shown alone (the Snakemake report)",
+    )
 
 
 def _method(args) -> str:
@@ -81,7 +87,7 @@ def main(args) -> int:
             if args.against is not None:
                 raise ViewInputError(f"--against: {target} is no run directory (it holds no run.json)")
             out = args.out or Path(DEFAULT_OUT_INDEX.format(name=target.resolve().name))
-            written, left_out = write_index(target, out, method, run_pages=not args.index_only)
+            written, left_out = write_index(target, out, method, run_pages=not args.index_only, embed=args.embed_runs)
             for problem in left_out:  # the same report as aggregate's, audit's and cost --runs'
                 print(f"view: left out: {problem}", file=sys.stderr)
     except (ViewInputError, ConfigError) as exc:

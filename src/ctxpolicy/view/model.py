@@ -42,6 +42,7 @@ class MessageTable:
         self._by_json: dict[str, int] = {}
         self._keep: list[dict] = []  # the objects behind _by_object stay alive, so ids are not reused
         self.rows: list[dict] = []
+        self.messages: list[dict] = []  # the message behind each row (its commands: tool calls included)
 
     def code(self, message: dict) -> int:
         known = self._by_object.get(id(message))
@@ -53,6 +54,7 @@ class MessageTable:
             code = len(self.rows)
             self._by_json[key] = code
             self.rows.append(_message_row(message))
+            self.messages.append(message)
         self._by_object[id(message)] = code
         self._keep.append(message)
         return code
@@ -163,22 +165,67 @@ def _returncode(message: dict | None) -> int | None:
     return int(match[1]) if match else None
 
 
-def _actions(agent_codes: list[list[int]], table: MessageTable) -> list[tuple[dict | None, dict | None]]:
-    """Each agent call's answer and the observation that followed, read from the next agent prompt
-    (the messages it adds); the last call's are unknown."""
-    out: list[tuple[dict | None, dict | None]] = []
+def _actions(
+    agent_codes: list[list[int]],
+    table: MessageTable,
+    named: list[int | None],
+    ok: list[bool],
+    history: list[int] | None,
+) -> list[tuple[int | None, int | None]]:
+    """Each agent call's answer and the observation that followed, walked call by call (a reply
+    repeated word for word, which the message store and the table hold once, is each call's own).
+
+    The answer is, in order of preference: the one the call's line names (``named``, proxy
+    records); the i-th assistant message of the agent's whole history when it holds one per
+    answered call (``history``, harness runs); else the first assistant message the next prompt
+    appends (by position when it extends this prompt, else its trailing messages that no policy
+    wrote). The observation is the user or tool message after the answer."""
+    out: list[tuple[int | None, int | None]] = []
+    answers = [n for n, c in enumerate(history or []) if table.rows[c]["role"] == "assistant"]
+    by_history = history is not None and len(answers) == sum(ok)
+    answered = 0
     for k, codes in enumerate(agent_codes):
         reply = observation = None
+        following: list[int] = []
         if k + 1 < len(agent_codes):
-            seen = set(codes)
-            new = [c for c in agent_codes[k + 1] if c not in seen and table.rows[c]["marker"] is None]
-            for n, c in enumerate(new):
+            following = _appended(codes, agent_codes[k + 1], table)
+        if by_history and ok[k]:
+            at = answers[answered]
+            reply = history[at]
+            observation = next((c for c in history[at + 1 :] if table.rows[c]["role"] in ("user", "tool")), None)
+        elif named[k] is not None:
+            reply = named[k]
+            if following and following[0] == reply:
+                following = following[1:]
+            observation = next((c for c in following if table.rows[c]["role"] in ("user", "tool")), None)
+        else:
+            for n, c in enumerate(following):
                 if table.rows[c]["role"] == "assistant":
                     reply = c
-                    observation = next((o for o in new[n + 1 :] if table.rows[o]["role"] in ("user", "tool")), None)
+                    observation = next(
+                        (o for o in following[n + 1 :] if table.rows[o]["role"] in ("user", "tool")), None
+                    )
                     break
+        answered += ok[k]
         out.append((reply, observation))
     return out
+
+
+def _appended(previous: list[int], prompt: list[int], table: MessageTable) -> list[int]:
+    """What the agent added between two prompts: everything after ``previous`` when ``prompt``
+    extends it (by position, so repeats count), else the trailing messages no policy wrote that
+    ``previous`` does not end with."""
+    if prompt[: len(previous)] == previous:
+        return prompt[len(previous) :]
+    known = set(previous)
+    tail: list[int] = []
+    for c in reversed(prompt):
+        if table.rows[c]["marker"] is not None or (c in known and tail and table.rows[c]["role"] != "assistant"):
+            break
+        tail.append(c)
+        if c in known and table.rows[c]["role"] == "assistant":
+            break
+    return tail[::-1]
 
 
 def _clean(text: str | None, limit: int = PREVIEW_CHARS) -> str:
@@ -200,7 +247,13 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
     except ValueError as exc:  # a malformed event field, named by metrics.cost
         raise ViewInputError(f"{loaded.run_dir / 'calls.jsonl'}: {exc}") from None
     agent_index = [i for i, c in enumerate(calls) if c.get("kind") == "agent"]
-    actions = dict(zip(agent_index, _actions([codes[i] for i in agent_index], table)))
+    named = [
+        table.code(loaded.replies[i]) if loaded.replies is not None and loaded.replies[i] is not None else None
+        for i in agent_index
+    ]
+    ok = [calls[i].get("status") == "ok" for i in agent_index]
+    history = [table.code(m) for m in loaded.history] if loaded.history else None
+    actions = dict(zip(agent_index, _actions([codes[i] for i in agent_index], table, named, ok, history)))
     last = agent_index[-1] if agent_index else None
     if last is not None and actions[last][0] is None and loaded.history and calls[last].get("status") == "ok":
         answers = [m for m in loaded.history if m.get("role") == "assistant"]
@@ -235,7 +288,7 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
         }
         if agent:
             reply, observation = actions[i]
-            commands = commands_of({"content": table.rows[reply]["text"]}) if reply is not None else []
+            commands = commands_of(table.messages[reply]) if reply is not None else []
             row.update(
                 command=_clean("; ".join(commands)),
                 full_command="\n".join(commands),
@@ -262,6 +315,7 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
         "title": f"{identity.get('task_id')} · {identity.get('policy')} · attempt {identity.get('attempt')}",
         "identity": {k: identity.get(k) for k in sorted(identity)},
         "outcome": record.get("outcome"),
+        "open": _open_reason(record),
         "error": _clean(record.get("error"), 2000),
         "resolved": None if verdict is None else verdict.get("resolved"),
         "harness": None if verdict is None else verdict.get("harness"),
@@ -286,6 +340,16 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
         "calls": [{"step": r["step"], "kind": r["kind"]} for r in rows],
     }
     return {"page": page, "data": data, "actions": [r.get("full_command", "") for r in steps]}
+
+
+def _open_reason(record: dict) -> str | None:
+    """Why the run is not finished yet, for an open proxy conversation (else None)."""
+    from ctxpolicy.metrics.records import OPEN_CONVERSATION
+
+    proxy = record.get("proxy")
+    if record.get("complete") is False and isinstance(proxy, dict) and proxy.get("open") is True:
+        return OPEN_CONVERSATION
+    return None
 
 
 def _event_row(event: dict) -> dict:

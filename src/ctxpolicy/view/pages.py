@@ -33,20 +33,23 @@ def page_name(root: Path, run_dir: Path) -> str:
     return f"{RUN_PAGES}/" + "__".join(run_dir.relative_to(root).parts) + ".html"
 
 
-def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -> tuple[Path, list[LeftOut]]:
+def write_index(
+    root: Path, out: Path, method: str, *, run_pages: bool = True, embed: bool = False
+) -> tuple[Path, list[LeftOut]]:
     """The index of every complete run under ``root`` (``rundir.read_tree``: ``workspace/`` and
     ``stale/`` never searched), and unless ``run_pages`` is false each run's page in ``runs/`` beside
     it. Every other run directory (incomplete, unreadable, an open proxy conversation, or a record
     the page cannot be built from) is left out, listed on the index with its reason and returned
     (path, reason). A cell (it holds ``cell.json``) without a run record gets an empty index; any
-    other folder without one is an error."""
+    other folder without one is an error. ``embed``: the run pages go inside the index too, so its
+    links open where it is shown alone."""
     root, out = Path(root), Path(out)
     tree = read_tree(root)
     if not tree.runs and not tree.left_out and not (root / CELL_JSON).is_file():
         raise ViewInputError(f"{root}: no run directories (none holds a {RUN_JSON}) and no {CELL_JSON}")
     if run_pages:
         (out.parent / RUN_PAGES).mkdir(parents=True, exist_ok=True)  # the workflow's runs/ output, even empty
-    rows = []
+    rows, pages = [], {}
     for run_dir in list(tree.runs):
         try:
             built = build_run(load_run(run_dir), method)
@@ -65,15 +68,18 @@ def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -
             continue
         row = run_summary(built)
         row["name"] = str(run_dir.relative_to(root))
-        row["href"] = None
+        row["href"], row["embedded"] = None, False
         if run_pages:
             name = page_name(root, run_dir)
-            atomic_write_text(out.parent / name, render_run(built))
+            html = render_run(built)
+            atomic_write_text(out.parent / name, html)
             row["href"] = name
+            if embed:
+                pages[name], row["embedded"] = html, True
         rows.append(row)
     title = f"Runs of {os.path.relpath(root) if not root.is_absolute() else root.name}"
     left = [{"name": _name(root, p.path), "reason": p.reason} for p in tree.left_out]
-    return atomic_write_text(out, render_index(title, method, rows, left)), tree.left_out
+    return atomic_write_text(out, render_index(title, method, rows, left, pages)), tree.left_out
 
 
 def _name(root: Path, run_dir: Path) -> str:

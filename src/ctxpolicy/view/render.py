@@ -64,6 +64,10 @@ def render_against(left: dict, right: dict, against: dict) -> str:
     return _render("against.html.j2", page=left["page"], other=right["page"], against=against, data=data)
 
 
-def render_index(title: str, method: str, runs: list[dict], left_out: list[dict] = ()) -> str:
-    """The index of ``runs``; ``left_out``: ``{"name", "reason"}`` of each run directory not shown."""
-    return _render("index.html.j2", title=title, method=method, runs=runs, left_out=list(left_out), data={"runs": {}})
+def render_index(
+    title: str, method: str, runs: list[dict], left_out: list[dict] = (), pages: dict[str, str] | None = None
+) -> str:
+    """The index of ``runs``; ``left_out``: ``{"name", "reason"}`` of each run directory not shown;
+    ``pages``: run pages by link, put inside the index (``--embed-runs``)."""
+    data = {"runs": {}, **({"pages": pages} if pages else {})}
+    return _render("index.html.j2", title=title, method=method, runs=runs, left_out=list(left_out), data=data)

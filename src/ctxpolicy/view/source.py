@@ -13,12 +13,12 @@ from pathlib import Path
 
 from ctxpolicy.rundir import (
     CALLS_JSONL,
-    TRAJECTORY_JSON,
     RunRecordError,
-    read_json,
     read_jsonl,
+    read_message_store,
     read_run_json,
     read_verdict,
+    trajectory_messages,
 )
 
 
@@ -39,14 +39,8 @@ class LoadedRun:
     history: list[dict] | None = None
     """The agent's whole history from ``trajectory.json`` where it holds one (harness runs; a
     replay's points to its source): the last call's answer is in no prompt."""
-
-
-def _history(run_dir: Path) -> list[dict] | None:
-    try:
-        messages = read_json(run_dir / TRAJECTORY_JSON).get("messages")
-    except (OSError, ValueError, AttributeError):
-        return None  # the trajectory is optional for a page: without it the last answer shows blank
-    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else None
+    replies: list[dict | None] | None = None
+    """Each call's answer where its line names it (``reply_id``, proxy records), else None."""
 
 
 def load_run(run_dir: str | Path) -> LoadedRun:
@@ -69,4 +63,12 @@ def load_run(run_dir: str | Path) -> LoadedRun:
         raise ViewInputError(f"{run_dir / CALLS_JSONL}: {len(calls)} calls but {len(prompts)} prompts rebuilt")
     if not isinstance(record.get("identity"), dict):
         raise ViewInputError(f"{run_dir / 'run.json'}: field identity is {record.get('identity')!r}, not an object")
-    return LoadedRun(run_dir, record, calls, prompts, verdict, _history(run_dir))
+    replies = None
+    if any(c.get("reply_id") for c in calls):
+        try:
+            store = read_message_store(run_dir)
+        except RunRecordError as exc:
+            raise ViewInputError(str(exc)) from None
+        lines = [store.get(c["reply_id"]) if c.get("reply_id") else None for c in calls]
+        replies = [line.get("message") if isinstance(line, dict) else None for line in lines]
+    return LoadedRun(run_dir, record, calls, prompts, verdict, trajectory_messages(run_dir), replies)

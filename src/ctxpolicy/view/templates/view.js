@@ -80,6 +80,27 @@
     showCall(wanted[1] || "a", Number(wanted[2]));
   }
 
+  // an index with its run pages inside (--embed-runs): a link opens its page from the data, so it
+  // works where the index is shown alone (the Snakemake report), with no file beside it
+  var pages = DATA.pages || {};
+  function openPage(name) {
+    document.open();
+    document.write(pages[name]);
+    document.close();
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("a[data-page]"), function (link) {
+    link.addEventListener("click", function (event) {
+      if (pages[link.getAttribute("data-page")] === undefined) return;
+      event.preventDefault();
+      openPage(link.getAttribute("data-page"));
+    });
+  });
+  var opened = /^#open=(.+)$/.exec(window.location.hash);
+  if (opened && pages[decodeURIComponent(opened[1])] !== undefined) {
+    openPage(decodeURIComponent(opened[1]));
+    return;
+  }
+
   var runs = Object.keys(DATA.runs);
   document.body.setAttribute("data-ready-ms", String(Math.round(performance.now()))); // since navigation start
   document.body.setAttribute("data-ready", String(runs.length));
