@@ -4,15 +4,14 @@ constraints kept / preserved / lost / contradicted, and reacquisition commands a
     ctxpolicy audit --runs CELL_DIR [--runs ...] --out results/tables/events.parquet
                     [--judge-url URL --judge-model NAME] [--verdicts FILE]
 
-Only complete runs are read (``run.json`` with ``complete: true``: ``rundir.read_tree``, the reader of a
-run tree that ``cost --runs`` and ``view`` share); ``stale/`` and ``workspace/`` are skipped, and every
-other run directory (incomplete, unreadable, nested too deeply, an open proxy conversation) is
-reported as "left out: PATH: reason". A run the tables cannot read (``ctxpolicy aggregate`` leaves out the
-same ones) or that cannot be audited is reported on stderr as "left out: PATH: reason" and the
-others are audited. Without a judge, a constraint counts as preserved only where the
-step's summary repeats it word for word. With one, verdicts go to ``--verdicts`` (default:
-``OUT`` with ``.verdicts.jsonl``), which also serves as the cache that makes a re-run
-reproduce them. See docs/analysis.md.
+Only complete runs are read (``run.json`` with ``complete: true``, read as ``cost --runs`` and
+``view`` read them); ``stale/`` and ``workspace/`` are skipped, and every other run directory
+(incomplete, unreadable, nested too deeply, an open proxy conversation) is reported on stderr as
+"left out: PATH: reason". So is a run the tables cannot read (``ctxpolicy aggregate`` leaves out
+the same ones) or one that cannot be audited; the others are audited. Without a judge, a
+constraint counts as preserved only where the step's summary repeats it word for word. With one,
+verdicts go to ``--verdicts`` (default: ``OUT`` with ``.verdicts.jsonl``), which also serves as
+the cache that makes a re-run reproduce them. See docs/analysis.md.
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@
 Each trajectory becomes ``RUNS_ROOT/{benchmark}/{model}/imported/{task}__a1`` (a second trajectory
 of the same task ``__a2``, and so on; a file imported before, same sha256, is left as it is).
 ``-i`` takes files and folders; folders are searched recursively for ``*.traj.json``, ``*.traj``
-and ``*.jsonl`` (and ``*.json`` with ``--format openai``); a symbolic link out of the folder given, a
-link to a folder, and special files (FIFOs, devices, sockets) are never read: each is named and
-skipped, as a special file given on the command line is. A file that cannot be read, whatever the
-reason (not JSON, nested too deeply, not UTF-8, a field of the wrong type, larger than
-``MAX_FILE_BYTES``), is one line on stderr naming the file and the field, never the file's text
-beyond what was parsed; the others are imported, and the exit code is 1 when anything was skipped.
-A run directory appears whole or not at all (``importing.writer``). See docs/import.md.
+and ``*.jsonl`` (and ``*.json`` with ``--format openai``); a symbolic link out of the folder
+given, a link to a folder, and special files (FIFOs, devices, sockets) are never read: each is
+named and skipped, as a special file given on the command line is. A file that cannot be read,
+whatever the reason (not JSON, nested too deeply, not UTF-8, a field of the wrong type, larger
+than 512 MiB), is one line on stderr naming the file and the field, never the file's text beyond
+what was parsed; the others are imported, and the exit code is 1 when anything was skipped. A run
+directory appears whole or not at all. See docs/import.md.
 """
 
 from __future__ import annotations

@@ -5,13 +5,13 @@ Reads ``{"messages": [...]}`` (stdin by default) and writes ``{"messages": [...]
 application of the policy. A threshold policy under its threshold returns the history unchanged
 with no event.
 
-The history is checked as every policy needs it (``policies.messages``, the one validation that
-the proxy, the importer and the replay share): each message a ``role`` (system, developer, user,
-assistant or tool; mini-swe-agent's ``exit`` last); ``content`` a string, null or a list of content
-parts (objects); ``tool_calls`` a list of tool calls whose ``function`` is an object with a string
-``name`` and string ``arguments``; every ``tool`` message answering a tool call before it; text UTF-8
-without unpaired surrogates. Anything else is refused with one line naming the message and field
-(exit code 2).
+The history is checked as every policy needs it (the same check the proxy, the importer and the
+replay make): each message a ``role`` (system, developer, user, assistant or tool;
+mini-swe-agent's ``exit`` last); ``content`` a string, null or a list of content parts (objects);
+``tool_calls`` a list of tool calls whose ``function`` is an object with a string ``name`` and
+string ``arguments``; every ``tool`` message answering a tool call before it; text UTF-8 without
+unpaired surrogates. Anything else is refused with one line naming the message and field (exit
+code 2).
 
 examples:
   ctxpolicy compress --policy TR/Th/0.5 --threshold 8000 -i history.json
