@@ -308,12 +308,16 @@ def test_cost_cli_names_the_bad_line_and_field(monkeypatch, capsys):
 
 def test_config_key_selects_one_of_the_named_methods_and_defaults_to_the_estimate():
     from ctxpolicy.config import ConfigError, load_config, validate_config
-    from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHOD_DESCRIPTIONS, METHODS
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import billed_columns, descriptions, names
 
+    METHODS = names()
     config = load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
     assert config["metrics"]["cost_method"] == DEFAULT_METHOD == "estimated"
-    assert set(BILLED_COLUMNS) == set(METHODS) == set(METHOD_DESCRIPTIONS) == {"estimated", "exact", "measured"}
-    assert "cl100k_base" in METHOD_DESCRIPTIONS["exact"]  # the exact method names its tokenizer
+    assert set(billed_columns()) == set(METHODS) == set(descriptions())
+    assert {"estimated", "exact", "measured"} <= set(METHODS)
+    assert billed_columns()["estimated"] == "billed_est" and billed_columns()["exact"] == "billed_exact"
+    assert "cl100k_base" in descriptions()["exact"]  # the exact method names its tokenizer
     for method in METHODS:
         assert validate_config({**config, "metrics": {"cost_method": method}})["metrics"]["cost_method"] == method
     with pytest.raises(ConfigError, match="cost_method"):

@@ -47,6 +47,13 @@ V1_RUN_COLUMNS = (
     "compression_freq", "format_errors", "billed_exact", "fresh_exact", "cached_exact", "billed_est", "fresh_est",
     "cached_est", "billed_measured", "cached_measured", "summary_input", "retrieval_cmds", "execution_cmds",
 )  # fmt: skip
+# calls.parquet gains a column per cost method (metrics.cost_methods): the old columns, as CSV
+V1_CALL_COLUMNS_CSV = "21ea158251a6fba26dc0f952b02f1629418267b9610249a9115986550b750d28"
+V1_CALL_COLUMNS = (
+    "run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt", "index", "kind", "step",
+    "start", "end", "latency_s", "prompt_tokens", "completion_tokens", "cached_tokens", "est_tokens_before",
+    "est_tokens_after", "n_events", "cached_exact", "cached_est",
+)  # fmt: skip
 V1_EVENTS = "8bb6d6cd6087a081d8bb8fc6b418ed3ddad9e8c62450fba98b766baddaf29699"  # ctxpolicy audit, same runs
 
 
@@ -86,6 +93,12 @@ def _tables(root: Path, monkeypatch) -> dict[str, str]:
         old = runs[list(V1_RUN_COLUMNS)].to_csv(index=False).encode()
         hashes["runs.parquet"] = (
             V1_TABLES["runs.parquet"] if hashlib.sha256(old).hexdigest() == V1_RUN_COLUMNS_CSV else "differs"
+        )
+    calls = pd.read_parquet(out / "calls.parquet")
+    if list(calls.columns) != list(V1_CALL_COLUMNS):
+        old = calls[list(V1_CALL_COLUMNS)].to_csv(index=False).encode()
+        hashes["calls.parquet"] = (
+            V1_TABLES["calls.parquet"] if hashlib.sha256(old).hexdigest() == V1_CALL_COLUMNS_CSV else "differs"
         )
     return hashes
 

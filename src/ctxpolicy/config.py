@@ -137,6 +137,7 @@ def _check_references(config: dict, source: str) -> None:
 
     _check_cohort_limits(config, fail)
     _check_model_files(config, fail)
+    _check_cost_method(config, fail)
     _check_grid(config, fail)
 
 
@@ -157,6 +158,14 @@ def _check_model_files(config: dict, fail) -> None:
         gguf = spec.get("gguf")
         if gguf is not None and gguf not in REGISTRY:
             fail(f"models.{m}.gguf", f"{gguf!r} is not a known model file; allowed: {', '.join(sorted(REGISTRY))}")
+
+
+def _check_cost_method(config: dict, fail) -> None:
+    from ctxpolicy.metrics.cost_methods import names  # the one table of cost methods
+
+    method = (config.get("metrics") or {}).get("cost_method")
+    if method not in names():
+        fail("metrics.cost_method", f"{method!r} is not a cost method; allowed: {', '.join(names())}")
 
 
 def _check_grid(config: dict, fail) -> None:

@@ -29,7 +29,7 @@ from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resampl
 
 STEM = "imported_replay"
 RESOURCES = (
-    ("cost", "billed input cost", "billed_exact"),
+    ("cost", "billed input cost", "billed_exact"),  # cost_methods.method("exact").billed_column
     ("tokens", "tokens", "total_tokens"),
     ("calls", "calls", None),
 )

@@ -48,7 +48,8 @@ class CompareError(ValueError):
 
 def add_arguments(parser) -> None:
     from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import names
 
     from ctxpolicy.cli_args import TABLE_METAVAR, add_config, add_table, deprecated_alias
 
@@ -78,7 +79,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--cost-method",
         default=None,
-        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default: --config's metrics.cost_method, "
+        help=f"the cost_ratio's method: {' | '.join(names())} (default: --config's metrics.cost_method, "
         f"else {DEFAULT_METHOD})",
     )
     add_config(
@@ -116,7 +117,8 @@ def compare(args):
 
     from ctxpolicy.config import ConfigError
     from ctxpolicy.metrics.compare import attempts_in_table, compare_to_baseline, study_runs
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import names
 
     study = None
     if getattr(args, "config", None):
@@ -130,8 +132,8 @@ def compare(args):
         args.cost_method = study.cost_method if study else DEFAULT_METHOD
     if args.track not in TRACKS:
         raise CompareError(f"--track is {args.track!r}; allowed: {', '.join(TRACKS)}")
-    if args.cost_method not in METHODS:
-        raise CompareError(f"--cost-method is {args.cost_method!r}; allowed: {', '.join(METHODS)}")
+    if args.cost_method not in names():
+        raise CompareError(f"--cost-method is {args.cost_method!r}; allowed: {', '.join(names())}")
     if args.attempts is not None and args.attempts < 1 or args.resamples < 1:
         raise CompareError(f"--attempts and --resamples must be >= 1: got {args.attempts}, {args.resamples}")
     runs = _read_runs(args.runs)
@@ -217,7 +219,7 @@ def depth_win_counts(runs, args, attempts: int):
     """Per pair: Figure 3's depth-win counts (``metrics.depth_wins``) over its sweep."""
     from ctxpolicy.metrics.depth_wins import depth_wins
     from ctxpolicy.metrics.sweep import all_attempts_summary
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
     from ctxpolicy.threshold_settings import SETTINGS
 
     out = []
@@ -352,12 +354,12 @@ def plain_table(table, *, attempts: int, baseline: str, cost_method: str, column
     """The text view (``metrics.compare_text``): the note lines, then the chosen columns."""
     from ctxpolicy.metrics.compare import solved_threshold
     from ctxpolicy.metrics.compare_text import DEFAULT_COLUMNS, parse_columns, text_table
-    from ctxpolicy.metrics.cost import METHOD_DESCRIPTIONS
+    from ctxpolicy.metrics.cost_methods import method
 
     note = (
         f"# against {baseline}; {attempts} planned attempts per task; solved = at least "
         f"{solved_threshold(attempts)} of {attempts} successes; intervals: 95 % task bootstrap\n"
-        f"# cost method: {cost_method} ({METHOD_DESCRIPTIONS[cost_method]})"
+        f"# cost method: {cost_method} ({method(cost_method).description})"
     )
     chosen = DEFAULT_COLUMNS if columns is None else parse_columns(columns)
     return text_table(table, baseline=baseline, note=note, columns=chosen)

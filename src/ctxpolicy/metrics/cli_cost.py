@@ -126,40 +126,40 @@ def with_message_tokens(calls: list[dict], run: Path) -> list[dict]:
 
 
 def price(calls: list[dict], block: int, discount: float) -> dict:
+    """One run's bill under every cost method (``cost_methods.TABLE``; None where a method needs
+    what the calls lack), with the block and discount."""
     import numpy as np
 
-    from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached, has_otrc, unchanged_prefix
+    from ctxpolicy.metrics import cost_methods
+    from ctxpolicy.metrics.cost import billed
+    from ctxpolicy.metrics.cost_methods.base import Sequences, run_calls_of
 
     agent = [c for c in calls if c["kind"] == "agent"]
-    prompts = np.array([c["prompt_tokens"] for c in agent], dtype=np.int64)
     summary = sum(c["prompt_tokens"] for c in calls if c["kind"] == "summary")
-    where = [unchanged_prefix(c.get("events") or []) or (-1, -1) for c in agent]
-    est, _ = estimated_cached(
-        prompts,
-        [has_otrc(c.get("events")) for c in agent],
-        block,
-        unchanged_tokens=np.array([w[0] for w in where], dtype=np.int64),
-        tokens_before=np.array([w[1] for w in where], dtype=np.int64),
-    )
-    result = {
-        "estimated": billed(prompts, est, summary, discount).as_dict(),
-        "exact": None,
-        "measured": None,
-        "block": block,
-        "discount": discount,
-    }
-    if agent and all(c.get("cached_tokens") is not None for c in agent):
-        measured = np.array([c["cached_tokens"] for c in agent], dtype=np.int64)
-        result["measured"] = billed(prompts, measured, summary, discount).as_dict()
-    if agent and all(c.get("message_ids") is not None for c in agent):
+    sequences = None
+    if all(c.get("message_ids") is not None for c in agent):
         codes: dict[str, int] = {}
-        sequences = [
-            np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64) for c in agent
-        ]
-        tokens = [np.array(c["message_tokens"], dtype=np.int64) for c in agent]
-        cached = exact_cached(sequences, tokens, prompts, block)
-        result["exact"] = billed(prompts, cached, summary, discount).as_dict()
-    return result
+        sequences = Sequences.of(
+            [np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64) for c in agent],
+            [np.array(c["message_tokens"], dtype=np.int64) for c in agent],
+        )
+    run_calls = run_calls_of(agent, sequences)
+    result: dict = {}
+    for method in cost_methods.methods():
+        counts = method.counts(run_calls, block) if agent or not (method.needs or method.call_column) else None
+        result[method.name] = (
+            None
+            if counts is None
+            else billed(
+                run_calls.prompts,
+                counts.cached,
+                summary,
+                discount,
+                written=counts.written,
+                write_premium=method.write_premium,
+            ).as_dict()
+        )
+    return {**result, "block": block, "discount": discount}
 
 
 def _run_calls(source: Path) -> list[dict]:
@@ -175,8 +175,11 @@ def _run_calls(source: Path) -> list[dict]:
 
 def side_by_side(run_dirs: list[Path], block: int, discount: float) -> tuple[list[dict], list[dict], list[str]]:
     """(one row per run, one row per policy, warnings): billed input by each method."""
-    from ctxpolicy.metrics.cost import METHODS, disagreements
+    from ctxpolicy.metrics.cost import disagreements
+    from ctxpolicy.metrics.cost_methods import names
     from ctxpolicy.rundir import CALLS_JSONL, read_run_json
+
+    METHODS = names()
 
     rows, warnings = [], []
     for run_dir in run_dirs:
@@ -187,7 +190,7 @@ def side_by_side(run_dirs: list[Path], block: int, discount: float) -> tuple[lis
             raise CallsError(f"{run_dir}: {exc}") from None
         billed = {m: (result[m] or {}).get("billed_input") for m in METHODS}
         rows.append({"run": str(run_dir), "policy": identity.get("policy"), "track": identity.get("track"), **billed})
-        warnings += [f"{run_dir}: {line}" for line in disagreements(billed)]
+        warnings += [f"{run_dir}: {line}" for line in disagreements(compared(billed))]
     policies: dict = {}
     for row in rows:
         entry = policies.setdefault(row["policy"], {"policy": row["policy"], "runs": 0, **dict.fromkeys(METHODS, 0.0)})
@@ -195,7 +198,9 @@ def side_by_side(run_dirs: list[Path], block: int, discount: float) -> tuple[lis
         for method in METHODS:
             entry[method] = None if entry[method] is None or row[method] is None else entry[method] + row[method]
     for entry in policies.values():
-        warnings += [f"policy {entry['policy']} (sum of {entry['runs']} runs): {line}" for line in disagreements(entry)]
+        warnings += [
+            f"policy {entry['policy']} (sum of {entry['runs']} runs): {line}" for line in disagreements(compared(entry))
+        ]
     return rows, list(policies.values()), warnings
 
 
@@ -215,16 +220,15 @@ def _main_runs(args) -> int:
     if getattr(args, "json", False):
         print(json.dumps({"runs": rows, "policies": policies, "block": args.block, "discount": args.discount}))
         return 0
+    from ctxpolicy.metrics.cost_methods import names
+
     shown = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
-    print(f"{'policy / run':<48} {'estimated':>12} {'exact':>12} {'measured':>12}")
+    line = lambda name, values: f"{name:<48} " + " ".join(f"{shown(values[m]):>12}" for m in names())  # noqa: E731
+    print(f"{'policy / run':<48} " + " ".join(f"{m:>12}" for m in names()))
     for entry in policies:
-        print(
-            f"{str(entry['policy']):<48} {shown(entry['estimated']):>12} {shown(entry['exact']):>12} "
-            f"{shown(entry['measured']):>12}"
-        )
+        print(line(str(entry["policy"]), entry))
         for row in (r for r in rows if r["policy"] == entry["policy"]):
-            name = "  " + Path(row["run"]).name
-            print(f"{name:<48} {shown(row['estimated']):>12} {shown(row['exact']):>12} {shown(row['measured']):>12}")
+            print(line("  " + Path(row["run"]).name, row))
     return 0
 
 
@@ -232,7 +236,7 @@ def main(args) -> int:
     import json
 
     from ctxpolicy.cli_args import TooManyValuesError, single
-    from ctxpolicy.metrics.cost import METHODS, disagreements
+    from ctxpolicy.metrics.cost import disagreements
     from ctxpolicy.rundir import CALLS_JSONL
 
     try:
@@ -264,7 +268,7 @@ def main(args) -> int:
     except ValueError as exc:  # a malformed event field, named by unchanged_prefix
         print(f"cost: {args.input or '<stdin>'}: {exc}", file=sys.stderr)
         return 2
-    for line in disagreements({m: (result[m] or {}).get("billed_input") for m in METHODS}):
+    for line in disagreements(compared(result)):
         print(f"cost: warning: {args.input or '<stdin>'}: {line}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps(result))
@@ -273,9 +277,22 @@ def main(args) -> int:
     return 0
 
 
+def compared(result: dict) -> dict:
+    """The billed input of the methods ``disagreements`` checks (the estimates and the measured
+    reference), from one ``price`` result or a sum of them."""
+    from ctxpolicy.metrics import cost_methods
+
+    def value(entry):
+        return entry.get("billed_input") if isinstance(entry, dict) else entry
+
+    return {m.name: value(result.get(m.name)) for m in cost_methods.methods() if m.compared or m.name == "measured"}
+
+
 def priced_table(result: dict, source: str) -> str:
     """One run's bill by each method, rounded for people (``--json`` keeps full precision)."""
-    from ctxpolicy.metrics.cost import METHODS
+    from ctxpolicy.metrics.cost_methods import names
+
+    METHODS = names()
 
     lines = [
         f"{source}: billed input in tokens (cache block {result['block']} tokens, "

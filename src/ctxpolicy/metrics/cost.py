@@ -1,15 +1,17 @@
-"""Billed input cost under a prefix cache, with three named ways to count cached tokens.
+"""Billed input cost under a prefix cache: the counting rules the cost methods share.
 
-C = N_fresh + discount * N_cached + N_summary, in units of one fresh input token (study A.5.2).
-N_fresh and N_cached split the agent calls' server-reported prompts; summarizer input is always
-billed fresh; output tokens are not part of C. The three methods (``METHODS``), per agent call k:
+C = N_fresh + discount * N_cached + w * N_written + N_summary, in units of one fresh input token
+(study A.5.2; N_written, the fresh tokens a provider writes to its cache at a premium w, is zero
+but for cache models that bill writes). N_fresh and N_cached split the agent calls'
+server-reported prompts; summarizer input is always billed fresh; output tokens are not part of
+C. The methods themselves (estimated, exact, measured and the provider cache models) are listed
+once in ``ctxpolicy.metrics.cost_methods``; this module holds the rules they count with:
 
-estimated  the study's reconstruction from successive server-reported prompt sizes and the
-           recorded OTRC events (``estimated_cached``); the headline by default;
-exact      a prefix-cache simulation: the longest whole-message prefix call k shares with any
-           earlier agent call, measured in local cl100k_base message counts and rescaled to
-           the call's server-reported prompt (``exact_cached_flat``);
-measured   the server-reported cached tokens (unknown for the run if any agent call lacks it).
+``estimated_cached``   the study's reconstruction from successive server-reported prompt sizes
+                       and the recorded OTRC events;
+``exact_cached_flat``  a prefix-cache simulation: the longest whole-message prefix call k shares
+                       with any earlier agent call, measured in local cl100k_base message counts
+                       and rescaled to the call's server-reported prompt.
 
 Every count that enters C is in server tokens. Written here rather than taken from a library:
 no maintained package prices prefix caching from recorded message sequences, and the estimate
@@ -28,16 +30,6 @@ DEFAULT_DISCOUNT = 0.1
 LARGE_DROP_TOKENS = 1000
 LARGE_DROP_SHARE = 0.25
 OTRC = "OTRC"
-METHODS = ("estimated", "exact", "measured")  # config metrics.cost_method; the first is the default
-DEFAULT_METHOD = METHODS[0]
-# the runs-table column of each method's billed input cost
-BILLED_COLUMNS = {"estimated": "billed_est", "exact": "billed_exact", "measured": "billed_measured"}
-# one line per method, for figure notes and command output (docs/metrics.md, section 3)
-METHOD_DESCRIPTIONS = {
-    "estimated": "the study's estimate (A.5.2) from server-reported prompt sizes and OTRC events",
-    "exact": "prefix-cache simulation over whole messages, local cl100k_base shares rescaled to server tokens",
-    "measured": "server-reported cached tokens",
-}
 
 # Random odd multipliers make the position-weighted sum below a 64-bit hash of each prefix.
 _MIX = np.random.default_rng(20260101).integers(1, 2**63, size=2, dtype=np.uint64) | np.uint64(1)
@@ -206,20 +198,31 @@ class Billed:
     cached: int
     summary: int
     billed_input: float
+    written: int = 0  # of the fresh tokens, those written to the cache (cache models that bill writes)
 
     def as_dict(self) -> dict:
-        return {"fresh": self.fresh, "cached": self.cached, "summary": self.summary, "billed_input": self.billed_input}
+        out = {"fresh": self.fresh, "cached": self.cached, "summary": self.summary, "billed_input": self.billed_input}
+        return {**out, "written": self.written} if self.written else out
 
 
 def billed(
-    agent_prompts: np.ndarray, agent_cached: np.ndarray, summary_input: int, discount: float = DEFAULT_DISCOUNT
+    agent_prompts: np.ndarray,
+    agent_cached: np.ndarray,
+    summary_input: int,
+    discount: float = DEFAULT_DISCOUNT,
+    *,
+    written: np.ndarray | None = None,
+    write_premium: float = 0.0,
 ) -> Billed:
-    """C = N_fresh + discount * N_cached + N_summary over one run's calls."""
+    """C = N_fresh + discount * N_cached + write_premium * N_written + N_summary over one run's
+    calls (``written``: per call, the fresh tokens written to the cache, at most the fresh ones)."""
     prompts = np.asarray(agent_prompts, dtype=np.int64)
     cached = np.minimum(np.asarray(agent_cached, dtype=np.int64), prompts)
     n_cached = int(cached.sum())
     n_fresh = int(prompts.sum()) - n_cached
-    return Billed(n_fresh, n_cached, int(summary_input), n_fresh + discount * n_cached + int(summary_input))
+    n_written = 0 if written is None else int(np.minimum(np.asarray(written, dtype=np.int64), prompts - cached).sum())
+    cost = n_fresh + discount * n_cached + write_premium * n_written + int(summary_input)
+    return Billed(n_fresh, n_cached, int(summary_input), cost, n_written)
 
 
 DISAGREEMENT_MARGIN = 0.10
@@ -237,8 +240,7 @@ def disagreements(billed_input: Mapping[str, float | None], margin: float = DISA
     if base is None:
         return []
     lines = []
-    for method in METHODS:
-        value = billed_input.get(method)
+    for method, value in billed_input.items():
         if method == reference or value is None:
             continue
         gap = abs(value - base) / base if base else (0.0 if value == base else float("inf"))

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ctxpolicy.metrics.compare import resolve_rate
-from ctxpolicy.metrics.cost import BILLED_COLUMNS
+from ctxpolicy.metrics import cost_methods
 from ctxpolicy.metrics.depth_wins import best_flags
 
 
@@ -74,7 +74,7 @@ def all_attempts_summary(runs: pd.DataFrame, cells: dict, method: str, *, attemp
     ]
     if runs.empty:
         return pd.DataFrame(columns=columns)
-    billed = BILLED_COLUMNS[method]
+    billed = cost_methods.method(method).billed_column
     slug = runs["cell"].astype(str)
     fc = runs[(slug == str(cells["fc"])).to_numpy()]
     fc_cost = fc.groupby("task_id", observed=True)[billed].mean()

@@ -23,13 +23,13 @@ DEFAULT_OUT_INDEX = "{name}/index.html"
 def add_arguments(parser) -> None:
     from ctxpolicy.cli_args import add_config, add_out, add_runs
 
-    from ctxpolicy.metrics.cost import METHODS
+    from ctxpolicy.metrics.cost_methods import names
 
     add_runs(parser, "a run directory, or a cell (or any folder of runs)")
     parser.add_argument("--against", type=Path, default=None, help="a second run of the same task, shown side by side")
     parser.add_argument(
         "--cost-method",
-        choices=METHODS,
+        choices=names(),
         default=None,
         help="how cached tokens are counted (default: the config's metrics.cost_method, else estimated)",
     )
@@ -39,7 +39,7 @@ def add_arguments(parser) -> None:
 
 
 def _method(args) -> str:
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 
     if args.cost_method:
         return args.cost_method
