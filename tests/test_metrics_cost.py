@@ -128,12 +128,17 @@ def test_rule_growth_caches_the_previous_prompt():
     assert rule == ["first", "growth", "growth"]
 
 
-def test_rule_large_reduction_keeps_the_stable_prefix_whatever_fired():
+def test_rule_large_reduction_keeps_the_stable_prefix_unless_an_otrc_event_places_the_change():
     # 4000 -> 2900 drops 1100 >= max(1000, 0.25 * 4000 = 1000): cached = floor16(min(S = 300, 2900)) = 288,
-    # fresh = 2900 - 288 = 2612, even though an OTRC event with a position was recorded at that call
+    # fresh = 2900 - 288 = 2612, where nothing (or an event without a position) explains the drop
+    for events in ([], [event("TRC", 2000, 2400)], [event("OTRC", None, 2400)]):
+        cached, fresh, rule = estimate([300, 4000, 2900], [[], [], events])
+        assert cached == [0, 288, 288] and fresh == [300, 3712, 2612]
+        assert rule == ["first", "growth", "large_reduction"]
+    # an OTRC event that says where it changed the history places the change, however far the
+    # prompt fell: 2000 of 2400 local tokens unchanged, of the previous 4000: 3333, at most 2900 -> 2896
     cached, fresh, rule = estimate([300, 4000, 2900], [[], [], [event("OTRC", 2000, 2400)]])
-    assert cached == [0, 288, 288] and fresh == [300, 3712, 2612]
-    assert rule == ["first", "growth", "large_reduction"]
+    assert cached == [0, 288, 2896] and rule == ["first", "growth", "otrc"]
 
 
 def test_large_reduction_threshold_is_a_quarter_of_the_prompt_above_4000():

@@ -144,19 +144,26 @@ def estimated_cached(
     *,
     unchanged_tokens: np.ndarray | None = None,
     tokens_before: np.ndarray | None = None,
+    tokens_after: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The study's reconstruction (A.5.2) of each agent call's cached tokens.
 
     ``prompts``: the server-reported prompt sizes P_1, P_2, ... of the run's agent calls.
     ``otrc[k]``: an OTRC event was recorded at agent call k (``has_otrc`` of its events).
     ``unchanged_tokens[k]``, ``tokens_before[k]``: that step's (U, T) from ``unchanged_prefix``
-    (local counts), or -1 where unknown. With S = P_1, for call k > 1, first rule that applies:
+    (local counts), or -1 where unknown; ``tokens_after[k]``: A_k, the local count of the history
+    call k sent (``est_tokens_after``), or -1. With S = P_1, for call k > 1, first rule that
+    applies:
 
-      1. large reduction, P_k <= P_{k-1} - max(1000, 0.25 P_{k-1}), whatever fired:
-         cached = min(S, P_k);
-      2. an OTRC event at k: cached = min(P_k, floor(U * P_{k-1} / T)) (the previous prompt's
-         share before the cleared message); without (U, T) (records older than the field) the
-         cleared message is placed right after the stable prefix: cached = min(S, P_k);
+      1. large reduction, P_k <= P_{k-1} - max(1000, 0.25 P_{k-1}), unless an OTRC event at k
+         says where it changed the history (rule 2 places it): cached = min(S, P_k);
+      2. an OTRC event at k: the cleared message placed in the prompt it was cleared in, call k's
+         own: cached = min(P_k, P_{k-1}, floor(U * P_k / A_k)) (U and A_k both local counts of
+         the history call k sent, so U / A_k is the share of P_k before the cleared message);
+         where A_k is unknown, floor(U * P_{k-1} / T), T the local count before the event (it
+         holds the newest reply and tool output, which P_{k-1} does not: an overestimate);
+         without (U, T) (records older than the field) the cleared message is placed right after
+         the stable prefix: cached = min(S, P_k);
       3. growth or no change, P_k >= P_{k-1}: cached = P_{k-1};
       4. a small unexplained reduction: cached = min(S, P_k).
 
@@ -173,16 +180,22 @@ def estimated_cached(
     unknown = np.full(n, -1, dtype=np.int64)
     u = unknown if unchanged_tokens is None else np.asarray(unchanged_tokens, dtype=np.int64)
     t = unknown if tokens_before is None else np.asarray(tokens_before, dtype=np.int64)
+    a = unknown if tokens_after is None else np.asarray(tokens_after, dtype=np.int64)
     placed = (u >= 0) & (t > 0)
+    in_own_prompt = placed & (a > 0)
     prev = np.r_[0, p[:-1]]
-    large = p <= prev - np.maximum(LARGE_DROP_TOKENS, LARGE_DROP_SHARE * prev)
+    # an OTRC step whose event says where it changed the history is placed by its event, however
+    # far its prompt fell: the large-reduction rule is for changes of unknown position
+    placed_event = is_otrc & placed
+    large = (p <= prev - np.maximum(LARGE_DROP_TOKENS, LARGE_DROP_SHARE * prev)) & ~placed_event
     by_event = is_otrc & ~large
     growth = ~large & ~by_event & (p >= prev)
     small = ~large & ~by_event & ~growth
     stable = np.minimum(p[0], p)
     # floor(s * P_{k-1}) in integers, so that a prefix ending on a block boundary keeps its block
     reused = np.minimum(u, t) * prev // np.where(placed, t, 1)
-    event_cached = np.where(placed, np.minimum(p, reused), stable)
+    own = np.minimum(np.minimum(u, a) * p // np.where(in_own_prompt, a, 1), prev)
+    event_cached = np.where(in_own_prompt, np.minimum(p, own), np.where(placed, np.minimum(p, reused), stable))
     cached = floor_block(np.select([large, by_event, growth], [stable, event_cached, prev], stable), block)
     rule[large], rule[by_event], rule[small] = "large_reduction", "otrc", "small_reduction"
     cached[0], rule[0] = 0, "first"

@@ -16,6 +16,7 @@ def count(calls: RunCalls, block: int) -> Counts:
         block,
         unchanged_tokens=calls.filled("unchanged", -1).astype(np.int64),
         tokens_before=calls.filled("before", -1).astype(np.int64),
+        tokens_after=calls.filled("after", -1).astype(np.int64),
     )
     return Counts(cached)
 
