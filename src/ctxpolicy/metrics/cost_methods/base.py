@@ -35,9 +35,12 @@ class Sequences:
     @classmethod
     def of(cls, sequences: list, tokens: list) -> Sequences:
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
-        flat = lambda parts: (
-            np.concatenate(parts).astype(np.int64) if len(parts) and lengths.sum() else np.zeros(0, np.int64)
-        )  # noqa: E731
+
+        def flat(parts: list) -> np.ndarray:
+            if not len(parts) or not lengths.sum():
+                return np.zeros(0, np.int64)
+            return np.concatenate(parts).astype(np.int64)
+
         return cls(flat(sequences), flat(tokens), lengths)
 
     def split(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
