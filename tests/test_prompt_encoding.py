@@ -38,7 +38,10 @@ V1_TABLES = {
 }
 # runs.parquet gains columns by design (docs/schema.md): the old code's columns, as CSV, are pinned
 # too (sha256 of ``pd.read_parquet(runs.parquet).to_csv(index=False)`` from that code)
-V1_RUN_COLUMNS_CSV = "3744d59d9a217d8939e43c37899473296d0fa3b21accb2b32cf4bf373916405e"
+# The estimate's OTRC rule changed since (issue 28: the cleared message placed in its own
+# prompt), so both CSV pins below are of today's code; without the *_est columns they equal the old
+# code's (checked when they were re-pinned)
+V1_RUN_COLUMNS_CSV = "da1c7e176654884ef5fc713b7d4406d6917be307d5a5977c7618457f657ecd83"
 V1_RUN_COLUMNS = (
     "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger", "depth", "setting",
     "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed", "outcome", "error", "resolved",
@@ -48,7 +51,7 @@ V1_RUN_COLUMNS = (
     "cached_est", "billed_measured", "cached_measured", "summary_input", "retrieval_cmds", "execution_cmds",
 )  # fmt: skip
 # calls.parquet gains a column per cost method (metrics.cost_methods): the old columns, as CSV
-V1_CALL_COLUMNS_CSV = "21ea158251a6fba26dc0f952b02f1629418267b9610249a9115986550b750d28"
+V1_CALL_COLUMNS_CSV = "b0c4c9272feb6e382c128eb5550c9b9e105521a458e99a13c274d4a31aff51e3"
 V1_CALL_COLUMNS = (
     "run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt", "index", "kind", "step",
     "start", "end", "latency_s", "prompt_tokens", "completion_tokens", "cached_tokens", "est_tokens_before",

@@ -63,7 +63,11 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str
                 continue
             row = {"benchmark": benchmark, "model": model, "policy": policy, "n_runs": len(mine)}
             for method, column, _ in METHODS:
-                values = mine[column].astype(float) if column in mine else pd.Series(np.nan, index=mine.index)
+                values = (
+                    pd.to_numeric(mine[column], errors="coerce")
+                    if column in mine
+                    else pd.Series(np.nan, index=mine.index)
+                )
                 # a method counts only when every run has it (measured: the server reported cached tokens)
                 row[method] = float(values.mean()) if values.notna().all() else float("nan")
             billed = {m: (None if np.isnan(row[m]) else row[m]) for m, _, _ in METHODS}

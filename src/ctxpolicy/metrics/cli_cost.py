@@ -125,7 +125,7 @@ def with_message_tokens(calls: list[dict], run: Path) -> list[dict]:
     return calls
 
 
-def price(calls: list[dict], block: int, discount: float) -> dict:
+def price(calls: list[dict], block: int, discount: float, source=None) -> dict:
     """One run's bill under every cost method (``cost_methods.TABLE``; None where a method needs
     what the calls lack), with the block and discount."""
     import numpy as np
@@ -143,7 +143,7 @@ def price(calls: list[dict], block: int, discount: float) -> dict:
             [np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64) for c in agent],
             [np.array(c["message_tokens"], dtype=np.int64) for c in agent],
         )
-    run_calls = run_calls_of(agent, sequences)
+    run_calls = run_calls_of(agent, sequences, source)
     result: dict = {}
     for method in cost_methods.methods():
         counts = method.counts(run_calls, block) if agent or not (method.needs or method.call_column) else None
@@ -160,6 +160,19 @@ def price(calls: list[dict], block: int, discount: float) -> dict:
             ).as_dict()
         )
     return {**result, "block": block, "discount": discount}
+
+
+def _source(run_dir: Path):
+    """A replay's source calls for the measured profile (None: the run is its own source)."""
+    from ctxpolicy.metrics.records import RecordError, source_calls
+    from ctxpolicy.rundir import message_base
+
+    if message_base(run_dir) is None:
+        return None
+    try:
+        return source_calls(run_dir)
+    except RecordError as exc:
+        raise CallsError(str(exc)) from None
 
 
 def _run_calls(source: Path) -> list[dict]:
@@ -185,7 +198,7 @@ def side_by_side(run_dirs: list[Path], block: int, discount: float) -> tuple[lis
     for run_dir in run_dirs:
         identity = read_run_json(run_dir).get("identity") or {}
         try:
-            result = price(_run_calls(run_dir / CALLS_JSONL), block, discount)
+            result = price(_run_calls(run_dir / CALLS_JSONL), block, discount, _source(run_dir))
         except ValueError as exc:
             raise CallsError(f"{run_dir}: {exc}") from None
         billed = {m: (result[m] or {}).get("billed_input") for m in METHODS}
@@ -260,11 +273,12 @@ def main(args) -> int:
             calls = read_calls(sys.stdin, "<stdin>")
         else:
             calls = _run_calls(args.input / CALLS_JSONL if args.input.is_dir() else args.input)
+            source = _source(args.input) if args.input.is_dir() else None
     except (CallsError, OSError) as exc:
         print(f"cost: {exc}", file=sys.stderr)
         return 2
     try:
-        result = price(calls, args.block, args.discount)
+        result = price(calls, args.block, args.discount, source if args.input is not None else None)
     except ValueError as exc:  # a malformed event field, named by unchanged_prefix
         print(f"cost: {args.input or '<stdin>'}: {exc}", file=sys.stderr)
         return 2

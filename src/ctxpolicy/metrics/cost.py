@@ -73,17 +73,24 @@ def exact_cached_flat(
     prompts = np.asarray(prompts, dtype=np.int64)
     if n == 0 or lengths.sum() == 0:
         return np.zeros(n, dtype=np.int64)
-    codes = np.asarray(codes).astype(np.uint64)
     call = np.repeat(np.arange(n), lengths)
-    position = (np.arange(len(codes)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
-    terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
-    prefix_hash = _segmented_cumsum(terms, lengths)
+    prefix_hash = prefix_hashes(codes, lengths)
     first_call = call[_first_occurrence(prefix_hash)]
     shared = first_call < call
     shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
     local_tokens = np.bincount(call, weights=tokens, minlength=n).astype(np.int64)
     rescaled = shared_tokens * prompts // np.maximum(local_tokens, 1)
     return floor_block(np.minimum(rescaled, prompts), block)
+
+
+def prefix_hashes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """For each position of the calls' sequences laid end to end, a 64-bit hash of the call's
+    prefix through it (equal hashes, equal whole-message prefixes, up to collisions)."""
+    codes = np.asarray(codes).astype(np.uint64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    position = (np.arange(len(codes)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
+    terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
+    return _segmented_cumsum(terms, lengths)
 
 
 def _first_occurrence(values: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ from ctxpolicy.metrics.commands import count_commands
 from ctxpolicy.policies import actions
 from ctxpolicy.metrics import cost_methods
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, has_otrc, unchanged_prefix
-from ctxpolicy.metrics.cost_methods import RunCalls, Sequences
+from ctxpolicy.metrics.cost_methods import RunCalls, Sequences, SourceCalls
 from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
@@ -264,10 +264,42 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     store, commands = _read_stores(run_dir, action_format_of(run, run_path))
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
     _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
-    columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
+    source = source_calls(run_dir) if rundir.message_base(run_dir) is not None else None
+    columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block, source)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
     row["retrieval_cmds"], row["execution_cmds"] = commands
     return RunRows(row, columns)
+
+
+def source_calls(run_dir: Path) -> SourceCalls:
+    """The agent calls of the run a replay's store extends (run.json ``message_base``: its source
+    run), as the measured profile reads them: prompt and provider-cached tokens, local counts."""
+    source = rundir.message_base(run_dir)
+    path = source / CALLS_JSONL
+    try:
+        stat = path.stat()
+    except OSError:
+        raise RecordError(path, "missing (the source run of a replay)") from None
+    return _source_calls(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _source_calls(path: Path, mtime_ns: int, size: int) -> SourceCalls:
+    """A source run's calls, parsed once per process (its replays, one per configuration, share it)."""
+    calls, values, _ = _read_calls(path)
+    return own_source(calls, values)
+
+
+def own_source(calls: list[dict], values: dict[str, list]) -> SourceCalls:
+    """A run's own agent calls as a source (a run that was really served is its own profile)."""
+    agent = [i for i, c in enumerate(calls) if c["kind"] == "agent"]
+
+    def pick(name: str, missing: float) -> np.ndarray:
+        return np.array([missing if values[name][i] is None else values[name][i] for i in agent], dtype=np.float64)
+
+    prompts = pick("prompt_tokens", 0)
+    local = pick("est_tokens_after", np.nan)
+    return SourceCalls(prompts, pick("cached_tokens", np.nan), np.where(np.isnan(local), prompts, local))
 
 
 def action_format_of(run: dict, path: Path) -> str:
@@ -536,7 +568,7 @@ def _call_columns(
         after=np.where(np.isnan(after), -1, after)[agent].astype(np.int64),
         start=column("start")[agent],
         sequences=sequences,
-        source=source,
+        source=own_source(calls, values) if source is None else source,
     )
     derived = {}
     for method, counts in cost_methods.count_all(run_calls, block).items():

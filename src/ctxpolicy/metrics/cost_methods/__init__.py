@@ -12,10 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ctxpolicy.metrics.cost_methods import estimated, exact, measured
+from ctxpolicy.metrics.cost_methods import anthropic, estimated, exact, measured, openai, profile
 from ctxpolicy.metrics.cost_methods.base import CostMethod, Counts, RunCalls, Sequences, SourceCalls
 
-TABLE: list[CostMethod] = [estimated.METHOD, exact.METHOD, measured.METHOD]
+TABLE: list[CostMethod] = [
+    estimated.METHOD,
+    exact.METHOD,
+    measured.METHOD,
+    openai.METHOD,
+    anthropic.METHOD,
+    profile.METHOD,
+]
 DEFAULT = "estimated"  # the schema's default for metrics.cost_method
 
 __all__ = ["TABLE", "DEFAULT", "CostMethod", "Counts", "RunCalls", "Sequences", "SourceCalls"]

@@ -163,9 +163,12 @@ class CostMethod:
         return (self.cached_column, *((self.written_column,) if self.writes else ()))
 
 
-def run_calls_of(agent_calls: list[dict], sequences: Sequences | None = None) -> RunCalls:
+def run_calls_of(
+    agent_calls: list[dict], sequences: Sequences | None = None, source: SourceCalls | None = None
+) -> RunCalls:
     """``RunCalls`` from one run's agent calls as ``calls.jsonl`` lines (dicts, in order): prompt
-    and cached tokens, start times, ``est_tokens_after`` and each step's compression events."""
+    and cached tokens, start times, ``est_tokens_after`` and each step's compression events;
+    ``source``, a replay's source calls (default: the run is its own source)."""
     from ctxpolicy.metrics.cost import has_otrc, unchanged_prefix
 
     def number(call: dict, key: str, missing: float) -> float:
@@ -173,6 +176,14 @@ def run_calls_of(agent_calls: list[dict], sequences: Sequences | None = None) ->
         return missing if value is None else float(value)
 
     where = [unchanged_prefix(c.get("events") or []) or (-1, -1) for c in agent_calls]
+    if source is None:
+        prompts = np.array([number(c, "prompt_tokens", 0) for c in agent_calls], dtype=np.float64)
+        local = np.array([number(c, "est_tokens_after", np.nan) for c in agent_calls], dtype=np.float64)
+        source = SourceCalls(
+            prompts,
+            np.array([number(c, "cached_tokens", np.nan) for c in agent_calls], dtype=np.float64),
+            np.where(np.isnan(local), prompts, local),
+        )
     return RunCalls(
         np.array([c.get("prompt_tokens") or 0 for c in agent_calls], dtype=np.int64),
         reported_cached=np.array([number(c, "cached_tokens", np.nan) for c in agent_calls], dtype=np.float64),
@@ -182,4 +193,5 @@ def run_calls_of(agent_calls: list[dict], sequences: Sequences | None = None) ->
         after=np.array([number(c, "est_tokens_after", -1) for c in agent_calls], dtype=np.int64),
         start=np.array([number(c, "start", np.nan) for c in agent_calls], dtype=np.float64),
         sequences=sequences,
+        source=source,
     )
