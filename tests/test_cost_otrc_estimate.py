@@ -45,7 +45,7 @@ def test_estimate_within_two_percent_of_exact_on_replayed_otrc_policies(replayed
     capsys.readouterr()
     assert ctxpolicy(["cost", "--runs", str(replayed / "replay"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    by_policy = {p["policy"]: p for p in out["policies"]}
+    by_policy = {p["policy"]: p for p in out["configurations"]}
     for policy in ("OTRC/St", "OTRC+TR/St+Th/0.5", "TRC/Th"):
         entry = by_policy[policy]
         assert entry["runs"] == 4

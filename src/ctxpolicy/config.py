@@ -163,9 +163,17 @@ def _check_model_files(config: dict, fail) -> None:
 def _check_cost_method(config: dict, fail) -> None:
     from ctxpolicy.metrics.cost_methods import names  # the one table of cost methods
 
-    method = (config.get("metrics") or {}).get("cost_method")
+    method = config["metrics"]["cost_method"]  # the schema fills metrics in
     if method not in names():
         fail("metrics.cost_method", f"{method!r} is not a cost method; allowed: {', '.join(names())}")
+    price = config["metrics"]["price"]
+    if price is not None:
+        from ctxpolicy.metrics.prices import PriceError, price_card  # litellm's map, read without litellm
+
+        try:
+            price_card(price)
+        except PriceError as exc:
+            fail("metrics.price", str(exc))
 
 
 def _check_grid(config: dict, fail) -> None:

@@ -414,6 +414,9 @@ class CallRecord:
     usage_source: str | None = field(default=None, metadata={"omitted_when_null": True})
     """``local`` when the proxy's upstream reported no usage and the counts are local; the key is
     left out of the line otherwise."""
+    provider_cost_usd: float | None = field(default=None, metadata={"omitted_when_null": True})
+    """What the provider billed for the call, US dollars, where the source says (imported runs:
+    ``extra.cost``, or OpenRouter's ``extra.response.usage.cost``); the key is left out otherwise."""
 
     @classmethod
     def answered(
@@ -434,6 +437,7 @@ class CallRecord:
         finish_reason: str | None = None,
         model: str | None = None,
         usage_source: str | None = None,
+        provider_cost_usd: float | None = None,
         index: int = -1,
         status: str = "ok",
         error: str | None = None,
@@ -461,6 +465,7 @@ class CallRecord:
             finish_reason=finish_reason,
             model=model,
             usage_source=usage_source,
+            provider_cost_usd=provider_cost_usd,
         )
 
     @classmethod

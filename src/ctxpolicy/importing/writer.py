@@ -138,6 +138,7 @@ def write_imported_run(
                         finish_reason=call.finish_reason,
                         model=call.model,
                         usage_source=None if usage else "local",
+                        provider_cost_usd=call.cost,
                     )
                 )
             )

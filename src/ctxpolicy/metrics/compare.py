@@ -293,6 +293,8 @@ def compare_to_baseline(
     """
     cost_methods.method(cost_method)  # the one check of a method name
     columns_of_ratios = ratio_columns()
+    missing = [c for c in columns_of_ratios.values() if c not in runs]  # a table from before a method existed
+    runs = runs.assign(**dict.fromkeys(missing, np.nan)) if missing else runs
     selected = select(runs, model=model, benchmark=benchmark, cohort=cohort)
     attempts = attempts or attempts_in_table(selected)
     solved_min = solved_threshold(attempts)

@@ -112,3 +112,22 @@ def price_card(model: str) -> PriceCard:
         cache_write=fresh if not write else write,
         output=0.0 if output is None else output,
     )
+
+
+def run_dollars(runs, method, card: PriceCard):
+    """Each run's dollars at ``card``'s prices under one cost method (a ``cost_methods`` entry),
+    from the runs table: its fresh (less written), written and cached input, summarizer input as
+    fresh, and its completion tokens as output. NaN where the method could not price the run."""
+    import pandas as pd
+
+    def column(name: str):
+        return pd.to_numeric(runs[name], errors="coerce") if name in runs else pd.Series(0.0, index=runs.index)
+
+    written = column(method.written_column) if method.writes else pd.Series(0.0, index=runs.index)
+    fresh = column(method.fresh_column) - written + column("summary_input")
+    return (
+        fresh * card.input
+        + written * card.cache_write
+        + column(method.cached_column) * card.cached_input
+        + column("completion_tokens") * card.output
+    )

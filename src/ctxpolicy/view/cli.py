@@ -33,7 +33,13 @@ def add_arguments(parser) -> None:
         default=None,
         help="how cached tokens are counted (default: the config's metrics.cost_method, else estimated)",
     )
-    add_config(parser, "the study config (for metrics.cost_method)")
+    parser.add_argument(
+        "--price",
+        metavar="MODEL",
+        default=None,
+        help="a model of litellm's price map (e.g. gpt-4o): dollars beside the tokens (default: metrics.price)",
+    )
+    add_config(parser, "the study config (for metrics.cost_method and metrics.price)")
     add_out(parser, "the page (default RUN.html, or CELL/index.html for a folder of runs)")
     parser.add_argument("--index-only", action="store_true", help="for a folder of runs: write the index page only")
 
@@ -50,8 +56,23 @@ def _method(args) -> str:
     return DEFAULT_METHOD
 
 
+def _price(args) -> str | None:
+    """--price, else the config's ``metrics.price``; checked against litellm's map."""
+    from ctxpolicy.metrics.prices import price_card
+
+    price = getattr(args, "price", None)
+    if price is None and args.config is not None:
+        from ctxpolicy.config import load_config
+
+        price = (load_config(args.config).get("metrics") or {}).get("price")
+    if price is not None:
+        price_card(price)  # PriceError names close matches
+    return price
+
+
 def main(args) -> int:
     from ctxpolicy.config import ConfigError
+    from ctxpolicy.metrics.prices import PriceError
     from ctxpolicy.view.pages import write_against_page, write_index, write_run_page
     from ctxpolicy.view.source import ViewInputError
 
@@ -61,20 +82,21 @@ def main(args) -> int:
     target = args.runs[0]
     try:
         method = _method(args)
+        price = _price(args)
         if not target.is_dir():
             raise ViewInputError(f"{target}: no such directory")
         if (target / "run.json").exists():
             out = args.out or Path(DEFAULT_OUT_RUN.format(name=target.name))
             if args.against is not None:
-                written = write_against_page(target, args.against, out, method)
+                written = write_against_page(target, args.against, out, method, price)
             else:
-                written = write_run_page(target, out, method)
+                written = write_run_page(target, out, method, price)
         else:
             if args.against is not None:
                 raise ViewInputError(f"--against: {target} is no run directory (it holds no run.json)")
             out = args.out or Path(DEFAULT_OUT_INDEX.format(name=target.resolve().name))
-            written = write_index(target, out, method, run_pages=not args.index_only)
-    except (ViewInputError, ConfigError) as exc:
+            written = write_index(target, out, method, run_pages=not args.index_only, price=price)
+    except (ViewInputError, ConfigError, PriceError) as exc:
         print(f"view: {exc}", file=sys.stderr)
         return 2
     print(written)

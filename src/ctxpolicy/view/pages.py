@@ -12,15 +12,15 @@ from ctxpolicy.view.render import render_against, render_index, render_run
 from ctxpolicy.view.source import ViewInputError, load_run
 
 
-def write_run_page(run_dir: Path, out: Path, method: str) -> Path:
-    built = build_run(load_run(run_dir), method)
+def write_run_page(run_dir: Path, out: Path, method: str, price: str | None = None) -> Path:
+    built = build_run(load_run(run_dir), method, price=price)
     return atomic_write_text(Path(out), render_run(built))
 
 
-def write_against_page(run_dir: Path, other: Path, out: Path, method: str) -> Path:
+def write_against_page(run_dir: Path, other: Path, out: Path, method: str, price: str | None = None) -> Path:
     if not (Path(other) / RUN_JSON).exists():
         raise ViewInputError(f"--against: {other} is no run directory (it holds no run.json)")
-    left, right = build_run(load_run(run_dir), method), build_run(load_run(other), method)
+    left, right = build_run(load_run(run_dir), method, price=price), build_run(load_run(other), method, price=price)
     against = build_against(left, right)
     return atomic_write_text(Path(out), render_against(left, right, against))
 
@@ -33,7 +33,7 @@ def page_name(root: Path, run_dir: Path) -> str:
     return f"{RUN_PAGES}/" + "__".join(run_dir.relative_to(root).parts) + ".html"
 
 
-def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -> Path:
+def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True, price: str | None = None) -> Path:
     """The index of every run under ``root`` (``workspace/`` and ``stale/`` never searched), and
     unless ``run_pages`` is false each run's page in ``runs/`` beside it. A cell (it holds
     ``cell.json``) without a run record gets an empty index; any other folder without one is an error."""
@@ -45,7 +45,7 @@ def write_index(root: Path, out: Path, method: str, *, run_pages: bool = True) -
         (out.parent / RUN_PAGES).mkdir(parents=True, exist_ok=True)  # the workflow's runs/ output, even empty
     rows = []
     for run_dir in runs:
-        built = build_run(load_run(run_dir), method)
+        built = build_run(load_run(run_dir), method, price=price)
         row = run_summary(built)
         row["name"] = str(run_dir.relative_to(root))
         row["href"] = None
