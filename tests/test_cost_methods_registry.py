@@ -49,7 +49,7 @@ def test_a_registered_method_appears_in_cost_runs_and_the_aggregate_columns(runs
         assert row["cached_half"] + row["fresh_half"] == row["prompt_tokens"] - row["summary_input"]
         args.json = False
         assert cli_cost.main(args) == 0
-        assert "half-cache" in capsys.readouterr().out.splitlines()[0]
+        assert "half-cache" in capsys.readouterr().out.splitlines()[1].split()
     assert "half-cache" not in cost_methods.names()
     assert "billed_half" not in aggregate([runs_root], processes=1).runs.columns
 

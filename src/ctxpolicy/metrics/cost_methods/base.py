@@ -74,6 +74,18 @@ class RunCalls:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompts", np.asarray(self.prompts, dtype=np.int64))
+        object.__setattr__(self, "_memo", {})
+
+    def ideal_shared(self) -> np.ndarray:
+        """Each call's longest whole-message prefix shared with an earlier call, rescaled to its
+        server prompt and not floored to blocks (``metrics.cost.exact_cached_flat`` with block 1),
+        computed once per run for every method that starts from the ideal cache."""
+        from ctxpolicy.metrics.cost import exact_cached_flat
+
+        if "ideal" not in self._memo:
+            s = self.sequences
+            self._memo["ideal"] = exact_cached_flat(s.codes, s.tokens, s.lengths, self.prompts, 1)
+        return self._memo["ideal"]
 
     def __len__(self) -> int:
         return len(self.prompts)

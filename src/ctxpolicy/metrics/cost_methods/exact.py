@@ -4,13 +4,12 @@ server-reported prompt (``metrics.cost.exact_cached_flat``)."""
 
 from __future__ import annotations
 
-from ctxpolicy.metrics.cost import exact_cached_flat
+from ctxpolicy.metrics.cost import floor_block
 from ctxpolicy.metrics.cost_methods.base import SEQUENCES, CostMethod, Counts, RunCalls
 
 
 def count(calls: RunCalls, block: int) -> Counts:
-    s = calls.sequences
-    return Counts(exact_cached_flat(s.codes, s.tokens, s.lengths, calls.prompts, block))
+    return Counts(floor_block(calls.ideal_shared(), block))  # = exact_cached_flat(..., block)
 
 
 METHOD = CostMethod(

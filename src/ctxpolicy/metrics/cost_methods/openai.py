@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxpolicy.metrics.cost import exact_cached_flat
 from ctxpolicy.metrics.cost_methods.base import SEQUENCES, CostMethod, Counts, RunCalls
 
 MIN_PREFIX = 1024
@@ -23,8 +22,7 @@ def openai_cached(shared: np.ndarray) -> np.ndarray:
 
 
 def count(calls: RunCalls, block: int) -> Counts:
-    s = calls.sequences
-    return Counts(openai_cached(exact_cached_flat(s.codes, s.tokens, s.lengths, calls.prompts, 1)))
+    return Counts(openai_cached(calls.ideal_shared()))
 
 
 METHOD = CostMethod(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxpolicy.metrics.cost import exact_cached_flat, floor_block
+from ctxpolicy.metrics.cost import floor_block
 from ctxpolicy.metrics.cost_methods.base import SEQUENCES, SOURCE, CostMethod, Counts, RunCalls
 
 
@@ -29,7 +29,7 @@ def count(calls: RunCalls, block: int) -> Counts | None:
     if len(source.prompts) != len(calls) or np.isnan(np.asarray(source.reported_cached, dtype=float)).any():
         return None
     s = calls.sequences
-    ideal = exact_cached_flat(s.codes, s.tokens, s.lengths, calls.prompts, 1)
+    ideal = calls.ideal_shared()
     local = np.bincount(np.repeat(np.arange(len(calls)), s.lengths), weights=s.tokens, minlength=len(calls))
     served_local = np.asarray(source.reported_cached, dtype=float) * source.local / np.maximum(source.prompts, 1)
     cap = np.floor(served_local * calls.prompts / np.maximum(local, 1)).astype(np.int64)
