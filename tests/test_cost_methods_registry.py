@@ -47,6 +47,13 @@ def test_a_registered_method_appears_in_cost_runs_and_the_aggregate_columns(runs
         assert (first == 0).all()
         row = tables.runs.iloc[0]
         assert row["cached_half"] + row["fresh_half"] == row["prompt_tokens"] - row["summary_input"]
+        from ctxpolicy.figures import cost_methods as methods_figure
+        from ctxpolicy.figures import cost_models as models_figure
+        from ctxpolicy.metrics.compare import ratio_columns
+
+        assert ("half-cache", "billed_half") == methods_figure.methods()[-1][:2]
+        assert models_figure.methods()[-1][:2] == ("cost_ratio_half-cache", "half-cache")
+        assert ratio_columns()["cost_ratio_half-cache"] == "billed_half"
         args.json = False
         assert cli_cost.main(args) == 0
         assert "half-cache" in capsys.readouterr().out.splitlines()[1].split()
