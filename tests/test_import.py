@@ -224,9 +224,15 @@ def test_cost_shows_estimated_exact_and_measured_side_by_side_and_warns(corpus, 
     mini = by_run["task-mini2__a1"]
     assert mini["estimated"] is not None and mini["exact"] is not None and mini["measured"] is not None
     assert by_run["task-swe__a1"]["measured"] is None  # SWE-agent reports no per-call cache
-    assert [p["policy"] for p in result["policies"]] == ["FC"] and result["policies"][0]["measured"] is None
+    groups = result["configurations"]
+    assert [g["configuration"] for g in groups] == ["FC [imported]"] and groups[0]["measured"] is None
     # the fixture's provider reports caching far from what the exact simulation finds: said
-    assert f"{run}: estimated billed input" in captured.err and "from the measured" in captured.err
+    assert "FC [imported]: 1 of 2 runs have a bill off its reference" in captured.err
+    assert any(
+        "estimated billed input" in line and "from the measured" in line
+        for lines in result["warnings"].values()
+        for line in lines
+    )
     assert disagreements({"estimated": 100.0, "exact": 100.0 * (1 + DISAGREEMENT_MARGIN / 2), "measured": None}) == []
     (line,) = disagreements({"estimated": 50.0, "exact": 100.0, "measured": None})
     assert line.startswith("estimated billed input 50.0 is 50% from the exact 100.0")

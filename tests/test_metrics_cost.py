@@ -128,12 +128,17 @@ def test_rule_growth_caches_the_previous_prompt():
     assert rule == ["first", "growth", "growth"]
 
 
-def test_rule_large_reduction_keeps_the_stable_prefix_whatever_fired():
+def test_rule_large_reduction_keeps_the_stable_prefix_unless_an_otrc_event_places_the_change():
     # 4000 -> 2900 drops 1100 >= max(1000, 0.25 * 4000 = 1000): cached = floor16(min(S = 300, 2900)) = 288,
-    # fresh = 2900 - 288 = 2612, even though an OTRC event with a position was recorded at that call
+    # fresh = 2900 - 288 = 2612, where nothing (or an event without a position) explains the drop
+    for events in ([], [event("TRC", 2000, 2400)], [event("OTRC", None, 2400)]):
+        cached, fresh, rule = estimate([300, 4000, 2900], [[], [], events])
+        assert cached == [0, 288, 288] and fresh == [300, 3712, 2612]
+        assert rule == ["first", "growth", "large_reduction"]
+    # an OTRC event that says where it changed the history places the change, however far the
+    # prompt fell: 2000 of 2400 local tokens unchanged, of the previous 4000: 3333, at most 2900 -> 2896
     cached, fresh, rule = estimate([300, 4000, 2900], [[], [], [event("OTRC", 2000, 2400)]])
-    assert cached == [0, 288, 288] and fresh == [300, 3712, 2612]
-    assert rule == ["first", "growth", "large_reduction"]
+    assert cached == [0, 288, 2896] and rule == ["first", "growth", "otrc"]
 
 
 def test_large_reduction_threshold_is_a_quarter_of_the_prompt_above_4000():
@@ -308,12 +313,16 @@ def test_cost_cli_names_the_bad_line_and_field(monkeypatch, capsys):
 
 def test_config_key_selects_one_of_the_named_methods_and_defaults_to_the_estimate():
     from ctxpolicy.config import ConfigError, load_config, validate_config
-    from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHOD_DESCRIPTIONS, METHODS
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import billed_columns, descriptions, names
 
+    METHODS = names()
     config = load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
     assert config["metrics"]["cost_method"] == DEFAULT_METHOD == "estimated"
-    assert set(BILLED_COLUMNS) == set(METHODS) == set(METHOD_DESCRIPTIONS) == {"estimated", "exact", "measured"}
-    assert "cl100k_base" in METHOD_DESCRIPTIONS["exact"]  # the exact method names its tokenizer
+    assert set(billed_columns()) == set(METHODS) == set(descriptions())
+    assert {"estimated", "exact", "measured"} <= set(METHODS)
+    assert billed_columns()["estimated"] == "billed_est" and billed_columns()["exact"] == "billed_exact"
+    assert "cl100k_base" in descriptions()["exact"]  # the exact method names its tokenizer
     for method in METHODS:
         assert validate_config({**config, "metrics": {"cost_method": method}})["metrics"]["cost_method"] == method
     with pytest.raises(ConfigError, match="cost_method"):
@@ -330,7 +339,9 @@ def test_cost_cli_prints_a_table_rounded_for_people_by_default(monkeypatch, caps
     assert table[0].startswith("<stdin>: billed input in tokens (cache block 16 tokens")
     assert table[1].split() == ["method", "billed", "input", "fresh", "cached", "summary", "input"]
     rows = {line.split()[0]: line.split()[1:] for line in table[2:]}
-    assert set(rows) == {"estimated", "exact", "measured"}
+    from ctxpolicy.metrics.cost_methods import names
+
+    assert set(rows) == set(names()) >= {"estimated", "exact", "measured"}
     assert rows["measured"] == ["-"] * 4  # no server-reported cached tokens in these calls
     for method in ("estimated", "exact"):
         assert rows[method][0] == f"{full[method]['billed_input']:,.1f}"

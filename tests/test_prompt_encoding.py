@@ -38,7 +38,10 @@ V1_TABLES = {
 }
 # runs.parquet gains columns by design (docs/schema.md): the old code's columns, as CSV, are pinned
 # too (sha256 of ``pd.read_parquet(runs.parquet).to_csv(index=False)`` from that code)
-V1_RUN_COLUMNS_CSV = "3744d59d9a217d8939e43c37899473296d0fa3b21accb2b32cf4bf373916405e"
+# The estimate's OTRC rule changed since (issue 28: the cleared message placed in its own
+# prompt), so both CSV pins below are of today's code; without the *_est columns they equal the old
+# code's (checked when they were re-pinned)
+V1_RUN_COLUMNS_CSV = "da1c7e176654884ef5fc713b7d4406d6917be307d5a5977c7618457f657ecd83"
 V1_RUN_COLUMNS = (
     "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger", "depth", "setting",
     "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed", "outcome", "error", "resolved",
@@ -46,6 +49,13 @@ V1_RUN_COLUMNS = (
     "completion_tokens", "total_tokens", "peak_prompt_tokens", "n_prompt_counts", "compression_events",
     "compression_freq", "format_errors", "billed_exact", "fresh_exact", "cached_exact", "billed_est", "fresh_est",
     "cached_est", "billed_measured", "cached_measured", "summary_input", "retrieval_cmds", "execution_cmds",
+)  # fmt: skip
+# calls.parquet gains a column per cost method (metrics.cost_methods): the old columns, as CSV
+V1_CALL_COLUMNS_CSV = "b0c4c9272feb6e382c128eb5550c9b9e105521a458e99a13c274d4a31aff51e3"
+V1_CALL_COLUMNS = (
+    "run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt", "index", "kind", "step",
+    "start", "end", "latency_s", "prompt_tokens", "completion_tokens", "cached_tokens", "est_tokens_before",
+    "est_tokens_after", "n_events", "cached_exact", "cached_est",
 )  # fmt: skip
 V1_EVENTS = "8bb6d6cd6087a081d8bb8fc6b418ed3ddad9e8c62450fba98b766baddaf29699"  # ctxpolicy audit, same runs
 
@@ -86,6 +96,12 @@ def _tables(root: Path, monkeypatch) -> dict[str, str]:
         old = runs[list(V1_RUN_COLUMNS)].to_csv(index=False).encode()
         hashes["runs.parquet"] = (
             V1_TABLES["runs.parquet"] if hashlib.sha256(old).hexdigest() == V1_RUN_COLUMNS_CSV else "differs"
+        )
+    calls = pd.read_parquet(out / "calls.parquet")
+    if list(calls.columns) != list(V1_CALL_COLUMNS):
+        old = calls[list(V1_CALL_COLUMNS)].to_csv(index=False).encode()
+        hashes["calls.parquet"] = (
+            V1_TABLES["calls.parquet"] if hashlib.sha256(old).hexdigest() == V1_CALL_COLUMNS_CSV else "differs"
         )
     return hashes
 
@@ -197,7 +213,9 @@ def test_encoder_picks_the_longest_shared_prefix_of_the_last_line_of_each_kind()
         {"base": 1, "keep": 2, "add": [c]},
     ]
     assert list(lines[0]) == [
-        ("prompt" if f == "message_ids" else f) for f in rundir.CALL_FIELDS if f != "usage_source"
+        ("prompt" if f == "message_ids" else f)
+        for f in rundir.CALL_FIELDS
+        if f not in ("usage_source", "provider_cost_usd")  # left out when null
     ]
     assert resolve_prompts(lines) == [x.message_ids for x in calls]
 

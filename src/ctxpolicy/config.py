@@ -169,6 +169,7 @@ def _check_references(config: dict, source: str) -> None:
     _check_output_dirs(config, fail)
     _check_cohort_limits(config, fail)
     _check_model_files(config, fail)
+    _check_cost_method(config, fail)
     _check_grid(config, fail)
 
 
@@ -205,6 +206,22 @@ def _check_model_files(config: dict, fail) -> None:
         gguf = spec.get("gguf")
         if gguf is not None and gguf not in REGISTRY:
             fail(f"models.{m}.gguf", f"{gguf!r} is not a known model file; allowed: {', '.join(sorted(REGISTRY))}")
+
+
+def _check_cost_method(config: dict, fail) -> None:
+    from ctxpolicy.metrics.cost_methods import names  # the one table of cost methods
+
+    method = config["metrics"]["cost_method"]  # the schema fills metrics in
+    if method not in names():
+        fail("metrics.cost_method", f"{method!r} is not a cost method; allowed: {', '.join(names())}")
+    price = config["metrics"]["price"]
+    if price is not None:
+        from ctxpolicy.metrics.prices import PriceError, price_card  # litellm's map, read without litellm
+
+        try:
+            price_card(price)
+        except PriceError as exc:
+            fail("metrics.price", str(exc))
 
 
 def _check_grid(config: dict, fail) -> None:

@@ -554,6 +554,9 @@ class CallRecord:
     """The id (in ``messages.jsonl``) of the model's answer to this call, where the writer knows it
     (the proxy); the key is left out otherwise. A reply repeated word for word shares its id with
     the earlier one: walk the calls, not the store, to count each."""
+    provider_cost_usd: float | None = field(default=None, metadata={"omitted_when_null": True})
+    """What the provider billed for the call, US dollars, where the source says (imported runs:
+    ``extra.cost``, or OpenRouter's ``extra.response.usage.cost``); the key is left out otherwise."""
 
     @classmethod
     def answered(
@@ -575,6 +578,7 @@ class CallRecord:
         model: str | None = None,
         usage_source: str | None = None,
         reply_id: str | None = None,
+        provider_cost_usd: float | None = None,
         index: int = -1,
         status: str = "ok",
         error: str | None = None,
@@ -603,6 +607,7 @@ class CallRecord:
             model=model,
             usage_source=usage_source,
             reply_id=reply_id,
+            provider_cost_usd=provider_cost_usd,
         )
 
     @classmethod

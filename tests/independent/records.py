@@ -85,11 +85,14 @@ def _unchanged(events: list[dict]) -> tuple[int, int] | None:
     return min(e["unchanged_prefix_tokens"] for e in events), events[0]["total_tokens_before"]
 
 
-def cached_estimate(prompts: list[int], steps: list[list[dict]]) -> list[int]:
+def cached_estimate(prompts: list[int], steps: list[list[dict]], sent: list[int | None] | None = None) -> list[int]:
     """A.5.2's reconstruction of each agent call's cached input, call by call: the first call has
-    nothing cached; a large reduction keeps only the stable prefix (the first prompt); an OTRC
-    step keeps the previous prompt up to the cleared message; growth keeps the previous prompt;
-    a smaller unexplained reduction keeps the stable prefix. Whole 16-token blocks only."""
+    nothing cached; a large reduction keeps only the stable prefix (the first prompt), unless an
+    OTRC event says where the history changed; an OTRC step keeps its own prompt up to the cleared message (the unchanged tokens' share of the
+    history it sent, ``sent[k]`` local tokens), never more than the previous prompt; growth keeps
+    the previous prompt; a smaller unexplained reduction keeps the stable prefix. Whole 16-token
+    blocks only."""
+    sent = sent or [None] * len(prompts)
     cached = []
     for k, p in enumerate(prompts):
         if k == 0:
@@ -97,7 +100,8 @@ def cached_estimate(prompts: list[int], steps: list[list[dict]]) -> list[int]:
             continue
         prev, stable = prompts[k - 1], min(prompts[0], p)
         otrc = any(e.get("primitive") == "OTRC" for e in steps[k])
-        if p <= prev - max(LARGE_DROP[0], LARGE_DROP[1] * prev):
+        placed = otrc and _unchanged(steps[k]) is not None and _unchanged(steps[k])[1] > 0
+        if p <= prev - max(LARGE_DROP[0], LARGE_DROP[1] * prev) and not placed:
             value = stable
         elif otrc:
             where = _unchanged(steps[k])
@@ -105,7 +109,10 @@ def cached_estimate(prompts: list[int], steps: list[list[dict]]) -> list[int]:
                 value = stable
             else:
                 u, t = where
-                value = min(p, min(u, t) * prev // t)
+                if sent[k]:  # the share of this call's own prompt before the cleared message
+                    value = min(p, prev, min(u, sent[k]) * p // sent[k])
+                else:
+                    value = min(p, min(u, t) * prev // t)
         elif p >= prev:
             value = prev
         else:
@@ -158,7 +165,9 @@ def read_run(run_dir: Path) -> Run:
     fmt = (run.get("settings") or {}).get("action_format") or shell.DEFAULT_FORMAT
     commands = [c for line in store.values() for c in shell.commands(line["message"], fmt)]
     retrieval = sum(map(shell.is_read, commands))
-    estimated = cached_estimate(prompts, [c.get("events") or [] for c in agent])
+    estimated = cached_estimate(
+        prompts, [c.get("events") or [] for c in agent], [c.get("est_tokens_after") for c in agent]
+    )
     exact = None if any(ids is None for ids in sequences) else exact_cached(sequences, sizes, prompts)
     counted = [c["prompt_tokens"] for c in agent if c["prompt_tokens"] is not None]
     return Run(

@@ -27,7 +27,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
-from ctxpolicy.metrics.cost import DEFAULT_METHOD
+from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 
 MIN_TASKS_FOR_INTERVAL = 3
 

@@ -1,11 +1,12 @@
 """Beyond the study: the cost model against the server's own counts. For each policy of the full
-comparison (FC included), the mean billed input per run under the three methods side by side:
-estimated (the study's reconstruction), exact (prefix-cache simulation over the recorded
-messages) and measured (the server- or provider-reported cached tokens), in tokens, not relative
-to FC, so that the figure shows how far each model is from the real bill.
+comparison (FC included), the mean billed input per run under every method of the cost-method
+registry side by side (``metrics.cost_methods.TABLE``: estimated, the study's reconstruction;
+exact, the prefix-cache simulation over the recorded messages; measured, the server- or
+provider-reported cached tokens; the provider cache models), in tokens, not relative to FC, so
+that the figure shows how far each model is from the real bill.
 
-Numbers are ``runs.parquet``'s ``billed_est``, ``billed_exact`` and ``billed_measured`` (the
-runs' calls priced by ``ctxpolicy.metrics.cost``, the same as ``ctxpolicy cost --runs``); a
+Numbers are ``runs.parquet``'s ``billed_*`` columns (the runs' calls priced by
+``ctxpolicy.metrics.cost_methods``, the same as ``ctxpolicy cost --runs``); a
 method whose mean is more than ``metrics.cost.DISAGREEMENT_MARGIN`` from the reference (measured
 where every run has it, else exact) is a note (``metrics.cost.disagreements``). Layout: one panel
 per (benchmark, model) pair (``axes.pair_facets``), policies on the y axis; ``pairs`` restricts
@@ -26,11 +27,22 @@ from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
 STEM = "cost_methods"
-METHODS = (("estimated", "billed_est", ""), ("exact", "billed_exact", "//"), ("measured", "billed_measured", ".."))
+HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")  # one per cost method, in the registry's order
+
+
+def methods() -> tuple[tuple[str, str, str], ...]:
+    """(name, runs column, hatch) of every method of the cost-method registry, in its order."""
+    from ctxpolicy.metrics import cost_methods
+
+    return tuple((m.name, m.billed_column, HATCHES[k % len(HATCHES)]) for k, m in enumerate(cost_methods.methods()))
 
 
 def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> Prepared:
+    from ctxpolicy.metrics import cost_methods
     from ctxpolicy.metrics.cost import DISAGREEMENT_MARGIN, disagreements
+
+    METHODS = methods()
+    checked = {m.name for m in cost_methods.methods() if m.compared} | {"measured"}
 
     block = inputs.block(config, "full_comparison")
     setting = block["setting"]
@@ -51,7 +63,11 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str
                 continue
             row = {"benchmark": benchmark, "model": model, "policy": policy, "n_runs": len(mine)}
             for method, column, _ in METHODS:
-                values = mine[column].astype(float) if column in mine else pd.Series(np.nan, index=mine.index)
+                values = (
+                    pd.to_numeric(mine[column], errors="coerce")
+                    if column in mine
+                    else pd.Series(np.nan, index=mine.index)
+                )
                 # a method counts only when every run has it (measured: the server reported cached tokens)
                 row[method] = float(values.mean()) if values.notna().all() else float("nan")
             billed = {m: (None if np.isnan(row[m]) else row[m]) for m, _, _ in METHODS}
@@ -62,7 +78,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str
                 row[f"{method}_gap"] = (
                     float("nan") if billed[method] is None or not base else billed[method] / base - 1.0
                 )
-            row["disagrees"] = bool(disagreements(billed))
+            row["disagrees"] = bool(disagreements({m: v for m, v in billed.items() if m in checked}))
             rows.append(row)
         mine = [r for r in rows if (r["benchmark"], r["model"]) == (benchmark, model)]
         if mine and all(np.isnan(r["measured"]) for r in mine):
@@ -78,7 +94,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str
 def plot(data: Prepared, name: str = STEM):
     title = ax_.figure_title(
         name,
-        "billed input per run: estimated, exact and measured "
+        f"billed input per run: {', '.join(m for m, _, _ in methods())} "
         f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)",
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
@@ -89,6 +105,7 @@ def plot(data: Prepared, name: str = STEM):
     fig, panels = ax_.pair_facets(
         combos, panel_height=max(1.3, 0.28 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
     )
+    METHODS = [m for m in methods() if m[0] in data.table]
     height = 0.8 / len(METHODS)
     y = np.arange(len(specs))[::-1].astype(float)
     for (benchmark, model), ax in panels.items():
@@ -97,7 +114,7 @@ def plot(data: Prepared, name: str = STEM):
         for k, (method, _, hatch) in enumerate(METHODS):
             values = rows[method].astype(float).to_numpy() / 1000.0
             ax.barh(
-                y + (1 - k) * height,
+                y + ((len(METHODS) - 1) / 2 - k) * height,
                 np.nan_to_num(values),
                 height,
                 hatch=hatch,

@@ -19,11 +19,12 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 
-METHODS = (
-    ("cost_ratio_exact", "exact", "//"),
-    ("cost_ratio_estimated", "estimated", ""),
-    ("cost_ratio_measured", "measured", ".."),
-)
+
+def methods() -> tuple[tuple[str, str, str], ...]:
+    """(ratio column, method name, hatch) of every cost method (``metrics.cost_methods``)."""
+    from ctxpolicy.figures.cost_methods import methods as registry
+
+    return tuple((f"cost_ratio_{name}", name, hatch) for name, _, hatch in registry())
 
 
 def compute(
@@ -46,6 +47,7 @@ def plot(data: Prepared, name: str = "cost_models"):
     fig, panels = ax_.pair_facets(
         combos, panel_height=max(1.3, 0.28 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
     )
+    METHODS = methods()
     height = 0.8 / len(METHODS)
     y = np.arange(len(specs))[::-1].astype(float)
     for (benchmark, model), ax in panels.items():
@@ -57,7 +59,7 @@ def plot(data: Prepared, name: str = "cost_models"):
                 missing.append(label)
                 continue
             ax.barh(
-                y + (1 - k) * height,
+                y + ((len(METHODS) - 1) / 2 - k) * height,
                 ax_.value(rows, column) - 1.0,
                 height,
                 left=1.0,

@@ -23,7 +23,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
-from ctxpolicy.metrics.cost import DEFAULT_METHOD
+from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 
 GAIN, LOSS = "#009E73", "#D55E00"
 KEPT, MISSED = "#9E9E9E", "#F0F0F0"  # solved by both; solved by neither

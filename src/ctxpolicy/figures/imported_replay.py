@@ -29,7 +29,7 @@ from ctxpolicy.figures.catalog import IMPORTED_TABLES, REPLAY_RUNS
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.bootstrap import resample_counts
 from ctxpolicy.metrics.compare import ratio_with_interval, resource_eligible
-from ctxpolicy.metrics.cost import BILLED_COLUMNS
+from ctxpolicy.metrics import cost_methods
 
 STEM = "imported_replay"
 # (resource, label, runs column; None: the billed input of the config's cost method, ``cost_column``)
@@ -42,7 +42,7 @@ RESOURCES = (
 
 def cost_column(study: Study) -> str:
     """The runs column of the config's cost method (``metrics.cost_method``; Figure 2's)."""
-    return BILLED_COLUMNS[study.cost_method]
+    return cost_methods.method(study.cost_method).billed_column
 
 
 def read_replays(tables_dir: str | Path) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from ctxpolicy.metrics import records
 from ctxpolicy.study import Study, study_of
 
 # The tables' columns as ``ctxpolicy aggregate`` writes them; a column an older table lacks is added empty.
-RUN_COLUMNS = records.RUN_COLUMNS
+RUN_COLUMNS = records.RUN_COLUMNS  # the registry's own cost methods; readers ask run_columns()
 CALL_COLUMNS = (*records.CALL_RUN_COLUMNS, *records.CALL_COLUMNS)
 
 
@@ -37,11 +37,11 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
 
 
 def read_runs(tables_dir: str | Path) -> pd.DataFrame:
-    return _read_table(Path(tables_dir) / "runs.parquet", RUN_COLUMNS)
+    return _read_table(Path(tables_dir) / "runs.parquet", records.run_columns())
 
 
 def read_calls(tables_dir: str | Path) -> pd.DataFrame:
-    return _read_table(Path(tables_dir) / "calls.parquet", CALL_COLUMNS)
+    return _read_table(Path(tables_dir) / "calls.parquet", (*records.CALL_RUN_COLUMNS, *records.call_columns()))
 
 
 def block(config: Study | Mapping[str, Any], name: str) -> Mapping[str, Any]:

@@ -4,7 +4,8 @@ each got back. Pure functions of the file's parsed JSON; no file is written here
 * mini-swe-agent 1.x (``trajectory_format: mini-swe-agent-1``) and 2.x (``mini-swe-agent-1.1``)
   ``.traj.json``, text mode and tool calling: every assistant message is a call; the prompt is
   every message before it (mini-swe-agent sends its whole history); usage, cost and the time the
-  answer came are under the message's ``extra`` (``extra.response.usage``, ``extra.cost``,
+  answer came are under the message's ``extra`` (``extra.response.usage``, ``extra.cost`` or
+  OpenRouter's ``extra.response.usage.cost``,
   ``extra.timestamp``; 1.x: the message's ``timestamp``). 2.x's trailing ``exit`` message is no
   call: its exit status is kept, the message left out. A bare list of messages (the oldest files)
   is read as 1.x.
@@ -23,6 +24,7 @@ A file that does not fit is a ``FormatProblem`` naming the field and the value.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -214,6 +216,11 @@ def _call_facts(extra: Mapping, position: int) -> dict:
             reason = choices[0].get("finish_reason")
             facts["finish_reason"] = reason if isinstance(reason, str) else None
     facts["cost"] = _number_or_none(extra.get("cost")) if isinstance(extra, Mapping) else None
+    usage = response.get("usage") if isinstance(response, Mapping) else None
+    if facts["cost"] is None and isinstance(usage, Mapping):  # OpenRouter's place for the call's price
+        facts["cost"] = _number_or_none(usage.get("cost"))
+    if facts["cost"] is not None and not (math.isfinite(facts["cost"]) and facts["cost"] >= 0):
+        facts["cost"] = None  # no price at all rather than an impossible one
     facts["end"] = _number_or_none(extra.get("timestamp")) if isinstance(extra, Mapping) else None
     return facts
 

@@ -161,6 +161,7 @@ def _write_run(
                         finish_reason=call.finish_reason,
                         model=call.model,
                         usage_source=None if usage else "local",
+                        provider_cost_usd=call.cost,
                     )
                 )
             )

@@ -19,14 +19,15 @@ import pandas as pd
 
 from ctxpolicy.atomic import atomic_output, atomic_write_json
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
+from ctxpolicy.metrics import cost_methods
 from ctxpolicy.metrics.records import (
-    CALL_COLUMNS,
     CALL_KINDS,
     CALL_RUN_COLUMNS,
-    RUN_COLUMNS,
     RecordError,
+    call_columns,
     find_run_dirs,
     read_run,
+    run_columns,
 )
 
 LEFT_OUT_FILE = "left_out.json"  # the runs an aggregate left out, and why (docs/schema.md)
@@ -68,7 +69,7 @@ def _read_chunk(run_dirs: list[tuple[int, Path]], block: int, discount: float):
         calls.append(record.calls)
         read.append(number)
     lengths = np.array([len(c["index"]) for c in calls], dtype=np.int64)
-    merged = {k: np.concatenate([c[k] for c in calls]) if calls else np.zeros(0) for k in CALL_COLUMNS}
+    merged = {k: np.concatenate([c[k] for c in calls]) if calls else np.zeros(0) for k in call_columns()}
     return rows, lengths, merged, problems, read
 
 
@@ -115,12 +116,12 @@ def aggregate(
     runs = runs_frame([rows[i] for i in order])
     lengths = np.concatenate([r[1] for r in results]) if results else np.zeros(0, np.int64)
     calls_in_order = _gather(lengths, order)
-    call_columns = {}
-    for k in CALL_COLUMNS:
+    merged_columns = {}
+    for k in call_columns():
         parts = [r[2][k] for r in results if len(r[1])]  # a chunk of runs all left out has no columns to add
         merged = np.concatenate(parts) if parts else np.zeros(0)
-        call_columns[k] = merged if calls_in_order is None else merged[calls_in_order]
-    return Tables(runs, calls_frame(runs, lengths[order], call_columns), problems)
+        merged_columns[k] = merged if calls_in_order is None else merged[calls_in_order]
+    return Tables(runs, calls_frame(runs, lengths[order], merged_columns), problems)
 
 
 def _gather(lengths: np.ndarray, order: np.ndarray) -> np.ndarray | None:
@@ -134,8 +135,14 @@ def _gather(lengths: np.ndarray, order: np.ndarray) -> np.ndarray | None:
     return np.repeat(starts[order], picked) + offsets
 
 
+def _nullable_cost_columns() -> tuple[str, ...]:
+    """The cost columns a run may leave empty: those of every method that needs more than the
+    prompt sizes (the estimate always prices a run)."""
+    return tuple(c for m in cost_methods.methods() if m.needs or m.call_column for c in m.run_columns)
+
+
 def runs_frame(rows: list[dict]) -> pd.DataFrame:
-    runs = pd.DataFrame(rows, columns=list(rows[0]) if rows else list(RUN_COLUMNS))
+    runs = pd.DataFrame(rows, columns=list(rows[0]) if rows else list(run_columns()))
     for column in (
         "depth",
         "threshold_tokens",
@@ -144,11 +151,7 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
         "setup_s",
         "compression_freq",
         "peak_prompt_tokens",
-        "billed_exact",
-        "fresh_exact",
-        "cached_exact",
-        "billed_measured",
-        "cached_measured",
+        *_nullable_cost_columns(),
         "format_errors",
         "seed",
     ):
@@ -160,7 +163,7 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
 
 def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.ndarray]) -> pd.DataFrame:
     if runs.empty:
-        return pd.DataFrame(columns=[*CALL_RUN_COLUMNS, *CALL_COLUMNS])
+        return pd.DataFrame(columns=[*CALL_RUN_COLUMNS, *call_columns()])
     run_no = np.repeat(np.arange(len(runs)), lengths)
     data = {}
     for name in CALL_RUN_COLUMNS:
@@ -170,7 +173,7 @@ def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.n
             continue
         category = values.astype("category")
         data[name] = pd.Categorical.from_codes(category.cat.codes.to_numpy()[run_no], category.cat.categories)
-    for name in CALL_COLUMNS:
+    for name in call_columns():
         data[name] = columns[name]
     data["kind"] = pd.Categorical.from_codes(columns["kind"].astype(np.int8), CALL_KINDS)
     return pd.DataFrame(data)

@@ -51,7 +51,8 @@ class CompareError(ValueError):
 
 def add_arguments(parser) -> None:
     from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import names
 
     from ctxpolicy.cli_args import TABLE_METAVAR, add_config, add_table, deprecated_alias
 
@@ -81,11 +82,18 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--cost-method",
         default=None,
-        help=f"the cost_ratio's method: {' | '.join(METHODS)} (default: --config's metrics.cost_method, "
+        help=f"the cost_ratio's method: {' | '.join(names())} (default: --config's metrics.cost_method, "
         f"else {DEFAULT_METHOD})",
     )
     add_config(
         parser, "the study config: its cells (by id), attempts and cost method (default: the table's cell columns)"
+    )
+    parser.add_argument(
+        "--price",
+        metavar="MODEL",
+        default=None,
+        help="a model of litellm's price map (e.g. gpt-4o): mean dollars per run beside the ratios "
+        "(default: --config's metrics.price)",
     )
     parser.add_argument(
         "--replay",
@@ -119,7 +127,8 @@ def compare(args):
 
     from ctxpolicy.config import ConfigError
     from ctxpolicy.metrics.compare import attempts_in_table, compare_to_baseline, study_runs
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD, METHODS
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import names
 
     study = None
     if getattr(args, "config", None):
@@ -133,8 +142,8 @@ def compare(args):
         args.cost_method = study.cost_method if study else DEFAULT_METHOD
     if args.track not in TRACKS:
         raise CompareError(f"--track is {args.track!r}; allowed: {', '.join(TRACKS)}")
-    if args.cost_method not in METHODS:
-        raise CompareError(f"--cost-method is {args.cost_method!r}; allowed: {', '.join(METHODS)}")
+    if args.cost_method not in names():
+        raise CompareError(f"--cost-method is {args.cost_method!r}; allowed: {', '.join(names())}")
     if args.attempts is not None and args.attempts < 1 or args.resamples < 1:
         raise CompareError(f"--attempts and --resamples must be >= 1: got {args.attempts}, {args.resamples}")
     runs = _read_runs(args.runs)
@@ -176,7 +185,39 @@ def compare(args):
             f"{args.runs}: no {args.track}-track cells to compare"
             + (f" at setting {args.setting!r}" if args.setting else "")
         )
-    return _with_decomposition(table, runs, args), attempts
+    table = _with_decomposition(table, runs, args)
+    price = getattr(args, "price", None) or (study.price if study else None)
+    if price is not None:
+        table = _with_dollars(table, runs, args, price)
+    return table, attempts
+
+
+DOLLAR_COLUMNS = ("price_model", "dollars_per_run", "baseline_dollars_per_run")
+
+
+def _with_dollars(table, runs, args, price: str):
+    """Each row's mean dollars per resource-eligible run at ``price``'s litellm prices under the
+    comparison's cost method, and its baseline's (``metrics.prices.run_dollars``)."""
+    from ctxpolicy.metrics import cost_methods
+    from ctxpolicy.metrics.compare import resource_eligible
+    from ctxpolicy.metrics.prices import PriceError, price_card, run_dollars
+
+    try:
+        card = price_card(price)
+    except PriceError as exc:
+        raise CompareError(str(exc)) from None
+    eligible = resource_eligible(runs)
+    dollars = run_dollars(eligible, cost_methods.method(args.cost_method), card)
+    pair = eligible["benchmark"].astype(str) + "/" + eligible["model"].astype(str)
+    by_cell = dollars.groupby([pair, eligible["cell"].astype(str)]).mean()
+    base = eligible["policy"].astype(str) == args.baseline
+    by_baseline = dollars[base.to_numpy()].groupby(pair[base.to_numpy()]).mean()
+    keys = table["benchmark"].astype(str) + "/" + table["model"].astype(str)
+    return table.assign(
+        price_model=card.model,
+        dollars_per_run=[by_cell.get((k, str(c))) for k, c in zip(keys, table["cell"])],
+        baseline_dollars_per_run=[by_baseline.get(k) for k in keys],
+    )
 
 
 def sweep_runs(runs):
@@ -220,7 +261,7 @@ def depth_win_counts(runs, args, attempts: int):
     """Per pair: Figure 3's depth-win counts (``metrics.depth_wins``) over its sweep."""
     from ctxpolicy.metrics.depth_wins import depth_wins
     from ctxpolicy.metrics.sweep import all_attempts_summary
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
     from ctxpolicy.threshold_settings import SETTINGS
 
     out = []
@@ -358,16 +399,32 @@ def _combos(runs, benchmark: str | None, model: str | None) -> list[tuple[str, s
     )
 
 
+def dollar_lines(table) -> str:
+    """The text view's dollars: per row, its mean dollars per run and its baseline's."""
+    import math
+
+    shown = lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"${v:,.4f}"  # noqa: E731
+    model = table["price_model"].iloc[0]
+    lines = [f"\n# dollars per run at {model}'s litellm prices (the cost method's cached tokens)"]
+    for row in table.to_dict("records"):
+        setting = row.get("setting")
+        name = f"{row['benchmark']} / {row['model']} / {row['policy']}" + (
+            f" @ {setting}" if isinstance(setting, str) else ""
+        )
+        lines.append(f"{name}: {shown(row['dollars_per_run'])} (baseline {shown(row['baseline_dollars_per_run'])})")
+    return "\n".join(lines) + "\n"
+
+
 def plain_table(table, *, attempts: int, baseline: str, cost_method: str, columns: str | None = None) -> str:
     """The text view (``metrics.compare_text``): the note lines, then the chosen columns."""
     from ctxpolicy.metrics.compare import solved_threshold
     from ctxpolicy.metrics.compare_text import DEFAULT_COLUMNS, parse_columns, text_table
-    from ctxpolicy.metrics.cost import METHOD_DESCRIPTIONS
+    from ctxpolicy.metrics.cost_methods import method
 
     note = (
         f"# against {baseline}; {attempts} planned attempts per task; solved = at least "
         f"{solved_threshold(attempts)} of {attempts} successes; intervals: 95 % task bootstrap\n"
-        f"# cost method: {cost_method} ({METHOD_DESCRIPTIONS[cost_method]})"
+        f"# cost method: {cost_method} ({method(cost_method).description})"
     )
     chosen = DEFAULT_COLUMNS if columns is None else parse_columns(columns)
     return text_table(table, baseline=baseline, note=note, columns=chosen)
@@ -416,9 +473,13 @@ def main(args) -> int:
         if split:
             for record, row in zip(records, table.to_dict("records")):
                 record["decomposition"] = decomposition_record(row)
+        if "dollars_per_run" in table:
+            for record, row in zip(records, table.to_dict("records")):
+                record.update({k: row[k] for k in DOLLAR_COLUMNS})
         print(json.dumps(records, indent=1))
     elif args.csv:
-        table[compare_columns() + (decomposition_columns() if split else [])].to_csv(sys.stdout, index=False)
+        dollars = list(DOLLAR_COLUMNS) if "dollars_per_run" in table else []
+        table[compare_columns() + (decomposition_columns() if split else []) + dollars].to_csv(sys.stdout, index=False)
     else:
         sys.stdout.write(
             plain_table(
@@ -429,6 +490,8 @@ def main(args) -> int:
                 columns=getattr(args, "columns", None),
             )
         )
+        if "dollars_per_run" in table:
+            sys.stdout.write(dollar_lines(table))
         if args.track == "sweep":
             for benchmark, model, wins in depth_win_counts(_read_runs(args.runs), args, attempts):
                 sys.stdout.write(f"\n# {benchmark} / {model}\n" + "\n".join(wins.lines()) + "\n")

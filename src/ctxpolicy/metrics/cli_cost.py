@@ -14,12 +14,16 @@ null (without message ids on every agent call), "measured": {...} or null (witho
 cached_tokens on every agent call), "block": B, "discount": D}, all counts in server tokens.
 Definitions: docs/metrics.md, section 3.
 
-With --runs (run folders, any depth) it prices every complete run instead and prints the
-estimated, exact and measured billed input side by side, per run and summed per policy (``--json``:
-one JSON object). Runs that do not count or cannot be priced (``rundir.read_tree``: incomplete,
-unreadable, nested too deeply, an open proxy conversation; then calls or a store that cannot be
-read) are listed on stderr as "left out: PATH: reason" (``--json``: ``left_out``) and the others priced. Wherever a method is more than ``metrics.cost.DISAGREEMENT_MARGIN`` from the
-reference (measured where reported, else exact) a warning goes to stderr.
+With --runs (run folders, any depth) it prices every complete run instead and prints the billed
+input under every cost method side by side, grouped by configuration (policy and threshold
+setting; imported, replay and proxy runs tagged), each run named by its path below the folders'
+common one (``--json``: one JSON object). ``--price MODEL`` adds dollars from litellm's price map;
+where the calls carry the provider's own price, our dollars are printed against it, per run and
+summed. Runs that do not count or cannot be priced (incomplete, unreadable, nested too deeply, an
+open proxy conversation, calls or a store that cannot be read) are listed on stderr as "left out:
+PATH: reason" (``--json``: ``left_out``) and the others priced. Where a method is more than 10 %
+from the reference (measured where reported, else exact), or our dollars more than 0.5 % from the
+provider's, one warning line per configuration goes to stderr (``--warnings``: every line).
 """
 
 from __future__ import annotations
@@ -45,6 +49,17 @@ def add_arguments(parser) -> None:
     add_input(parser, "calls JSONL, or a run directory (default: stdin)")
     add_runs(parser, "run folders: price every complete run side by side", required=False)
     parser.add_argument("--json", action="store_true", help="one JSON object, full precision, instead of a table")
+    parser.add_argument(
+        "--price",
+        metavar="MODEL",
+        default=None,
+        help="a model of litellm's price map (e.g. gpt-4o): dollars beside the fresh-token units",
+    )
+    parser.add_argument(
+        "--warnings",
+        action="store_true",
+        help="with --runs: every run's warning line, not one summary line per configuration",
+    )
 
 
 class CallsError(ValueError):
@@ -127,41 +142,83 @@ def with_message_tokens(calls: list[dict], run: Path) -> list[dict]:
     return calls
 
 
-def price(calls: list[dict], block: int, discount: float) -> dict:
+def price(calls: list[dict], block: int, discount: float, source=None, card=None) -> dict:
+    """One run's bill under every cost method (``cost_methods.TABLE``; None where a method needs
+    what the calls lack), with the block and discount."""
     import numpy as np
 
-    from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached, has_otrc, unchanged_prefix
+    from ctxpolicy.metrics import cost_methods
+    from ctxpolicy.metrics.cost import billed
+    from ctxpolicy.metrics.cost_methods.base import Sequences, run_calls_of
 
     agent = [c for c in calls if c["kind"] == "agent"]
-    prompts = np.array([c["prompt_tokens"] for c in agent], dtype=np.int64)
     summary = sum(c["prompt_tokens"] for c in calls if c["kind"] == "summary")
-    where = [unchanged_prefix(c.get("events") or []) or (-1, -1) for c in agent]
-    est, _ = estimated_cached(
-        prompts,
-        [has_otrc(c.get("events")) for c in agent],
-        block,
-        unchanged_tokens=np.array([w[0] for w in where], dtype=np.int64),
-        tokens_before=np.array([w[1] for w in where], dtype=np.int64),
-    )
-    result = {
-        "estimated": billed(prompts, est, summary, discount).as_dict(),
-        "exact": None,
-        "measured": None,
-        "block": block,
-        "discount": discount,
-    }
-    if agent and all(c.get("cached_tokens") is not None for c in agent):
-        measured = np.array([c["cached_tokens"] for c in agent], dtype=np.int64)
-        result["measured"] = billed(prompts, measured, summary, discount).as_dict()
-    if agent and all(c.get("message_ids") is not None for c in agent):
+    sequences = None
+    if all(c.get("message_ids") is not None for c in agent):
         codes: dict[str, int] = {}
-        sequences = [
-            np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64) for c in agent
-        ]
-        tokens = [np.array(c["message_tokens"], dtype=np.int64) for c in agent]
-        cached = exact_cached(sequences, tokens, prompts, block)
-        result["exact"] = billed(prompts, cached, summary, discount).as_dict()
+        sequences = Sequences.of(
+            [np.array([codes.setdefault(i, len(codes)) for i in c["message_ids"]], dtype=np.int64) for c in agent],
+            [np.array(c["message_tokens"], dtype=np.int64) for c in agent],
+        )
+    run_calls = run_calls_of(agent, sequences, source)
+    output = sum(c.get("completion_tokens") or 0 for c in calls)
+    result: dict = {}
+    for method in cost_methods.methods():
+        counts = method.counts(run_calls, block) if agent or not (method.needs or method.call_column) else None
+        if counts is None:
+            result[method.name] = None
+            continue
+        bill = billed(
+            run_calls.prompts,
+            counts.cached,
+            summary,
+            discount,
+            written=counts.written,
+            write_premium=method.write_premium,
+        )
+        result[method.name] = bill.as_dict()
+        if card is not None:  # summary input is fresh input; every call's output is output
+            result[method.name]["dollars"] = card.breakdown(bill.fresh + summary, bill.cached, bill.written, output)
+    result.update(block=block, discount=discount, output_tokens=output)
+    if card is not None:
+        result["price"] = card.model
+    result.update(provider_bill(calls, card))
     return result
+
+
+def provider_bill(calls: list[dict], card=None) -> dict:
+    """The provider's own price of the run (the calls' ``provider_cost_usd``, where every call
+    has one) and ours for the same calls: the provider's reported cached tokens priced by ``card``
+    (or each call's own ``model`` in litellm's map); None where either is unknown."""
+    from ctxpolicy.metrics.prices import PriceError, price_card
+
+    costs = [c.get("provider_cost_usd") for c in calls]
+    if not calls or any(v is None for v in costs):
+        return {"provider_usd": None, "our_usd": None}
+    ours = 0.0
+    for call in calls:
+        try:
+            own = card or price_card(str(call.get("model")))
+        except PriceError:
+            return {"provider_usd": sum(costs), "our_usd": None}
+        prompt, cached = call.get("prompt_tokens") or 0, call.get("cached_tokens")
+        if cached is None:
+            return {"provider_usd": sum(costs), "our_usd": None}
+        ours += own.dollars(prompt - cached, cached, 0, call.get("completion_tokens") or 0)
+    return {"provider_usd": sum(costs), "our_usd": ours}
+
+
+def _source(run_dir: Path):
+    """A replay's source calls for the measured profile (None: the run is its own source)."""
+    from ctxpolicy.metrics.records import RecordError, source_calls
+    from ctxpolicy.rundir import message_base
+
+    if message_base(run_dir) is None:
+        return None
+    try:
+        return source_calls(run_dir)
+    except RecordError as exc:
+        raise CallsError(str(exc)) from None
 
 
 def _run_calls(source: Path) -> list[dict]:
@@ -175,21 +232,61 @@ def _run_calls(source: Path) -> list[dict]:
     return read_calls(lines, str(source))
 
 
+RECONCILE_MARGIN = 0.005
+"""How far (relative) our dollars may be from the provider's own before ``cost --runs`` warns."""
+
+
+def configuration(identity: dict) -> str:
+    """A run's configuration as ``cost --runs`` groups it: the policy at its threshold setting,
+    and the track where the run is not one of the study's own (imported, replay, proxy)."""
+    label = str(identity.get("policy"))
+    if identity.get("threshold_setting"):
+        label += f" @ {identity['threshold_setting']}"
+    elif identity.get("threshold_tokens") is not None:
+        label += f" @ {identity['threshold_tokens']} tokens"
+    track = identity.get("track")
+    return f"{label} [{track}]" if track in ("imported", "replay", "proxy") else label
+
+
+def _run_names(run_dirs: list[Path]) -> list[str]:
+    """Each run's path below the folder all of them share: unambiguous, and short."""
+    import os
+
+    if not run_dirs:
+        return []
+    absolute = [os.path.abspath(d) for d in run_dirs]
+    common = os.path.commonpath([os.path.dirname(d) for d in absolute]) if len(absolute) > 1 else None
+    if common is None:
+        return [
+            Path(run_dirs[0]).name if len(Path(run_dirs[0]).parts) < 4 else str(Path(*Path(absolute[0]).parts[-4:]))
+        ]
+    return [os.path.relpath(d, common) for d in absolute]
+
+
+def _gap(ours: float | None, theirs: float | None) -> float | None:
+    if ours is None or theirs is None:
+        return None
+    return abs(ours - theirs) / theirs if theirs else (0.0 if ours == theirs else float("inf"))
+
+
 def side_by_side(
-    run_dirs: list[Path], block: int, discount: float, left_out: list | None = None
-) -> tuple[list[dict], list[dict], list[str]]:
-    """(one row per run, one row per policy, warnings): billed input by each method. A run that
-    cannot be priced is appended to ``left_out`` (a ``rundir.LeftOut``) and the others priced;
+    run_dirs: list[Path], block: int, discount: float, card=None, left_out: list | None = None
+) -> tuple[list[dict], list[dict], dict[str, list[str]]]:
+    """(one row per run, one row per configuration, warnings by configuration): billed input by
+    each method, dollars where priced, and the provider's own bill where the calls carry it. A run
+    that cannot be priced is appended to ``left_out`` (a ``rundir.LeftOut``) and the others priced;
     without ``left_out`` it raises ``CallsError`` naming it."""
-    from ctxpolicy.metrics.cost import METHODS, disagreements
+    from ctxpolicy.metrics.cost import disagreements
+    from ctxpolicy.metrics.cost_methods import names
     from ctxpolicy.rundir import CALLS_JSONL, LeftOut, RunRecordError, read_run_json
 
-    rows, warnings = [], []
-    for run_dir in run_dirs:
+    METHODS = names()
+    rows, warnings = [], {}
+    for run_dir, name in zip(run_dirs, _run_names(run_dirs)):
         try:
             identity = read_run_json(run_dir).get("identity")
             identity = identity if isinstance(identity, dict) else {}
-            result = price(_run_calls(run_dir / CALLS_JSONL), block, discount)
+            result = price(_run_calls(run_dir / CALLS_JSONL), block, discount, _source(run_dir), card)
         except (ValueError, OSError, RecursionError) as exc:  # CallsError, RunRecordError, bad UTF-8 among them
             if isinstance(exc, RecursionError):
                 reason = "nested too deeply to read"
@@ -200,60 +297,153 @@ def side_by_side(
             left_out.append(LeftOut(run_dir, reason))
             continue
         billed = {m: (result[m] or {}).get("billed_input") for m in METHODS}
-        rows.append({"run": str(run_dir), "policy": identity.get("policy"), "track": identity.get("track"), **billed})
-        warnings += [f"{run_dir}: {line}" for line in disagreements(billed)]
-    policies: dict = {}
+        dollars = {m: ((result[m] or {}).get("dollars") or {}).get("total") for m in METHODS} if card else None
+        group = configuration(identity)
+        row = {
+            "run": str(run_dir),
+            "name": name,
+            "configuration": group,
+            "policy": identity.get("policy"),
+            "setting": identity.get("threshold_setting"),
+            "track": identity.get("track"),
+            **billed,
+            "dollars": dollars,
+            "provider_usd": result["provider_usd"],
+            "our_usd": result["our_usd"],
+        }
+        rows.append(row)
+        lines = [f"{name}: {line}" for line in disagreements(compared(billed))]
+        gap = _gap(row["our_usd"], row["provider_usd"])
+        if gap is not None and gap > RECONCILE_MARGIN:
+            lines.append(
+                f"{name}: our ${row['our_usd']:,.4f} is {gap:.2%} from the provider's ${row['provider_usd']:,.4f} "
+                f"(more than {RECONCILE_MARGIN:.1%})"
+            )
+        warnings.setdefault(group, []).extend(lines)
+    groups: dict = {}
     for row in rows:
-        entry = policies.setdefault(row["policy"], {"policy": row["policy"], "runs": 0, **dict.fromkeys(METHODS, 0.0)})
+        entry = groups.setdefault(
+            row["configuration"],
+            {
+                "configuration": row["configuration"],
+                "policy": row["policy"],
+                "setting": row["setting"],
+                "track": row["track"],
+                "runs": 0,
+                **dict.fromkeys(METHODS, 0.0),
+                "provider_usd": 0.0,
+                "our_usd": 0.0,
+            },
+        )
         entry["runs"] += 1
-        for method in METHODS:
-            entry[method] = None if entry[method] is None or row[method] is None else entry[method] + row[method]
-    for entry in policies.values():
-        warnings += [f"policy {entry['policy']} (sum of {entry['runs']} runs): {line}" for line in disagreements(entry)]
-    return rows, list(policies.values()), warnings
+        for key in (*METHODS, "provider_usd", "our_usd"):
+            entry[key] = None if entry[key] is None or row[key] is None else entry[key] + row[key]
+        if card:
+            entry.setdefault("dollars", dict.fromkeys(METHODS, 0.0))
+            for m in METHODS:
+                old, new = entry["dollars"][m], row["dollars"][m]
+                entry["dollars"][m] = None if old is None or new is None else old + new
+    for entry in groups.values():
+        sums = f"the sum of its {entry['runs']} runs"
+        lines = [f"{sums}: {line}" for line in disagreements(compared(entry))]
+        gap = _gap(entry["our_usd"], entry["provider_usd"])
+        if gap is not None and gap > RECONCILE_MARGIN:
+            lines.append(f"{sums}: our dollars are {gap:.2%} from the provider's (more than {RECONCILE_MARGIN:.1%})")
+        warnings.setdefault(entry["configuration"], []).extend(lines)
+    return rows, list(groups.values()), {k: v for k, v in warnings.items() if v}
+
+
+def _summary_line(group: str, lines: list[str], runs: int) -> str:
+    per_run = [line for line in lines if not line.startswith("the sum of")]
+    named = {line.split(":", 1)[0] for line in per_run}
+    total = "; its sum too" if len(per_run) < len(lines) else ""
+    return (
+        f"{group}: {len(named)} of {runs} runs have a bill off its reference{total} "
+        f"({len(lines)} warnings; --warnings lists them)"
+    )
 
 
 def _main_runs(args) -> int:
     import json
 
+    from ctxpolicy.metrics.cost_methods import names
     from ctxpolicy.rundir import read_tree
 
     try:  # the one reader of a run tree: complete runs, and the rest left out by path and reason
+        card = _card(args)
         tree = read_tree(args.runs)
-        rows, policies, warnings = side_by_side(tree.runs, args.block, args.discount, tree.left_out)
+        rows, groups, warnings = side_by_side(tree.runs, args.block, args.discount, card, tree.left_out)
     except (CallsError, OSError, ValueError) as exc:
         print(f"cost: {exc}", file=sys.stderr)
         return 2
     for problem in tree.left_out:
         print(f"cost: left out: {problem}", file=sys.stderr)
-    for line in warnings:
-        print(f"cost: warning: {line}", file=sys.stderr)
+    counts = {g["configuration"]: g["runs"] for g in groups}
+    for group, lines in warnings.items():
+        if getattr(args, "warnings", False):
+            for line in lines:
+                print(f"cost: warning: {group}: {line}", file=sys.stderr)
+        else:
+            print(f"cost: warning: {_summary_line(group, lines, counts[group])}", file=sys.stderr)
     if getattr(args, "json", False):
         left = [{"run": str(p.path), "reason": p.reason} for p in tree.left_out]
-        print(
-            json.dumps(
-                {"runs": rows, "policies": policies, "left_out": left, "block": args.block, "discount": args.discount}
-            )
-        )
+        out = {"runs": rows, "configurations": groups, "left_out": left, "block": args.block, "discount": args.discount}
+        print(json.dumps({**out, "price": card.model if card else None, "warnings": warnings}))
         return 0
     shown = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
-    print(f"{'policy / run':<48} {'estimated':>12} {'exact':>12} {'measured':>12}")
-    for entry in policies:
-        print(
-            f"{str(entry['policy']):<48} {shown(entry['estimated']):>12} {shown(entry['exact']):>12} "
-            f"{shown(entry['measured']):>12}"
-        )
-        for row in (r for r in rows if r["policy"] == entry["policy"]):
-            name = "  " + Path(row["run"]).name
-            print(f"{name:<48} {shown(row['estimated']):>12} {shown(row['exact']):>12} {shown(row['measured']):>12}")
+    usd = lambda v: "-" if v is None else f"${v:,.4f}"  # noqa: E731
+    billed_by_provider = any(r["provider_usd"] is not None for r in rows)
+    width = max(
+        [len("configuration / run"), *(len(g["configuration"]) for g in groups), *(len(r["name"]) + 2 for r in rows)]
+    )
+
+    def line(name: str, values: dict) -> str:
+        text = f"{name:<{width}} " + " ".join(f"{shown(values[m]):>16}" for m in names())
+        if card:
+            text += " " + " ".join(f"{usd((values.get('dollars') or {}).get(m)):>12}" for m in names())
+        if billed_by_provider:
+            text += f" {usd(values['our_usd']):>12} {usd(values['provider_usd']):>12}"
+        return text
+
+    header = f"{'configuration / run':<{width}} " + " ".join(f"{m:>16}" for m in names())
+    if card:
+        header += " " + " ".join(f"{'$ ' + m[:10]:>12}" for m in names())
+    if billed_by_provider:
+        header += f" {'our $':>12} {'provider $':>12}"
+    print(
+        f"# billed input in fresh-token units (block {args.block}, discount {args.discount:g})"
+        + (f"; dollars at {card.model}'s litellm prices" if card else "")
+    )
+    print(header)
+    for entry in groups:
+        print(line(entry["configuration"], entry))
+        for row in (r for r in rows if r["configuration"] == entry["configuration"]):
+            print(line("  " + row["name"], row))
+    if billed_by_provider:
+        ours = [r["our_usd"] for r in rows]
+        theirs = [r["provider_usd"] for r in rows]
+        if all(v is not None for v in ours + theirs):
+            print(
+                f"# all runs: our ${sum(ours):,.4f}, the provider's ${sum(theirs):,.4f} "
+                f"({_gap(sum(ours), sum(theirs)):.3%} apart)"
+            )
     return 0
+
+
+def _card(args):
+    """The price card of ``--price`` (None without it); ``PriceError`` names close matches."""
+    if not getattr(args, "price", None):
+        return None
+    from ctxpolicy.metrics.prices import price_card
+
+    return price_card(args.price)
 
 
 def main(args) -> int:
     import json
 
     from ctxpolicy.cli_args import TooManyValuesError, single
-    from ctxpolicy.metrics.cost import METHODS, disagreements
+    from ctxpolicy.metrics.cost import disagreements
     from ctxpolicy.rundir import CALLS_JSONL
 
     try:
@@ -277,15 +467,17 @@ def main(args) -> int:
             calls = read_calls(sys.stdin, "<stdin>")
         else:
             calls = _run_calls(args.input / CALLS_JSONL if args.input.is_dir() else args.input)
+            source = _source(args.input) if args.input.is_dir() else None
     except (CallsError, OSError) as exc:
         print(f"cost: {exc}", file=sys.stderr)
         return 2
     try:
-        result = price(calls, args.block, args.discount)
+        card = _card(args)
+        result = price(calls, args.block, args.discount, source if args.input is not None else None, card)
     except ValueError as exc:  # a malformed event field, named by unchanged_prefix
         print(f"cost: {args.input or '<stdin>'}: {exc}", file=sys.stderr)
         return 2
-    for line in disagreements({m: (result[m] or {}).get("billed_input") for m in METHODS}):
+    for line in disagreements(compared(result)):
         print(f"cost: warning: {args.input or '<stdin>'}: {line}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps(result))
@@ -294,22 +486,50 @@ def main(args) -> int:
     return 0
 
 
+def compared(result: dict) -> dict:
+    """The billed input of the methods ``disagreements`` checks (the estimates and the measured
+    reference), from one ``price`` result or a sum of them."""
+    from ctxpolicy.metrics import cost_methods
+
+    def value(entry):
+        return entry.get("billed_input") if isinstance(entry, dict) else entry
+
+    return {m.name: value(result.get(m.name)) for m in cost_methods.methods() if m.compared or m.name == "measured"}
+
+
 def priced_table(result: dict, source: str) -> str:
     """One run's bill by each method, rounded for people (``--json`` keeps full precision)."""
-    from ctxpolicy.metrics.cost import METHODS
+    from ctxpolicy.metrics.cost_methods import names
+
+    METHODS = names()
 
     lines = [
         f"{source}: billed input in tokens (cache block {result['block']} tokens, "
         f"a cached token at {result['discount']:g} of a fresh one; '-' = the method needs what the run lacks)",
-        f"{'method':<10} {'billed input':>14} {'fresh':>12} {'cached':>12} {'summary input':>14}",
+        f"{'method':<16} {'billed input':>14} {'fresh':>12} {'cached':>12} {'summary input':>14}",
     ]
     for method in METHODS:
         bill = result[method]
         if bill is None:
-            lines.append(f"{method:<10} {'-':>14} {'-':>12} {'-':>12} {'-':>14}")
+            lines.append(f"{method:<16} {'-':>14} {'-':>12} {'-':>12} {'-':>14}")
         else:
             lines.append(
-                f"{method:<10} {bill['billed_input']:>14,.1f} {bill['fresh']:>12,} {bill['cached']:>12,} "
+                f"{method:<16} {bill['billed_input']:>14,.1f} {bill['fresh']:>12,} {bill['cached']:>12,} "
                 f"{bill['summary']:>14,}"
             )
+    if result.get("price"):
+        lines.append(f"dollars at {result['price']}'s litellm prices (output: {result['output_tokens']:,} tokens):")
+        lines.append(
+            f"{'method':<18} {'fresh input':>12} {'cached input':>12} {'cache writes':>12} {'output':>12} {'total':>12}"
+        )
+        for method in METHODS:
+            d = (result[method] or {}).get("dollars")
+            if d is None:
+                lines.append(f"{method:<18} " + " ".join(f"{'-':>12}" for _ in range(5)))
+            else:
+                parts = ("fresh_input", "cached_input", "cache_writes", "output", "total")
+                lines.append(f"{method:<18} " + " ".join(f"{'$' + format(d[k], ',.4f'):>12}" for k in parts))
+    if result.get("provider_usd") is not None:
+        ours = "-" if result["our_usd"] is None else f"${result['our_usd']:,.4f}"
+        lines.append(f"the provider billed ${result['provider_usd']:,.4f}; its cached tokens at our prices: {ours}")
     return "\n".join(lines)

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, boot_means, boot_ratio, percentile_interval, resample_counts
-from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
+from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 from ctxpolicy.metrics.outcomes import OUTCOME_CLASSES, planned_outcome_counts, planned_runs_of, time_limited
 
 FC = "FC"
@@ -42,15 +43,22 @@ COMPARE_KEYS = (
     "calls_change",
     "left_out_tasks",
 )
-# ratio name -> runs column; cost_ratio is the headline method's (``compare_to_baseline``)
-RATIOS = {
-    "tokens_ratio": "total_tokens",
-    "latency_ratio": "agent_time_s",
-    **{f"cost_ratio_{method}": BILLED_COLUMNS[method] for method in METHODS},
-    "calls_ratio": "agent_calls",
-    "retrieval_ratio": "retrieval_cmds",
-    "execution_ratio": "execution_cmds",
-}
+
+
+def ratio_columns() -> dict[str, str]:
+    """Ratio name -> runs column; cost_ratio is the headline method's (``compare_to_baseline``),
+    ``cost_ratio_{method}`` one per method of the cost-method registry."""
+    return {
+        "tokens_ratio": "total_tokens",
+        "latency_ratio": "agent_time_s",
+        **{f"cost_ratio_{method}": column for method, column in cost_methods.billed_columns().items()},
+        "calls_ratio": "agent_calls",
+        "retrieval_ratio": "retrieval_cmds",
+        "execution_ratio": "execution_cmds",
+    }
+
+
+RATIOS = ratio_columns()  # for the registry's own methods
 
 
 LATENCY = "agent_time_s"  # A.5's latency: the agent's start to the run's end (records.agent_time)
@@ -305,15 +313,17 @@ def compare_to_baseline(
     ``calls_change`` = ratio - 1. Attempts default to the table's largest attempt number.
     ValueError without baseline runs.
     """
-    if cost_method not in METHODS:
-        raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
+    cost_methods.method(cost_method)  # the one check of a method name
+    columns_of_ratios = ratio_columns()
+    missing = [c for c in columns_of_ratios.values() if c not in runs]  # a table from before a method existed
+    runs = runs.assign(**dict.fromkeys(missing, np.nan)) if missing else runs
     selected = with_latency(select(runs, model=model, benchmark=benchmark, cohort=cohort))
     attempts = attempts or attempts_in_table(selected)
     solved_min = solved_threshold(attempts)
     base = baseline_runs(selected, baseline, baseline_setting)
     if base.empty:
         raise ValueError(f"no {baseline} runs for model {model!r} on benchmark {benchmark!r}")
-    columns = list(RATIOS.values())
+    columns = list(columns_of_ratios.values())
     base_success = task_success(base, attempts)
     base_means = _resource_means(base, columns)
     base_solved = solved_tasks(base, attempts=attempts, solved_min=solved_min)
@@ -345,7 +355,7 @@ def compare_to_baseline(
         means = _resource_means(group, columns)
         ratios = {
             name: ratio_with_interval(tasks, means[column], base_means[column], counts)
-            for name, column in RATIOS.items()
+            for name, column in columns_of_ratios.items()
         }
         row.update(_interval("tokens_ratio", ratios["tokens_ratio"]))
         row.update(_interval("latency_ratio", ratios["latency_ratio"]))

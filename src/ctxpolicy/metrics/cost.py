@@ -1,15 +1,17 @@
-"""Billed input cost under a prefix cache, with three named ways to count cached tokens.
+"""Billed input cost under a prefix cache: the counting rules the cost methods share.
 
-C = N_fresh + discount * N_cached + N_summary, in units of one fresh input token (study A.5.2).
-N_fresh and N_cached split the agent calls' server-reported prompts; summarizer input is always
-billed fresh; output tokens are not part of C. The three methods (``METHODS``), per agent call k:
+C = N_fresh + discount * N_cached + w * N_written + N_summary, in units of one fresh input token
+(study A.5.2; N_written, the fresh tokens a provider writes to its cache at a premium w, is zero
+but for cache models that bill writes). N_fresh and N_cached split the agent calls'
+server-reported prompts; summarizer input is always billed fresh; output tokens are not part of
+C. The methods themselves (estimated, exact, measured and the provider cache models) are listed
+once in ``ctxpolicy.metrics.cost_methods``; this module holds the rules they count with:
 
-estimated  the study's reconstruction from successive server-reported prompt sizes and the
-           recorded OTRC events (``estimated_cached``); the headline by default;
-exact      a prefix-cache simulation: the longest whole-message prefix call k shares with any
-           earlier agent call, measured in local cl100k_base message counts and rescaled to
-           the call's server-reported prompt (``exact_cached_flat``);
-measured   the server-reported cached tokens (unknown for the run if any agent call lacks it).
+``estimated_cached``   the study's reconstruction from successive server-reported prompt sizes
+                       and the recorded OTRC events;
+``exact_cached_flat``  a prefix-cache simulation: the longest whole-message prefix call k shares
+                       with any earlier agent call, measured in local cl100k_base message counts
+                       and rescaled to the call's server-reported prompt.
 
 Every count that enters C is in server tokens. Written here rather than taken from a library:
 no maintained package prices prefix caching from recorded message sequences, and the estimate
@@ -28,16 +30,6 @@ DEFAULT_DISCOUNT = 0.1
 LARGE_DROP_TOKENS = 1000
 LARGE_DROP_SHARE = 0.25
 OTRC = "OTRC"
-METHODS = ("estimated", "exact", "measured")  # config metrics.cost_method; the first is the default
-DEFAULT_METHOD = METHODS[0]
-# the runs-table column of each method's billed input cost
-BILLED_COLUMNS = {"estimated": "billed_est", "exact": "billed_exact", "measured": "billed_measured"}
-# one line per method, for figure notes and command output (docs/metrics.md, section 3)
-METHOD_DESCRIPTIONS = {
-    "estimated": "the study's estimate (A.5.2) from server-reported prompt sizes and OTRC events",
-    "exact": "prefix-cache simulation over whole messages, local cl100k_base shares rescaled to server tokens",
-    "measured": "server-reported cached tokens",
-}
 
 # Random odd multipliers make the position-weighted sum below a 64-bit hash of each prefix.
 _MIX = np.random.default_rng(20260101).integers(1, 2**63, size=2, dtype=np.uint64) | np.uint64(1)
@@ -81,17 +73,24 @@ def exact_cached_flat(
     prompts = np.asarray(prompts, dtype=np.int64)
     if n == 0 or lengths.sum() == 0:
         return np.zeros(n, dtype=np.int64)
-    codes = np.asarray(codes).astype(np.uint64)
     call = np.repeat(np.arange(n), lengths)
-    position = (np.arange(len(codes)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
-    terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
-    prefix_hash = _segmented_cumsum(terms, lengths)
+    prefix_hash = prefix_hashes(codes, lengths)
     first_call = call[_first_occurrence(prefix_hash)]
     shared = first_call < call
     shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
     local_tokens = np.bincount(call, weights=tokens, minlength=n).astype(np.int64)
     rescaled = shared_tokens * prompts // np.maximum(local_tokens, 1)
     return floor_block(np.minimum(rescaled, prompts), block)
+
+
+def prefix_hashes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """For each position of the calls' sequences laid end to end, a 64-bit hash of the call's
+    prefix through it (equal hashes, equal whole-message prefixes, up to collisions)."""
+    codes = np.asarray(codes).astype(np.uint64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    position = (np.arange(len(codes)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
+    terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
+    return _segmented_cumsum(terms, lengths)
 
 
 def _first_occurrence(values: np.ndarray) -> np.ndarray:
@@ -152,19 +151,26 @@ def estimated_cached(
     *,
     unchanged_tokens: np.ndarray | None = None,
     tokens_before: np.ndarray | None = None,
+    tokens_after: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The study's reconstruction (A.5.2) of each agent call's cached tokens.
 
     ``prompts``: the server-reported prompt sizes P_1, P_2, ... of the run's agent calls.
     ``otrc[k]``: an OTRC event was recorded at agent call k (``has_otrc`` of its events).
     ``unchanged_tokens[k]``, ``tokens_before[k]``: that step's (U, T) from ``unchanged_prefix``
-    (local counts), or -1 where unknown. With S = P_1, for call k > 1, first rule that applies:
+    (local counts), or -1 where unknown; ``tokens_after[k]``: A_k, the local count of the history
+    call k sent (``est_tokens_after``), or -1. With S = P_1, for call k > 1, first rule that
+    applies:
 
-      1. large reduction, P_k <= P_{k-1} - max(1000, 0.25 P_{k-1}), whatever fired:
-         cached = min(S, P_k);
-      2. an OTRC event at k: cached = min(P_k, floor(U * P_{k-1} / T)) (the previous prompt's
-         share before the cleared message); without (U, T) (records older than the field) the
-         cleared message is placed right after the stable prefix: cached = min(S, P_k);
+      1. large reduction, P_k <= P_{k-1} - max(1000, 0.25 P_{k-1}), unless an OTRC event at k
+         says where it changed the history (rule 2 places it): cached = min(S, P_k);
+      2. an OTRC event at k: the cleared message placed in the prompt it was cleared in, call k's
+         own: cached = min(P_k, P_{k-1}, floor(U * P_k / A_k)) (U and A_k both local counts of
+         the history call k sent, so U / A_k is the share of P_k before the cleared message);
+         where A_k is unknown, floor(U * P_{k-1} / T), T the local count before the event (it
+         holds the newest reply and tool output, which P_{k-1} does not: an overestimate);
+         without (U, T) (records older than the field) the cleared message is placed right after
+         the stable prefix: cached = min(S, P_k);
       3. growth or no change, P_k >= P_{k-1}: cached = P_{k-1};
       4. a small unexplained reduction: cached = min(S, P_k).
 
@@ -181,16 +187,22 @@ def estimated_cached(
     unknown = np.full(n, -1, dtype=np.int64)
     u = unknown if unchanged_tokens is None else np.asarray(unchanged_tokens, dtype=np.int64)
     t = unknown if tokens_before is None else np.asarray(tokens_before, dtype=np.int64)
+    a = unknown if tokens_after is None else np.asarray(tokens_after, dtype=np.int64)
     placed = (u >= 0) & (t > 0)
+    in_own_prompt = placed & (a > 0)
     prev = np.r_[0, p[:-1]]
-    large = p <= prev - np.maximum(LARGE_DROP_TOKENS, LARGE_DROP_SHARE * prev)
+    # an OTRC step whose event says where it changed the history is placed by its event, however
+    # far its prompt fell: the large-reduction rule is for changes of unknown position
+    placed_event = is_otrc & placed
+    large = (p <= prev - np.maximum(LARGE_DROP_TOKENS, LARGE_DROP_SHARE * prev)) & ~placed_event
     by_event = is_otrc & ~large
     growth = ~large & ~by_event & (p >= prev)
     small = ~large & ~by_event & ~growth
     stable = np.minimum(p[0], p)
     # floor(s * P_{k-1}) in integers, so that a prefix ending on a block boundary keeps its block
     reused = np.minimum(u, t) * prev // np.where(placed, t, 1)
-    event_cached = np.where(placed, np.minimum(p, reused), stable)
+    own = np.minimum(np.minimum(u, a) * p // np.where(in_own_prompt, a, 1), prev)
+    event_cached = np.where(in_own_prompt, np.minimum(p, own), np.where(placed, np.minimum(p, reused), stable))
     cached = floor_block(np.select([large, by_event, growth], [stable, event_cached, prev], stable), block)
     rule[large], rule[by_event], rule[small] = "large_reduction", "otrc", "small_reduction"
     cached[0], rule[0] = 0, "first"
@@ -206,20 +218,31 @@ class Billed:
     cached: int
     summary: int
     billed_input: float
+    written: int = 0  # of the fresh tokens, those written to the cache (cache models that bill writes)
 
     def as_dict(self) -> dict:
-        return {"fresh": self.fresh, "cached": self.cached, "summary": self.summary, "billed_input": self.billed_input}
+        out = {"fresh": self.fresh, "cached": self.cached, "summary": self.summary, "billed_input": self.billed_input}
+        return {**out, "written": self.written} if self.written else out
 
 
 def billed(
-    agent_prompts: np.ndarray, agent_cached: np.ndarray, summary_input: int, discount: float = DEFAULT_DISCOUNT
+    agent_prompts: np.ndarray,
+    agent_cached: np.ndarray,
+    summary_input: int,
+    discount: float = DEFAULT_DISCOUNT,
+    *,
+    written: np.ndarray | None = None,
+    write_premium: float = 0.0,
 ) -> Billed:
-    """C = N_fresh + discount * N_cached + N_summary over one run's calls."""
+    """C = N_fresh + discount * N_cached + write_premium * N_written + N_summary over one run's
+    calls (``written``: per call, the fresh tokens written to the cache, at most the fresh ones)."""
     prompts = np.asarray(agent_prompts, dtype=np.int64)
     cached = np.minimum(np.asarray(agent_cached, dtype=np.int64), prompts)
     n_cached = int(cached.sum())
     n_fresh = int(prompts.sum()) - n_cached
-    return Billed(n_fresh, n_cached, int(summary_input), n_fresh + discount * n_cached + int(summary_input))
+    n_written = 0 if written is None else int(np.minimum(np.asarray(written, dtype=np.int64), prompts - cached).sum())
+    cost = n_fresh + discount * n_cached + write_premium * n_written + int(summary_input)
+    return Billed(n_fresh, n_cached, int(summary_input), cost, n_written)
 
 
 DISAGREEMENT_MARGIN = 0.10
@@ -237,8 +260,7 @@ def disagreements(billed_input: Mapping[str, float | None], margin: float = DISA
     if base is None:
         return []
     lines = []
-    for method in METHODS:
-        value = billed_input.get(method)
+    for method, value in billed_input.items():
         if method == reference or value is None:
             continue
         gap = abs(value - base) / base if base else (0.0 if value == base else float("inf"))

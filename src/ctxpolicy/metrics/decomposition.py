@@ -28,7 +28,8 @@ import pandas as pd
 
 from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, boot_ratio, percentile_interval, resample_counts
 from ctxpolicy.metrics.compare import FC, baseline_runs, resource_eligible, select
-from ctxpolicy.metrics.cost import BILLED_COLUMNS, DEFAULT_METHOD, METHODS
+from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 
 REPLAY_TRACK = "replay"
 PLACEHOLDER = "placeholder"  # identity.summarizer of replays with stand-in summaries (ctxpolicy.replay)
@@ -80,7 +81,7 @@ def replay_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _column(resource: str, side: str, cost_method: str) -> str:
     if resource == "cost":
-        return BILLED_COLUMNS[cost_method]  # one method for both sides
+        return cost_methods.method(cost_method).billed_column  # one method for both sides
     return _COLUMNS[resource]
 
 
@@ -117,9 +118,7 @@ class _Matched:
 def _matched_cells(
     runs: pd.DataFrame, replays: pd.DataFrame | None, *, model: str, benchmark: str, cost_method: str, track: str | None
 ):
-    if cost_method not in METHODS:
-        raise ValueError(f"cost method {cost_method!r} unknown; allowed: {', '.join(METHODS)}")
-    if cost_method == UNPRICEABLE:
+    if cost_methods.method(cost_method).name == UNPRICEABLE:
         raise MeasuredCostError(MEASURED_NOTE)
     replays = replay_runs(runs if replays is None else replays)
     replays = _with_all_calls(

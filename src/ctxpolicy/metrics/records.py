@@ -27,15 +27,9 @@ import orjson
 
 from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_times
 from ctxpolicy.policies import actions
-from ctxpolicy.metrics.cost import (
-    DEFAULT_BLOCK,
-    DEFAULT_DISCOUNT,
-    billed,
-    estimated_cached,
-    exact_cached_flat,
-    has_otrc,
-    unchanged_prefix,
-)
+from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, has_otrc, unchanged_prefix
+from ctxpolicy.metrics.cost_methods import RunCalls, Sequences, SourceCalls
 from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
@@ -78,8 +72,7 @@ VERDICT_NEEDED = ("resolved",)
 VERDICT_READ = ("resolved", "harness", "report", "log")
 CALL_FIELDS = ("index", "kind")
 CALL_RUN_COLUMNS = ("run_dir", "cell", "benchmark", "model", "policy", "setting", "task_id", "attempt")
-CALL_DERIVED = ("n_events", "cached_exact", "cached_est")  # computed by the reader, not in calls.jsonl
-CALL_COLUMNS = (  # the calls table's own columns, after CALL_RUN_COLUMNS (docs/schema.md)
+CALL_RECORDED = (  # the calls table's columns read from calls.jsonl, after CALL_RUN_COLUMNS
     "index",
     "kind",
     "step",
@@ -91,12 +84,26 @@ CALL_COLUMNS = (  # the calls table's own columns, after CALL_RUN_COLUMNS (docs/
     "cached_tokens",
     "est_tokens_before",
     "est_tokens_after",
-    *CALL_DERIVED,
 )
+
+
+def call_derived() -> tuple[str, ...]:
+    """The calls table's columns computed by the reader: the events, then each cost method's
+    per-call counts (``cost_methods.calls_columns``)."""
+    return ("n_events", *cost_methods.calls_columns())
+
+
+def call_columns() -> tuple[str, ...]:
+    """The calls table's own columns, after CALL_RUN_COLUMNS (docs/schema.md)."""
+    return (*CALL_RECORDED, *call_derived())
+
+
+CALL_DERIVED = call_derived()  # for the registry's own methods
+CALL_COLUMNS = call_columns()
 # calls.jsonl fields checked column by column against the call schema (one jsonschema validation
 # per line would cost more than the rest of the parsing together): the numeric columns and the events.
-CALL_TYPED_FIELDS = (*(c for c in CALL_COLUMNS if c not in ("kind", *CALL_DERIVED)), "events")
-RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
+CALL_TYPED_FIELDS = (*(c for c in CALL_RECORDED if c != "kind"), "events")
+RUN_BASE_COLUMNS = (  # the runs table, in order (docs/schema.md), each cost method's after format_errors
     "run_dir",
     "cell",
     "track",
@@ -134,14 +141,6 @@ RUN_COLUMNS = (  # the runs table, in order (docs/schema.md)
     "compression_events",
     "compression_freq",
     "format_errors",
-    "billed_exact",
-    "fresh_exact",
-    "cached_exact",
-    "billed_est",
-    "fresh_est",
-    "cached_est",
-    "billed_measured",
-    "cached_measured",
     "summary_input",
     "agent_latency_s",
     "summary_latency_s",
@@ -165,6 +164,19 @@ def agent_time(timing: dict) -> float | None:
     if isinstance(setup, (int, float)) and not isinstance(setup, bool):
         return max(float(wall) - float(setup), 0.0)
     return float(wall)
+
+
+COST_AFTER = "format_errors"  # the runs table's cost columns follow this one
+
+
+def run_columns() -> tuple[str, ...]:
+    """The runs table's columns, in order: the cost methods' (``cost_methods.run_columns``) after
+    ``format_errors``."""
+    at = RUN_BASE_COLUMNS.index(COST_AFTER) + 1
+    return (*RUN_BASE_COLUMNS[:at], *cost_methods.run_columns(), *RUN_BASE_COLUMNS[at:])
+
+
+RUN_COLUMNS = run_columns()  # for the registry's own methods
 
 
 class RecordError(Exception):
@@ -293,10 +305,42 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
     commands = _with_repeats(commands, assistant, calls, id_segments, action_format)
     _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
-    columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block)
+    source = source_calls(run_dir) if rundir.message_base(run_dir) is not None else None
+    columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block, source)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
     row["retrieval_cmds"], row["execution_cmds"] = commands
     return RunRows(row, columns)
+
+
+def source_calls(run_dir: Path) -> SourceCalls:
+    """The agent calls of the run a replay's store extends (run.json ``message_base``: its source
+    run), as the measured profile reads them: prompt and provider-cached tokens, local counts."""
+    source = rundir.message_base(run_dir)
+    path = source / CALLS_JSONL
+    try:
+        stat = path.stat()
+    except OSError:
+        raise RecordError(path, "missing (the source run of a replay)") from None
+    return _source_calls(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _source_calls(path: Path, mtime_ns: int, size: int) -> SourceCalls:
+    """A source run's calls, parsed once per process (its replays, one per configuration, share it)."""
+    calls, values, _ = _read_calls(path)
+    return own_source(calls, values)
+
+
+def own_source(calls: list[dict], values: dict[str, list]) -> SourceCalls:
+    """A run's own agent calls as a source (a run that was really served is its own profile)."""
+    agent = [i for i, c in enumerate(calls) if c["kind"] == "agent"]
+
+    def pick(name: str, missing: float) -> np.ndarray:
+        return np.array([missing if values[name][i] is None else values[name][i] for i in agent], dtype=np.float64)
+
+    prompts = pick("prompt_tokens", 0)
+    local = pick("est_tokens_after", np.nan)
+    return SourceCalls(prompts, pick("cached_tokens", np.nan), np.where(np.isnan(local), prompts, local))
 
 
 def action_format_of(run: dict, path: Path) -> str:
@@ -578,6 +622,7 @@ def _call_columns(
     store: dict[str, int],
     path: Path,
     block: int,
+    source=None,
 ) -> dict[str, np.ndarray]:
     n = len(calls)
     # every numeric field in one conversion (null -> NaN: the server or the record did not say)
@@ -593,22 +638,37 @@ def _call_columns(
     prompts = np.nan_to_num(prompt_column).astype(np.int64)
     events, unchanged, before = _event_columns(calls, values["events"], path)
 
-    agent_segments = [segments[i] for i in np.flatnonzero(agent)]
-    cached_exact = np.zeros(n, dtype=np.float64)
-    if all(s is not None for s in agent_segments):
-        codes, tokens, lengths = _sequences(
-            agent_segments, store, path, [values["index"][i] for i in np.flatnonzero(agent)]
-        )
-        cached_exact[agent] = exact_cached_flat(codes, tokens, lengths, prompts[agent], block)
-    else:
-        cached_exact[agent] = np.nan  # without message sequences the exact count is unknown
-    cached_est = np.zeros(n, dtype=np.float64)
+    where = np.flatnonzero(agent)
+    agent_segments = [segments[i] for i in where]
+    sequences = None
+    if all(s is not None for s in agent_segments):  # without message sequences no prefix is known
+        codes, tokens, lengths = _sequences(agent_segments, store, path, [values["index"][i] for i in where])
+        sequences = Sequences(codes, tokens, lengths)
     otrc = np.zeros(n, dtype=bool)
     for i in np.flatnonzero(events):  # only a call with events can have an OTRC one
         otrc[i] = has_otrc(calls[i].get("events"))
-    cached_est[agent], _ = estimated_cached(
-        prompts[agent], otrc[agent], block, unchanged_tokens=unchanged[agent], tokens_before=before[agent]
+    after = column("est_tokens_after")
+    run_calls = RunCalls(
+        prompts[agent],
+        reported_cached=column("cached_tokens")[agent],
+        otrc=otrc[agent],
+        unchanged=unchanged[agent],
+        before=before[agent],
+        after=np.where(np.isnan(after), -1, after)[agent].astype(np.int64),
+        start=column("start")[agent],
+        sequences=sequences,
+        source=own_source(calls, values) if source is None else source,
     )
+    derived = {}
+    for method, counts in cost_methods.count_all(run_calls, block).items():
+        entry = cost_methods.method(method)
+        for name, part in zip(entry.calls_columns, ("cached", "written")):
+            full = np.zeros(n, dtype=np.float64)
+            if counts is None:
+                full[agent] = np.nan
+            else:
+                full[agent] = counts.cached if part == "cached" else counts.written_or_zero()
+            derived[name] = full
 
     return {
         "index": np.array(values["index"], dtype=np.int64),
@@ -626,8 +686,7 @@ def _call_columns(
         "est_tokens_before": column("est_tokens_before"),
         "est_tokens_after": column("est_tokens_after"),
         "n_events": events,
-        "cached_exact": cached_exact,
-        "cached_est": cached_est,
+        **derived,
     }
 
 
@@ -655,6 +714,37 @@ def _event_columns(calls: list[dict], events_of: list, path: Path) -> tuple[np.n
     return counts, unchanged, before
 
 
+def method_bills(
+    calls: dict[str, np.ndarray], agent: np.ndarray, prompts: np.ndarray, summary_input: int, discount: float
+) -> dict[str, float | int | None]:
+    """Each cost method's runs-table columns for one run (None where the method cannot price it:
+    a per-call count is NaN, or the run has no agent call and the method needs the server's)."""
+    out: dict[str, float | int | None] = {}
+    for method in cost_methods.methods():
+        cached = calls[method.call_column or method.cached_column][agent]
+        written = calls[method.written_column][agent] if method.writes else None
+        known = not np.isnan(cached).any() and (len(cached) > 0 or method.call_column is None)
+        bill = (
+            billed(
+                prompts,
+                cached.astype(np.int64),
+                summary_input,
+                discount,
+                written=None if written is None else written.astype(np.int64),
+                write_premium=method.write_premium,
+            )
+            if known
+            else None
+        )
+        values = (
+            (None,) * len(method.run_columns)
+            if bill is None
+            else (bill.billed_input, bill.fresh, bill.cached, *((bill.written,) if method.writes else ()))
+        )
+        out.update(zip(method.run_columns, values))
+    return out
+
+
 def _run_row(
     run_dir: Path, run: dict, identity: dict, verdict: dict | None, calls: dict[str, np.ndarray], discount: float
 ) -> dict:
@@ -666,17 +756,7 @@ def _run_row(
     n_agent = int(agent.sum())
     n_counted = int((agent & calls["prompt_counted"]).sum())
     n_events = int(calls["n_events"].sum())
-    exact_known = not np.isnan(calls["cached_exact"][agent]).any()
-    exact = (
-        billed(prompts, calls["cached_exact"][agent].astype(np.int64), summary_input, discount) if exact_known else None
-    )
-    est = billed(prompts, calls["cached_est"][agent].astype(np.int64), summary_input, discount)
-    measured_cached = calls["cached_tokens"][agent]
-    measured = (
-        billed(prompts, measured_cached.astype(np.int64), summary_input, discount)
-        if n_agent and not np.isnan(measured_cached).any()
-        else None
-    )
+    bills = method_bills(calls, agent, prompts, summary_input, discount)
     resolved = bool(verdict and verdict["resolved"])
     outcome = run.get("outcome")
     prompt_total = int(calls["prompt_tokens"].sum())
@@ -719,14 +799,7 @@ def _run_row(
         "compression_events": n_events,
         "compression_freq": n_events / n_agent if n_agent else None,
         "format_errors": totals.get("format_errors"),
-        "billed_exact": exact.billed_input if exact else None,
-        "fresh_exact": exact.fresh if exact else None,
-        "cached_exact": exact.cached if exact else None,
-        "billed_est": est.billed_input,
-        "fresh_est": est.fresh,
-        "cached_est": est.cached,
-        "billed_measured": measured.billed_input if measured else None,
-        "cached_measured": measured.cached if measured else None,
+        **bills,
         "summary_input": summary_input,
         "agent_latency_s": float(np.nansum(calls["latency_s"][agent])) if n_agent else None,
         "summary_latency_s": float(np.nansum(calls["latency_s"][~agent])),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ctxpolicy.metrics import cost_methods
 from ctxpolicy.metrics.compare import LATENCY, resolve_rate, with_latency
-from ctxpolicy.metrics.cost import BILLED_COLUMNS
 from ctxpolicy.metrics.depth_wins import best_flags
 
 
@@ -74,7 +74,7 @@ def all_attempts_summary(runs: pd.DataFrame, cells: dict, method: str, *, attemp
     ]
     if runs.empty:
         return pd.DataFrame(columns=columns)
-    billed = BILLED_COLUMNS[method]
+    billed = cost_methods.method(method).billed_column
     runs = with_latency(runs)
     slug = runs["cell"].astype(str)
     fc = runs[(slug == str(cells["fc"])).to_numpy()]

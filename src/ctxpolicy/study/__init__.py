@@ -158,6 +158,11 @@ class Study:
         return str(self.config["metrics"]["cost_method"])
 
     @property
+    def price(self) -> str | None:
+        """The model whose litellm prices give dollars beside the fresh-token units (``metrics.price``)."""
+        return self.config["metrics"]["price"]
+
+    @property
     def calibration_excludes_time_limited(self) -> bool:
         """``grid.calibration.exclude_time_limited``: calibrate from the FC runs within the time
         limit only (the local study's rule); off, every FC trajectory's peak counts (A.4)."""

@@ -2,15 +2,24 @@
 
 Each full-comparison FC run becomes an FC replay with the same numbers, and a replay of every
 policy cell of the table with cost and tokens scaled by ``saving`` and the calls unchanged (the
-agent's actions are held fixed), under every cost method a replay can have (``billed_est`` and
-``billed_exact``; ``billed_exact`` is taken from ``billed_est`` where it is unknown). The numbers are invented; only their shape is that of ``ctxpolicy replay``'s runs.
+agent's actions are held fixed), under every cost method a replay can have (each method of
+``metrics.cost_methods`` that does not need the server's own counts; a column is taken from
+``billed_est`` where it is unknown). The numbers are invented; only their shape is that of
+``ctxpolicy replay``'s runs.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics.cost_methods.base import REPORTED
+
 TRACK = "replay"
+
+
+def _replay_columns() -> list[str]:
+    return [m.billed_column for m in cost_methods.methods() if REPORTED not in m.needs]
 
 
 def replay_table(runs: pd.DataFrame, saving: float = 0.6) -> pd.DataFrame:
@@ -18,7 +27,8 @@ def replay_table(runs: pd.DataFrame, saving: float = 0.6) -> pd.DataFrame:
     if plain.empty:
         return plain
     fc = plain[(plain["policy"] == "FC") & (plain["track"] != TRACK)]
-    fc = fc.assign(track=TRACK, cell="replay:FC", billed_exact=fc["billed_exact"].fillna(fc["billed_est"]))
+    billed = [c for c in _replay_columns() if c in fc]
+    fc = fc.assign(track=TRACK, cell="replay:FC", **{c: fc[c].fillna(fc["billed_est"]) for c in billed})
     cells = plain.loc[
         (plain["policy"] != "FC") & (plain["track"] != TRACK) & plain["summarizer"].isna(), ["policy", "setting"]
     ].drop_duplicates()
@@ -29,8 +39,7 @@ def replay_table(runs: pd.DataFrame, saving: float = 0.6) -> pd.DataFrame:
                 policy=policy,
                 setting=setting,
                 cell=f"replay:{policy}:{setting}",
-                billed_exact=saving * fc["billed_exact"],
-                billed_est=saving * fc["billed_est"],
+                **{c: saving * fc[c] for c in billed},
                 total_tokens=saving * fc["total_tokens"],
             )
         )

@@ -26,17 +26,23 @@ DEFAULT_OUT_INDEX = "{name}/index.html"
 def add_arguments(parser) -> None:
     from ctxpolicy.cli_args import add_config, add_out, add_runs
 
-    from ctxpolicy.metrics.cost import METHODS
+    from ctxpolicy.metrics.cost_methods import names
 
     add_runs(parser, "a run directory, or a cell (or any folder of runs)")
     parser.add_argument("--against", type=Path, default=None, help="a second run of the same task, shown side by side")
     parser.add_argument(
         "--cost-method",
-        choices=METHODS,
+        choices=names(),
         default=None,
         help="how cached tokens are counted (default: the config's metrics.cost_method, else estimated)",
     )
-    add_config(parser, "the study config (for metrics.cost_method)")
+    parser.add_argument(
+        "--price",
+        metavar="MODEL",
+        default=None,
+        help="a model of litellm's price map (e.g. gpt-4o): dollars beside the tokens (default: metrics.price)",
+    )
+    add_config(parser, "the study config (for metrics.cost_method and metrics.price)")
     add_out(parser, "the page (default RUN.html, or CELL/index.html for a folder of runs)")
     parser.add_argument("--index-only", action="store_true", help="for a folder of runs: write the index page only")
     parser.add_argument(
@@ -48,7 +54,7 @@ def add_arguments(parser) -> None:
 
 
 def _method(args) -> str:
-    from ctxpolicy.metrics.cost import DEFAULT_METHOD
+    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 
     if args.cost_method:
         return args.cost_method
@@ -59,8 +65,23 @@ def _method(args) -> str:
     return DEFAULT_METHOD
 
 
+def _price(args) -> str | None:
+    """--price, else the config's ``metrics.price``; checked against litellm's map."""
+    from ctxpolicy.metrics.prices import price_card
+
+    price = getattr(args, "price", None)
+    if price is None and args.config is not None:
+        from ctxpolicy.config import load_config
+
+        price = (load_config(args.config).get("metrics") or {}).get("price")
+    if price is not None:
+        price_card(price)  # PriceError names close matches
+    return price
+
+
 def main(args) -> int:
     from ctxpolicy.config import ConfigError
+    from ctxpolicy.metrics.prices import PriceError
     from ctxpolicy.view.pages import write_against_page, write_index, write_run_page
     from ctxpolicy.view.source import ViewInputError
 
@@ -70,6 +91,7 @@ def main(args) -> int:
     target = args.runs[0]
     try:
         method = _method(args)
+        price = _price(args)
         if not target.is_dir():
             raise ViewInputError(f"{target}: no such directory")
         if (target / "run.json").exists():
@@ -80,17 +102,19 @@ def main(args) -> int:
                 print(f"view: warning: {target}: {reason}", file=sys.stderr)
             out = args.out or Path(DEFAULT_OUT_RUN.format(name=target.name))
             if args.against is not None:
-                written = write_against_page(target, args.against, out, method)
+                written = write_against_page(target, args.against, out, method, price)
             else:
-                written = write_run_page(target, out, method)
+                written = write_run_page(target, out, method, price)
         else:
             if args.against is not None:
                 raise ViewInputError(f"--against: {target} is no run directory (it holds no run.json)")
             out = args.out or Path(DEFAULT_OUT_INDEX.format(name=target.resolve().name))
-            written, left_out = write_index(target, out, method, run_pages=not args.index_only, embed=args.embed_runs)
+            written, left_out = write_index(
+                target, out, method, run_pages=not args.index_only, embed=args.embed_runs, price=price
+            )
             for problem in left_out:  # the same report as aggregate's, audit's and cost --runs'
                 print(f"view: left out: {problem}", file=sys.stderr)
-    except (ViewInputError, ConfigError) as exc:
+    except (ViewInputError, ConfigError, PriceError) as exc:
         print(f"view: {exc}", file=sys.stderr)
         return 2
     print(written)

@@ -1,6 +1,6 @@
 """Each agent call's cached and fresh prompt tokens under one cost method (pure).
 
-The numbers come from ``ctxpolicy.metrics.cost``, the one definition of the three methods
+The numbers come from ``ctxpolicy.metrics.cost_methods``, the one table of the cost methods
 (docs/metrics.md, section 3); this module only lays a run's calls out the way those functions
 take them and hands back one (cached, fresh) pair per call.
 """
@@ -11,14 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxpolicy.metrics.cost import (
-    DEFAULT_BLOCK,
-    METHODS,
-    estimated_cached,
-    exact_cached,
-    has_otrc,
-    unchanged_prefix,
-)
+from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics.cost import DEFAULT_BLOCK
+from ctxpolicy.metrics.cost_methods.base import Sequences, run_calls_of
 
 
 def call_cached(
@@ -33,31 +28,22 @@ def call_cached(
 
     ``codes[i]`` are the message codes call i sent (equal codes, equal messages) and ``tokens[c]``
     the local token count of message c (used by ``exact``)."""
-    if method not in METHODS:
-        raise ValueError(f"cost method is {method!r}, not one of {', '.join(METHODS)}")
+    entry = cost_methods.method(method)  # ValueError naming the allowed ones
     agent = [i for i, c in enumerate(calls) if c.get("kind") == "agent"]
     out: list[int | None] = [None] * len(calls)
     if not agent:
         return out
-    prompts = np.array([calls[i].get("prompt_tokens") or 0 for i in agent], dtype=np.int64)
-    if method == "measured":
+    token_of = np.asarray(tokens, dtype=np.int64)
+    sequences = [np.asarray(codes[i], dtype=np.int64) for i in agent]
+    run_calls = run_calls_of([calls[i] for i in agent], Sequences.of(sequences, [token_of[s] for s in sequences]))
+    if entry.call_column == "cached_tokens":  # per call, as reported (a run may lack some)
         for i in agent:
             value = calls[i].get("cached_tokens")
             out[i] = None if value is None else int(value)
         return out
-    if method == "exact":
-        token_of = np.asarray(tokens, dtype=np.int64)
-        sequences = [np.asarray(codes[i], dtype=np.int64) for i in agent]
-        cached = exact_cached(sequences, [token_of[s] for s in sequences], prompts, block)
-    else:
-        where = [unchanged_prefix(calls[i].get("events") or []) or (-1, -1) for i in agent]
-        cached, _ = estimated_cached(
-            prompts,
-            np.array([has_otrc(calls[i].get("events")) for i in agent], dtype=bool),
-            block,
-            unchanged_tokens=np.array([w[0] for w in where], dtype=np.int64),
-            tokens_before=np.array([w[1] for w in where], dtype=np.int64),
-        )
-    for i, value in zip(agent, cached):
+    counts = entry.counts(run_calls, block)
+    if counts is None:
+        return out
+    for i, value in zip(agent, counts.cached):
         out[i] = int(value)
     return out

@@ -236,7 +236,7 @@ def _clean(text: str | None, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dict:
+def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK, *, price: str | None = None) -> dict:
     """Everything the run page shows: ``page`` for the template, ``data`` for the embedded JSON."""
     record, calls = loaded.record, loaded.calls
     identity = record["identity"]
@@ -333,7 +333,15 @@ def build_run(loaded: LoadedRun, method: str, block: int = DEFAULT_BLOCK) -> dic
         "summary_tokens": sum(c.get("prompt_tokens") or 0 for c in calls if c.get("kind") == "summary"),
         "peak": totals.get("peak_prompt_tokens") or peak,
         "run_dir": str(loaded.run_dir),
+        "price": price,
+        "dollars": None,
     }
+    if price is not None and cached_sum is not None:  # metrics.prices: litellm's map, dollars beside tokens
+        from ctxpolicy.metrics.prices import price_card
+
+        output = sum(c.get("completion_tokens") or 0 for c in calls)
+        fresh = prompts_sum - cached_sum + page["summary_tokens"]
+        page["dollars"] = price_card(price).breakdown(fresh, cached_sum, 0, output)
     data = {
         "messages": [[r["role"], r["text"], r["tokens"]] for r in table.rows],
         "prompts": codes,
@@ -388,6 +396,7 @@ def run_summary(built: dict) -> dict:
         "prompt_tokens": page["prompt_tokens"],
         "cached_tokens": page["cached_tokens"],
         "billed": _billed(page),
+        "dollars": (page.get("dollars") or {}).get("total"),
         "events": page["n_events"],
         "failed_calls": page["failed_calls"],
     }

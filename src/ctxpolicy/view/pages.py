@@ -12,15 +12,15 @@ from ctxpolicy.view.render import render_against, render_index, render_run
 from ctxpolicy.view.source import ViewInputError, load_run
 
 
-def write_run_page(run_dir: Path, out: Path, method: str) -> Path:
-    built = build_run(load_run(run_dir), method)
+def write_run_page(run_dir: Path, out: Path, method: str, price: str | None = None) -> Path:
+    built = build_run(load_run(run_dir), method, price=price)
     return atomic_write_text(Path(out), render_run(built))
 
 
-def write_against_page(run_dir: Path, other: Path, out: Path, method: str) -> Path:
+def write_against_page(run_dir: Path, other: Path, out: Path, method: str, price: str | None = None) -> Path:
     if not (Path(other) / RUN_JSON).exists():
         raise ViewInputError(f"--against: {other} is no run directory (it holds no run.json)")
-    left, right = build_run(load_run(run_dir), method), build_run(load_run(other), method)
+    left, right = build_run(load_run(run_dir), method, price=price), build_run(load_run(other), method, price=price)
     against = build_against(left, right)
     return atomic_write_text(Path(out), render_against(left, right, against))
 
@@ -34,7 +34,7 @@ def page_name(root: Path, run_dir: Path) -> str:
 
 
 def write_index(
-    root: Path, out: Path, method: str, *, run_pages: bool = True, embed: bool = False
+    root: Path, out: Path, method: str, *, run_pages: bool = True, embed: bool = False, price: str | None = None
 ) -> tuple[Path, list[LeftOut]]:
     """The index of every complete run under ``root`` (``rundir.read_tree``: ``workspace/`` and
     ``stale/`` never searched), and unless ``run_pages`` is false each run's page in ``runs/`` beside
@@ -42,7 +42,7 @@ def write_index(
     the page cannot be built from) is left out, listed on the index with its reason and returned
     (path, reason). A cell (it holds ``cell.json``) without a run record gets an empty index; any
     other folder without one is an error. ``embed``: the run pages go inside the index too, so its
-    links open where it is shown alone."""
+    links open where it is shown alone. ``price``: a price card's model, for dollars."""
     root, out = Path(root), Path(out)
     tree = read_tree(root)
     if not tree.runs and not tree.left_out and not (root / CELL_JSON).is_file():
@@ -52,7 +52,7 @@ def write_index(
     rows, pages = [], {}
     for run_dir in list(tree.runs):
         try:
-            built = build_run(load_run(run_dir), method)
+            built = build_run(load_run(run_dir), method, price=price)
         except ViewInputError as exc:
             tree.leave_out(run_dir, _reason(str(exc), run_dir))
             continue
