@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -111,3 +112,6 @@ def test_signal_stops_the_cell_kills_its_processes_and_records_nothing_in_flight
     assert not (cell_dir / "cell.json").exists()
     assert not any(is_complete_run(cell_dir / f"{task}__a1") for task in TASKS)
     assert "no cell.json" in err
+    # the runs in flight never reach their own release: no workspace may stay mounted on its image
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    assert not [m for m in mounts if m.startswith(str(cell_dir))], f"mounts left behind: {mounts}"

@@ -132,6 +132,7 @@ def main(args: argparse.Namespace) -> int:
     from ctxpolicy.agent.cell_lock import CellBusy, cell_lock
     from ctxpolicy.agent.cli_common import serving_errors
     from ctxpolicy.agent.interrupt import Interrupted, kill_descendants, raise_on_signals
+    from ctxpolicy.sandbox import quota
 
     try:
         plan = plan_cell(args)
@@ -146,6 +147,7 @@ def main(args: argparse.Namespace) -> int:
                 return 1
             except Interrupted as exc:  # still holding the lock, further signals ignored
                 kill_descendants()
+                quota.release_all()  # the runs in flight never reach their own release
                 print(
                     f"ctxpolicy: {args.out}: {exc} received; runs in flight killed and not recorded, no cell.json",
                     file=sys.stderr,

@@ -121,6 +121,7 @@ def mount(workspace: Path, limits: SandboxLimits) -> QuotaMount:
         raise
     with contextlib.suppress(OSError):
         os.rmdir(workspace / "lost+found")  # no part of the task's files
+    _LIVE.add(workspace)
     return QuotaMount(workspace, image, method)
 
 
@@ -155,6 +156,7 @@ def release(workspace: Path, *, keep: bool = True) -> None:
     """End `workspace`'s mount: with `keep`, its files copied out into a plain folder at the
     same path first (holes and hard links kept); then unmounted and the image deleted."""
     workspace = Path(workspace).absolute()
+    _LIVE.discard(workspace)
     image = image_path(workspace)
     if not os.path.ismount(workspace):
         image.unlink(missing_ok=True)
@@ -175,6 +177,24 @@ def release(workspace: Path, *, keep: bool = True) -> None:
     if keep:
         shutil.rmtree(workspace, ignore_errors=True)
         os.rename(copy, workspace)
+
+
+def release_all() -> list[Path]:
+    """Unmount every workspace this process mounted and has not released, its image deleted and
+    its files not kept: for a process that ends before its runs do (an interrupted cell, whose runs
+    in flight record nothing), so that no mount outlives it. The workspaces released."""
+    released = []
+    for workspace in sorted(_LIVE):
+        try:
+            release(workspace, keep=False)
+        except Exception as exc:  # one stuck mount must not keep the others
+            log.warning("workspace %s: could not be unmounted: %s", workspace, exc)
+        else:
+            released.append(workspace)
+    return released
+
+
+_LIVE: set[Path] = set()  # the workspaces this process has mounted and not released
 
 
 def copy_tree(source: Path, target: Path) -> str | None:
