@@ -123,15 +123,19 @@ def _quota_mounts() -> set[Path]:
 
 
 @pytest.fixture(autouse=True)
-def _no_quota_mount_left():
+def _no_quota_mount_left(tmp_path_factory):
     """A workspace a test mounted on its quota image (the local adapter's prepare_workspace) and
-    left mounted is released after it, so that no loop device outlives the test."""
+    left mounted is released after it, so that no loop device outlives the test. Only mounts under
+    this process's own temporary root count: on several workers (pytest-xdist) another worker's
+    test mounts its workspaces meanwhile, and releasing those would pull them from under it."""
     from ctxpolicy.sandbox import quota
 
+    own = tmp_path_factory.getbasetemp().resolve()
     before = _quota_mounts()
     yield
     for point in _quota_mounts() - before:
-        quota.release(point, keep=False)
+        if point.resolve().is_relative_to(own):
+            quota.release(point, keep=False)
 
 
 @pytest.fixture

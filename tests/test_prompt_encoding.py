@@ -38,10 +38,11 @@ V1_TABLES = {
 }
 # runs.parquet gains columns by design (docs/schema.md): the old code's columns, as CSV, are pinned
 # too (sha256 of ``pd.read_parquet(runs.parquet).to_csv(index=False)`` from that code)
-# The estimate's OTRC rule changed since (issue 28: the cleared message placed in its own
-# prompt), so both CSV pins below are of today's code; without the *_est columns they equal the old
-# code's (checked when they were re-pinned)
-V1_RUN_COLUMNS_CSV = "da1c7e176654884ef5fc713b7d4406d6917be307d5a5977c7618457f657ecd83"
+# Two changes since, both on purpose, so both CSV pins below are of today's code: the estimate's
+# OTRC rule (issue 28: the cleared message placed in its own prompt; the *_est columns) and the
+# synthetic runs' wall_s, which now includes their setup time (issue 29: latency from the agent's
+# start, ``testing.runs``); the tables differ from the old code's in those columns only
+V1_RUN_COLUMNS_CSV = "73ab2438a5980c3b0b4b8d4f1ab7f79b0f3abd88a1769f5ba9ecac02336107e8"
 V1_RUN_COLUMNS = (
     "run_dir", "cell", "track", "benchmark", "cohort", "model", "policy", "primitive", "trigger", "depth", "setting",
     "threshold_tokens", "summarizer", "task_id", "stratum", "attempt", "seed", "outcome", "error", "resolved",
@@ -215,7 +216,7 @@ def test_encoder_picks_the_longest_shared_prefix_of_the_last_line_of_each_kind()
     assert list(lines[0]) == [
         ("prompt" if f == "message_ids" else f)
         for f in rundir.CALL_FIELDS
-        if f not in ("usage_source", "provider_cost_usd")  # left out when null
+        if f not in ("usage_source", "provider_cost_usd", "reply_id")  # left out when null
     ]
     assert resolve_prompts(lines) == [x.message_ids for x in calls]
 

@@ -305,17 +305,18 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
     calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
     commands = _with_repeats(commands, assistant, calls, id_segments, action_format)
     _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
-    source = source_calls(run_dir) if rundir.message_base(run_dir) is not None else None
+    source = source_calls(run_dir, run) if rundir.message_base(run_dir, run) is not None else None
     columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block, source)
     row = _run_row(run_dir, run, identity, verdict, columns, discount)
     row["retrieval_cmds"], row["execution_cmds"] = commands
     return RunRows(row, columns)
 
 
-def source_calls(run_dir: Path) -> SourceCalls:
+def source_calls(run_dir: Path, run: dict | None = None) -> SourceCalls:
     """The agent calls of the run a replay's store extends (run.json ``message_base``: its source
-    run), as the measured profile reads them: prompt and provider-cached tokens, local counts."""
-    source = rundir.message_base(run_dir)
+    run), as the measured profile reads them: prompt and provider-cached tokens, local counts.
+    ``run``: the run's run.json, already read."""
+    source = rundir.message_base(run_dir, run)
     path = source / CALLS_JSONL
     try:
         stat = path.stat()
