@@ -603,17 +603,7 @@ def _sequences_by_name(
     )
 
 
-_FLOAT_FIELDS = (
-    "step",
-    "start",
-    "end",
-    "latency_s",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "est_tokens_before",
-    "est_tokens_after",
-)
+_FLOAT_FIELDS = tuple(c for c in CALL_RECORDED if c not in CALL_FIELDS)  # the numeric ones, in order
 
 
 def _call_columns(
