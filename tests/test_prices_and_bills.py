@@ -59,6 +59,8 @@ def test_the_importer_keeps_each_calls_provider_price_from_either_place(corpus):
         run = corpus / "runs" / "swe" / "m" / "imported" / f"task-{n:03d}__a1"
         lines = list(rundir.read_call_lines(run))
         assert [line["provider_cost_usd"] for line in lines] == expected
+        # OpenRouter's usage.cost is the provider's bill; mini-swe-agent's extra.cost its own price
+        assert {line["price_source"] for line in lines} == {"provider" if n % 2 else "agent"}
     assert (
         "cost"
         in json.loads((corpus / "src" / "task-001.traj.json").read_text())["messages"][2]["extra"]["response"]["usage"]
@@ -82,8 +84,22 @@ def test_cost_runs_reproduces_the_providers_dollars_and_warns_past_half_a_percen
     (run / rundir.CALLS_JSONL).write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert ctxpolicy(["cost", "--runs", str(copy), "--warnings"]) == 0
     captured = capsys.readouterr()
-    assert "task-000__a1: our $" in captured.err and "from the provider's" in captured.err
-    assert "# all runs: our $" in captured.out
+    assert "task-000__a1: our $" in captured.err and "from the agent's own price" in captured.err
+    closing = [line for line in captured.out.splitlines() if line.startswith("# ") and "our $" in line]
+    assert closing[0].startswith("# all 3 priced runs: our $")
+    assert any(line.startswith("# 2 runs priced by the agent's own price") for line in closing)
+    assert any(
+        line.startswith("# 1 runs priced by the provider's bill") and "(0.000% apart)" in line for line in closing
+    )
+
+
+def test_the_bill_in_the_answers_usage_wins_over_the_agents_own_price(tmp_path):
+    from ctxpolicy.importing.formats import _price
+
+    extra = {"cost": 0.0015286, "response": {"usage": {"cost": 0.001376875}}}
+    assert _price(extra, extra["response"]) == (0.001376875, "provider")
+    assert _price({"cost": 0.0015286}, {"usage": {}}) == (0.0015286, "agent")
+    assert _price({"cost": -1.0}, {"usage": {"cost": float("nan")}}) == (None, None)
 
 
 def test_cost_runs_groups_by_configuration_names_runs_apart_and_summarizes_warnings(tmp_path, capsys):

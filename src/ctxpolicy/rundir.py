@@ -555,8 +555,11 @@ class CallRecord:
     (the proxy); the key is left out otherwise. A reply repeated word for word shares its id with
     the earlier one: walk the calls, not the store, to count each."""
     provider_cost_usd: float | None = field(default=None, metadata={"omitted_when_null": True})
-    """What the provider billed for the call, US dollars, where the source says (imported runs:
-    ``extra.cost``, or OpenRouter's ``extra.response.usage.cost``); the key is left out otherwise."""
+    """The call's price in US dollars, where the source gives one (imported runs: OpenRouter's
+    ``extra.response.usage.cost``, or mini-swe-agent's ``extra.cost``); the key is left out otherwise."""
+    price_source: str | None = field(default=None, metadata={"omitted_when_null": True})
+    """Who set ``provider_cost_usd``: ``provider`` (the bill, as the answer's usage carries it) or
+    ``agent`` (the harness priced the call itself); the key is left out without a price."""
 
     @classmethod
     def answered(
@@ -579,6 +582,7 @@ class CallRecord:
         usage_source: str | None = None,
         reply_id: str | None = None,
         provider_cost_usd: float | None = None,
+        price_source: str | None = None,
         index: int = -1,
         status: str = "ok",
         error: str | None = None,
@@ -608,6 +612,7 @@ class CallRecord:
             usage_source=usage_source,
             reply_id=reply_id,
             provider_cost_usd=provider_cost_usd,
+            price_source=price_source,
         )
 
     @classmethod

@@ -74,6 +74,7 @@ class Call:
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     cost: float | None = None
+    cost_source: str | None = None  # "provider" (the answer's usage carries the bill) or "agent"
     end: float | None = None
     model: str | None = None
     finish_reason: str | None = None
@@ -215,14 +216,25 @@ def _call_facts(extra: Mapping, position: int) -> dict:
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
             reason = choices[0].get("finish_reason")
             facts["finish_reason"] = reason if isinstance(reason, str) else None
-    facts["cost"] = _number_or_none(extra.get("cost")) if isinstance(extra, Mapping) else None
-    usage = response.get("usage") if isinstance(response, Mapping) else None
-    if facts["cost"] is None and isinstance(usage, Mapping):  # OpenRouter's place for the call's price
-        facts["cost"] = _number_or_none(usage.get("cost"))
-    if facts["cost"] is not None and not (math.isfinite(facts["cost"]) and facts["cost"] >= 0):
-        facts["cost"] = None  # no price at all rather than an impossible one
+    facts["cost"], facts["cost_source"] = _price(extra, response)
     facts["end"] = _number_or_none(extra.get("timestamp")) if isinstance(extra, Mapping) else None
     return facts
+
+
+def _price(extra: Mapping, response: Mapping | None) -> tuple[float | None, str | None]:
+    """The call's price and who set it: ``provider`` where the answer's own usage carries the bill
+    (OpenRouter's ``usage.cost``), else ``agent`` where the harness priced the call itself
+    (mini-swe-agent's ``extra.cost``, from its litellm's price map of the day). An impossible price
+    (negative, not finite) is no price at all."""
+    usage = response.get("usage") if isinstance(response, Mapping) else None
+    for value, source in (
+        (usage.get("cost") if isinstance(usage, Mapping) else None, "provider"),
+        (extra.get("cost") if isinstance(extra, Mapping) else None, "agent"),
+    ):
+        cost = _number_or_none(value)
+        if cost is not None and math.isfinite(cost) and cost >= 0:
+            return cost, source
+    return None, None
 
 
 def _finish(trajectory: Trajectory) -> Trajectory:

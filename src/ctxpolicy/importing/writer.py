@@ -162,6 +162,7 @@ def _write_run(
                         model=call.model,
                         usage_source=None if usage else "local",
                         provider_cost_usd=call.cost,
+                        price_source=call.cost_source if call.cost is not None else None,
                     )
                 )
             )

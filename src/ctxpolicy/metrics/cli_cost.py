@@ -187,25 +187,37 @@ def price(calls: list[dict], block: int, discount: float, source=None, card=None
 
 
 def provider_bill(calls: list[dict], card=None) -> dict:
-    """The provider's own price of the run (the calls' ``provider_cost_usd``, where every call
-    has one) and ours for the same calls: the provider's reported cached tokens priced by ``card``
-    (or each call's own ``model`` in litellm's map); None where either is unknown."""
+    """The source's own price of the run (the calls' ``provider_cost_usd``, where every call has
+    one), who set it (``price_source``: ``provider``, ``agent``, ``mixed``, or None where the
+    lines do not say), and ours for the same calls: the reported prompt, cached and completion
+    tokens priced by ``card`` (or each call's own ``model`` in litellm's map); None where unknown."""
     from ctxpolicy.metrics.prices import PriceError, price_card
 
     costs = [c.get("provider_cost_usd") for c in calls]
     if not calls or any(v is None for v in costs):
-        return {"provider_usd": None, "our_usd": None}
+        return {"provider_usd": None, "our_usd": None, "price_source": None}
+    sources = {c.get("price_source") for c in calls}
+    source = None if None in sources else sources.pop() if len(sources) == 1 else "mixed"
+    bill = {"provider_usd": sum(costs), "our_usd": None, "price_source": source}
     ours = 0.0
     for call in calls:
         try:
             own = card or price_card(str(call.get("model")))
         except PriceError:
-            return {"provider_usd": sum(costs), "our_usd": None}
+            return bill
         prompt, cached = call.get("prompt_tokens") or 0, call.get("cached_tokens")
         if cached is None:
-            return {"provider_usd": sum(costs), "our_usd": None}
+            return bill
         ours += own.dollars(prompt - cached, cached, 0, call.get("completion_tokens") or 0)
-    return {"provider_usd": sum(costs), "our_usd": ours}
+    return {**bill, "our_usd": ours}
+
+
+PRICED_BY = {  # how a warning names the price a run is reconciled with (its calls' price_source)
+    "provider": "the provider's bill",
+    "agent": "the agent's own price (priced by the harness, not a bill)",
+    "mixed": "the source's prices (the provider's bill and the agent's own)",
+    None: "the source's price",
+}
 
 
 def _source(run_dir: Path):
@@ -310,14 +322,15 @@ def side_by_side(
             "dollars": dollars,
             "provider_usd": result["provider_usd"],
             "our_usd": result["our_usd"],
+            "price_source": result["price_source"],
         }
         rows.append(row)
         lines = [f"{name}: {line}" for line in disagreements(compared(billed))]
         gap = _gap(row["our_usd"], row["provider_usd"])
         if gap is not None and gap > RECONCILE_MARGIN:
             lines.append(
-                f"{name}: our ${row['our_usd']:,.4f} is {gap:.2%} from the provider's ${row['provider_usd']:,.4f} "
-                f"(more than {RECONCILE_MARGIN:.1%})"
+                f"{name}: our ${row['our_usd']:,.4f} is {gap:.2%} from {PRICED_BY[row['price_source']]}, "
+                f"${row['provider_usd']:,.4f} (more than {RECONCILE_MARGIN:.1%})"
             )
         warnings.setdefault(group, []).extend(lines)
     groups: dict = {}
@@ -348,7 +361,7 @@ def side_by_side(
         lines = [f"{sums}: {line}" for line in disagreements(compared(entry))]
         gap = _gap(entry["our_usd"], entry["provider_usd"])
         if gap is not None and gap > RECONCILE_MARGIN:
-            lines.append(f"{sums}: our dollars are {gap:.2%} from the provider's (more than {RECONCILE_MARGIN:.1%})")
+            lines.append(f"{sums}: our dollars are {gap:.2%} from the source's (more than {RECONCILE_MARGIN:.1%})")
         warnings.setdefault(entry["configuration"], []).extend(lines)
     return rows, list(groups.values()), {k: v for k, v in warnings.items() if v}
 
@@ -420,14 +433,31 @@ def _main_runs(args) -> int:
         for row in (r for r in rows if r["configuration"] == entry["configuration"]):
             print(line("  " + row["name"], row))
     if billed_by_provider:
-        ours = [r["our_usd"] for r in rows]
-        theirs = [r["provider_usd"] for r in rows]
-        if all(v is not None for v in ours + theirs):
-            print(
-                f"# all runs: our ${sum(ours):,.4f}, the provider's ${sum(theirs):,.4f} "
-                f"({_gap(sum(ours), sum(theirs)):.3%} apart)"
-            )
+        for line in reconciliation(rows):
+            print(line)
     return 0
+
+
+def reconciliation(rows: list[dict]) -> list[str]:
+    """The closing lines of ``cost --runs``: our dollars against the source's for all runs, then
+    for the runs of each ``price_source`` apart where they differ (a bill reproduced is told
+    from an agent's own price of the day)."""
+    priced = [r for r in rows if r["our_usd"] is not None and r["provider_usd"] is not None]
+    if not priced:
+        return []
+
+    def line(label: str, group: list[dict]) -> str:
+        ours, theirs = sum(r["our_usd"] for r in group), sum(r["provider_usd"] for r in group)
+        gap = _gap(ours, theirs)
+        return f"# {label}: our ${ours:,.4f}, theirs ${theirs:,.4f} ({'-' if gap is None else f'{gap:.3%}'} apart)"
+
+    lines = [line(f"all {len(priced)} priced runs", priced)]
+    sources = sorted({r["price_source"] for r in priced}, key=str)
+    if len(sources) > 1:
+        for source in sources:
+            group = [r for r in priced if r["price_source"] == source]
+            lines.append(line(f"{len(group)} runs priced by {PRICED_BY[source]}", group))
+    return lines
 
 
 def _card(args):
@@ -531,5 +561,8 @@ def priced_table(result: dict, source: str) -> str:
                 lines.append(f"{method:<18} " + " ".join(f"{'$' + format(d[k], ',.4f'):>12}" for k in parts))
     if result.get("provider_usd") is not None:
         ours = "-" if result["our_usd"] is None else f"${result['our_usd']:,.4f}"
-        lines.append(f"the provider billed ${result['provider_usd']:,.4f}; its cached tokens at our prices: {ours}")
+        lines.append(
+            f"{PRICED_BY[result.get('price_source')]}: ${result['provider_usd']:,.4f}; "
+            f"its reported tokens at our prices: {ours}"
+        )
     return "\n".join(lines)
