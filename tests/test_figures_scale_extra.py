@@ -108,8 +108,10 @@ def test_a_variant_keeps_to_its_pair_and_names_itself(study, name):
     try:
         layout.check(fig, name=name)
         visible = [ax for ax in fig.axes if ax.get_visible()]
-        # one panel for the pair; retention has a row per measure (anchors, and constraints when any)
-        assert len(visible) == (len({ax.get_ylabel() for ax in visible}) if name == "retention" else 1)
+        # one panel for the pair; retention has a row per measure (anchors, and constraints when any),
+        # cost_sensitivity two (by cache model, by discount)
+        panels = {"retention": len({ax.get_ylabel() for ax in visible}), "cost_sensitivity": 2}.get(name, 1)
+        assert len(visible) == panels
     finally:
         plt.close(fig)
 
