@@ -19,6 +19,7 @@ Exact, on A only (FC's B unknown): (450 + 0.1·200) / (100 + 0.1·900) = 470/190
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -118,3 +119,19 @@ def test_the_exact_ratio_at_each_discount_under_the_exact_method():
 def test_without_baseline_runs_it_says_so():
     with pytest.raises(ValueError, match="no FC runs"):
         cost_sensitivity(_runs().query("policy != 'FC'"), model="m", benchmark="b", n_boot=10)
+
+
+def test_compare_view_cost_models_prints_the_ratios_and_the_break_even(tmp_path, capsys):
+    from ctxpolicy.cli import main
+
+    path = tmp_path / "runs.parquet"
+    _runs().assign(outcome=lambda r: r["outcome"].astype(str)).to_parquet(path, index=False)
+    assert main(["compare", "--table", str(path), "--view", "cost-models", "--resamples", "50"]) == 0
+    header, row = capsys.readouterr().out.splitlines()[1:3]
+    assert header.split()[:7] == ["benchmark", "model", "policy", "setting", "n", "estimated", "exact"]
+    assert "measured" not in header.split()  # no cell has it
+    assert row.split()[:4] == ["b", "m", "TR/Th/0.5", "primary"] and row.split()[-1] == f"{6 / 19:.2f}"
+    assert f"{490 / 285:.2f} [" in row and f"{850 / 1500:.2f} [" in row
+    assert main(["compare", "--table", str(path), "--view", "cost-models", "--cost-method", "exact", "--json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    assert record["cost_ratio_method"] == "exact" and record["break_even_exact"] == pytest.approx(0.5)
