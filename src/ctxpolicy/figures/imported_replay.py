@@ -208,7 +208,7 @@ def plot(data: Prepared, name: str = STEM):
             for (resource, _, _), offset, marker in zip(models, (0.15, -0.15), ("o", "s")):
                 ratio_points(row_axes[-1], rows, f"{resource}_ratio", specs, y + offset, marker)
             if r == 0:
-                row_axes[-1].set_title("cache models / FC")
+                row_axes[-1].set_title("by cache / FC")
         row_axes[0].set_yticks(y, style.row_labels(specs))
         row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=4, title=title)
