@@ -214,7 +214,7 @@ def plot(data: Prepared, name: str = STEM):
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=4, title=title)
     footer = (
         "replay of the imported trajectories (agent's actions fixed); resource-eligible runs, tasks counted on "
-        f"both sides; cost: the {data.meta.get('cost_method', 'configured')} method in local counts."
-        + ("; by cache: circles the ideal cache (exact), squares the measured profile." if models else "")
+        f"both sides; cost: the {data.meta.get('cost_method', 'configured')} method in local counts"
+        + ("; by cache: circles the ideal cache (exact), squares the measured profile." if models else ".")
     )
     return notes.finish(fig, [footer, *data.notes])
