@@ -48,17 +48,31 @@ def test_a_registered_method_appears_in_cost_runs_and_the_aggregate_columns(runs
         row = tables.runs.iloc[0]
         assert row["cached_half"] + row["fresh_half"] == row["prompt_tokens"] - row["summary_input"]
         from ctxpolicy.figures import cost_methods as methods_figure
-        from ctxpolicy.figures import cost_models as models_figure
         from ctxpolicy.metrics.compare import ratio_columns
 
         assert ("half-cache", "billed_half") == methods_figure.methods()[-1][:2]
-        assert models_figure.methods()[-1][:2] == ("cost_ratio_half-cache", "half-cache")
         assert ratio_columns()["cost_ratio_half-cache"] == "billed_half"
+        _appears_in_cost_sensitivity(tables.runs)
         args.json = False
         assert cli_cost.main(args) == 0
         assert "half-cache" in capsys.readouterr().out.splitlines()[1].split()
     assert "half-cache" not in cost_methods.names()
     assert "billed_half" not in aggregate([runs_root], processes=1).runs.columns
+
+
+def _appears_in_cost_sensitivity(runs) -> None:
+    """The throwaway method's ratio and break-even in cost_sensitivity's numbers, drawn in its figure."""
+    from ctxpolicy.figures import cost_sensitivity as figure
+    from ctxpolicy.figures.prepared import Prepared
+    from ctxpolicy.metrics.sensitivity import cost_sensitivity
+
+    (benchmark, model), *_ = runs[["benchmark", "model"]].drop_duplicates().itertuples(index=False)
+    table = cost_sensitivity(runs, model=model, benchmark=benchmark, n_boot=20, seed=0)
+    assert table["cost_ratio_half-cache_est"].between(0, 10).all() and "break_even_half-cache" in table
+    assert figure.methods()[-1][:2] == ("cost_ratio_half-cache", "half-cache")
+    meta = {"combos": [(benchmark, model)], "setting": "primary", "cost_method": "estimated"}
+    fig = figure.plot(Prepared(table, [], meta))
+    assert "half-cache" in {t.get_text() for legend in fig.legends for t in legend.get_texts()}
 
 
 def test_a_name_is_validated_once_and_a_taken_name_is_refused():

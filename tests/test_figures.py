@@ -27,7 +27,7 @@ REQUIRED = [
     *[f"fig{n}" for n in range(9, 22)],
     "reacquisition",
     "retention",
-    "cost_models",
+    "cost_sensitivity",
     "cost_decomposition",
     "cost_methods",
     "imported_replay",  # a config's imported corpus (workflow/rules/imported.smk)

@@ -1,9 +1,12 @@
 """A number in a figure and the same number printed by `ctxpolicy compare` are equal: Figures 2
-and 4 write their data files through the real save path, and `ctxpolicy compare --json` on the
-same runs table prints the same values, row by row and key by key."""
+and 4 write their data files through the real save path (cost_sensitivity its data file as
+that path writes it, ``output.data_csv``), and `ctxpolicy compare --json` (``--view
+cost-models`` for cost_sensitivity) on the same runs table prints the same values, row by row
+and key by key."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import subprocess
@@ -16,7 +19,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from ctxpolicy.figures import coverage, inputs, output, tradeoffs  # noqa: E402
+from ctxpolicy.figures import cost_sensitivity, coverage, inputs, output, tradeoffs  # noqa: E402
 
 FIXTURE = "tests/fixtures/figures"
 BOOT = 200
@@ -123,3 +126,17 @@ def test_compare_json_matches_figure_4_number_for_number(fixture, tmp_path):
     drawn = figure_data(tmp_path, "fig4", coverage.plot(prepared), prepared.numbers())
     assert len(drawn) >= 10
     assert assert_equal_numbers(drawn, compare_json(), FIG4_KEYS) >= 10 * len(FIG4_KEYS)
+
+
+def test_compare_view_cost_models_matches_cost_sensitivity_number_for_number(fixture):
+    from ctxpolicy.metrics import cost_methods
+    from ctxpolicy.metrics.sensitivity import DISCOUNTS, discount_ratio
+
+    runs, config = fixture
+    prepared = cost_sensitivity.compute(runs, config, n_boot=BOOT, seed=0, pairs=[("tiny", "local")])
+    drawn = pd.read_csv(io.StringIO(output.data_csv(prepared.numbers(), prepared.notes)))  # save_figure's data file
+    printed = compare_json("--view", "cost-models", "--model", "tiny", "--benchmark", "local")
+    keys = [f"cost_ratio_{n}" for n in cost_methods.names()] + [discount_ratio(d) for d in DISCOUNTS]
+    keys += [f"break_even_{n}" for n in cost_methods.names()]
+    assert len(drawn) >= 5 and drawn["break_even_estimated"].notna().any()
+    assert assert_equal_numbers(drawn, printed, keys) >= len(drawn) * len(keys)

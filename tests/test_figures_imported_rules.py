@@ -72,3 +72,25 @@ def test_the_sweep_figure_counts_by_the_same_rules():
     row = data.table.set_index("policy").loc["TR/Th/0.5"]
     assert row["tokens_ratio_est"] == pytest.approx(2 / 3)
     assert row["cost_ratio_est"] == pytest.approx(0.5)
+
+
+def test_exact_and_measured_profile_side_by_side_where_the_corpus_has_measured_hits():
+    """Measured profile (FC: A 45, B 90; TR: A 28, B 55; C on neither side): 83 / 135 on two
+    tasks, beside exact's 20 / 40 on one; the figure draws a fourth panel with both."""
+    served = REPLAYS.assign(billed_profile=[45.0, 90.0, 140.0, 28.0, 55.0, 10.0], cached_profile=[9, 18, 0, 4, 5, 0])
+    data = imported_replay.compute(served, config("estimated"), n_boot=20, seed=0)
+    row = data.table.iloc[0]
+    assert row["cost_profile_ratio_est"] == pytest.approx(83 / 135) and row["cost_profile_ratio_n_tasks"] == 2
+    assert row["cost_exact_ratio_est"] == pytest.approx(0.5) and row["cost_exact_ratio_n_tasks"] == 1
+    assert imported_replay.NO_MEASURED_HITS not in data.notes
+    assert len(imported_replay.plot(data).axes) == len(imported_replay.RESOURCES) + 1
+
+
+def test_a_corpus_without_provider_cached_tokens_says_it_has_no_measured_profile():
+    unpriced = REPLAYS.assign(billed_profile=math.nan)
+    data = imported_replay.compute(unpriced, config("estimated"), n_boot=20, seed=0)
+    assert imported_replay.NO_MEASURED_HITS in data.notes
+    assert "cost_profile_ratio_est" not in data.table
+    served_nothing = REPLAYS.assign(billed_profile=100.0, cached_profile=0)
+    notes = imported_replay.compute(served_nothing, config("estimated"), n_boot=20, seed=0).notes
+    assert any("served none of the source calls" in n for n in notes)

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 from ctxpolicy.figures import (
     agent_calls,
-    cost_models,
+    cost_sensitivity,
     decomposition,
     inputs,
     layout,
@@ -58,8 +58,8 @@ def compute(name, runs, config, events, pairs=None):
         return reacquisition.compute(runs, config, events=events, **kw)
     if name == "retention":
         return retention.compute(events, config, **kw)
-    if name == "cost_models":
-        return cost_models.compute(runs, config, **kw)
+    if name == "cost_sensitivity":
+        return cost_sensitivity.compute(runs, config, **kw)
     return decomposition.compute(runs, replay_table(runs), config, **kw)
 
 
@@ -69,7 +69,7 @@ PLOT = {
     "fig21": agent_calls.plot,
     "reacquisition": reacquisition.plot,
     "retention": retention.plot,
-    "cost_models": cost_models.plot,
+    "cost_sensitivity": cost_sensitivity.plot,
     "cost_decomposition": decomposition.plot,
 }
 
@@ -99,7 +99,7 @@ def test_figure_at_scale_draws_every_pair_without_colliding_text(study, name, tm
     assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
 
 
-@pytest.mark.parametrize("name", ["fig20", "fig21", "cost_models", "retention"])
+@pytest.mark.parametrize("name", ["fig20", "fig21", "cost_sensitivity", "retention"])
 def test_a_variant_keeps_to_its_pair_and_names_itself(study, name):
     runs, config, events = study
     data = compute(name, runs, config, events, pairs=inputs.parse_pairs("synth-b/terminalbench"))
@@ -108,8 +108,10 @@ def test_a_variant_keeps_to_its_pair_and_names_itself(study, name):
     try:
         layout.check(fig, name=name)
         visible = [ax for ax in fig.axes if ax.get_visible()]
-        # one panel for the pair; retention has a row per measure (anchors, and constraints when any)
-        assert len(visible) == (len({ax.get_ylabel() for ax in visible}) if name == "retention" else 1)
+        # one panel for the pair; retention has a row per measure (anchors, and constraints when any),
+        # cost_sensitivity two (by cache model, by discount)
+        panels = {"retention": len({ax.get_ylabel() for ax in visible}), "cost_sensitivity": 2}.get(name, 1)
+        assert len(visible) == panels
     finally:
         plt.close(fig)
 

@@ -18,7 +18,7 @@ from ctxpolicy.testing.views import write_event_runs
 from ctxpolicy.view.pages import write_index
 
 PNG = Path(__file__).resolve().parents[1] / "docs" / "view-run-page.png"
-SHOWN = ("fig2", "fig3", "cost_models", "table6")
+SHOWN = ("fig2", "fig3", "cost_sensitivity", "table6")
 
 
 def test_the_report_start_page_captions_tables_order_and_trajectories(tmp_path):
@@ -62,6 +62,6 @@ def test_the_report_start_page_captions_tables_order_and_trajectories(tmp_path):
         assert f"{name}: no FC run finished within the time limit" in page  # the notes, in the caption
     assert re.search(r"<table[^>]*>.*?<th[^>]*>model</th>.*?<td>2400</td>", page, re.DOTALL)  # table rendered
     sections = [c["section"] for c in order]
-    assert sections == sorted(sections) and sections[2].endswith("cost_models")  # catalog order, not names
+    assert sections == sorted(sections) and sections[2].endswith("cost_sensitivity")  # catalog order, not names
     assert re.search(r'"name": "index.html", "filename": "index.html", "labels": \{"cell": "FC"\}', page)  # the index
     assert "Trajectory pages of cell" in page

@@ -67,6 +67,8 @@ class Run:
     prompts: tuple[int, ...]  # agent calls' prompt sizes, in order
     cached_estimated: tuple[int, ...]  # each agent call's cached input by A.5.2's reconstruction
     cached_exact: tuple[int, ...] | None  # ... by the prefix simulation (None: a call lacks its prompt ids)
+    cached_measured: tuple[int, ...] | None  # ... as the server reported it (None: a call lacks it)
+    summary_input: int  # the summary calls' prompt tokens, always billed fresh (A.5.2)
 
     @property
     def time_limited(self) -> bool:
@@ -212,6 +214,8 @@ def read_run(run_dir: Path) -> Run:
         prompts=tuple(prompts),
         cached_estimated=tuple(estimated),
         cached_exact=None if exact is None else tuple(exact),
+        cached_measured=None if not agent or any(m is None for m in measured) else tuple(int(m) for m in measured),
+        summary_input=summary_input,
     )
 
 

@@ -1,7 +1,7 @@
 """Range checks on every figure target's ``{stem}.data.csv``, on the paper-shaped data set and
 on the three edge data sets of the figure fixture (each figure module's compute on the edge
-tables): rates in [0, 1]; resolve differences within ±1 (fractions) or ±100 (percentage
-points, ``diff_pp``); counts of attempts or tasks at most tasks × attempts; ratios finite and
+tables): rates and break-even discounts in [0, 1]; resolve differences within ±1 (fractions) or
+±100 (percentage points, ``diff_pp``); counts of attempts or tasks at most tasks × attempts; ratios finite and
 > 0 wherever a value is given (a missing ratio only where no task was shared); outcome shares
 summing to 100 % per bar. Pure checks of the frames: nothing here imports the pipeline."""
 
@@ -23,16 +23,19 @@ EDGES = ("empty", "fc_time_limited", "one_task_one_attempt")
 
 RATE = re.compile(
     r"^(resolve_rate|baseline_resolve_rate|share|resolve_rate_(est|lo|hi)"
-    r"|summary_share|share_above_\w+"
+    r"|summary_share|share_above_\w+|break_even_[\w-]+"
     r"|(anchor_retention|anchor_verbatim|constraint_retention|reacq_of_lost_share)(_lo|_hi)?)$"
 )
 DIFFERENCE = re.compile(r"^resolve_delta_(est|lo|hi)$")
 POINTS = re.compile(r"^diff_pp(_lo|_hi)?$")
-RATIO = re.compile(r"^(\w+_ratio(_\w+)?_(est|lo|hi)|cost_ratio_all|\w+_(actual|mechanical|behavioural)_(est|lo|hi))$")
+# a ratio's name may hold a cost method's hyphen or a discount's point (cost_ratio_at_0.25_est)
+RATIO = re.compile(
+    r"^(\w+_ratio(_[\w.-]+)?_(est|lo|hi)|cost_ratio_all|\w+_(actual|mechanical|behavioural)_(est|lo|hi))$"
+)
 CHANGE = re.compile(r"^calls_change_(est|lo|hi)$")  # a ratio minus one
 TOKENS = re.compile(r"^(\w+_tokens|cached_(est|exact))$")  # per-call token counts (Figure 6)
 COUNT = re.compile(
-    r"^(solved|baseline_solved|gains|losses|n|n_attempts|planned|n_tasks|\w+_n_tasks|gains_losses_tasks"
+    r"^(solved|baseline_solved|gains|losses|n|n_attempts|planned|n_tasks|[\w.-]+_n_tasks|gains_losses_tasks"
     r"|solved_runs|shared_solved_tasks)$"
 )
 # non-negative finite amounts: billed input by each cost method, compressions per run, seconds
@@ -105,7 +108,7 @@ def check_ranges(stem: str, frame: pd.DataFrame, most: int) -> int:
 # the paper-shaped data set: tests/test_workflow_imported.py runs check_ranges on their .data.csv.
 FIGURES = (
     "fig2 fig3 fig4 fig5 fig6 fig9 fig10 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18 fig19 fig20 fig21 "
-    "reacquisition retention cost_models cost_decomposition cost_methods quoted_calls quoted_summary_share "
+    "reacquisition retention cost_sensitivity cost_decomposition cost_methods quoted_calls quoted_summary_share "
     "quoted_shared_tokens quoted_compressions peak_context"
 ).split()
 

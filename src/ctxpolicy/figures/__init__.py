@@ -16,7 +16,7 @@ module                 figure or table
 ``outcomes``           Figure 20: run outcomes
 ``agent_calls``        Figure 21: agent calls on shared solved tasks
 ``reacquisition``      beyond the study: retrieval vs execution commands
-``cost_models``        beyond the study: exact, estimated, measured cache cost
+``cost_sensitivity``   beyond the study: cost relative to FC by cache model and discount
 ``tables``             Tables 1/4, 3, 5 and 6
 =====================  ====================================================
 """

@@ -243,6 +243,6 @@ def hide_inner_labels(panels: dict, *, left: bool = True, bottom: bool = False) 
 
 def figure_title(name: str, text: str) -> str:
     """``Figure 20: text`` for a numbered stem (``style.figure_name``), the text alone for others
-    (``cost_models``, ``retention``)."""
+    (``cost_sensitivity``, ``retention``)."""
     label = style.figure_name(name)
     return f"{label}: {text}" if label != name else text[:1].upper() + text[1:]

@@ -10,7 +10,13 @@ only, cost by the config's method (``metrics.cost_method``, in local counts). Th
 grid.full_comparison's policies, the triggered ones at its setting; ``imported_sweep`` draws the
 sweeps' configurations from the same replays (``ratio_rows``, shared). Columns of the data:
 ``{cost,tokens,calls}_ratio_{est,lo,hi,n_tasks}``, ``n_tasks``.
-Layout: one row per imported (benchmark, model) pair, one column per resource.
+
+Where the corpus's source calls carry the provider's cached tokens (its measured cache hits),
+the billed input is also drawn under two cache models side by side (``CACHE_MODELS``): the ideal
+prefix cache (``exact``) and the same held to what the provider served on each source call
+(``measured-profile``), columns ``cost_{exact,profile}_ratio_*``; where they carry none, a note
+says so and the panel is left out. Layout: one row per imported (benchmark, model) pair, one
+column per resource.
 """
 
 from __future__ import annotations
@@ -38,6 +44,28 @@ RESOURCES = (
     ("tokens", "tokens", "total_tokens"),
     ("calls", "agent calls", "agent_calls"),  # summary calls are not the agent's (A.6.5)
 )
+CACHE_MODELS = ("exact", "measured-profile")  # drawn side by side where the corpus has measured hits
+NO_MEASURED_HITS = (
+    "no measured-profile ratio: the imported corpus's source calls carry no provider cached tokens "
+    "(only the ideal cache prices the replays)."
+)
+
+
+def cache_model_resources() -> tuple[tuple[str, str, str], ...]:
+    """(resource, label, runs column) of each of ``CACHE_MODELS``: ``cost_exact``, ``cost_profile``."""
+    chosen = [cost_methods.method(name) for name in CACHE_MODELS]
+    return tuple((f"cost_{m.key}", f"billed input, {m.label}", m.billed_column) for m in chosen)
+
+
+def measured_hits(replays: pd.DataFrame) -> tuple[bool, bool]:
+    """Whether the measured-profile method priced any replay (its source calls carry the
+    provider's cached tokens), and whether the provider served any of them from its cache."""
+    profile = cost_methods.method("measured-profile")
+    if profile.billed_column not in replays:
+        return False, False
+    priced = pd.to_numeric(replays[profile.billed_column].astype("object"), errors="coerce").notna()
+    cached = pd.to_numeric(replays.get(profile.cached_column, pd.Series(0, index=replays.index)), errors="coerce")
+    return bool(priced.any()), bool((cached[priced.to_numpy()] > 0).any())
 
 
 def cost_column(study: Study) -> str:
@@ -110,7 +138,7 @@ def ratio_rows(
     return rows, found
 
 
-def ratio_points(ax, rows: pd.DataFrame, key: str, specs: list[str], y: np.ndarray) -> None:
+def ratio_points(ax, rows: pd.DataFrame, key: str, specs: list[str], y: np.ndarray, marker: str = "o") -> None:
     """One point per policy (``rows`` indexed like ``specs``, at heights ``y``) with its interval,
     and the FC line at 1."""
     est, err = ax_.value(rows, key), ax_.interval(rows, key)
@@ -121,7 +149,7 @@ def ratio_points(ax, rows: pd.DataFrame, key: str, specs: list[str], y: np.ndarr
             [est.iloc[i]],
             [y[i]],
             xerr=None if err is None else err[:, i : i + 1],
-            fmt="o",
+            fmt=marker,
             color=style.policy_color(spec),
             markersize=4.5,
             markerfacecolor="white",
@@ -144,8 +172,16 @@ def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot:
     if replays.empty:
         found.append("no replay runs of the imported corpus (workflow/rules/imported.smk).")
         return Prepared(pd.DataFrame(), found, {"combos": combos, "setting": setting})
-    rows, notes_ = ratio_rows(replays, combos, configurations, n_boot=n_boot, seed=seed, cost=cost_column(study))
-    meta = {"combos": combos, "setting": setting, "cost_method": study.cost_method}
+    priced, served = measured_hits(replays)
+    resources = RESOURCES + (cache_model_resources() if priced else ())
+    rows, notes_ = ratio_rows(
+        replays, combos, configurations, n_boot=n_boot, seed=seed, cost=cost_column(study), resources=resources
+    )
+    if not priced:
+        found.append(NO_MEASURED_HITS)
+    elif not served:
+        found.append("the provider served none of the source calls' prompt tokens from its cache.")
+    meta = {"combos": combos, "setting": setting, "cost_method": study.cost_method, "cache_models": priced}
     return Prepared(pd.DataFrame(rows), found + notes_, meta)
 
 
@@ -158,7 +194,8 @@ def plot(data: Prepared, name: str = STEM):
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"].astype(str).unique())
-    fig, grid = ax_.grid(len(combos), len(RESOURCES), row_height=0.2 * len(specs) + 0.7, sharey=True)
+    models = cache_model_resources() if data.meta.get("cache_models") else ()
+    fig, grid = ax_.grid(len(combos), len(RESOURCES) + bool(models), row_height=0.2 * len(specs) + 0.7, sharey=True)
     y = np.arange(len(specs))[::-1].astype(float)
     for r, (row_axes, (benchmark, model)) in enumerate(zip(grid, combos)):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
@@ -167,11 +204,17 @@ def plot(data: Prepared, name: str = STEM):
             ratio_points(ax, rows, f"{resource}_ratio", specs, y)
             if r == 0:
                 ax.set_title(f"{label} / FC")
+        if models:  # exact above (circles), measured profile below (squares), per policy
+            for (resource, _, _), offset, marker in zip(models, (0.15, -0.15), ("o", "s")):
+                ratio_points(row_axes[-1], rows, f"{resource}_ratio", specs, y + offset, marker)
+            if r == 0:
+                row_axes[-1].set_title("by cache / FC")
         row_axes[0].set_yticks(y, style.row_labels(specs))
         row_axes[0].set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=4, title=title)
     footer = (
         "replay of the imported trajectories (agent's actions fixed); resource-eligible runs, tasks counted on "
-        f"both sides; cost: the {data.meta.get('cost_method', 'configured')} method in local counts."
+        f"both sides; cost: the {data.meta.get('cost_method', 'configured')} method in local counts"
+        + ("; by cache: circles the ideal cache (exact), squares the measured profile." if models else ".")
     )
     return notes.finish(fig, [footer, *data.notes])

@@ -17,7 +17,10 @@ section 5.6), each on the successful attempts of the tasks both FC and the polic
 means first, A.5's step rule): calls (agent calls and per-call latency relative to FC),
 summary-share (summary calls' share of the agent's time for SU, S, SU-p, S-p), shared-tokens
 (total tokens relative to FC), compressions (compressions per run); depth-wins (Figure 3's
-depth-win counts). With
+depth-win counts); cost-models (the cost_sensitivity figure's numbers: each cell's billed input
+relative to the baseline under every cost method, and under --cost-method at cache-read
+discounts 0.1, 0.25, 0.5 and 1 (no cache), with the break-even discount d*; "none": no crossing
+in [0, 1]). With
 --track sweep the comparison includes the full comparison's cells of the swept primitives (the
 shared primary D = 0.5 cells) on the sweep tasks, and the plain table ends with the depth-win
 counts.
@@ -42,7 +45,7 @@ import sys
 from pathlib import Path
 
 TRACKS = ("full", "sweep", "summarizer")
-VIEWS = ("comparison", "calls", "summary-share", "shared-tokens", "compressions", "depth-wins")
+VIEWS = ("comparison", "calls", "summary-share", "shared-tokens", "compressions", "depth-wins", "cost-models")
 
 
 class CompareError(ValueError):
@@ -121,8 +124,10 @@ def add_arguments(parser) -> None:
     parser.error = one_line_error
 
 
-def compare(args):
-    """The comparison table for the arguments (CompareError for bad input)."""
+def compare(args, metric=None):
+    """The comparison table for the arguments (CompareError for bad input): ``metric``'s rows
+    (default ``compare_to_baseline``, with the decomposition and dollars where they apply; or
+    another function of its signature, ``metrics.sensitivity.cost_sensitivity``)."""
     import pandas as pd
 
     from ctxpolicy.config import ConfigError
@@ -161,7 +166,7 @@ def compare(args):
         elif args.track == "sweep":
             own, track = sweep_runs(own), None
         try:
-            table = compare_to_baseline(
+            table = (metric or compare_to_baseline)(
                 own,
                 model=model,
                 benchmark=benchmark,
@@ -185,6 +190,8 @@ def compare(args):
             f"{args.runs}: no {args.track}-track cells to compare"
             + (f" at setting {args.setting!r}" if args.setting else "")
         )
+    if metric is not None:
+        return table, attempts
     table = _with_decomposition(table, runs, args)
     price = getattr(args, "price", None) or (study.price if study else None)
     if price is not None:
@@ -521,6 +528,8 @@ def _print_view(args) -> int:
             for benchmark, model, wins in found:
                 sys.stdout.write(f"# {benchmark} / {model}\n" + "\n".join(wins.lines()) + "\n")
         return 0
+    if args.view == "cost-models":
+        return _print_cost_models(args)
     table = quoted_view(args)
     if args.json:
         records = table.astype("object").where(table.notna(), None).to_dict("records")
@@ -530,6 +539,58 @@ def _print_view(args) -> int:
     else:
         sys.stdout.write(view_text(table, args.view))
     return 0
+
+
+def _print_cost_models(args) -> int:
+    import json
+
+    from ctxpolicy.metrics.sensitivity import cost_sensitivity
+
+    table, _ = compare(args, metric=cost_sensitivity)
+    if args.json:
+        records = table.astype("object").where(table.notna(), None).to_dict("records")
+        print(json.dumps(records, indent=1, default=float))
+    elif args.csv:
+        table.to_csv(sys.stdout, index=False)
+    else:
+        sys.stdout.write(cost_models_text(table))
+    return 0
+
+
+def cost_models_text(table) -> str:
+    """``--view cost-models`` as aligned text: per cell, each cost method's ratio (those some cell
+    has), the ratio at each discount under the table's method, and its break-even discount d*."""
+    import math
+
+    from ctxpolicy.metrics import cost_methods
+    from ctxpolicy.metrics.sensitivity import DISCOUNTS, discount_ratio
+
+    def ratio(row, key):
+        value = row[f"{key}_est"]
+        if value != value:
+            return "-"
+        return f"{value:.2f} [{row[key + '_lo']:.2f}, {row[key + '_hi']:.2f}]"
+
+    method = str(table["cost_ratio_method"].iloc[0])
+    names = [m.name for m in cost_methods.methods() if table[f"cost_ratio_{m.name}_est"].notna().any()]
+    keys = [(n, f"cost_ratio_{n}") for n in names] + [(f"{method} d={d:g}", discount_ratio(d)) for d in DISCOUNTS]
+    header = ["benchmark", "model", "policy", "setting", "n", *[k for k, _ in keys], "d*"]
+    lines = [header]
+    for row in table.to_dict("records"):
+        setting = row.get("setting")
+        even = row[f"break_even_{method}"]
+        lines.append(
+            [str(row["benchmark"]), str(row["model"]), str(row["policy"]), setting if isinstance(setting, str) else "-"]
+            + [str(row["n_tasks"])]
+            + [ratio(row, key) for _, key in keys]
+            + ["none" if even is None or math.isnan(even) else f"{even:.2f}"]
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    note = (
+        f"# billed input / {table['baseline'].iloc[0]}, intervals: 95 % task bootstrap; d: cache-read discount "
+        f"({method}; 1 = no cache); d*: where the bill equals the baseline's (none: no crossing in [0, 1])\n"
+    )
+    return note + "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines) + "\n"
 
 
 def view_text(table, view: str) -> str:

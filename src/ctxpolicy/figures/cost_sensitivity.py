@@ -1,0 +1,152 @@
+"""Beyond the study: what a policy costs relative to FC as the cache changes.
+
+Per policy of the full comparison (its setting), two panels per (benchmark, model) pair:
+the billed-input ratio to FC under every cache model of the cost-method registry that the runs
+allow (``metrics.cost_methods``; bars, 95 % task-bootstrap intervals; a model the runs cannot
+price is named in the panel), and under the study's cost method (``metrics.cost_method``) at
+cache-read discounts 0.1, 0.25, 0.5 and 1.0 (no cache), with the break-even discount at which
+the policy's bill crosses FC's written at the right. The numbers are
+``metrics.sensitivity.cost_sensitivity`` (the same as ``ctxpolicy compare --view cost-models``);
+this module draws them. Rows: benchmark and model pairs; ``pairs`` restricts the pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ctxpolicy.figures import axes as ax_
+from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.metrics.sensitivity import DISCOUNTS, cost_sensitivity, discount_ratio
+
+STEM = "cost_sensitivity"
+HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")  # one per cost method, in the registry's order
+MARKERS = ("o", "s", "^", "D")  # one per discount of DISCOUNTS
+
+
+def methods() -> tuple[tuple[str, str, str], ...]:
+    """(ratio key, method name, hatch) of every method of the cost-method registry, in its order."""
+    from ctxpolicy.metrics import cost_methods
+
+    return tuple(
+        (f"cost_ratio_{m.name}", m.name, HATCHES[k % len(HATCHES)]) for k, m in enumerate(cost_methods.methods())
+    )
+
+
+def compute(
+    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+) -> Prepared:
+    own = inputs.select_pairs(runs, pairs)
+    data = comparisons.compare_full_comparison(
+        own, config, n_boot=n_boot, seed=seed, metric=cost_sensitivity, pairs=pairs
+    )
+    if n := notes.sample_size(own):
+        data.notes.append(n)
+    return data
+
+
+def break_even_text(value: float) -> str:
+    """A break-even discount as the figure and ``compare --view cost-models`` print it."""
+    return "none" if value is None or math.isnan(value) else f"{value:.2f}"
+
+
+def _models_panel(ax, rows: pd.DataFrame, specs: list[str], y: np.ndarray) -> list[str]:
+    """Bars per cache model; returns the models without a ratio in this panel."""
+    drawn = [m for m in methods() if f"{m[0]}_est" in rows and rows[f"{m[0]}_est"].notna().any()]
+    height = 0.8 / max(len(drawn), 1)
+    for k, (key, label, hatch) in enumerate(drawn):
+        ax.barh(
+            y + ((len(drawn) - 1) / 2 - k) * height,
+            ax_.value(rows, key) - 1.0,
+            height,
+            left=1.0,
+            xerr=ax_.interval(rows, key),
+            hatch=hatch,
+            label=label,
+            color=[style.policy_color(p) for p in specs],
+            edgecolor="white",
+            linewidth=0.4,
+            error_kw={"elinewidth": 0.6, "ecolor": "#333333"},
+        )
+    return [name for _, name, _ in methods() if name not in {m[1] for m in drawn}]
+
+
+def _discount_panel(ax, rows: pd.DataFrame, specs: list[str], y: np.ndarray, method: str) -> None:
+    """Points per discount, joined per policy; the break-even discount at the right."""
+    for k, d in enumerate(DISCOUNTS):
+        key = discount_ratio(d)
+        est, err = ax_.value(rows, key), ax_.interval(rows, key)
+        offset = ((len(DISCOUNTS) - 1) / 2 - k) * 0.16
+        for i, spec in enumerate(specs):
+            if np.isnan(est.iloc[i]):
+                continue
+            ax.errorbar(
+                [est.iloc[i]],
+                [y[i] + offset],
+                xerr=None if err is None else err[:, i : i + 1],
+                fmt=MARKERS[k % len(MARKERS)],
+                color=style.policy_color(spec),
+                markersize=3.5,
+                markerfacecolor="white" if d == 1.0 else style.policy_color(spec),
+                elinewidth=0.6,
+                zorder=3,
+            )
+    column = f"break_even_{method}"
+    for i in range(len(specs)):
+        value = rows[column].iloc[i] if column in rows else math.nan
+        ax.text(1.01, y[i], f"d* {break_even_text(value)}", transform=ax.get_yaxis_transform(), fontsize=6, va="center")
+
+
+def plot(data: Prepared, name: str = STEM):
+    method = data.meta.get("cost_method", "estimated")
+    title = ax_.figure_title(
+        name,
+        "billed input / FC by cache model and cache-read discount "
+        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)",
+    )
+    combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
+    if not combos:
+        return notes.note_figure(title, data.notes)
+    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    fig, grid = ax_.grid(len(combos), 2, row_height=max(1.3, 0.28 * len(specs) + 0.6), sharey=True)
+    y = np.arange(len(specs))[::-1].astype(float)
+    for r, ((benchmark, model), (left, right)) in enumerate(zip(combos, grid)):
+        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
+        rows = rows.drop_duplicates("policy")
+        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        missing = _models_panel(left, rows, specs, y)
+        _discount_panel(right, rows, specs, y, method)
+        for ax in (left, right):
+            ax.axvline(1.0, color="#666666", linewidth=0.6)
+            ax.set_ylim(-0.6, len(specs) - 0.4)
+            ax.grid(axis="y", visible=False)
+            notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
+        left.set_yticks(y, style.row_labels(specs))
+        left.set_ylabel(f"{model}\n{benchmark}", fontweight="bold")
+        if r == 0:
+            left.set_title("by cache model")
+            right.set_title(f"{method}, by cache-read discount d")
+        if missing:
+            message = f"not available: {', '.join(missing)}"
+            look = {"ha": "right", "va": "bottom", "fontsize": 6, "color": notes.NOTE_COLOR}
+            left.text(0.99, 0.01, message, transform=left.transAxes, **look)
+            notes.record(fig, f"{ax_.combo_title(benchmark, model)}: {message}.")
+    fig.supxlabel("billed input cost / FC", fontsize=7)
+    handles = [Patch(facecolor="#808080", edgecolor="white", hatch=h, label=m) for _, m, h in methods()]
+    handles += [
+        Line2D([], [], linestyle="none", marker=MARKERS[k % len(MARKERS)], color="#808080", label=f"d = {d:g}")
+        for k, d in enumerate(DISCOUNTS)
+    ]
+    ax_.legend_top(fig, handles + ax_.policy_handles(specs), ncol=5, title=title)
+    footer = (
+        f"d*: the discount at which the policy's {method} bill equals FC's (none: no crossing in [0, 1]); "
+        "d = 1: no cache. Intervals: 95 % task bootstrap."
+    )
+    return notes.finish(fig, [footer, *data.notes])

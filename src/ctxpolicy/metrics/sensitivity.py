@@ -1,0 +1,155 @@
+"""How a policy's billed input relative to FC moves with the cache (pure).
+
+Per policy cell against the baseline (FC), on compare's rules (``metrics.compare``: the study's
+runs, resource-eligible runs, a task counted on both sides or on neither, the same task
+bootstrap, so a ratio here equals ``compare_to_baseline``'s of the same name):
+
+- ``cost_ratio_{method}``: the billed-input ratio under every method of the cost-method
+  registry (``metrics.cost_methods``), at the runs table's discount; NaN where the runs lack
+  what a method needs (no server-reported cached tokens: no ``measured``; no source run with
+  provider cached tokens: no ``measured-profile``);
+- ``cost_ratio_at_{d}``: the ratio under ``cost_method`` (the study's, ``metrics.cost_method``)
+  at each cache-read discount of ``DISCOUNTS`` (1 = no cache: every prompt token at full price);
+- ``break_even_{method}``: the discount at which the policy's bill equals FC's (``break_even``).
+
+A run's bill is linear in the discount d: C(d) = F + d·N_cached, F = N_fresh + w·N_written +
+N_summary (``metrics.cost.billed``), so a ratio of task means is (F_p + d·C_p) / (F_fc + d·C_fc)
+with F and C the parts' means over the shared tasks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, resample_counts
+from ctxpolicy.metrics.compare import (
+    FC,
+    baseline_runs,
+    cell_description,
+    comparison_tasks,
+    policy_cells,
+    ratio_with_interval,
+    select,
+    task_resource_means,
+)
+from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+from ctxpolicy.metrics.cost_methods.base import CostMethod
+
+DISCOUNTS = (0.1, 0.25, 0.5, 1.0)  # cache-read prices in fresh-token units; 1.0: no cache
+
+
+def discount_ratio(discount: float) -> str:
+    """The name of the ratio at one discount: ``cost_ratio_at_0.25``."""
+    return f"cost_ratio_at_{discount:g}"
+
+
+def break_even(fixed_policy: float, cached_policy: float, fixed_base: float, cached_base: float) -> float:
+    """The discount d in [0, 1] at which F_p + d·C_p = F_b + d·C_b: where the policy's bill
+    crosses the baseline's (cheaper on one side of d, dearer on the other). NaN where the two
+    never cross in [0, 1], or are equal at every d."""
+    values = (fixed_policy, cached_policy, fixed_base, cached_base)
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    slope = cached_policy - cached_base
+    if slope == 0:
+        return math.nan
+    d = (fixed_base - fixed_policy) / slope
+    return float(d) if 0.0 <= d <= 1.0 else math.nan
+
+
+def _parts(runs: pd.DataFrame, method: CostMethod) -> tuple[pd.Series, pd.Series]:
+    """Each run's bill split into the part that does not depend on the discount (F) and its
+    cached tokens (C): C(d) = F + d·C."""
+
+    def column(name: str) -> pd.Series:
+        if name not in runs:
+            return pd.Series(np.nan, index=runs.index)
+        return pd.to_numeric(runs[name].astype("object"), errors="coerce").astype(float)
+
+    written = column(method.written_column) * method.write_premium if method.writes else 0.0
+    fixed = column(method.fresh_column) + written + column("summary_input")
+    return fixed, column(method.cached_column)
+
+
+def with_parts(runs: pd.DataFrame, cost_method: str) -> pd.DataFrame:
+    """``runs`` with every method's parts (``fixed_{key}``, ``part_cached_{key}``) and the
+    ``cost_method``'s bill at each discount (``billed_at_{d}``)."""
+    columns = {}
+    for method in cost_methods.methods():
+        fixed, cached = _parts(runs, method)
+        columns[f"fixed_{method.key}"], columns[f"part_cached_{method.key}"] = fixed, cached
+        if method.billed_column not in runs:  # a table from before the method existed
+            columns[method.billed_column] = pd.Series(np.nan, index=runs.index)
+    study = cost_methods.method(cost_method)
+    fixed, cached = columns[f"fixed_{study.key}"], columns[f"part_cached_{study.key}"]
+    for d in DISCOUNTS:
+        columns[f"billed_at_{d:g}"] = fixed + d * cached
+    return runs.assign(**columns)
+
+
+def _break_even_of(group: pd.DataFrame, base: pd.DataFrame, tasks: pd.Index, method: CostMethod) -> float:
+    """``break_even`` of the parts' means over the tasks both sides priced under ``method``."""
+    billed = method.billed_column
+    shared = tasks.intersection(task_resource_means(group, billed).index)
+    shared = shared.intersection(task_resource_means(base, billed).index)
+    if not len(shared):
+        return math.nan
+
+    def mean(runs: pd.DataFrame, part: str) -> float:
+        return float(task_resource_means(runs, f"{part}_{method.key}").reindex(shared).mean())
+
+    return break_even(mean(group, "fixed"), mean(group, "part_cached"), mean(base, "fixed"), mean(base, "part_cached"))
+
+
+def cost_sensitivity(
+    runs: pd.DataFrame,
+    *,
+    model: str,
+    benchmark: str,
+    baseline: str = FC,
+    baseline_setting: str | None = None,
+    cost_method: str = DEFAULT_METHOD,
+    track: str | None = None,
+    n_boot: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    attempts: int | None = None,  # the comparisons' signature; the ratios do not depend on it
+) -> pd.DataFrame:
+    """One row per cell other than the baseline's (only ``track``'s cells when given), on one
+    model and benchmark: the cell's identity, ``n_tasks``, ``cost_ratio_method``, then each
+    ratio of the module docstring as ``{name}_est/_lo/_hi/_n_tasks`` and the break-evens.
+    ValueError without baseline runs."""
+    cost_methods.method(cost_method)
+    selected = with_parts(select(runs, model=model, benchmark=benchmark), cost_method)
+    base = baseline_runs(selected, baseline, baseline_setting)
+    if base.empty:
+        raise ValueError(f"no {baseline} runs for model {model!r} on benchmark {benchmark!r}")
+    ratios = {f"cost_ratio_{m.name}": m.billed_column for m in cost_methods.methods()}
+    ratios.update({discount_ratio(d): f"billed_at_{d:g}" for d in DISCOUNTS})
+    base_means = {name: task_resource_means(base, column) for name, column in ratios.items()}
+    rows = []
+    for cell, group in policy_cells(selected, exclude=base):
+        if track is not None and "track" in group and (group["track"].astype("object") != track).all():
+            continue
+        tasks = comparison_tasks(group, base)
+        counts = resample_counts(len(tasks), n_boot, seed)
+        row = {
+            "benchmark": benchmark,
+            "model": model,
+            **cell_description(group),
+            "cell": cell,
+            "track": group["track"].iloc[0] if "track" in group else None,
+            "baseline": baseline,
+            "n_tasks": len(tasks),
+            "cost_ratio_method": cost_method,
+        }
+        for name, column in ratios.items():
+            values = ratio_with_interval(tasks, task_resource_means(group, column), base_means[name], counts)
+            row.update({f"{name}_{part}": value for part, value in values.items()})
+        for method in cost_methods.methods():
+            row[f"break_even_{method.name}"] = _break_even_of(group, base, tasks, method)
+        rows.append(row)
+    return pd.DataFrame(rows)
