@@ -90,6 +90,13 @@ REGISTRY: dict[str, ModelFile] = {
 }
 
 
+def model_file_problem(gguf: str) -> str | None:
+    """Why a config's ``models.M.gguf`` names no model file of the registry; None when it does."""
+    if gguf in REGISTRY:
+        return None
+    return f"{gguf!r} is not a known model file; allowed: {', '.join(sorted(REGISTRY))}"
+
+
 def cache_dir() -> Path:
     root = os.environ.get("CTXPOLICY_CACHE") or Path.home() / ".cache" / "ctxpolicy"
     return Path(root) / "models"
