@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.agent.runner import Endpoint, RunIdentity, RunResult, run_seed
 from ctxpolicy.agent.settings import RunSettings, build_settings
 from ctxpolicy.agent.versions import REPO_ROOT
-from ctxpolicy.rundir import run_dir_name
+from ctxpolicy import rundir
 from ctxpolicy.study import Pair, Study
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from ctxpolicy.serving.server import ServerHandle
 
 
-class PlanError(ValueError):
+class PlanError(CtxpolicyError, ValueError):
     """A run cannot be planned: unknown task, missing threshold, bad endpoint…"""
 
 
@@ -72,7 +73,7 @@ class CellPlan:
     def runs(self, cell_dir: Path) -> list[PlannedRun]:
         """Every run of the cell, not yet bound to an endpoint."""
         return [
-            PlannedRun(Path(cell_dir) / run_dir_name(task.task_id, attempt), task.task_id, attempt)
+            PlannedRun(Path(cell_dir) / rundir.run_dir_name(task.task_id, attempt), task.task_id, attempt)
             for task in self.tasks
             for attempt in range(1, self.attempts + 1)
         ]
