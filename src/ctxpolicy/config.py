@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.paths import REPO_ROOT
 
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
@@ -28,7 +29,7 @@ DEFAULT_CONFIG = REPO_ROOT / "config" / "config.yaml"
 TRACKS = ("calibration", "full_comparison", "sweeps", "summarizer")
 
 
-class ConfigError(ValueError):
+class ConfigError(CtxpolicyError, ValueError):
     """A config file that cannot be used; the message is one line naming file, key and value."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.agent.plan import PlannedRun, cell_identity, endpoint_for_server, model_endpoint
 from ctxpolicy.agent.runner import RunResult, execute_run
 from ctxpolicy.agent.terminal_bench import harness_kwargs
@@ -176,7 +177,7 @@ def run_cell(
     return ordered
 
 
-class HarnessError(RuntimeError):
+class HarnessError(CtxpolicyError, RuntimeError):
     """An outside harness left runs without a complete record."""
 
 

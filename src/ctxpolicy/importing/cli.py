@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
+
 SEARCHED = ("*.traj.json", "*.traj", "*.jsonl")
 
 
@@ -140,7 +142,7 @@ def read_source(source: Source) -> bytes:
     return data
 
 
-class ImportProblem(Exception):
+class ImportProblem(CtxpolicyError):
     """One file that cannot be imported: the reason, without the file's content."""
 
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import protected_prefix_length
@@ -47,7 +48,7 @@ TASK_SUFFIXES = (".traj.json", ".traj", ".jsonl", ".json")
 UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
 
 
-class FormatProblem(ValueError):
+class FormatProblem(CtxpolicyError, ValueError):
     """A trajectory that cannot be read: ``field`` and ``value`` say where and what."""
 
     def __init__(self, field_name: str, value: Any, reason: str = "", *, text: str | None = None) -> None:

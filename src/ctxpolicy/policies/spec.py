@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ctxpolicy.errors import CtxpolicyError
+
 CANONICAL_DEPTH = 0.5
 STUDY_DEPTHS = (0.3, 0.5, 0.7)
 
@@ -76,7 +78,7 @@ _SPEC_RE = re.compile(
 )
 
 
-class PolicySpecError(ValueError):
+class PolicySpecError(CtxpolicyError, ValueError):
     """An unknown or ill-formed policy spec; the message lists the valid forms."""
 
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
 from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import text_of as history_text
 from ctxpolicy.threshold_settings import FIXED, SETTINGS
 
 
-class ReplayArgumentError(ValueError):
+class ReplayArgumentError(UsageError, ValueError):
     pass
 
 

@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.atomic import atomic_output, atomic_write_text
 
 CHUNK = 1 << 20
 
 
-class ModelError(RuntimeError):
+class ModelError(CtxpolicyError, RuntimeError):
     """A model file cannot be provided: unknown name, missing parts, or a hash mismatch."""
 
 
