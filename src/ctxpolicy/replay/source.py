@@ -34,6 +34,8 @@ FC = "FC"
 class SourceError(CtxpolicyError, ValueError):
     """A run that cannot be replayed; the message names the file and the reason."""
 
+    exit_code = 2  # a bad --runs input
+
 
 @dataclass
 class SourceRun:
