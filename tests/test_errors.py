@@ -13,8 +13,8 @@ from ctxpolicy.policies import cli as compress_cli
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ctxpolicy"
 BUILTIN = {"Exception", "ValueError", "RuntimeError", "OSError", "AssertionError", "BaseException"}
-# signals and HTTP-level answers, never shown to a user as an error of a command
-NOT_FOR_THE_USER = {"RunCancelled", "Interrupted", "_Drained", "StoreFull", "ProxyRequestError"}
+# signals, HTTP-level answers and the figures' layout assertion: never an error of a command
+NOT_FOR_THE_USER = {"RunCancelled", "Interrupted", "_Drained", "StoreFull", "ProxyRequestError", "LayoutError"}
 
 
 def _exception_classes() -> dict[str, list[str]]:

@@ -19,12 +19,10 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from ctxpolicy.errors import CtxpolicyError
-
 TOLERANCE_PX = 1.0  # overlaps thinner than this (touching boxes, antialiasing) do not count
 
 
-class LayoutError(CtxpolicyError, AssertionError):
+class LayoutError(AssertionError):
     """A figure whose texts collide or are cut off; the message names them."""
 
 
