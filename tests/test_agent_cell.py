@@ -12,6 +12,7 @@ from agent_helpers import TASKS, help_text, offline_study
 from fake_llm_server import FakeLLMServer
 
 from ctxpolicy import cli
+from ctxpolicy.agent import cell as agent_cell
 from ctxpolicy.agent import plan
 from ctxpolicy.agent.cell import PlannedRun, set_aside, survey
 from ctxpolicy.agent.cell_lock import cell_lock
@@ -99,7 +100,7 @@ def test_complete_cell_starts_no_server_and_rewrites_cell_json(study, tmp_path, 
     def no_server(*args, **kwargs):
         raise AssertionError("a model server was started for a complete cell")
 
-    monkeypatch.setattr(plan, "model_endpoint", no_server)
+    monkeypatch.setattr(agent_cell, "model_endpoint", no_server)
     assert cli.main(_argv(study, cell_dir, thresholds)) == 0  # no --endpoint: would start llama.cpp
     cell = read_json(cell_dir / "cell.json")
     assert all(r["skipped"] and r["outcome"] == "submitted" for r in cell["runs"])

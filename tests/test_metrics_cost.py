@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxpolicy import cli
 from ctxpolicy.metrics import cli_cost
 from ctxpolicy.metrics.cost import billed, estimated_cached, exact_cached, has_otrc, unchanged_prefix
 
@@ -244,10 +245,9 @@ def call(kind, prompt, ids=None):
     return json.dumps(line)
 
 
-def run_cli(monkeypatch, capsys, lines, **options):
+def run_cli(monkeypatch, capsys, lines, *options):
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
-    args = SimpleNamespace(block=16, discount=0.1, input=None, **{"json": True, **options})
-    code = cli_cost.main(args)
+    code = cli.main(["cost", "--block", "16", "--discount", "0.1", "--json", *options])
     captured = capsys.readouterr()
     return code, (json.loads(captured.out) if code == 0 else None), captured.err
 

@@ -14,10 +14,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ctxpolicy.errors import CtxpolicyError
+
 TokenCount = Annotated[int, Field(ge=0)]
 
 
-class MalformedCompletion(ValueError):
+class MalformedCompletion(CtxpolicyError, ValueError):
     """The answer is not a chat completion we can use; the message names the field and value."""
 
 

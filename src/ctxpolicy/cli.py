@@ -12,6 +12,8 @@ import argparse
 import importlib
 import sys
 
+from ctxpolicy.errors import CtxpolicyError
+
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "compress": ("ctxpolicy.policies.cli", "apply one compression policy to a message history"),
@@ -149,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._module.main(args) or 0)
+    except CtxpolicyError as exc:  # the one mapping of our errors to what the user sees
+        print(f"ctxpolicy {args.command}: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -16,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
+
 REMOVED_IN = "0.2.0"
 
 # metavars of the shared flags: the one place that names what each flag takes
@@ -184,7 +186,7 @@ def add_summarizer(parser, url_help: str, model_help: str, *, url_dest: str = "s
     return url, model
 
 
-class TooManyValuesError(ValueError):
+class TooManyValuesError(UsageError, ValueError):
     """A flag whose shape takes several values was given several where the command takes one."""
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.paths import in_repo
 
 
-class CohortError(ValueError):
+class CohortError(CtxpolicyError, ValueError):
     """A cohort file that cannot be used; the message names the file (and line)."""
 
 

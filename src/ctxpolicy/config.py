@@ -4,9 +4,10 @@ Validation has the semantics of ``snakemake.utils.validate(config, schema, set_d
 (JSON Schema draft 2020-12, schema defaults filled in), followed by the cross-reference
 checks a schema cannot express (a grid naming an unknown model, a cohort limit of an unknown
 cohort, ...). Every failure is one ``ConfigError`` line naming the file, the key path, the
-value and what is allowed. The checks that need the expanded grid (policy specs parse, every
-Th cell has a threshold source) are ``ctxpolicy.grid.check_study``; ``ctxpolicy.study.load_study`` runs
-both. This module never imports the grid.
+value and what is allowed. The checks that need the expanded grid or another room (every gguf
+is a registered model file, policy specs parse, every Th cell has a threshold source) are
+``ctxpolicy.grid.check_study``; ``ctxpolicy.study.load_study`` runs both. This module never
+imports the grid or serving.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.paths import REPO_ROOT
 
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
@@ -27,7 +29,7 @@ DEFAULT_CONFIG = REPO_ROOT / "config" / "config.yaml"
 TRACKS = ("calibration", "full_comparison", "sweeps", "summarizer")
 
 
-class ConfigError(ValueError):
+class ConfigError(CtxpolicyError, ValueError):
     """A config file that cannot be used; the message is one line naming file, key and value."""
 
 
@@ -168,7 +170,6 @@ def _check_references(config: dict, source: str) -> None:
 
     _check_output_dirs(config, fail)
     _check_cohort_limits(config, fail)
-    _check_model_files(config, fail)
     _check_cost_method(config, fail)
     _check_grid(config, fail)
 
@@ -197,15 +198,6 @@ def _check_cohort_limits(config: dict, fail) -> None:
                     f"benchmarks.{b}.cohort_limit.{cohort}",
                     f"{cohort!r} is not a cohort of benchmark {b!r}; allowed: {', '.join(bench['cohorts'])}",
                 )
-
-
-def _check_model_files(config: dict, fail) -> None:
-    from ctxpolicy.serving.models import REGISTRY  # the one list of embedded model files
-
-    for m, spec in config["models"].items():
-        gguf = spec.get("gguf")
-        if gguf is not None and gguf not in REGISTRY:
-            fail(f"models.{m}.gguf", f"{gguf!r} is not a known model file; allowed: {', '.join(sorted(REGISTRY))}")
 
 
 def _check_cost_method(config: dict, fail) -> None:

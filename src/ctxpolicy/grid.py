@@ -24,6 +24,7 @@ from ctxpolicy.cohort_file import CohortError, read_cohort
 from ctxpolicy.config import TRACKS, ConfigError, validate_config
 from ctxpolicy.paths import in_repo
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
+from ctxpolicy.serving.models import model_file_problem
 from ctxpolicy.threshold_settings import (
     PRESET,
     ThresholdsFileError,
@@ -219,17 +220,26 @@ def validate_study(data: Mapping[str, Any], source: str = "<config>") -> dict:
 
 
 def check_study(config: dict, source: str = "<config>") -> dict:
-    """The cross references a config alone cannot check: every policy spec parses, every cell
+    """The cross references a config alone cannot check: every ``gguf`` names a model file of
+    ``serving.models.REGISTRY``, every policy spec parses, every cell
     with a threshold setting has a threshold source that gives it, every preset's settings go
     tight < primary < loose, and every cohort a cell runs has its file. Returns ``config``."""
 
     def fail(where: str, message: str) -> None:
         raise ConfigError(f"{source}: {where}: {message}")
 
+    _check_model_files(config, fail)
     _check_policies(config, fail)
     _check_thresholds(config, fail)
     _check_cohorts(config, fail)
     return config
+
+
+def _check_model_files(config: dict, fail) -> None:
+    for m, spec in config["models"].items():
+        problem = spec.get("gguf") is not None and model_file_problem(spec["gguf"])
+        if problem:
+            fail(f"models.{m}.gguf", problem)
 
 
 def _check_cohorts(config: dict, fail) -> None:

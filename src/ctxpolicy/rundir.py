@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy import atomic
 
 # ---------------------------------------------------------------- names
@@ -173,7 +174,7 @@ def reset_run_dir(run: str | Path) -> None:
 # ---------------------------------------------------------------- reading
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(CtxpolicyError, OSError):
     """A path a reader refuses: not a regular file (a FIFO, a device, a socket), or a symbolic link
     that leads out of the folder it must stay in. ``reason`` says which."""
 
@@ -240,7 +241,7 @@ def read_regular_bytes(path: str | Path, *, within: str | Path | None = None) ->
         return handle.read()
 
 
-class RunRecordError(ValueError):
+class RunRecordError(CtxpolicyError, ValueError):
     """A record file that cannot be read; the message names the file and the reason."""
 
     def __init__(self, path: Path, reason: str) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.errors import CtxpolicyError
+
 SETTINGS = ("tight", "primary", "loose")
 PRIMARY = "primary"  # the setting of the full comparison and the summarizer comparison unless the config says
 FIXED = "fixed"  # identity.threshold_setting of a run given its threshold as a number
@@ -27,7 +29,7 @@ PRESET = "preset"  # the ``source`` of a thresholds file written from the config
 MAX_TOKENS = 2**53 - 1
 
 
-class ThresholdsFileError(ValueError):
+class ThresholdsFileError(CtxpolicyError, ValueError):
     """A thresholds file that cannot be used; the message names the file, the field and the value."""
 
 

@@ -20,20 +20,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ctxpolicy.agent.runner import RunResult
+from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.agent.plan import PlannedRun, cell_identity, endpoint_for_server, model_endpoint
+from ctxpolicy.agent.runner import RunResult, execute_run
+from ctxpolicy.agent.terminal_bench import harness_kwargs
 from ctxpolicy.rundir import CELL_JSON, RUN_JSON, read_run_json, set_aside, write_cell_json
 from ctxpolicy.rundir import is_complete_run
 
 HARNESS_LOG = "harness.log"
 ANY_THRESHOLD = object()  # the cell declares no threshold: none of its runs is stale
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    run_dir: Path
-    task_id: str
-    attempt: int
-    execute: Callable[[], RunResult] | None = None  # None: an outside harness executes it
 
 
 @dataclass(frozen=True)
@@ -182,7 +177,7 @@ def run_cell(
     return ordered
 
 
-class HarnessError(RuntimeError):
+class HarnessError(CtxpolicyError, RuntimeError):
     """An outside harness left runs without a complete record."""
 
 
@@ -376,9 +371,6 @@ def bind_runs(plan, runs: list[PlannedRun], endpoint, summary_endpoint, cancel: 
     import dataclasses
     import functools
 
-    from ctxpolicy.agent.plan import cell_identity
-    from ctxpolicy.agent.runner import execute_run
-
     tasks = {task.task_id: task for task in plan.tasks}
     bound = []
     for run in runs:
@@ -424,20 +416,19 @@ def cell_endpoint(
     import dataclasses
     import os
 
-    from ctxpolicy.agent import plan
     from ctxpolicy.serving.shared import attach, session_from_environment
 
     model_cfg = config["models"][model]
     session = None if url or model_cfg["server"] == "endpoint" else session_from_environment()
     if session is None:
-        return plan.model_endpoint(config, model, url=url, served_name=served_name, log_path=log_path)
+        return model_endpoint(config, model, url=url, served_name=served_name, log_path=log_path)
 
     @contextlib.contextmanager
     def shared():
         handle = attach(session, config_path=config_path, model=model, model_cfg=model_cfg)
         print(f"ctxpolicy: {model}: shared server {handle.base_url} (log {handle.log_path})", file=sys.stderr)
         api_key = os.environ.get(model_cfg["api_key_env"]) if model_cfg.get("api_key_env") else None
-        yield dataclasses.replace(plan.endpoint_for_server(handle), api_key=api_key)
+        yield dataclasses.replace(endpoint_for_server(handle), api_key=api_key)
 
     return shared()
 
@@ -446,8 +437,6 @@ def harness_command(plan, options, endpoint) -> Callable[[list[str]], list[str]]
     """For benchmarks graded by their own harness (Terminal-Bench, Harbor): the command that runs
     the given tasks; ``options`` a ``CellOptions`` (or anything with its field names)."""
     import shlex
-
-    from ctxpolicy.agent.terminal_bench import harness_kwargs
 
     timeouts = {s.command_timeout_s for s in (getattr(plan, "settings_of", None) or {}).values()}
     kwargs = harness_kwargs(

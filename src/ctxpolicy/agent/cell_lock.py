@@ -12,10 +12,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
+
 LOCK_FILE = ".lock"
 
 
-class CellBusy(RuntimeError):
+class CellBusy(CtxpolicyError, RuntimeError):
     """Another process holds the cell's lock."""
 
 

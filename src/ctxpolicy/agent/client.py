@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy import deadline_http
 from ctxpolicy.agent.settings import RetryPolicy
 from ctxpolicy.chat_completion import ChatResponse, MalformedCompletion, chat_response, parse_token_report
@@ -30,7 +31,7 @@ _OVERFLOW_PATTERN = re.compile(
 )
 
 
-class EndpointError(RuntimeError):
+class EndpointError(CtxpolicyError, RuntimeError):
     """The endpoint failed for good (after retries, or with a non-retryable answer)."""
 
     attempts: int | None = None  # HTTP attempts made, set when the error leaves ChatClient.complete

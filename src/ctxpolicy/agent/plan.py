@@ -6,32 +6,52 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ctxpolicy.agent.runner import Endpoint, RunIdentity, run_seed
+from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.agent.runner import Endpoint, RunIdentity, RunResult, run_seed
+from ctxpolicy.agent.settings import RunSettings, build_settings
 from ctxpolicy.agent.versions import REPO_ROOT
+from ctxpolicy import rundir
+from ctxpolicy.study import Pair, Study
+
+if TYPE_CHECKING:
+    from ctxpolicy.benchmarks.base import BenchmarkAdapter, Task
+    from ctxpolicy.grid import Cell
+    from ctxpolicy.policies import PolicySpec
+    from ctxpolicy.serving.server import ServerHandle
 
 
-class PlanError(ValueError):
+class PlanError(CtxpolicyError, ValueError):
     """A run cannot be planned: unknown task, missing threshold, bad endpoint…"""
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a cell: its directory, task and attempt, and how to execute it."""
+
+    run_dir: Path
+    task_id: str
+    attempt: int
+    execute: Callable[[], RunResult] | None = None  # None: an outside harness executes it
 
 
 @dataclass(frozen=True)
 class CellPlan:
     """Every run of one cell, planned: what ``agent.cell.execute_cell`` runs."""
 
-    study: Any  # ctxpolicy.study.Study
-    adapter: Any
-    tasks: list
+    study: Study
+    adapter: BenchmarkAdapter
+    tasks: list[Task]
     attempts: int
     concurrency: int
-    cell: Any  # ctxpolicy.grid.Cell, its policy parsed once (cell.spec)
+    cell: Cell  # its policy parsed once (cell.spec)
     threshold: int | None
     thresholds_file: Path | None  # where ``threshold`` was read; None without a threshold
-    settings_of: dict  # task id -> RunSettings
+    settings_of: dict[str, RunSettings]  # by task id
 
     def info(self) -> dict:
         """The cell's description at the top of cell.json."""
@@ -50,21 +70,18 @@ class CellPlan:
             "concurrency": self.concurrency,
         }
 
-    def runs(self, cell_dir: Path) -> list:
-        """Every run of the cell (``agent.cell.PlannedRun``), not yet bound to an endpoint."""
-        from ctxpolicy.agent.cell import PlannedRun
-        from ctxpolicy.rundir import run_dir_name
-
+    def runs(self, cell_dir: Path) -> list[PlannedRun]:
+        """Every run of the cell, not yet bound to an endpoint."""
         return [
-            PlannedRun(Path(cell_dir) / run_dir_name(task.task_id, attempt), task.task_id, attempt)
+            PlannedRun(Path(cell_dir) / rundir.run_dir_name(task.task_id, attempt), task.task_id, attempt)
             for task in self.tasks
             for attempt in range(1, self.attempts + 1)
         ]
 
 
 def plan_cell(
-    study: Any,
-    cell: Any,
+    study: Study,
+    cell: Cell,
     *,
     thresholds: Path | None = None,
     attempts: int | None = None,
@@ -72,14 +89,10 @@ def plan_cell(
     tasks: Sequence[str] | None = None,
     overrides: dict | None = None,
 ) -> CellPlan:
-    """The plan of ``cell`` (a ``ctxpolicy.grid.Cell``) of ``study`` (a ``ctxpolicy.study.Study``):
-    its tasks (the cohort cut to the benchmark's cohort_limit, or the named ``tasks`` of them), its
+    """The plan of ``cell`` of ``study``: its tasks (the cohort cut to the benchmark's cohort_limit, or the named ``tasks`` of them), its
     threshold (from ``thresholds`` or the pair's thresholds file), ``attempts`` and ``concurrency``
     (default: the study's), each task's run settings with ``overrides``. Bad values raise PlanError
     naming the option."""
-    from ctxpolicy.agent.settings import build_settings
-    from ctxpolicy.study import Pair
-
     for option, value in (("--concurrency", concurrency), ("--attempts", attempts)):
         if value is not None and value < 1:  # 0 must not fall back to the config's value
             raise PlanError(f"{option} {value}: must be 1 or more")
@@ -117,8 +130,8 @@ def plan_cell(
     )
 
 
-def make_adapter(study: Any, benchmark: str) -> Any:
-    """The benchmark's adapter (``study``: a ``ctxpolicy.study.Study``), its environment checked."""
+def make_adapter(study: Study, benchmark: str) -> BenchmarkAdapter:
+    """The benchmark's adapter, its environment checked."""
     from ctxpolicy.benchmarks import get_adapter
 
     adapter = get_adapter(benchmark, study.benchmark(benchmark), REPO_ROOT)
@@ -132,8 +145,8 @@ def make_identity(
     benchmark: str,
     cohort: str,
     model: str,
-    policy: Any,
-    task: Any,
+    policy: PolicySpec,
+    task: Task,
     attempt: int,
     threshold_setting: str | None,
     threshold_tokens: int | None,
@@ -141,8 +154,7 @@ def make_identity(
     cell: str,
     track: str,
 ) -> RunIdentity:
-    """``policy`` is a parsed ``ctxpolicy.policies.PolicySpec``; ``seed`` the study's seed (each
-    attempt's run seed is derived from it)."""
+    """``seed`` is the study's seed (each attempt's run seed is derived from it)."""
     return RunIdentity(
         benchmark=benchmark,
         cohort=cohort,
@@ -164,10 +176,9 @@ def make_identity(
 
 
 def cell_identity(
-    study: Any, cell: Any, *, task: Any, attempt: int, threshold: int | None, threshold_setting: str | None = None
+    study: Study, cell: Cell, *, task: Task, attempt: int, threshold: int | None, threshold_setting: str | None = None
 ) -> RunIdentity:
-    """The identity of one run of ``cell`` (a ``ctxpolicy.grid.Cell``) of ``study`` (a
-    ``ctxpolicy.study.Study``); ``threshold_setting`` replaces the cell's setting where a run was
+    """The identity of one run of ``cell`` of ``study``; ``threshold_setting`` replaces the cell's setting where a run was
     given tokens directly (``fixed``)."""
     return make_identity(
         seed=study.seed,
@@ -185,7 +196,9 @@ def cell_identity(
     )
 
 
-def find_task(adapter: Any, study: Any, benchmark: str, task_id: str, cohort: str | None) -> tuple[Any, str]:
+def find_task(
+    adapter: BenchmarkAdapter, study: Study, benchmark: str, task_id: str, cohort: str | None
+) -> tuple[Task, str]:
     """The task and the cohort it was found in (the named one first, then the others)."""
     cohorts = list(study.benchmark(benchmark)["cohorts"])
     order = [cohort] if cohort else []
@@ -216,7 +229,7 @@ def endpoint_for_url(url: str, model: str, model_cfg: dict, served_name: str | N
     )
 
 
-def endpoint_for_server(handle: Any) -> Endpoint:
+def endpoint_for_server(handle: ServerHandle) -> Endpoint:
     """An endpoint for a server started by ``ctxpolicy.serving.start_server``; its ``info`` has
     the one shape ``ctxpolicy.serving.server.server_info`` writes."""
     info = handle.info
@@ -232,7 +245,7 @@ def endpoint_for_server(handle: Any) -> Endpoint:
 @contextlib.contextmanager
 def model_endpoint(
     config: dict, model: str, *, url: str | None, served_name: str | None, log_path: Path
-) -> Iterator[Any]:
+) -> Iterator[Endpoint]:
     """The endpoint of ``model``: the given URL as is, else the server the config describes,
     started (llamacpp, vllm) or health-checked (endpoint) by ``ctxpolicy.serving`` and stopped after."""
     model_cfg = config["models"][model]

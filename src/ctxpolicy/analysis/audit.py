@@ -16,7 +16,6 @@ contradicted), or lost when the step wrote no summary.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,65 +24,11 @@ from ctxpolicy.analysis import anchors as anchors_
 from ctxpolicy.analysis.constraints import constraints_of, restated
 from ctxpolicy.analysis.judge import LexicalJudge
 from ctxpolicy.analysis.reacquisition import count_after, removed_outputs
+from ctxpolicy.analysis.table import IDENTITY, check_rows
 from ctxpolicy.metrics.commands import commands_of
 from ctxpolicy.analysis.windows import RecordError, Step, Transcript, read_transcript
 from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import SUMMARY_MARKER, marker_of
-
-IDENTITY = (
-    "cell",
-    "track",
-    "benchmark",
-    "model",
-    "policy",
-    "primitive",
-    "trigger",
-    "depth",
-    "threshold_setting",
-    "summarizer",
-    "task_id",
-    "attempt",
-)
-COUNTS = (
-    "anchors_before",
-    "anchors_at_risk",
-    "anchors_kept",
-    "anchors_summarised",
-    "anchors_lost",
-    *(f"lost_{k}" for k in anchors_.KINDS),
-    "constraints_at_risk",
-    "constraints_kept",
-    "constraints_preserved",
-    "constraints_lost",
-    "constraints_contradicted",
-    "removed_outputs",
-    "reacq_commands",
-    "reacq_of_lost",
-    "retrieval_after",
-    "commands_after",
-    "steps_after",
-)
-COLUMNS = (
-    "run_dir",
-    *IDENTITY,
-    "outcome",
-    "event",
-    "call_index",
-    "step",
-    "primitives",
-    "event_depth",
-    "n_stages",
-    "summary_calls",
-    "window_tokens_before",
-    "total_tokens_before",
-    "total_tokens_after",
-    *COUNTS,
-    "steps_to_reacq",
-    "judge_model",
-    "judge_endpoint",
-    "judge_template_sha256",
-    "lost_anchors",
-)
 
 
 def read_identity(run_dir: Path) -> tuple[dict, str | None]:
@@ -138,7 +83,6 @@ def audit_checked(run_dir: str | Path, judge=None, warnings: list[str] | None = 
     if any, is appended to it, from the transcript the audit read.
     """
     from ctxpolicy.analysis.judge import JudgeError
-    from ctxpolicy.analysis.table import check_rows
     from ctxpolicy.metrics.records import RecordError as TableError
     from ctxpolicy.metrics.records import read_run
 
@@ -255,9 +199,3 @@ def _constraint_verdicts(constraints: list[str], kept_text: str, summary_text: s
         else:
             verdicts[constraint] = "lost"
     return verdicts
-
-
-def empty_row_types() -> Mapping[str, str]:
-    """pandas dtypes of the columns, so an empty table still has its schema."""
-    ints = set(COUNTS) | {"event", "call_index", "step", "n_stages", "summary_calls", "attempt"}
-    return {c: ("Int64" if c in ints else "Float64" if c in ("depth", "event_depth") else "object") for c in COLUMNS}

@@ -21,6 +21,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.analysis.constraints import restated
 
 VERDICTS = ("preserved", "lost", "contradicted")
@@ -31,7 +32,7 @@ ANSWER = re.compile(r"\b(preserved|lost|contradicted)\b", re.IGNORECASE)
 MAX_TOKENS = 8
 
 
-class JudgeError(RuntimeError):
+class JudgeError(CtxpolicyError, RuntimeError):
     """The judge could not be set up or reached; one line for the command line."""
 
 

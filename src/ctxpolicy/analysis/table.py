@@ -1,17 +1,79 @@
-"""The events table (``events.parquet``): one row per compression step of every run."""
+"""The events table (``events.parquet``): one row per compression step of every run (its columns
+here, its rows from ``analysis.audit``)."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
 
-from ctxpolicy.analysis.audit import COLUMNS, empty_row_types
+from ctxpolicy.analysis.anchors import KINDS
 from ctxpolicy.atomic import atomic_write_bytes
 
 EVENTS = "events.parquet"
+
+IDENTITY = (
+    "cell",
+    "track",
+    "benchmark",
+    "model",
+    "policy",
+    "primitive",
+    "trigger",
+    "depth",
+    "threshold_setting",
+    "summarizer",
+    "task_id",
+    "attempt",
+)
+COUNTS = (
+    "anchors_before",
+    "anchors_at_risk",
+    "anchors_kept",
+    "anchors_summarised",
+    "anchors_lost",
+    *(f"lost_{k}" for k in KINDS),
+    "constraints_at_risk",
+    "constraints_kept",
+    "constraints_preserved",
+    "constraints_lost",
+    "constraints_contradicted",
+    "removed_outputs",
+    "reacq_commands",
+    "reacq_of_lost",
+    "retrieval_after",
+    "commands_after",
+    "steps_after",
+)
+COLUMNS = (
+    "run_dir",
+    *IDENTITY,
+    "outcome",
+    "event",
+    "call_index",
+    "step",
+    "primitives",
+    "event_depth",
+    "n_stages",
+    "summary_calls",
+    "window_tokens_before",
+    "total_tokens_before",
+    "total_tokens_after",
+    *COUNTS,
+    "steps_to_reacq",
+    "judge_model",
+    "judge_endpoint",
+    "judge_template_sha256",
+    "lost_anchors",
+)
+
+
+def empty_row_types() -> Mapping[str, str]:
+    """pandas dtypes of the columns, so an empty table still has its schema."""
+    ints = set(COUNTS) | {"event", "call_index", "step", "n_stages", "summary_calls", "attempt"}
+    return {c: ("Int64" if c in ints else "Float64" if c in ("depth", "event_depth") else "object") for c in COLUMNS}
 
 
 def frame(rows: Iterable[dict]) -> pd.DataFrame:

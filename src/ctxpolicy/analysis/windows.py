@@ -22,12 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy import rundir
 from ctxpolicy.policies.history import marker_of
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL
 
 
-class RecordError(ValueError):
+class RecordError(CtxpolicyError, ValueError):
     """A run record that cannot be read; the message is one line naming file and field."""
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy import rundir
 
 TASK_KINDS = ("repo", "terminal")
@@ -13,7 +14,7 @@ ENVIRONMENT_KINDS = ("bwrap", "docker", "apptainer")
 SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
-class BenchmarkError(Exception):
+class BenchmarkError(CtxpolicyError):
     """A user-facing problem with a benchmark, its cohort, its data or its environment."""
 
 

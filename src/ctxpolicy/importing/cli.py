@@ -25,14 +25,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
+
 SEARCHED = ("*.traj.json", "*.traj", "*.jsonl")
 
 
 def add_arguments(parser) -> None:
     from ctxpolicy.cli_args import add_input, add_out
+    from ctxpolicy.importing.formats import AUTO, names
 
     add_input(parser, "trajectory files or folders (searched recursively)", required=True)
-    parser.add_argument("--format", default="auto", help="auto (default) | mini-swe-agent | swe-agent | openai")
+    parser.add_argument("--format", default=AUTO, help=f"{AUTO} (default) | {' | '.join(names())}")
     parser.add_argument("--benchmark", required=True, help="the benchmark the trajectories ran on (e.g. swe-bench)")
     parser.add_argument("--model", required=True, help="the model name the runs are filed under")
     parser.add_argument(
@@ -57,7 +60,9 @@ def trajectory_files(inputs: list[str], fmt: str) -> tuple[list[Source], list[st
     """The files to import (sorted, each once) and one problem line per input that cannot be:
     missing, not a regular file (a FIFO, a device, a socket), or, found in a folder, a symbolic
     link that leads out of that folder. Links to folders are not followed."""
-    patterns = SEARCHED + (("*.json",) if fmt == "openai" else ())
+    from ctxpolicy.importing.formats import TABLE
+
+    patterns = SEARCHED + (TABLE[fmt].patterns if fmt in TABLE else ())
     files: dict[Path, Source] = {}
     problems = []
     for item in map(Path, inputs):
@@ -140,7 +145,7 @@ def read_source(source: Source) -> bytes:
     return data
 
 
-class ImportProblem(Exception):
+class ImportProblem(CtxpolicyError):
     """One file that cannot be imported: the reason, without the file's content."""
 
 
@@ -154,12 +159,12 @@ def decoded(data: bytes) -> str:
 def main(args) -> int:
     from tqdm import tqdm
 
-    from ctxpolicy.importing.formats import AUTO, FORMATS, FormatProblem, read_trajectories
+    from ctxpolicy.importing.formats import AUTO, FormatProblem, names, read_trajectories
     from ctxpolicy.importing.verdicts import VerdictsError, read_verdicts
     from ctxpolicy.importing.writer import existing_attempt, write_imported_run
 
-    if args.format not in (AUTO, *FORMATS):
-        print(f"import: --format is {args.format!r}; allowed: {AUTO}, {', '.join(FORMATS)}", file=sys.stderr)
+    if args.format not in (AUTO, *names()):
+        print(f"import: --format is {args.format!r}; allowed: {AUTO}, {', '.join(names())}", file=sys.stderr)
         return 2
     for name, value in (("--benchmark", args.benchmark), ("--model", args.model)):
         if not value or "/" in value or value.startswith("."):

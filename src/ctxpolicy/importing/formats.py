@@ -26,16 +26,16 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import protected_prefix_length
 from ctxpolicy.policies.messages import message_problem, surrogate_problem
 
-FORMATS = ("mini-swe-agent", "swe-agent", "openai")
 AUTO = "auto"
 SOURCE_FORMATS = {  # what run.json's imported.format says
     "mini-swe-agent-1": "mini-swe-agent 1.x",
@@ -47,7 +47,7 @@ TASK_SUFFIXES = (".traj.json", ".traj", ".jsonl", ".json")
 UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
 
 
-class FormatProblem(ValueError):
+class FormatProblem(CtxpolicyError, ValueError):
     """A trajectory that cannot be read: ``field`` and ``value`` say where and what."""
 
     def __init__(self, field_name: str, value: Any, reason: str = "", *, text: str | None = None) -> None:
@@ -113,19 +113,30 @@ class Trajectory:
 
 
 def detect_format(name: str, data: Any) -> str:
-    """The format of a parsed file (``name`` is the file's name, for its suffix)."""
+    """The format of a parsed file (``name`` is the file's name, for its suffix): the first
+    format of ``TABLE`` whose ``detect`` claims it."""
+    for row in TABLE.values():
+        if row.detect(name, data):
+            return row.name
+    raise FormatProblem("(top level)", type(data).__name__, "no trajectory format recognised")
+
+
+def _is_mini_swe_agent(name: str, data: Any) -> bool:
     if isinstance(data, Mapping):
         if str(data.get("trajectory_format", "")).startswith("mini-swe-agent"):
-            return "mini-swe-agent"
-        if "history" in data and isinstance(data.get("history"), list):
-            return "swe-agent"
-        if "messages" in data:
-            return "mini-swe-agent" if name.endswith(".traj.json") else "openai"
-    if isinstance(data, list):
-        if name.endswith(".traj.json"):
-            return "mini-swe-agent"
-        return "openai"
-    raise FormatProblem("(top level)", type(data).__name__, "no trajectory format recognised")
+            return True
+        if _is_swe_agent(name, data):
+            return False
+        return "messages" in data and name.endswith(".traj.json")
+    return isinstance(data, list) and name.endswith(".traj.json")
+
+
+def _is_swe_agent(name: str, data: Any) -> bool:
+    return isinstance(data, Mapping) and isinstance(data.get("history"), list)
+
+
+def _is_openai(name: str, data: Any) -> bool:
+    return isinstance(data, list) or (isinstance(data, Mapping) and "messages" in data)
 
 
 def task_id_of(name: str) -> str:
@@ -462,18 +473,84 @@ def read_trajectories(name: str, text: str, fmt: str = AUTO) -> list[Trajectory]
 
 
 def _read_trajectories(name: str, text: str, fmt: str) -> list[Trajectory]:
-    if fmt not in (AUTO, *FORMATS):
-        raise FormatProblem("--format", fmt, f"known: {AUTO}, {', '.join(FORMATS)}")
-    if fmt == "openai" or (fmt == AUTO and name.endswith(".jsonl")):
-        return [read_openai(task_id, item) for task_id, item in conversations_of(name, text)]
+    if fmt != AUTO and fmt not in TABLE:
+        raise FormatProblem("--format", fmt, f"known: {AUTO}, {', '.join(names())}")
+    row = TABLE.get(fmt) or next((r for r in TABLE.values() if r.suffixes and name.endswith(r.suffixes)), None)
+    if row is not None and row.parses_itself:
+        return row.read(name, text, None)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         # the position only: text that is no JSON is nothing we may echo (a link to /etc/shadow)
         raise FormatProblem.at("(file)", f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    fmt = detect_format(name, data) if fmt == AUTO else fmt
-    if fmt == "openai":
-        return [read_openai(task_id, item) for task_id, item in conversations_of(name, text)]
-    if fmt == "swe-agent":
-        return [read_swe_agent(name, data)]
-    return [read_mini_swe_agent(name, data)]
+    row = TABLE[detect_format(name, data)] if row is None else row
+    return row.read(name, text, data)
+
+
+# ---------------------------------------------------------------- the formats
+
+
+@dataclass(frozen=True)
+class Format:
+    """One import format: its ``--format`` name, whether a parsed file is one of its (``detect``,
+    tried in table order), how to read a file into trajectories (``read(name, text, data)``), and
+    what it claims besides: file suffixes it reads whatever their content (``suffixes``), the
+    extra patterns a folder is searched for when it is named (``patterns``), and whether it
+    parses the text itself (then it is read without parsing it first when named or claimed by
+    suffix; ``read`` always gets the text, and the parsed JSON where it was parsed)."""
+
+    name: str
+    detect: Callable[[str, Any], bool]
+    read: Callable[[str, str, Any], list[Trajectory]]
+    doc: str
+    suffixes: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+    parses_itself: bool = False
+
+
+TABLE: dict[str, Format] = {}
+
+
+def register(row: Format) -> Format:
+    if row.name in TABLE or row.name == AUTO:
+        raise ValueError(f"import format {row.name!r} is registered already")
+    TABLE[row.name] = row
+    return row
+
+
+def names() -> tuple[str, ...]:
+    """The ``--format`` names, ``auto`` aside, in detection order."""
+    return tuple(TABLE)
+
+
+def _read_openai_file(name: str, text: str, data: Any) -> list[Trajectory]:
+    return [read_openai(task_id, item) for task_id, item in conversations_of(name, text)]
+
+
+register(
+    Format(
+        "mini-swe-agent",
+        _is_mini_swe_agent,
+        lambda name, text, data: [read_mini_swe_agent(name, data)],
+        "mini-swe-agent 1.x and 2.x trajectories (*.traj.json)",
+    )
+)
+register(
+    Format(
+        "swe-agent",
+        _is_swe_agent,
+        lambda name, text, data: [read_swe_agent(name, data)],
+        "SWE-agent trajectories (*.traj)",
+    )
+)
+register(
+    Format(
+        "openai",
+        _is_openai,
+        _read_openai_file,
+        "OpenAI chat logs: a conversation per file or per line (*.jsonl, *.json)",
+        suffixes=(".jsonl",),
+        patterns=("*.json",),
+        parses_itself=True,
+    )
+)

@@ -17,12 +17,14 @@ import io
 import json
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
+
 HARNESS = "swe-bench-report"
 TRUE, FALSE = ("true", "1", "yes", "y", "t"), ("false", "0", "no", "n", "f", "")
 LISTS = ("unresolved_ids", "error_ids", "completed_ids", "submitted_ids", "empty_patch_ids")
 
 
-class VerdictsError(ValueError):
+class VerdictsError(CtxpolicyError, ValueError):
     """A verdicts file that cannot be read; the message names the file, the field and the value."""
 
 

@@ -44,11 +44,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
+
 TRACKS = ("full", "sweep", "summarizer")
 VIEWS = ("comparison", "calls", "summary-share", "shared-tokens", "compressions", "depth-wins", "cost-models")
 
 
-class CompareError(ValueError):
+class CompareError(UsageError, ValueError):
     pass
 
 

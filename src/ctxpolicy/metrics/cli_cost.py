@@ -31,6 +31,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
+
 
 def add_arguments(parser) -> None:
     from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
@@ -62,7 +64,7 @@ def add_arguments(parser) -> None:
     )
 
 
-class CallsError(ValueError):
+class CallsError(UsageError, ValueError):
     pass
 
 
@@ -386,9 +388,8 @@ def _main_runs(args) -> int:
         card = _card(args)
         tree = read_tree(args.runs)
         rows, groups, warnings = side_by_side(tree.runs, args.block, args.discount, card, tree.left_out)
-    except (CallsError, OSError, ValueError) as exc:
-        print(f"cost: {exc}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError) as exc:  # CallsError among them
+        raise CallsError(str(exc)) from None
     for problem in tree.left_out:
         print(f"cost: left out: {problem}", file=sys.stderr)
     counts = {g["configuration"]: g["runs"] for g in groups}
@@ -472,25 +473,16 @@ def _card(args):
 def main(args) -> int:
     import json
 
-    from ctxpolicy.cli_args import TooManyValuesError, single
+    from ctxpolicy.cli_args import single
     from ctxpolicy.metrics.cost import disagreements
     from ctxpolicy.rundir import CALLS_JSONL
 
-    try:
-        args.input = single(args.input, "--input")
-    except TooManyValuesError as exc:
-        print(f"cost: {exc}", file=sys.stderr)
-        return 2
-
+    args.input = single(args.input, "--input")
     if args.block < 1 or not 0 <= args.discount <= 1:
-        print(
-            f"cost: --block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}", file=sys.stderr
-        )
-        return 2
+        raise UsageError(f"--block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}")
     if getattr(args, "runs", None):  # callers that build their own namespace may leave it out
         if args.input is not None:
-            print("cost: -i and --runs go apart: one run's calls, or run folders", file=sys.stderr)
-            return 2
+            raise UsageError("-i and --runs go apart: one run's calls, or run folders")
         return _main_runs(args)
     try:
         if args.input is None:
@@ -498,15 +490,13 @@ def main(args) -> int:
         else:
             calls = _run_calls(args.input / CALLS_JSONL if args.input.is_dir() else args.input)
             source = _source(args.input) if args.input.is_dir() else None
-    except (CallsError, OSError) as exc:
-        print(f"cost: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:
+        raise CallsError(str(exc)) from None
     try:
         card = _card(args)
         result = price(calls, args.block, args.discount, source if args.input is not None else None, card)
-    except ValueError as exc:  # a malformed event field, named by unchanged_prefix
-        print(f"cost: {args.input or '<stdin>'}: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # a malformed event field (named by unchanged_prefix), an unknown --price
+        raise CallsError(f"{args.input or '<stdin>'}: {exc}") from None
     for line in disagreements(compared(result)):
         print(f"cost: warning: {args.input or '<stdin>'}: {line}", file=sys.stderr)
     if getattr(args, "json", False):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.bootstrap import DEFAULT_RESAMPLES, boot_ratio, percentile_interval, resample_counts
 from ctxpolicy.metrics.compare import FC, baseline_runs, resource_eligible, select
 from ctxpolicy.metrics import cost_methods
@@ -40,7 +41,7 @@ MEASURED_NOTE = (
 )
 
 
-class MeasuredCostError(ValueError):
+class MeasuredCostError(CtxpolicyError, ValueError):
     """The decomposition was asked for the ``measured`` cost method, which a replay cannot have."""
 
 

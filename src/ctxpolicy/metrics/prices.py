@@ -18,11 +18,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
+
 MAP_FILE = "model_prices_and_context_window_backup.json"  # what litellm.model_cost loads offline
 NOT_MODELS = {"sample_spec"}
 
 
-class PriceError(ValueError):
+class PriceError(CtxpolicyError, ValueError):
     pass
 
 

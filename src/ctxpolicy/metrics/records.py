@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_times
 from ctxpolicy.policies import actions
 from ctxpolicy.metrics import cost_methods
@@ -179,7 +180,7 @@ def run_columns() -> tuple[str, ...]:
 RUN_COLUMNS = run_columns()  # for the registry's own methods
 
 
-class RecordError(Exception):
+class RecordError(CtxpolicyError):
     def __init__(self, path: Path, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
         self.path, self.reason = path, reason

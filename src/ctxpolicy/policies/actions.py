@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ctxpolicy.errors import CtxpolicyError
+
 MSWEA = "mswea_bash_command"
 BASH = "bash"
 TOOL_CALLS = "tool_calls"
@@ -38,7 +40,7 @@ LABELS = {MSWEA: ("mswea_bash_command",), BASH: ("bash", "sh", "")}
 ``mswea_bash_command``: what our own policies write)."""
 
 
-class ActionFormatError(ValueError):
+class ActionFormatError(CtxpolicyError, ValueError):
     """An action format that is none of ``ACTION_FORMATS``."""
 
 

@@ -30,11 +30,12 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
 from ctxpolicy.threshold_settings import SETTINGS, ThresholdsFileError, is_token_count, read_thresholds
 
 
-class InputError(Exception):
-    """Bad input: reported as one line, exit code 2."""
+class InputError(UsageError):
+    """Bad input: reported as one line by ``cli.main``, exit code 2."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -225,20 +226,12 @@ def _run(args: argparse.Namespace) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        payload = _run(args)
-    except InputError as exc:
-        print(f"ctxpolicy compress: error: {exc}", file=sys.stderr)
-        return 2
+    payload = _run(args)
     try:
         _write(payload, args.output)
     except (OSError, UnicodeEncodeError) as exc:
         where = f"--out {args.output}" if args.output else "stdout"
-        print(
-            f"ctxpolicy compress: error: {where}: cannot write: {getattr(exc, 'strerror', None) or exc}",
-            file=sys.stderr,
-        )
-        return 2
+        raise InputError(f"{where}: cannot write: {getattr(exc, 'strerror', None) or exc}") from None
     failed = [call["error"] for call in payload["summary_calls"] if call["error"]]
     for error in failed:
         print(f"ctxpolicy compress: summary call failed (fell back to TR): {error}", file=sys.stderr)

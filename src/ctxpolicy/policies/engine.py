@@ -16,22 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ctxpolicy.policies import actions
-from ctxpolicy.policies.clearing import (
-    clear_all_but_last_results,
-    clear_ninth_from_end,
-    clear_thinking,
-    clear_tool_results,
-)
-from ctxpolicy.policies.compaction import compact
-from ctxpolicy.policies.digest import digest_window
+from ctxpolicy.policies import stages
 from ctxpolicy.policies.dump import HistoryDump
 from ctxpolicy.policies.history import first_difference, protected_prefix_length
 from ctxpolicy.policies.messages import check_messages
 from ctxpolicy.policies.rewrite import PolicyError, Rewrite, StageContext
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
-from ctxpolicy.policies.summarizing import summarize_head, summarize_older_turns, summarize_window, turn_starts
-from ctxpolicy.policies.truncation import truncate
+from ctxpolicy.policies.summarizing import turn_starts
 from ctxpolicy.tokens import count_messages
 
 
@@ -45,28 +37,11 @@ class PolicyResult:
 def _run_stage(
     stage: str, window: list[dict], target: int | None, context: StageContext, is_last: bool, keep: int | None = None
 ) -> Rewrite | None:
-    if keep is not None and stage == "OTRC":
-        return clear_all_but_last_results(window, keep)
-    if keep is not None and stage in ("SU-p", "S-p"):
-        return summarize_older_turns(stage, window, keep, context)
-    if stage == "OTRC":
-        return clear_ninth_from_end(window, context)
-    if stage == "CC":
-        return compact(window, context.action_format)
-    assert target is not None, f"stage {stage} needs a depth target"
-    if stage == "TR":
-        return truncate(window, target)
-    if stage == "TRC":
-        return clear_tool_results(window, target, fall_back_to_tr=is_last)
-    if stage == "CT":
-        return clear_thinking(window, context.action_format)
-    if stage in ("SU", "S"):
-        return summarize_window(stage, window, target, context)
-    if stage in ("SU-p", "S-p"):
-        return summarize_head(stage, window, target, context)
-    if stage == "DIGEST":
-        return digest_window(window, target, context)
-    raise PolicyError(f"unknown stage {stage!r}")
+    row = stages.lookup(stage)
+    if keep is not None and row.keep_run is not None:
+        return row.keep_run(window, keep, context)
+    assert target is not None or not row.target, f"stage {stage} needs a depth target"
+    return row.run(window, target, context, is_last)
 
 
 def _event(
@@ -135,8 +110,8 @@ def apply_policy(
     events: list[dict] = []
     summary_calls: list[SummaryCall] = []
     parts = (("St", spec.step_stages), ("Th", spec.threshold_stages), ("Tn", spec.turn_stages))
-    for trigger, stages in parts:
-        if not stages or len(history) == prefix_length:
+    for trigger, chain in parts:
+        if not chain or len(history) == prefix_length:
             continue  # no stage here, or nothing compressible
         if trigger == "Th" and count_messages(history) <= threshold:
             continue
@@ -144,16 +119,16 @@ def apply_policy(
             continue
         target = int((1 - spec.depth) * count_messages(history[prefix_length:])) if spec.depth is not None else None
         dump_path = None
-        for position, stage in enumerate(stages):
-            if stage == "DUMP":
+        for position, stage in enumerate(chain):
+            if stages.lookup(stage).run is None:  # DUMP: the history written to a file, no rewrite
                 if dump is None:
                     raise PolicyError(f"policy {spec} has a DUMP stage and needs a dump directory")
                 dump_path = dump.write(history, calls)
                 continue
             context = StageContext(len(history), calls, summarizer, dump_path, action_format)
-            stage_target = target if stage not in ("OTRC", "CC") else None
+            stage_target = target if stages.lookup(stage).target else None
             rewrite = _run_stage(
-                stage, history[prefix_length:], stage_target, context, position == len(stages) - 1, spec.keep
+                stage, history[prefix_length:], stage_target, context, position == len(chain) - 1, spec.keep
             )
             if rewrite is None:
                 continue

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.paths import CONFIG_DIR
 from ctxpolicy.tokens import join_counted
 from ctxpolicy.policies.history import (
@@ -55,7 +56,7 @@ _PACKAGE_DIR = Path(__file__).with_name("templates")
 _CHECKOUT_DIR = CONFIG_DIR / "prompts"
 
 
-class PromptError(ValueError):
+class PromptError(CtxpolicyError, ValueError):
     """A summary template is missing, incomplete or in the old single-file form."""
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
 
 
-class PolicyError(ValueError):
+class PolicyError(CtxpolicyError, ValueError):
     """The policy cannot be applied to this input (missing threshold, summarizer, bad message)."""
 
 

@@ -21,6 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.policies import stages
+
 CANONICAL_DEPTH = 0.5
 STUDY_DEPTHS = (0.3, 0.5, 0.7)
 
@@ -43,32 +46,41 @@ STUDY_PRIMITIVES = (
     "OTRC+S-p",
 )
 
+# The stages, their order and what each needs are the rows of ``policies.stages``.
 STEP_STAGE = "OTRC"
-PREPARING_STAGES = ("TRC", "CT", "DUMP")  # canonical order
-SUMMARY_STAGES = ("SU", "S", "SU-p", "S-p", "DIGEST")
-LLM_SUMMARY_STAGES = ("SU", "S", "SU-p", "S-p")  # the summaries a depth of 1 applies to
 FULL_DEPTH = 1.0
-FINAL_STAGES = ("TR", *SUMMARY_STAGES, "CC")
 TRIGGERS = ("Th", "St", "St+Th")
+TRIGGER_WORDS = {"Th": "threshold", "St": "step"}
 # Beyond the study (The Complexity Trap's policies, docs/policies.md): a turn-count trigger
 # ``TnN`` (fire once the window holds N agent turns; ``St+TnN`` with OTRC as its step part) and a
 # keep-last-M parameter ``kM`` in the depth's place: OTRC keeps the last M tool results (every
 # older one cleared), a partial summary the last M turns (every older one summarized).
 TURN_PREFIX = "Tn"
 KEEP_PREFIX = "k"
-KEEP_SUMMARIES = ("SU-p", "S-p")
 
-VALID_FORMS = (
-    "valid forms: FC | OTRC/St | OTRC+FINAL/St+Th[/D] | CC/Th | "
-    "[TRC+][CT+][DUMP+]FINAL/Th|St[/D] | TRC/Th|St, "
-    "where FINAL is one of TR, SU, S, SU-p, S-p, DIGEST (CT and DUMP need a summary: SU, S, SU-p, S-p, DIGEST), "
-    "D is a depth in (0, 1) such as 0.3, 0.5, 0.7 (TRC alone and OTRC stacks accept only 0.5; "
-    "a TRC stack with SU, S, SU-p or S-p accepts D in (0, 1], and a summary primitive alone accepts D = 1); "
-    "examples: TR/Th/0.5, SU-p/Th/0.3, TRC/Th, TRC+S-p/Th/0.7, TRC+S/Th/1.0, OTRC+S-p/St+Th/0.5, OTRC/St, FC; "
-    "keep-last-M forms: OTRC/St/kM (every tool result but the last M cleared), "
-    "[OTRC+]SU-p|S-p/[St+]TnN/kM (every N agent turns, all but the last M summarized), "
-    "e.g. OTRC/St/k10, SU-p/Tn21/k10, OTRC+SU-p/St+Tn21/k10"
-)
+
+def valid_forms() -> str:
+    """The valid forms of a spec, the stages' part written from the rows of ``policies.stages``."""
+    step = stages.names("step")[0]
+    preparing = stages.names("preparing")
+    finals = [name for name in stages.names("final") if stages.STAGES[name].alone is None]
+    alone = [f"{name}/{stages.STAGES[name].alone}" for name in stages.names("final") if stages.STAGES[name].alone]
+    clearing = [f"{name}/Th|St" for name in stages.names("preparing", needs_summary=False)]
+    preparers = " and ".join(stages.names("preparing", needs_summary=True))
+    return (
+        f"valid forms: FC | {step}/St | {step}+FINAL/St+Th[/D] | {' | '.join(alone)} | "
+        f"{''.join(f'[{name}+]' for name in preparing)}FINAL/Th|St[/D] | {' | '.join(clearing)}, "
+        f"where FINAL is one of {', '.join(finals)} ({preparers} need a summary: {', '.join(stages.names(summary=True))}), "
+        "D is a depth in (0, 1) such as 0.3, 0.5, 0.7 (TRC alone and OTRC stacks accept only 0.5; "
+        "a TRC stack with SU, S, SU-p or S-p accepts D in (0, 1], and a summary primitive alone accepts D = 1); "
+        "examples: TR/Th/0.5, SU-p/Th/0.3, TRC/Th, TRC+S-p/Th/0.7, TRC+S/Th/1.0, OTRC+S-p/St+Th/0.5, OTRC/St, FC; "
+        "keep-last-M forms: OTRC/St/kM (every tool result but the last M cleared), "
+        "[OTRC+]SU-p|S-p/[St+]TnN/kM (every N agent turns, all but the last M summarized), "
+        "e.g. OTRC/St/k10, SU-p/Tn21/k10, OTRC+SU-p/St+Tn21/k10"
+    )
+
+
+VALID_FORMS = valid_forms()
 
 _SPEC_RE = re.compile(
     r"^(?P<primitive>[A-Za-z+-]+)(?:/(?P<trigger>St\+Th|St\+Tn[0-9]+|Tn[0-9]+|Th|St))?"
@@ -76,7 +88,7 @@ _SPEC_RE = re.compile(
 )
 
 
-class PolicySpecError(ValueError):
+class PolicySpecError(CtxpolicyError, ValueError):
     """An unknown or ill-formed policy spec; the message lists the valid forms."""
 
 
@@ -108,7 +120,7 @@ class PolicySpec:
     @property
     def needs_target(self) -> bool:
         """Whether any stage compresses towards a depth target (then ``depth`` is set)."""
-        return any(s not in (STEP_STAGE, "CC") for s in self.stages) and not self.is_fc
+        return not self.is_fc and any(s not in stages.STAGES or stages.STAGES[s].target for s in self.stages)
 
     @property
     def depth_tunable(self) -> bool:
@@ -117,8 +129,8 @@ class PolicySpec:
     @property
     def depth_settable(self) -> bool:
         """A TRC stack ending in a summary: depth-invariant in the sweeps, but any D in (0, 1] may be set."""
-        stages = self.stages
-        return stages[0] == "TRC" and stages[-1] in LLM_SUMMARY_STAGES
+        chain = self.stages
+        return chain[0] == "TRC" and chain[-1] in _llm_summaries()
 
     @property
     def step_stages(self) -> tuple[str, ...]:
@@ -147,7 +159,7 @@ class PolicySpec:
 
     @property
     def needs_summarizer(self) -> bool:
-        return bool({"SU", "S", "SU-p", "S-p"} & set(self.stages))
+        return bool(set(_llm_summaries()) & set(self.stages))
 
     def __str__(self) -> str:
         parts = [self.primitive]
@@ -168,63 +180,72 @@ class PolicySpec:
         return str(self).replace("+", "plus").replace("/", "_")
 
 
+def _llm_summaries() -> tuple[str, ...]:
+    return stages.names(llm=True)
+
+
 def _fail(spec: str, why: str) -> PolicySpecError:
-    return PolicySpecError(f"policy spec {spec!r}: {why}; {VALID_FORMS}")
+    return PolicySpecError(f"policy spec {spec!r}: {why}; {valid_forms()}")
 
 
-def _check_stages(spec: str, stages: list[str]) -> None:
-    known = {STEP_STAGE, *PREPARING_STAGES, *FINAL_STAGES}
-    for stage in stages:
-        if stage not in known:
+def _check_stages(spec: str, chain: list[str]) -> None:
+    rows = stages.STAGES
+    for stage in chain:
+        if stage not in rows:
             raise _fail(spec, f"unknown primitive {stage!r}")
-    if len(set(stages)) != len(stages):
+    if len(set(chain)) != len(chain):
         raise _fail(spec, "a primitive appears twice")
-    order = [STEP_STAGE, *PREPARING_STAGES, *FINAL_STAGES]
-    positions = [order.index(s) for s in stages]
-    finals = [s for s in stages if s in FINAL_STAGES]
+    order = list(rows)
+    positions = [order.index(s) for s in chain]
+    finals = [s for s in chain if rows[s].kind == "final"]
     if positions != sorted(positions) or len(finals) > 1:
-        raise _fail(spec, "stages must be OTRC, then TRC, CT, DUMP, then at most one final primitive")
-    if finals and finals[0] != stages[-1]:
+        step, preparing = stages.names("step")[0], ", ".join(stages.names("preparing"))
+        raise _fail(spec, f"stages must be {step}, then {preparing}, then at most one final primitive")
+    if finals and finals[0] != chain[-1]:
         raise _fail(spec, "the final primitive must come last")
-    if "CC" in stages and stages != ["CC"]:
-        raise _fail(spec, "CC stands alone")
+    for stage in chain:
+        if rows[stage].alone and chain != [stage]:
+            raise _fail(spec, f"{stage} stands alone")
     final = finals[0] if finals else None
-    if ({"CT", "DUMP"} & set(stages)) and final not in SUMMARY_STAGES:
-        raise _fail(spec, "CT and DUMP prepare a summary and need one of SU, S, SU-p, S-p, DIGEST after them")
-    if "TRC" in stages and final == "TR":
+    preparers = stages.names("preparing", needs_summary=True)
+    if (set(preparers) & set(chain)) and (final is None or not rows[final].summary):
+        summaries = ", ".join(stages.names(summary=True))
+        raise _fail(spec, f"{' and '.join(preparers)} prepare a summary and need one of {summaries} after them")
+    if "TRC" in chain and final == "TR":
         raise _fail(spec, "TRC already falls back to TR; write TRC")
 
 
-def _check_trigger(spec: str, stages: list[str], trigger: str | None) -> None:
+def _check_trigger(spec: str, chain: list[str], trigger: str | None) -> None:
     if trigger is None:
         raise _fail(spec, "a trigger (Th, St or St+Th) is required")
     if TURN_PREFIX in trigger:
-        _check_turns(spec, stages, trigger)
+        _check_turns(spec, chain, trigger)
         return
-    if stages == [STEP_STAGE]:
+    if chain == [STEP_STAGE]:
         if trigger != "St":
             raise _fail(spec, "OTRC alone is step-triggered: write OTRC/St")
-    elif stages[0] == STEP_STAGE:
+    elif chain[0] == STEP_STAGE:
         if trigger != "St+Th":
             raise _fail(spec, "an OTRC stack runs OTRC every step and the rest on the threshold: use St+Th")
     elif trigger == "St+Th":
         raise _fail(spec, "St+Th needs OTRC as its step part")
-    elif stages == ["CC"] and trigger != "Th":
-        raise _fail(spec, "CC is threshold-triggered: write CC/Th")
+    elif len(chain) == 1 and stages.STAGES[chain[0]].alone not in (None, trigger):
+        alone = stages.STAGES[chain[0]].alone
+        raise _fail(spec, f"{chain[0]} is {TRIGGER_WORDS[alone]}-triggered: write {chain[0]}/{alone}")
 
 
-def _check_turns(spec: str, stages: list[str], trigger: str) -> None:
+def _check_turns(spec: str, chain: list[str], trigger: str) -> None:
     """``TnN`` fires a partial summary (SU-p, S-p), alone or after OTRC under ``St+TnN``."""
     if int(trigger.rpartition(TURN_PREFIX)[2]) < 1:
         raise _fail(spec, "a turn-count trigger needs N >= 1 turns")
-    final = stages[-1]
-    if final not in KEEP_SUMMARIES:
+    final = chain[-1]
+    if stages.STAGES[final].kind != "final" or stages.STAGES[final].keep_run is None:
         raise _fail(spec, "a turn-count trigger (TnN) fires a partial summary: SU-p or S-p, keeping the last M turns")
-    if stages[0] == STEP_STAGE and not trigger.startswith("St+"):
+    if chain[0] == STEP_STAGE and not trigger.startswith("St+"):
         raise _fail(spec, "an OTRC stack runs OTRC every step: use St+TnN")
-    if trigger.startswith("St+") and (stages[0] != STEP_STAGE or len(stages) != 2):
+    if trigger.startswith("St+") and (chain[0] != STEP_STAGE or len(chain) != 2):
         raise _fail(spec, "St+TnN is OTRC every step and one partial summary on the turn count: OTRC+SU-p or OTRC+S-p")
-    if stages[0] != STEP_STAGE and len(stages) != 1:
+    if chain[0] != STEP_STAGE and len(chain) != 1:
         raise _fail(spec, "a turn-count trigger takes SU-p or S-p alone, or after OTRC")
 
 
@@ -254,12 +275,12 @@ def parse_spec(text: str) -> PolicySpec:
     if not match:
         raise _fail(spec, "ill-formed")
     primitive = match["primitive"]
-    stages = primitive.split("+")
-    if "FC" in stages:
+    chain = primitive.split("+")
+    if "FC" in chain:
         raise _fail(spec, "FC takes no trigger or depth")
-    _check_stages(spec, stages)
+    _check_stages(spec, chain)
     trigger = match["trigger"]
-    _check_trigger(spec, stages, trigger)
+    _check_trigger(spec, chain, trigger)
     candidate = PolicySpec(primitive, trigger, None)
     keep = _check_keep(spec, candidate, match["keep"])
     if keep is not None:
@@ -279,7 +300,7 @@ def _parse_depth(spec: str, raw: str | None, candidate: PolicySpec) -> float | N
         depth = float(raw)
     except ValueError:
         raise _fail(spec, f"depth {raw!r} is not a number") from None
-    full_allowed = candidate.stages[-1] in LLM_SUMMARY_STAGES
+    full_allowed = candidate.stages[-1] in _llm_summaries()
     if depth == FULL_DEPTH and not full_allowed:
         raise _fail(spec, "D = 1 keeps nothing verbatim and needs a summary (SU, S, SU-p, S-p) as the final primitive")
     if not 0.0 < depth <= FULL_DEPTH:

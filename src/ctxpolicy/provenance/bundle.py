@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy import rundir
 from ctxpolicy.atomic import atomic_output
 from ctxpolicy.rundir import WORKSPACE, open_regular
@@ -52,7 +53,7 @@ DEFAULT_MAX_BYTES = 64 << 30
 MANIFEST_MAX_BYTES = 256 << 20
 
 
-class BundleError(ValueError):
+class BundleError(CtxpolicyError, ValueError):
     """A bundle that cannot be written, trusted or restored; the message names every offending file."""
 
 

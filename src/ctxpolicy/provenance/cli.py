@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ctxpolicy import errors
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ctxpolicy.cli_args import add_config, add_runs
@@ -69,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-class UsageError(ValueError):
+class UsageError(errors.UsageError, ValueError):
     pass
 
 

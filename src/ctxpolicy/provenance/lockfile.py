@@ -14,6 +14,8 @@ from pathlib import Path
 
 from .hashing import sha256_file
 
+from ctxpolicy.errors import CtxpolicyError
+
 LOCK_NAME = "requirements.lock"
 # the lock of the checkout ctxpolicy runs from (src/ctxpolicy/provenance -> checkout root)
 LOCK_FILE = Path(__file__).resolve().parents[3] / LOCK_NAME
@@ -21,7 +23,7 @@ LOCK_FILE = Path(__file__).resolve().parents[3] / LOCK_NAME
 _PIN = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(?P<version>[^\s;\\]+)")
 
 
-class LockError(ValueError):
+class LockError(CtxpolicyError, ValueError):
     """The lock file is missing or holds a requirement that is not an exact pin."""
 
 

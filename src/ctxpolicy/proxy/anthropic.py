@@ -12,8 +12,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ctxpolicy.errors import CtxpolicyError
 
-class ConversionError(ValueError):
+
+class ConversionError(CtxpolicyError, ValueError):
     """The request holds something the proxy cannot carry through a policy."""
 
 

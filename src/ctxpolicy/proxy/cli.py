@@ -22,6 +22,7 @@ import signal
 import sys
 from urllib.parse import urlsplit
 
+from ctxpolicy import errors
 from ctxpolicy.proxy.conversations import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_CONVERSATIONS,
@@ -101,7 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
-class UsageError(Exception):
+class UsageError(errors.UsageError):
     """A bad argument: one line, exit code 2."""
 
 

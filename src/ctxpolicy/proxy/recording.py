@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.agent.record import RunRecorder
 from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
@@ -321,7 +322,7 @@ class ConversationRecord:
         )
 
 
-class VerdictError(ValueError):
+class VerdictError(CtxpolicyError, ValueError):
     """A verdict that cannot be attached: one line naming the run and why."""
 
 

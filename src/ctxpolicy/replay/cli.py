@@ -18,13 +18,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError, UsageError
 from ctxpolicy.policies import actions
 from ctxpolicy.policies.history import text_of as history_text
 from ctxpolicy.threshold_settings import FIXED, SETTINGS
 
 
-class ReplayArgumentError(ValueError):
+class ReplayArgumentError(UsageError, ValueError):
     pass
+
+
+class ReplayPolicyError(CtxpolicyError):
+    """A policy that fails on a source run (a bad recorded history): exit code 2."""
+
+    exit_code = 2
 
 
 def add_arguments(parser) -> None:
@@ -105,42 +112,32 @@ def main(args) -> int:
     from ctxpolicy.policies import EndpointSummarizer
     from ctxpolicy.replay.output import ReplayBatch
     from ctxpolicy.replay.placeholder import PlaceholderSummarizer
-    from ctxpolicy.replay.source import SourceError, find_source_runs, read_source_run
+    from ctxpolicy.replay.source import find_source_runs, read_source_run
 
-    try:
-        policies = _policies(args)
-        threshold = _threshold(args)
-        if bool(args.summarizer_url) != bool(args.summarizer_model):
-            raise ReplayArgumentError("--summarizer-url and --summarizer-model go together")
-        needing = [str(p) for p in policies if p.needs_threshold and threshold is None]
-        if needing:
-            raise ReplayArgumentError(f"policy {needing[0]} needs --threshold N or --setting NAME --thresholds FILE")
-        sources = find_source_runs(args.runs)
-    except (ReplayArgumentError, SourceError) as exc:
-        print(f"replay: {exc}", file=sys.stderr)
-        return 2
+    policies = _policies(args)
+    threshold = _threshold(args)
+    if bool(args.summarizer_url) != bool(args.summarizer_model):
+        raise ReplayArgumentError("--summarizer-url and --summarizer-model go together")
+    needing = [str(p) for p in policies if p.needs_threshold and threshold is None]
+    if needing:
+        raise ReplayArgumentError(f"policy {needing[0]} needs --threshold N or --setting NAME --thresholds FILE")
+    sources = find_source_runs(args.runs)  # SourceError: exit code 2, through cli.main
     real = args.summarizer_url is not None
     summarizer = EndpointSummarizer(args.summarizer_url, args.summarizer_model) if real else PlaceholderSummarizer()
     setting = args.setting or (FIXED if args.threshold is not None else None)
     written = 0
     with ReplayBatch() as batch:  # one sync per source, not eight fsyncs per replay
         for run_dir in sources:
-            try:
-                source = read_source_run(run_dir)
-            except SourceError as exc:
-                print(f"replay: {exc}", file=sys.stderr)
-                return 2
-            status = _replay_source(args, source, run_dir, policies, threshold, summarizer, setting, real, batch)
-            if status:
-                return status
+            source = read_source_run(run_dir)
+            _replay_source(args, source, run_dir, policies, threshold, summarizer, setting, real, batch)
             written += len(policies)
             batch.commit()
     print(f"replayed {len(sources)} run(s) under {len(policies)} policies: {written} run directories under {args.out}")
     return 0
 
 
-def _replay_source(args, source, run_dir, policies, threshold, summarizer, setting, real, batch) -> int:
-    """Every policy over one source run, written into ``batch``; 2 when a policy fails."""
+def _replay_source(args, source, run_dir, policies, threshold, summarizer, setting, real, batch) -> None:
+    """Every policy over one source run, written into ``batch``; ``ReplayPolicyError`` when a policy fails."""
     from ctxpolicy.policies import HistoryDump, PolicyError
     from ctxpolicy.replay.engine import replay_source
     from ctxpolicy.replay.output import identity_summarizer, replay_cell, run_dir_for
@@ -163,7 +160,5 @@ def _replay_source(args, source, run_dir, policies, threshold, summarizer, setti
         try:
             replayed = replay_source(source, policy, threshold=threshold, summarizer=summarizer, dump=dump)
         except PolicyError as exc:
-            print(f"replay: {run_dir}: policy {policy}: {exc}", file=sys.stderr)
-            return 2
+            raise ReplayPolicyError(f"{run_dir}: policy {policy}: {exc}") from None
         batch.write(replayed, args.out, setting=setting, summarizer=args.summarizer_model, real_summaries=real)
-    return 0

@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.agent.messages import api_message
 from ctxpolicy.rundir import (
     CALLS_JSONL,
@@ -30,8 +31,10 @@ from ctxpolicy.tokens import count_message
 FC = "FC"
 
 
-class SourceError(ValueError):
+class SourceError(CtxpolicyError, ValueError):
     """A run that cannot be replayed; the message names the file and the reason."""
+
+    exit_code = 2  # a bad --runs input
 
 
 @dataclass

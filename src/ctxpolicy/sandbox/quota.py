@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.sandbox.limits import SandboxLimits
 
 IMAGE_SUFFIX = ".quota.img"
@@ -50,7 +51,7 @@ TOOL_TIMEOUT_S = 120
 MKFS_ARGS = ("-q", "-F", "-m", "0", "-b", "4096", "-O", "^has_journal,^resize_inode")
 
 
-class QuotaUnavailable(RuntimeError):
+class QuotaUnavailable(CtxpolicyError, RuntimeError):
     """The workspace cannot be put on storage of the limit's size on this machine."""
 
 

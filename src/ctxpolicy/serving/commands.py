@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.errors import CtxpolicyError
+
 DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "auto": "auto"}
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(CtxpolicyError, ValueError):
     """A model entry of the config that cannot be served; the message names the field and value."""
 
 

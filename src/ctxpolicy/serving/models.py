@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.atomic import atomic_output, atomic_write_text
 
 CHUNK = 1 << 20
 
 
-class ModelError(RuntimeError):
+class ModelError(CtxpolicyError, RuntimeError):
     """A model file cannot be provided: unknown name, missing parts, or a hash mismatch."""
 
 
@@ -88,6 +89,13 @@ REGISTRY: dict[str, ModelFile] = {
         ),
     )
 }
+
+
+def model_file_problem(gguf: str) -> str | None:
+    """Why a config's ``models.M.gguf`` names no model file of the registry; None when it does."""
+    if gguf in REGISTRY:
+        return None
+    return f"{gguf!r} is not a known model file; allowed: {', '.join(sorted(REGISTRY))}"
 
 
 def cache_dir() -> Path:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.serving import health
 from ctxpolicy.serving.commands import ModelConfigError, llamacpp_command, require_field, vllm_command
 
@@ -31,7 +32,7 @@ DEFAULT_READY_TIMEOUT_S = {"llamacpp": 300.0, "vllm": 1800.0, "endpoint": 60.0}
 LOG_TAIL_LINES = 25
 
 
-class ServerError(RuntimeError):
+class ServerError(CtxpolicyError, RuntimeError):
     """A server that did not start, died, or never became healthy; the message has the log tail."""
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from ctxpolicy.config import REPO_ROOT, validate_config
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.grid import Cell, cohort_tasks, expand_grid, resolve_threshold
 from ctxpolicy.policies import parse_spec
 from ctxpolicy.testing.runs import Profile, RunSpec, write_runs
@@ -190,7 +191,7 @@ PROFILES: dict[tuple[str, str], tuple[float, Profile]] = {
 }
 
 
-class PaperDataError(ValueError):
+class PaperDataError(CtxpolicyError, ValueError):
     """A config the generator cannot serve (a model or benchmark without a profile)."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.rundir import (
     CALLS_JSONL,
     RunRecordError,
@@ -22,7 +23,7 @@ from ctxpolicy.rundir import (
 )
 
 
-class ViewInputError(ValueError):
+class ViewInputError(CtxpolicyError, ValueError):
     """A run or cell directory the view cannot show; the message names the file and the reason."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.cost_methods import anthropic, estimated, exact, measured, openai, profile
 from ctxpolicy.metrics.cost_methods.base import CostMethod, Counts, RunCalls, Sequences, SourceCalls
 
@@ -28,7 +29,7 @@ DEFAULT = "estimated"  # the schema's default for metrics.cost_method
 __all__ = ["TABLE", "DEFAULT", "CostMethod", "Counts", "RunCalls", "Sequences", "SourceCalls"]
 
 
-class UnknownMethodError(ValueError):
+class UnknownMethodError(CtxpolicyError, ValueError):
     pass
 
 

@@ -1,0 +1,31 @@
+"""The one error type of ctxpolicy: every error we raise for the user to read derives from
+``CtxpolicyError``, which carries its exit code and a one-line message.
+
+``ctxpolicy.cli.main`` maps it once: a ``CtxpolicyError`` that leaves a command is printed as
+``ctxpolicy COMMAND: error: MESSAGE`` on stderr and ends the command with its ``exit_code``.
+A class that is also a built-in error (``class ConfigError(CtxpolicyError, ValueError)``)
+keeps every ``except ValueError`` that catches it working.
+"""
+
+from __future__ import annotations
+
+USAGE = 2  # bad input or arguments: the user's to fix
+FAILURE = 1  # the work failed
+
+
+class CtxpolicyError(Exception):
+    """An error for the user: ``message`` is one line, ``exit_code`` the command's exit status
+    (the class's, or an instance's own where one was set)."""
+
+    exit_code: int = FAILURE
+
+    @property
+    def message(self) -> str:
+        lines = [line.strip() for line in str(self).splitlines() if line.strip()]
+        return "; ".join(lines) or type(self).__name__
+
+
+class UsageError(CtxpolicyError):
+    """Bad arguments or input: exit code 2."""
+
+    exit_code = USAGE
