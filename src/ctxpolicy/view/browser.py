@@ -94,14 +94,22 @@ class Session:
         )
         os.close(to_browser)
         os.close(from_browser)
-        target = next(t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
-        self._session = self.call("Target.attachToTarget", targetId=target["targetId"], flatten=True)["sessionId"]
-        self.call("Page.enable", session=True)
+        try:
+            target = next(t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
+            self._session = self.call("Target.attachToTarget", targetId=target["targetId"], flatten=True)["sessionId"]
+            self.call("Page.enable", session=True)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *_) -> None:
-        self._process.kill()
-        self._process.wait()
+        try:  # closed the browser's way first, so that its helper processes end with it
+            os.write(self._send, json.dumps({"id": 0, "method": "Browser.close"}).encode() + b"\0")
+            self._process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self._process.kill()
+            self._process.wait()
         os.close(self._send)
         os.close(self._receive)
         self._profile.cleanup()
