@@ -72,3 +72,15 @@ def test_the_sweep_figure_counts_by_the_same_rules():
     row = data.table.set_index("policy").loc["TR/Th/0.5"]
     assert row["tokens_ratio_est"] == pytest.approx(2 / 3)
     assert row["cost_ratio_est"] == pytest.approx(0.5)
+
+
+def test_the_sweep_figure_says_the_n_of_its_replays():
+    """Three tasks of one attempt (no attempt column: one each), counted from the table itself."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ctxpolicy.figures import notes
+
+    fig = imported_sweep.plot(imported_sweep.compute(REPLAYS, config("exact"), n_boot=20, seed=0))
+    tasks = REPLAYS["task_id"].nunique()
+    assert f"n = {tasks} tasks × 1 attempt (frontier, swebench)" in " ".join(notes.recorded(fig))
