@@ -54,3 +54,36 @@ def test_every_command_help_has_examples_that_parse(name, capsys, monkeypatch):
         except SystemExit:
             pytest.fail(f"{name} --help: the example {example!r} does not parse: {capsys.readouterr().err}")
         assert "deprecated" not in capsys.readouterr().err, f"{name} --help: {example!r} uses a deprecated flag"
+
+
+README = cli.__file__.rsplit("/src/", 1)[0] + "/README.md"
+
+
+def _readme_commands() -> list[str]:
+    """The ``ctxpolicy`` command lines of README.md's bash blocks (continuations joined)."""
+    text = open(README, encoding="utf-8").read()
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+    joined = [re.sub(r"\\\n\s*", " ", block) for block in blocks]
+    lines = [re.split(r"\s+#|\s+&(\s|$)|\s+<\s", line)[0].strip() for block in joined for line in block.splitlines()]
+    return [line.removeprefix(".venv/bin/") for line in lines if re.match(r"(\.venv/bin/)?ctxpolicy \w", line)]
+
+
+def test_the_readme_commands_parse_with_current_flags(capsys):
+    commands = _readme_commands()
+    assert any(c.startswith("ctxpolicy replay ") for c in commands)
+    for command in commands:
+        words = shlex.split(command)[1:]
+        try:
+            cli.build_parser(words[0]).parse_args(words)
+        except SystemExit:
+            pytest.fail(f"README.md: {command!r} does not parse: {capsys.readouterr().err}")
+        assert "deprecated" not in capsys.readouterr().err, f"README.md: {command!r} uses a deprecated flag"
+
+
+def test_the_readme_gives_compress_its_input_shape_and_a_bare_list_is_refused(tmp_path, capsys):
+    text = open(README, encoding="utf-8").read()
+    assert re.search(r'compress.*`\{"messages": \[', text, re.DOTALL)
+    bare = tmp_path / "history.json"
+    bare.write_text('[{"role": "user", "content": "hi"}]')
+    assert cli.main(["compress", "--policy", "TRC/Th", "--threshold", "3000", "-i", str(bare)]) != 0
+    assert "messages" in capsys.readouterr().err

@@ -94,3 +94,15 @@ def test_a_corpus_without_provider_cached_tokens_says_it_has_no_measured_profile
     served_nothing = REPLAYS.assign(billed_profile=100.0, cached_profile=0)
     notes = imported_replay.compute(served_nothing, config("estimated"), n_boot=20, seed=0).notes
     assert any("served none of the source calls" in n for n in notes)
+
+
+def test_the_sweep_figure_says_the_n_of_its_replays():
+    """Three tasks of one attempt (no attempt column: one each), counted from the table itself."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ctxpolicy.figures import notes
+
+    fig = imported_sweep.plot(imported_sweep.compute(REPLAYS, config("exact"), n_boot=20, seed=0))
+    tasks = REPLAYS["task_id"].nunique()
+    assert f"n = {tasks} tasks × 1 attempt (frontier, swebench)" in " ".join(notes.recorded(fig))

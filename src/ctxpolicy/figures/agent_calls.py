@@ -168,4 +168,4 @@ def plot(data: Prepared, name: str = "fig21"):
     ax_.hide_inner_labels(panels)
     fig.supxlabel("Δ agent calls vs FC (%); numbers right of each panel: n shared solved tasks", fontsize=7)
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=min(len(specs), 5), title=title)
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, data.said())

@@ -187,12 +187,13 @@ def compare_block(
     """``compare_against_fc`` (``compare_to_baseline`` against FC; or another function with the same
     signature, ``metric``) for each (benchmark, model) of a block, one row per cell: the runs of
     the block's design cells and the FC reference (``design_runs``, by cell id), on ``cohort``'s
-    tasks where given. ``own_summarizer`` keeps only cells where the agent summarizes for itself."""
+    tasks where given. ``own_summarizer`` keeps only cells where the agent summarizes for itself.
+    ``n`` is the tasks and attempts of those runs where they are few (``notes.sample_size``)."""
     study = study_of(config)
     method = study.cost_method
     metric = metric or compare_against_fc
     combos = combos if combos is not None else [(p.benchmark, p.model) for p in study.pairs(block_name)]
-    frames, said = [], []
+    frames, said, compared = [], [], []
     if not combos:
         said.append(f"the config has no grid.{block_name} block with models and benchmarks.")
     for benchmark, model in combos:
@@ -212,6 +213,7 @@ def compare_block(
             attempts=study.attempts,
             cost_method=method,
         )
+        compared.append(own)
         if table.empty:
             said.append(f"no compressed-policy runs for {model} on {benchmark}.")
             continue
@@ -228,4 +230,10 @@ def compare_block(
         said += resource_gaps(own, table, model, benchmark)
         frames.append(table.assign(benchmark=benchmark, model=model))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return Prepared(out, said, {"combos": combos, "cost_method": method})
+    n = notes.sample_size(compared, cohort_said(cohort))
+    return Prepared(out, said, {"combos": combos, "cost_method": method}, n=n)
+
+
+def cohort_said(cohort: str | None) -> str:
+    """How the n of a figure drawn on one cohort names it (``notes.sample_size``'s ``what``)."""
+    return "" if cohort is None else f" ({cohort} cohort)"

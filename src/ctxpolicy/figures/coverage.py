@@ -139,7 +139,6 @@ def compute(
         thresholds=ax_.threshold_table(own),
         setting=inputs.block(config, "full_comparison")["setting"],
         attempts=comparisons.planned_attempts(config),
-        n=notes.sample_size(own),
     )
     return data
 
@@ -331,7 +330,7 @@ def plot(data: Prepared, title: str | None = None, name: str = "fig4"):
         ha="left",
     )
     fig.legend(handles=_state_handles(np.concatenate(drawn)), loc="outside lower center", ncol=3, frameon=False)
-    return notes.finish(fig, [*data.notes, data.meta["n"]] if data.meta.get("n") else data.notes)
+    return notes.finish(fig, data.said())
 
 
 def plot_sweep(data: Prepared, name: str):
@@ -362,4 +361,4 @@ def plot_sweep(data: Prepared, name: str):
     )
     fig.suptitle(title, x=0.01, ha="left")
     fig.legend(handles=_state_handles(grid.to_numpy(dtype=float)), loc="outside lower center", ncol=3, frameon=False)
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, data.said())

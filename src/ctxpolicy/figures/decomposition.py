@@ -59,7 +59,7 @@ def compute(
     cost_method = comparisons.cost_method(config)
     combos = comparisons.pair_combos(config, "full_comparison", pairs)[0]
     runs, replays = inputs.select_pairs(runs, pairs), inputs.select_pairs(replays, pairs)
-    frames, found = [], []
+    frames, found, drawn = [], [], []
     if not combos:
         found.append("the config has no grid.full_comparison block with models and benchmarks.")
     if cost_method == UNPRICEABLE:
@@ -75,6 +75,7 @@ def compute(
         if own.empty:
             found.append(notes.why_no_runs(model, benchmark))
             continue
+        drawn.append(own)
         table = decompose(
             pd.concat([own, own_replays], ignore_index=True),
             model=model,
@@ -101,7 +102,8 @@ def compute(
             "summary policies were replayed with placeholder summaries of the requested length "
             "(no summarizer endpoint): their mechanical ratios count sizes, not content."
         )
-    return Prepared(out, found, {"combos": combos, "cost_method": cost_method, "setting": setting})
+    meta = {"combos": combos, "cost_method": cost_method, "setting": setting}
+    return Prepared(out, found, meta, n=notes.sample_size(drawn))
 
 
 def plot(data: Prepared, name: str = STEM):
@@ -192,4 +194,4 @@ def plot(data: Prepared, name: str = STEM):
     )
     cost_method = data.meta.get("cost_method")
     footer = f"cost priced by one method for the runs and the replays: {cost_method}."
-    return notes.finish(fig, [footer, *data.notes])
+    return notes.finish(fig, data.said(footer))

@@ -53,7 +53,7 @@ def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot:
     rows, more = ratio_rows(
         replays, combos, configurations, n_boot=n_boot, seed=seed, cost=cost_column(study), resources=SWEEP_RESOURCES
     )
-    return Prepared(pd.DataFrame(rows), more, meta)
+    return Prepared(pd.DataFrame(rows), more, meta, n=notes.sample_size(replays))
 
 
 def plot(data: Prepared, name: str = STEM):
@@ -89,4 +89,4 @@ def plot(data: Prepared, name: str = STEM):
         f"resource-eligible runs, tasks counted on both sides; cost: the {data.meta.get('cost_method', 'configured')} "
         "method in local counts."
     )
-    return notes.finish(fig, [footer, *data.notes])
+    return notes.finish(fig, data.said(footer))

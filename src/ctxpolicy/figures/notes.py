@@ -23,6 +23,7 @@ import textwrap
 from collections.abc import Iterable
 
 import matplotlib.pyplot as plt
+import pandas as pd
 from matplotlib.collections import PathCollection
 from matplotlib.colors import same_color
 from matplotlib.patches import Rectangle
@@ -68,7 +69,13 @@ FEW_TASKS = 30  # below this many tasks a figure's notes say its n
 
 def sample_size(runs, what: str = "") -> str | None:
     """``n = 3 tasks × 1 attempt (qwen05b, local)`` for each pair with few tasks (``FEW_TASKS``):
-    the n behind a figure, said where it is small; None where every pair has enough."""
+    the n behind a figure, said where it is small; None where every pair has enough. ``runs``: the
+    rows the figure draws (runs, replays or compression steps: anything with ``task_id``,
+    ``benchmark``, ``model`` and ``attempt``), one table or a list of them (one per pair).
+    Figures carry it as ``Prepared.n``, and their footnote says it (``Prepared.said``)."""
+    if isinstance(runs, (list, tuple)):
+        frames = [r for r in runs if r is not None and len(r)]
+        runs = pd.concat(frames, ignore_index=True) if frames else None
     if runs is None or len(runs) == 0 or not {"task_id", "benchmark", "model"} <= set(runs.columns):
         return None
     parts = []

@@ -47,7 +47,7 @@ def compute(
     cohort = block.get("cohort", "main")
     combos = comparisons.pair_combos(config, "full_comparison", pairs)[0]
     runs = inputs.select_pairs(runs, pairs)
-    rows, said = [], []
+    rows, said, drawn = [], [], []
     for benchmark, model in combos:
         own = comparisons.runs_of(runs, config, benchmark, model, cohort)
         own = own[inputs.setting_matches(own["setting"], block.get("setting", PRIMARY)) & own["summarizer"].isna()]
@@ -62,6 +62,7 @@ def compute(
             said.append(f"no runs for {model} on {benchmark}: every planned attempt is missing.")
         if not tasks:
             continue
+        drawn.append(own)
         for policy in wanted:
             counts = planned_outcome_counts(own[own["policy"].astype(str) == policy], sorted(tasks), attempts)
             n = len(tasks) * attempts
@@ -78,7 +79,10 @@ def compute(
                     }
                 )
     return Prepared(
-        pd.DataFrame(rows), said, {"combos": combos, "attempts": attempts, "setting": block.get("setting", "primary")}
+        pd.DataFrame(rows),
+        said,
+        {"combos": combos, "attempts": attempts, "setting": block.get("setting", "primary")},
+        n=notes.sample_size(drawn, comparisons.cohort_said(cohort)),
     )
 
 
@@ -140,7 +144,7 @@ def plot(data: Prepared, name: str = "fig20"):
         [Patch(color=style.OUTCOME_COLORS[o], label=style.OUTCOME_LABELS[o]) for o in style.OUTCOME_ORDER],
         title=title,
     )
-    fig = notes.finish(fig, data.notes)
+    fig = notes.finish(fig, data.said())
     _drop_labels_that_do_not_fit(fig, labels)
     return fig
 

@@ -1,4 +1,5 @@
-"""The data of one figure: a tidy table plus notes on what the config or the runs lack."""
+"""The data of one figure: a tidy table, notes on what the config or the runs lack, and the n
+behind it where it is small."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ class Prepared:
     meta: dict[str, Any] = field(default_factory=dict)
     # other tables the figure draws besides ``table`` (e.g. Figure 3's frequency curves), by part
     extra: dict[str, pd.DataFrame] = field(default_factory=dict)
+    # the tasks and attempts behind the figure where they are few (``notes.sample_size``), else None
+    n: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -22,6 +25,11 @@ class Prepared:
 
     def note_text(self) -> str:
         return " ".join(self.notes)
+
+    def said(self, *first: str) -> list[str]:
+        """What the figure's footnote says (``notes.finish``): ``first`` (e.g. a footer), the
+        notes, then the n where it is small."""
+        return [*first, *self.notes, *([self.n] if self.n else [])]
 
     def numbers(self) -> pd.DataFrame:
         """Every number the figure draws, as one table (``{stem}.data.csv``): ``table`` and, when

@@ -103,7 +103,7 @@ def compute_peaks(runs: pd.DataFrame, config: Mapping[str, Any], *, pairs=None, 
     thresholds, missing = tables.table6(config, pairs)
     if missing:
         said.append(missing)
-    frames, marks = [], []
+    frames, marks, drawn = [], [], []
     for benchmark, model in combos:
         own = inputs.select(runs, benchmark=benchmark, model=model)
         if own.empty:
@@ -117,6 +117,7 @@ def compute_peaks(runs: pd.DataFrame, config: Mapping[str, Any], *, pairs=None, 
             said.append(f"no FC run of {model} on {benchmark} recorded a peak prompt.")
             continue
         frames.append(peaks)
+        drawn.append(own[own["policy"].astype(str) == style.FC])
         row = thresholds[(thresholds["benchmark"] == benchmark) & (thresholds["model"] == model)]
         settings = {s: float(row[s].iloc[0]) for s in style.SETTING_ORDER if len(row) and pd.notna(row[s].iloc[0])}
         shares = quoted.share_above(peaks["peak_prompt_tokens"], settings)
@@ -131,7 +132,7 @@ def compute_peaks(runs: pd.DataFrame, config: Mapping[str, Any], *, pairs=None, 
         )
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     extra = {"thresholds": pd.DataFrame(marks)} if marks else {}
-    return Prepared(table, said, {"combos": combos}, extra)
+    return Prepared(table, said, {"combos": combos}, extra, n=notes.sample_size(drawn, " (FC runs)"))
 
 
 def _policy_rows(data: Prepared, benchmark: str, model: str, specs: list[str]) -> pd.DataFrame:
@@ -196,7 +197,7 @@ def _ratios(data: Prepared, title: str, ratios):
     fig.supxlabel("ratio to FC (successful attempts on tasks both solve, task means; 1 = as FC)", fontsize=7)
     handles = [Line2D([], [], marker=m, color="#333333", linestyle="none", label=label) for _, label, m in ratios]
     ax_.legend_top(fig, handles, ncol=len(ratios), title=title)
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, data.said())
 
 
 def _bars(data: Prepared, name: str, title: str, key: str, scale: float, xlabel: str, count: str):
@@ -229,7 +230,7 @@ def _bars(data: Prepared, name: str, title: str, key: str, scale: float, xlabel:
     ax_.hide_inner_labels(panels)
     fig.supxlabel(xlabel, fontsize=7)
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=min(len(specs), 5), title=title)
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, data.said())
 
 
 def plot_summary_share(data: Prepared, name: str = "quoted_summary_share"):
@@ -272,7 +273,7 @@ def plot_peaks(data: Prepared, name: str = "peak_context"):
         for setting, line in SETTING_LINES.items()
     ]
     ax_.legend_top(fig, handles, ncol=3, title=title)
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, data.said())
 
 
 VIEWS = {

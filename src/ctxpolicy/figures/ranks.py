@@ -87,6 +87,7 @@ def compute(
             "attempts": comparisons.planned_attempts(config),
         },
         {"ranks": ranks, "pairs": pair_table},
+        n=compared.n,
     )
 
 
@@ -223,7 +224,7 @@ def plot(data: Prepared, name: str = "fig5"):
         ax.grid(axis="y", visible=False)
     for ax in axs[max(0, len(combos) - ncols) : len(combos)]:
         ax.set_xlabel("Δ resolve (pp)")
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, data.said())
 
 
 def _heatmap(ax, table: pd.DataFrame, combos, specs) -> None:

@@ -109,7 +109,7 @@ def plot(data: Prepared, name: str = "reacquisition"):
         ]
     ax_.legend_top(fig, handles + ax_.policy_handles(specs), ncol=4, title=title)
     gaps = [n for n in data.notes if "resource ratios" in n]
-    return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
+    return notes.finish(fig, data.said(), empty_panel=" ".join(gaps) or None)
 
 
 def _plot_ratios(ax, data: Prepared, benchmark: str, model: str, specs, y) -> None:

@@ -66,7 +66,9 @@ def policy_rates(
     own = own_summarizer(events)
     chosen = events[own & inputs.setting_matches(events["threshold_setting"], SETTING).to_numpy()]
     table = by_policy(chosen, n_boot=n_boot, seed=seed, group=GROUP)
-    data = Prepared(table, meta={"combos": event_combos(chosen, config)})
+    data = Prepared(
+        table, meta={"combos": event_combos(chosen, config)}, n=notes.sample_size(chosen, " (with compression steps)")
+    )
     if not own.all():
         data.notes.append(OTHER_SUMMARIZERS)
     if len(chosen) < own.sum():
@@ -193,4 +195,4 @@ def plot(data: Prepared, name: str = "retention"):
         ncol=5,
         title=title,
     )
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, data.said())

@@ -86,13 +86,14 @@ def compute(
     method = comparisons.cost_method(config)
     attempts = comparisons.planned_attempts(config)
     setting = block["setting"]
-    rows = []
+    rows, drawn = [], []
     for benchmark, model in combos:
         # the summarizer comparison's cells by id (the self-summarizing one is the sweep's shared
         # cell), never the sweep's other cells of the same policy and setting
         own = comparisons.design_runs(
             runs, study_of(config), "summarizer", Pair(model, benchmark), block["cohort"], reference=False
         )
+        drawn.append(own)
         for policy in style.order_policies(policies):
             cells = own[own["policy"].astype(str) == policy]
             if cells.empty:
@@ -137,6 +138,7 @@ def compute(
         pd.DataFrame(rows),
         said,
         {"combos": combos, "cost_method": method, "setting": setting, "policies": style.order_policies(policies)},
+        n=notes.sample_size(drawn, comparisons.cohort_said(block["cohort"])),
     )
 
 
@@ -180,7 +182,7 @@ def plot(data: Prepared, name: str = "fig19"):
     )
     return notes.finish(
         fig,
-        data.notes,
+        data.said(),
         empty_panel=None if others else "no other summarizer: nothing to compare with self-summarization.",
     )
 

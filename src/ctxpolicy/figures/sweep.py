@@ -112,9 +112,9 @@ def compute(
             "policies": policies,
             "cost_method": comparisons.cost_method(config),
             "thresholds": thresholds,
-            "n": notes.sample_size(own, " (sweep subset)"),
         },
         {"frequency": frequency, "summary": summary},
+        n=compared.n,
     )
 
 
@@ -300,8 +300,7 @@ def plot_fig3(data: Prepared, name: str = "fig3"):
     if not summary.empty:  # the depth-win counts under the table, in the space the layout keeps for them
         right.supxlabel("\n".join(depth_wins(summary).lines()), x=0.02, ha="left", fontsize=5.5)
     gaps = [n for n in data.notes if "resource ratios" in n]
-    said = [*data.notes, data.meta["n"]] if data.meta.get("n") else data.notes
-    return notes.finish(fig, said, empty_panel=" ".join(gaps) or None)
+    return notes.finish(fig, data.said(), empty_panel=" ".join(gaps) or None)
 
 
 YELLOW, GREEN = "#F6E27F", "#A8DDB5"
@@ -501,7 +500,7 @@ def plot_ablation(data: Prepared, name: str):
         + [Line2D([], [], color="#666666", linewidth=0.6, label="no change vs FC")],
     )
     gaps = [n for n in data.notes if "resource ratios" in n]
-    return notes.finish(fig, data.notes, empty_panel=" ".join(gaps) or None)
+    return notes.finish(fig, data.said(), empty_panel=" ".join(gaps) or None)
 
 
 def compute_ablation(

@@ -36,7 +36,6 @@ def compute(
     own = inputs.select_pairs(runs, pairs)
     data = comparisons.compare_full_comparison(own, config, n_boot=n_boot, seed=seed, combos=combos)
     data.notes = said + data.notes
-    data.meta["n"] = notes.sample_size(own)
     data.meta["thresholds"] = ax_.threshold_table(own)
     data.meta["setting"] = inputs.block(config, "full_comparison")["setting"]
     return data
@@ -171,8 +170,7 @@ def plot(data: Prepared, name: str = "fig2"):
         grid, ax_.policy_handles(specs), title="policy\n(equal values drawn\nside by side)" if together else None
     )  # after the layout: it widens the figure for itself
     gaps = [n for n in data.notes if "resource ratios" in n]
-    said = [*data.notes, data.meta["n"]] if data.meta.get("n") else data.notes
-    return notes.finish(fig, said, empty_panel=" ".join(gaps) or None)
+    return notes.finish(fig, data.said(), empty_panel=" ".join(gaps) or None)
 
 
 def _guides(ax, key: str, ref: float) -> None:
