@@ -1,13 +1,15 @@
 """Render the figure galleries of docs/figures.md.
 
-    .venv/bin/python scripts/render_gallery.py synthetic [--task-cap N]   # docs/figures/synthetic/
+    .venv/bin/python scripts/render_gallery.py synthetic [--task-cap N] [--only STEM ...]
+                                                                          # docs/figures/synthetic/
     .venv/bin/python scripts/render_gallery.py local FIGURES_DIR          # docs/figures/local/
 
 ``synthetic``: builds the paper-shaped synthetic data set (``ctxpolicy.testing.paper``, the first
 N tasks of every cohort, 3 attempts), runs every main figure target's notebook on it with the
 parameters the workflow gives it for config/synthetic-paper.yaml (papermill, as the workflow
 does), records each picture's provenance sidecar, and keeps the PNGs and sidecars. Every picture
-carries the "synthetic data" mark.
+carries the "synthetic data" mark. ``--only`` renders those targets alone and replaces only
+their pictures, leaving the rest of the gallery as it is.
 
 ``local``: copies the PNGs, the Markdown tables and their ``.prov.json`` sidecars of a local study that
 ``bash scripts/study.sh`` made (its ``figures/`` folder) into docs/figures/local/.
@@ -80,7 +82,7 @@ def _papermill(spec: dict, tables: Path, config: Path, out: Path, executed: Path
         )
 
 
-def synthetic(task_cap: int) -> Path:
+def synthetic(task_cap: int, only: list[str] | None = None) -> Path:
     from ctxpolicy.figures.catalog import targets_for
     from ctxpolicy.figures.inputs import read_study
     from ctxpolicy.testing.paper import build_tables, make_paper_dataset
@@ -90,10 +92,14 @@ def synthetic(task_cap: int) -> Path:
         data = Path(tmp) / "data"
         config = make_paper_dataset(data, task_cap=task_cap, processes=2)
         tables = build_tables(data, processes=2, audit_attempts=1)
+        targets = targets_for(read_study(config))
+        unknown = sorted(set(only or ()) - set(targets))
+        if unknown:
+            raise SystemExit(f"render_gallery: no figure target {', '.join(unknown)}")
         specs = [
             s
-            for s in targets_for(read_study(config)).values()
-            if s["variant_of"] is None and any(p.endswith(".png") for p in s["outputs"])
+            for name, s in targets.items()
+            if s["variant_of"] is None and any(p.endswith(".png") for p in s["outputs"]) and (not only or name in only)
         ]
         out, executed = Path(tmp) / "figures", Path(tmp) / "notebooks"
         executed.mkdir()
@@ -110,7 +116,7 @@ def synthetic(task_cap: int) -> Path:
                     specs,
                 )
             )
-        _replace(target, sorted(out.glob("*.png")) + sorted(out.glob("*.png.prov.json")))
+        _replace(target, sorted(out.glob("*.png")) + sorted(out.glob("*.png.prov.json")), whole=not only)
     return target
 
 
@@ -127,9 +133,10 @@ def local(figures_dir: Path) -> Path:
     return target
 
 
-def _replace(target: Path, files: list[Path]) -> None:
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
+def _replace(target: Path, files: list[Path], whole: bool = True) -> None:
+    if whole:
+        shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True, exist_ok=True)
     for path in files:
         shutil.copy2(path, target / path.name)
     print(f"{len(files)} files -> {target.relative_to(ROOT)}")
@@ -140,11 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="gallery", required=True)
     syn = sub.add_parser("synthetic", help="the paper-shaped synthetic renders")
     syn.add_argument("--task-cap", type=int, default=25, help="tasks per cohort (default 25)")
+    syn.add_argument("--only", nargs="+", metavar="STEM", help="render these figure targets alone")
     loc = sub.add_parser("local", help="a local study's renders")
     loc.add_argument("figures_dir", type=Path)
     args = parser.parse_args(argv)
     if args.gallery == "synthetic":
-        synthetic(args.task_cap)
+        synthetic(args.task_cap, args.only)
     else:
         local(args.figures_dir)
     return 0

@@ -52,10 +52,9 @@ def test_thresholds_read_as_the_config_writes_them():
     assert style.threshold_label("tight", 2500) == "Tight (2.5K)"
 
 
-# Every figure drawn from the runs (Figure 6 draws one chosen run per side, not a sample; the cost
-# figures' plots are another module's; Figure 10 of the helpers draws no pair), and Figures 9-15 and
-# 16-18 by their first member.
-SAMPLED = [name for name in COMPUTE if name not in ("fig6", "fig10", "cost_methods")] + ["retention"]
+# Every figure drawn from the runs (Figure 6 draws one chosen run per side, not a sample; Figure 10
+# of the helpers draws no pair), and Figures 9-15 and 16-18 by their first member.
+SAMPLED = [name for name in COMPUTE if name not in ("fig6", "fig10")] + ["retention"]
 # one figure for each place that finds the runs behind a figure (comparisons.compare_block, the
 # sweep, outcomes, summarizers, decomposition, FC peaks, compression steps)
 ONE_PER_SOURCE = ["fig2", "fig3", "fig20", "fig19", "cost_decomposition", "peak_context", "retention"]

@@ -50,13 +50,14 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str
     combos, found = comparisons.pair_combos(config, "full_comparison", pairs)
     if not combos:
         found.append("the config has no grid.full_comparison block with models and benchmarks.")
-    rows = []
+    rows, drawn = [], []  # drawn: the runs behind the bars, for the figure's n
     for benchmark, model in combos:
         own = comparisons.runs_of(runs, config, benchmark, model)
         if own.empty:
             found.append(notes.why_no_runs(model, benchmark))
             continue
         own = own[inputs.setting_matches(own["setting"], setting).to_numpy()]
+        drawn.append(own[own["policy"].astype(str).isin(policies)])
         for policy in policies:
             mine = own[own["policy"].astype(str) == policy]
             if mine.empty:
@@ -88,7 +89,7 @@ def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str
                 f"{model} on {benchmark}: {len(off)} of {len(mine)} policies have a method more than "
                 f"{DISAGREEMENT_MARGIN:.0%} from the {off[0]['reference']} bill (the data's *_gap columns)."
             )
-    return Prepared(pd.DataFrame(rows), found, {"combos": combos, "setting": setting})
+    return Prepared(pd.DataFrame(rows), found, {"combos": combos, "setting": setting}, n=notes.sample_size(drawn))
 
 
 def plot(data: Prepared, name: str = STEM):
@@ -99,7 +100,7 @@ def plot(data: Prepared, name: str = STEM):
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.notes)
+        return notes.note_figure(title, data.said())
     specs = style.order_policies(data.table["policy"].astype(str).unique())
     models = len({m for _, m in combos})
     fig, panels = ax_.pair_facets(
@@ -135,4 +136,4 @@ def plot(data: Prepared, name: str = STEM):
         ncol=4,
         title=title,
     )
-    return notes.finish(fig, data.notes)
+    return notes.finish(fig, data.said())

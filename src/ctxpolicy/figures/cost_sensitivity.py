@@ -44,12 +44,9 @@ def compute(
     runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
 ) -> Prepared:
     own = inputs.select_pairs(runs, pairs)
-    data = comparisons.compare_full_comparison(
+    return comparisons.compare_full_comparison(
         own, config, n_boot=n_boot, seed=seed, metric=cost_sensitivity, pairs=pairs
     )
-    if n := notes.sample_size(own):
-        data.notes.append(n)
-    return data
 
 
 def break_even_text(value: float) -> str:
@@ -113,7 +110,7 @@ def plot(data: Prepared, name: str = STEM):
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.notes)
+        return notes.note_figure(title, data.said())
     specs = style.order_policies(data.table["policy"].astype(str).unique())
     fig, grid = ax_.grid(len(combos), 2, row_height=max(1.3, 0.28 * len(specs) + 0.6), sharey=True)
     y = np.arange(len(specs))[::-1].astype(float)
@@ -149,4 +146,4 @@ def plot(data: Prepared, name: str = STEM):
         f"d*: the discount at which the policy's {method} bill equals FC's (none: no crossing in [0, 1]); "
         "d = 1: no cache. Intervals: 95 % task bootstrap."
     )
-    return notes.finish(fig, [footer, *data.notes])
+    return notes.finish(fig, data.said(footer))

@@ -192,7 +192,7 @@ def plot(data: Prepared, name: str = STEM):
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
-        return notes.note_figure(title, data.notes)
+        return notes.note_figure(title, data.said())
     specs = style.order_policies(data.table["policy"].astype(str).unique())
     models = cache_model_resources() if data.meta.get("cache_models") else ()
     fig, grid = ax_.grid(len(combos), len(RESOURCES) + bool(models), row_height=0.2 * len(specs) + 0.7, sharey=True)
@@ -217,4 +217,4 @@ def plot(data: Prepared, name: str = STEM):
         f"both sides; cost: the {data.meta.get('cost_method', 'configured')} method in local counts"
         + ("; by cache: circles the ideal cache (exact), squares the measured profile." if models else ".")
     )
-    return notes.finish(fig, [footer, *data.notes])
+    return notes.finish(fig, data.said(footer))
