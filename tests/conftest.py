@@ -38,12 +38,30 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
 # --dist loadgroup, done by tests/xdist_scheduling.py (xdist 3.8.0's own loses the groups and can hang)
 
 
-def pytest_configure(config) -> None:
-    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
-        if config.getvalue("dist") == "loadgroup":
-            from xdist_scheduling import start_controller
+# each test's measured time, kept by the controller (or the only process) for the next run's order
+_DURATIONS: list = []  # the DurationRecorder of this process, when it is not a worker
 
-            start_controller(config)
+
+def pytest_configure(config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    from xdist_scheduling import DurationRecorder
+
+    _DURATIONS[:] = [DurationRecorder()]
+    if config.pluginmanager.hasplugin("xdist") and config.getvalue("dist") == "loadgroup":
+        from xdist_scheduling import start_controller
+
+        start_controller(config)
+
+
+def pytest_runtest_logreport(report) -> None:
+    for recorder in _DURATIONS:
+        recorder.add(report)
+
+
+def pytest_sessionfinish(session) -> None:
+    for recorder in _DURATIONS:
+        recorder.store(session.config)
 
 
 def pytest_unconfigure(config) -> None:
