@@ -8,7 +8,8 @@ scripts/test.sh runs the suite on every core (pytest-xdist, ``-n auto --dist loa
 workers are capped below). Each worker is its own pytest session: a session fixture that builds a
 tree on disk shares it through ``built_once`` (one build, under a file lock, for all workers);
 tests that must not run beside each other carry ``pytest.mark.xdist_group(NAME)``: a group runs on
-one worker, one test after the other (README, "Tests and benchmarks").
+one worker, one test after the other (README, "Tests and benchmarks"). The units go out longest
+first, by each test's time in the last run (kept in pytest's cache, tests/xdist_scheduling.py).
 """
 
 from __future__ import annotations
