@@ -17,7 +17,7 @@ import pytest
 from conftest import require
 from workflow_helpers import ROOT, bubblewrap_ready, embedded_model_ready, snakemake_command, workflow_env, write_study
 
-TASKS = ["hello-world", "count-errors"]  # killed after the first completes, the second in flight
+TASKS = ["hello-world", "count-errors", "csv-sum"]
 CELL = "results/runs/local/qwen05b/FC"
 
 
