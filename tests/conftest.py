@@ -8,7 +8,8 @@ scripts/test.sh runs the suite on every core (pytest-xdist, ``-n auto --dist loa
 workers are capped below). Each worker is its own pytest session: a session fixture that builds a
 tree on disk shares it through ``built_once`` (one build, under a file lock, for all workers);
 tests that must not run beside each other carry ``pytest.mark.xdist_group(NAME)``: a group runs on
-one worker, one test after the other (README, "Tests and benchmarks").
+one worker, one test after the other (README, "Tests and benchmarks"). The units go out longest
+first, by each test's time in the last run (kept in pytest's cache, tests/xdist_scheduling.py).
 """
 
 from __future__ import annotations
@@ -38,12 +39,30 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
 # --dist loadgroup, done by tests/xdist_scheduling.py (xdist 3.8.0's own loses the groups and can hang)
 
 
-def pytest_configure(config) -> None:
-    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
-        if config.getvalue("dist") == "loadgroup":
-            from xdist_scheduling import start_controller
+# each test's measured time, kept by the controller (or the only process) for the next run's order
+_DURATIONS: list = []  # the DurationRecorder of this process, when it is not a worker
 
-            start_controller(config)
+
+def pytest_configure(config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    from xdist_scheduling import DurationRecorder
+
+    _DURATIONS[:] = [DurationRecorder()]
+    if config.pluginmanager.hasplugin("xdist") and config.getvalue("dist") == "loadgroup":
+        from xdist_scheduling import start_controller
+
+        start_controller(config)
+
+
+def pytest_runtest_logreport(report) -> None:
+    for recorder in _DURATIONS:
+        recorder.add(report)
+
+
+def pytest_sessionfinish(session) -> None:
+    for recorder in _DURATIONS:
+        recorder.store(session.config)
 
 
 def pytest_unconfigure(config) -> None:

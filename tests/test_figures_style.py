@@ -159,3 +159,28 @@ def test_the_synthetic_mark_is_drawn_once_and_collides_with_nothing():
     assert len(marks) == 1
     assert layout.collisions(fig) == []
     plt.close(fig)
+
+
+def test_layout_check_compares_only_pairs_whose_bounds_meet_and_misses_no_overlap():
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    polygons = []
+    for _ in range(100):  # rotated and flat boxes, crowded enough that many overlap
+        centre, (w, h) = rng.uniform(0, 200, 2), rng.uniform(1, 25, 2)
+        a = np.radians(rng.choice([0, 30, 45, 60, 90]))
+        turn = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+        polygons.append(np.array([[-w, -h], [w, -h], [w, h], [-w, h]]) @ turn.T + centre)
+    every_pair = [
+        (i, j)
+        for i, j in itertools.combinations(range(len(polygons)), 2)
+        if layout._overlap_depth(polygons[i], polygons[j]) > 0
+    ]
+    candidates = layout._touching_pairs(polygons)
+    assert len(candidates) < len(polygons) * (len(polygons) - 1) / 4  # most pairs are never compared
+    assert [p for p in candidates if layout._overlap_depth(polygons[p[0]], polygons[p[1]]) > 0] == every_pair
+    assert every_pair  # the data set has overlaps to find
+    fig = _axes(["a"])
+    with pytest.raises(ValueError, match="tolerance"):
+        layout.collisions(fig, tolerance=-1)
+    plt.close(fig)

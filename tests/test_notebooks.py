@@ -12,11 +12,11 @@ disk, the writers) is exercised for the figures that broke or went blank in a re
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -62,6 +62,7 @@ def execute_edge(name: str, out_dir: Path, executed_dir: Path, tables_dir: Path)
     )
 
 
+@functools.cache
 def paper_targets(config_path: Path) -> dict[str, dict]:
     """The main targets for the paper-shaped data set's config, each with its pairs and name."""
     from ctxpolicy.figures.catalog import targets_for
@@ -70,51 +71,41 @@ def paper_targets(config_path: Path) -> dict[str, dict]:
     return {n: s for n, s in targets_for(read_study(config_path)).items() if s["variant_of"] is None}
 
 
-def execute_all(names, tmp: Path, paper_tables) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
-    """The named targets' notebooks on the paper-shaped data set, 2 at a time."""
+def execute_paper(name: str, tmp: Path, paper_tables) -> tuple[Path, subprocess.CompletedProcess]:
+    """The named target's notebook on the paper-shaped data set, its outputs in TMP/figures."""
     tables_dir, config_path = paper_tables
-    targets = paper_targets(config_path)
+    spec = paper_targets(config_path)[name]
     out, executed = tmp / "figures", tmp / "notebooks"
     executed.mkdir(parents=True)
-
-    def run(name):
-        spec = targets[name]
-        return papermill(
-            [
-                spec["notebook"],
-                str(executed / f"{name}.ipynb"),
-                "-p",
-                "tables_dir",
-                str(tables_dir),
-                "-p",
-                "config_path",
-                str(config_path),
-                "-p",
-                "out_dir",
-                str(out),
-                "-y",
-                json.dumps({**spec["params"], "n_boot": TEST_BOOT}),
-            ]
-        )
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(names, pool.map(run, names)))
-    return out, results
+    result = papermill(
+        [
+            spec["notebook"],
+            str(executed / f"{name}.ipynb"),
+            "-p",
+            "tables_dir",
+            str(tables_dir),
+            "-p",
+            "config_path",
+            str(config_path),
+            "-p",
+            "out_dir",
+            str(out),
+            "-y",
+            json.dumps({**spec["params"], "n_boot": TEST_BOOT}),
+        ]
+    )
+    return out, result
 
 
 def produced(name: str, out_dir: Path) -> list[Path]:
     return [out_dir / Path(p).name for p in TARGETS[name]["outputs"]]
 
 
-@pytest.fixture(scope="module")
-def first_run(tmp_path_factory, paper_tables):
-    return execute_all(DRAWN, tmp_path_factory.mktemp("first"), paper_tables)
-
-
+# One test per notebook, each executing its own (no module fixture holding all of them): the
+# notebooks spread over the xdist workers instead of queueing on one.
 @pytest.mark.parametrize("name", DRAWN)
-def test_notebook_writes_its_outputs(first_run, name):
-    out_dir, results = first_run
-    result = results[name]
+def test_notebook_writes_its_outputs_and_nothing_else(name, tmp_path, paper_tables):
+    out_dir, result = execute_paper(name, tmp_path / "first", paper_tables)
     assert result.returncode == 0, f"{name} failed:\n{result.stderr[-3000:]}"
     for path in produced(name, out_dir):
         assert path.exists(), f"{name} did not write {path.name}"
@@ -127,53 +118,36 @@ def test_notebook_writes_its_outputs(first_run, name):
         magic = {".pdf": b"%PDF", ".png": b"\x89PNG"}.get(path.suffix)
         if magic:
             assert data.startswith(magic)
-
-
-def test_no_stray_outputs(first_run):
-    out_dir, _ = first_run
-    expected = {Path(p).name for name in DRAWN for p in TARGETS[name]["outputs"]}
-    assert {p.name for p in out_dir.iterdir()} == expected
-
-
-def test_second_execution_is_byte_identical(first_run, tmp_path, paper_tables):
-    out_dir, _ = first_run
-    again, results = execute_all(list(REPEATED), tmp_path, paper_tables)
-    for name in REPEATED:
-        assert results[name].returncode == 0, results[name].stderr[-3000:]
+    assert {p.name for p in out_dir.iterdir()} == {p.name for p in produced(name, out_dir)}, "stray outputs"
+    if name in REPEATED:
+        again, result = execute_paper(name, tmp_path / "again", paper_tables)
+        assert result.returncode == 0, result.stderr[-3000:]
         for path in produced(name, out_dir):
             assert (again / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs"
 
 
-@pytest.fixture(scope="module")
-def edge_runs(tmp_path_factory):
-    """Each edge data set written as tables, and the edge notebooks run on each (2 at a time)."""
-    tmp = tmp_path_factory.mktemp("edge")
-    jobs = []
-    for edge in edge_cases.EDGE_SETS:
-        runs, calls = edge_cases.EDGE_SETS[edge](*edge_cases.load())
-        tables = tmp / edge / "tables"
-        tables.mkdir(parents=True)
-        runs.to_parquet(tables / "runs.parquet", index=False)
-        calls.to_parquet(tables / "calls.parquet", index=False)
-        (tmp / edge / "notebooks").mkdir()
-        jobs += [(edge, name, tables) for name in EDGE_NOTEBOOKS]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(
-            lambda job: execute_edge(job[1], tmp / job[0] / "figures", tmp / job[0] / "notebooks", job[2]), jobs
-        )
-        results = {(edge, name): result for (edge, name, _), result in zip(jobs, done)}
-    return tmp, results
+def execute_edge_set(edge: str, tmp: Path) -> dict[str, subprocess.CompletedProcess]:
+    """The edge data set written as tables under TMP, and the edge notebooks run on it (outputs
+    in TMP/figures)."""
+    runs, calls = edge_cases.EDGE_SETS[edge](*edge_cases.load())
+    tables = tmp / "tables"
+    tables.mkdir(parents=True)
+    runs.to_parquet(tables / "runs.parquet", index=False)
+    calls.to_parquet(tables / "calls.parquet", index=False)
+    (tmp / "notebooks").mkdir()
+    return {name: execute_edge(name, tmp / "figures", tmp / "notebooks", tables) for name in EDGE_NOTEBOOKS}
 
 
 @pytest.mark.parametrize("edge", list(edge_cases.EDGE_SETS))
-def test_edge_notebooks_render_and_say_what_is_missing(edge_runs, edge):
-    tmp, results = edge_runs
+def test_edge_notebooks_render_and_say_what_is_missing(edge, tmp_path):
+    results = execute_edge_set(edge, tmp_path)
+    figures = tmp_path / "figures"
     for name in EDGE_NOTEBOOKS:
-        result = results[(edge, name)]
+        result = results[name]
         assert result.returncode == 0, f"{name} on {edge} failed:\n{result.stderr[-3000:]}"
-        for path in produced(name, tmp / edge / "figures"):
+        for path in produced(name, figures):
             assert path.exists(), f"{name} on {edge} did not write {path.name}"
-    said = {name: json.loads((tmp / edge / "figures" / f"{name}.notes.json").read_text()) for name in EDGE_NOTEBOOKS}
+    said = {name: json.loads((figures / f"{name}.notes.json").read_text()) for name in EDGE_NOTEBOOKS}
     if edge == "empty":
         assert all(said.values()), said
     if edge == "fc_time_limited":

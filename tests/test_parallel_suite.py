@@ -2,8 +2,10 @@
 scheduling of tests/xdist_scheduling.py): a failing test, a worker that dies, or a shared tree
 that fails to build still fail the run and its closing summary line still counts every test; a
 group runs on one worker, in order; the tests sharing a module fixture get it built once; a
-session tree built with ``conftest.built_once`` is built once for all workers; ``-n auto`` is
-the usable cores, capped. The parallel cases are one small suite of their own, run once in a
+session tree built with ``conftest.built_once`` is built once for all workers; the longest units
+go out first (the embedded model's group before the quicker tests collected ahead of it), by
+each test's last measured time or a guess from its kind; ``-n auto`` is the usable cores, capped.
+The parallel cases are one small suite of their own, run once in a
 scratch directory with this suite's conftest.py."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import conftest
+import xdist_scheduling
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,11 +81,13 @@ CLEAN = {
         @pytest.mark.xdist_group("alone")
         @pytest.mark.parametrize("i", range(4))
         def test_in_the_group(i, tmp_path_factory):
+            log(tmp_path_factory, "started.log", os.environ["PYTEST_XDIST_WORKER"] + " group")
             SEEN.append(i)
             log(tmp_path_factory, "group.log", f"{os.environ['PYTEST_XDIST_WORKER']} {SEEN}")
 
         @pytest.mark.parametrize("i", range(8))
         def test_free(i, tmp_path_factory):
+            log(tmp_path_factory, "started.log", os.environ["PYTEST_XDIST_WORKER"] + " free")
             time.sleep(0.2)
             log(tmp_path_factory, "free.log", os.environ["PYTEST_XDIST_WORKER"])
     """,
@@ -109,6 +114,8 @@ CLEAN = {
 
         @pytest.mark.parametrize("i", range(3))
         def test_a_model_server(i, tmp_path_factory):
+            with (tmp_path_factory.getbasetemp().parent / "started.log").open("a") as f:
+                f.write(os.environ["PYTEST_XDIST_WORKER"] + " llm\\n")
             time.sleep(0.1)
             with (tmp_path_factory.getbasetemp().parent / "llm.log").open("a") as f:
                 f.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
@@ -233,6 +240,62 @@ def test_the_tests_of_the_embedded_model_run_on_one_worker(clean_run):
     _, basetemp = clean_run
     workers = lines(basetemp / "llm.log")
     assert len(workers) == 6 and len(set(workers)) == 1, workers
+
+
+def test_the_longest_group_goes_out_first(clean_run):
+    # the model's 6 tests (a guessed 30 s each) are collected after the quick ones, and start first
+    _, basetemp = clean_run
+    started = [line.split() for line in lines(basetemp / "started.log")]
+    llm_worker = next(worker for worker, kind in started if kind == "llm")
+    assert [kind for worker, kind in started if worker == llm_worker][0] == "llm", started
+
+
+def test_units_are_ordered_by_their_tests_summed_costs_longest_first():
+    units = {"a": {"a1": False}, "group:b": {"b1": False, "b2": False}, "c": {"c1": False}, "d": {"d1": False}}
+    costs = {"a1": 2.0, "b1": 1.5, "b2": 1.5, "c1": 2.0}  # d1 unmeasured: the quick guess
+    assert xdist_scheduling.longest_first(units, costs) == ["group:b", "a", "c", "d"]  # ties as given
+    assert xdist_scheduling.longest_first(units, {}) == ["group:b", "a", "c", "d"]  # by test count
+
+
+class FakeCache:
+    def __init__(self, stored=None):
+        self.stored = dict(stored or {})
+
+    def get(self, key, default):
+        return self.stored.get(key, default)
+
+    def set(self, key, value):
+        self.stored[key] = value
+
+
+class Report:
+    def __init__(self, nodeid, duration):
+        self.nodeid, self.duration = nodeid, duration
+
+
+def test_measured_times_are_summed_per_test_and_merged_into_the_cache():
+    config = type("Config", (), {"cache": FakeCache({xdist_scheduling.DURATIONS_KEY: {"old": 9.0, "t": 1.0}})})()
+    recorder = xdist_scheduling.DurationRecorder()
+    for phase in (0.5, 2.0, 0.25):  # setup, call, teardown
+        recorder.add(Report("t", phase))
+    recorder.store(config)
+    assert xdist_scheduling.measured_durations(config) == {"old": 9.0, "t": 2.75}  # a test not run keeps its time
+    xdist_scheduling.DurationRecorder().store(type("NoCache", (), {})())  # -p no:cacheprovider: nothing kept
+
+
+def test_a_tests_cost_is_its_measured_time_else_a_guess_from_its_kind():
+    class Item:
+        def __init__(self, nodeid, marks=()):
+            self.nodeid, self._marks = nodeid, marks
+
+        def get_closest_marker(self, name):
+            return object() if name in self._marks else None
+
+    guess = xdist_scheduling.GUESSED_S
+    assert xdist_scheduling.item_cost(Item("m::t", ("llm",)), {"m::t": 4.0}) == 4.0
+    assert xdist_scheduling.item_cost(Item("m::t", ("llm",)), {}) == guess["llm"]
+    assert xdist_scheduling.item_cost(Item("m::t"), {}) == guess["free"]
+    assert guess["llm"] > guess["module"] > guess["free"]
 
 
 def test_the_tests_sharing_a_module_fixture_get_it_built_once(clean_run):

@@ -272,3 +272,21 @@ def test_the_figure_and_the_tables_point_back_to_the_source_files(imported_workf
     assert (workdir / "results" / "imported-example" / "imported" / "runs" / imported["source_file"]).resolve() in {
         s.resolve() for s in sources.values()
     }
+
+
+def test_the_corpus_benchmark_is_shaped_like_a_submission_over_the_paper_grid(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_corpus", ROOT / "benchmarks" / "bench_corpus.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    calls = [c for c, _ in bench.corpus_plan(500, seed=0)]
+    assert len(calls) == 500 and max(calls) == 145 and 30 <= sorted(calls)[250] <= 42 and min(calls) >= 6
+    shape = bench.write_corpus(tmp_path / "corpus", 2, seed=0, workers=1)
+    assert [c for c, _ in shape] == [c for c, _ in bench.corpus_plan(2, seed=0)]
+    assert all(peak > 1000 for _, peak in shape)
+    config = bench.study_config(tmp_path, tmp_path / "corpus")
+    study = load_study(config)
+    paper = load_study(ROOT / "config" / "paper.yaml")
+    assert not study.has_study and len(study.configurations()) == 65
+    assert {(c.policy, c.setting) for c in study.configurations()} == {
+        (c.policy, c.setting) for c in paper.configurations()
+    }

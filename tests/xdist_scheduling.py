@@ -16,7 +16,16 @@ and the scheduler, a subclass of xdist's own, reads it when it splits the tests 
 The subclass changes two steps besides: a dead worker's unfinished tests go back on the queue
 (the one it died in is reported failed by xdist and not run again: pytest-dev/pytest-xdist#1371),
 and a worker that has taken the last unit is told to finish, as at the start of a run.
-Drop this module once a fixed xdist is locked.
+
+And it hands the units out longest first (xdist's own order is the collection's), so that the
+workers finish together: a long group started last (the embedded model's, a workflow run's)
+leaves the other workers idle while it runs. A unit's length is the sum of its tests' costs:
+each test's last measured time (setup, call and teardown; the controller keeps them in pytest's
+cache, ``ctxpolicy/durations``, after every run that has the cache), else a guess from its kind
+(``GUESSED_S``). The units go out one at a time to whichever worker is nearly idle, so the worker
+that took the model's long group gets nothing else until it is nearly done: each worker takes
+its fair share of the rest by finishing its own.
+Drop the parts xdist fixes once a fixed xdist is locked (the order stays ours).
 """
 
 from __future__ import annotations
@@ -35,6 +44,10 @@ _FOLDER = pytest.StashKey[str]()
 
 
 LLM_GROUP = "embedded-llm"
+DURATIONS_KEY = "ctxpolicy/durations"  # pytest's cache: {test id: seconds} of the last runs
+# A test's cost before any run measured it: the model's tests start llama.cpp and run agents;
+# a module fixture's tests share a built tree (a workflow run, a server); the rest are quick.
+GUESSED_S = {"llm": 30.0, "module": 3.0, "free": 0.3}
 
 
 def item_group(item) -> str | None:
@@ -58,6 +71,46 @@ def item_group(item) -> str | None:
     return None
 
 
+def item_cost(item, measured: dict[str, float]) -> float:
+    """A test's expected seconds: its last measured time, else ``GUESSED_S`` of its kind."""
+    if item.nodeid in measured:
+        return float(measured[item.nodeid])
+    if item.get_closest_marker("llm") is not None:
+        return GUESSED_S["llm"]
+    group = item_group(item)
+    return GUESSED_S["module"] if group is not None and group != LLM_GROUP else GUESSED_S["free"]
+
+
+def longest_first(units: dict[str, dict[str, bool]], costs: dict[str, float]) -> list[str]:
+    """The scopes of UNITS ({scope: {test id: done}}) by their tests' summed COSTS, longest first;
+    equal ones in their given order. A test without a cost counts ``GUESSED_S["free"]``."""
+    length = {scope: sum(costs.get(nodeid, GUESSED_S["free"]) for nodeid in unit) for scope, unit in units.items()}
+    return sorted(units, key=lambda scope: -length[scope])
+
+
+def measured_durations(config) -> dict[str, float]:
+    cache = getattr(config, "cache", None)
+    return dict(cache.get(DURATIONS_KEY, {})) if cache is not None else {}
+
+
+class DurationRecorder:
+    """On the controller: each test's seconds (setup + call + teardown) of this run, merged into
+    pytest's cache at the end for the next run's order (a test not run keeps its old time)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def add(self, report) -> None:
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+
+    def store(self, config) -> None:
+        cache = getattr(config, "cache", None)
+        if cache is None or not self.seconds:
+            return
+        merged = {**measured_durations(config), **{k: round(v, 3) for k, v in self.seconds.items()}}
+        cache.set(DURATIONS_KEY, merged)
+
+
 def start_controller(config) -> str:
     """The folder the workers write their groups into (removed by ``stop_controller``)."""
     folder = tempfile.mkdtemp(prefix="ctxpolicy-xdist-groups-")
@@ -77,33 +130,64 @@ def write_groups(config, items) -> None:
     if not folder:
         return
     groups = {item.nodeid: group for item in items if (group := item_group(item)) is not None}
+    measured = measured_durations(config)
+    costs = {item.nodeid: item_cost(item, measured) for item in items}
     target = Path(folder) / f"{config.workerinput['workerid']}.json"
     tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(groups), encoding="utf-8")
+    tmp.write_text(json.dumps({"groups": groups, "costs": costs}), encoding="utf-8")
     os.replace(tmp, target)
 
 
 class GroupScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling with the workers' groups as scopes (a test without one is its own)."""
+    """xdist's scope scheduling with the workers' groups as scopes (a test without one is its own),
+    the scopes handed out longest first."""
 
     def __init__(self, config, log=None, folder: str | None = None) -> None:
         super().__init__(config, log)
         self._folder = folder
         self._groups: dict[str, str] | None = None
+        self._costs: dict[str, float] = {}
 
     def _split_scope(self, nodeid: str) -> str:
         if self._groups is None:
-            self._groups = self._read_groups()
+            self._groups, self._costs = self._read_groups()
         group = self._groups.get(nodeid)
         return f"group:{group}" if group is not None else nodeid
 
-    def _read_groups(self) -> dict[str, str]:
+    def _read_groups(self) -> tuple[dict[str, str], dict[str, float]]:
         # called once every worker has finished collecting, so each has written its file; they
         # collected the same tests (xdist checks), so any one of them will do
         files = sorted(Path(self._folder).glob("*.json")) if self._folder else []
         if self._folder and not files:
             raise RuntimeError(f"no worker wrote its test groups into {self._folder}")
-        return json.loads(files[0].read_text(encoding="utf-8")) if files else {}
+        if not files:
+            return {}, {}
+        written = json.loads(files[0].read_text(encoding="utf-8"))
+        return written["groups"], written["costs"]
+
+    def schedule(self) -> None:
+        if self.collection is not None or not self.collection_is_completed:
+            return super().schedule()  # later calls: as xdist (more work to each idle worker)
+        if not self._check_nodes_have_same_collection():
+            self.log("**Different tests collected, aborting run**")
+            return None
+        # as xdist's first call, with the units queued longest first instead of as collected
+        self.collection = list(next(iter(self.registered_collections.values())))
+        if not self.collection:
+            return None
+        units: dict[str, dict[str, bool]] = {}
+        for nodeid in self.collection:
+            units.setdefault(self._split_scope(nodeid), {})[nodeid] = False
+        for scope in longest_first(units, self._costs):
+            self.workqueue[scope] = units[scope]
+        for _ in range(len(self.nodes) - len(self.workqueue)):  # more workers than units
+            unused, _ = self.assigned_work.popitem()
+            unused.shutdown()
+        for node in self.nodes:
+            self._assign_work_unit(node)
+        for node in self.nodes:
+            self._reschedule(node)
+        return None
 
     def remove_node(self, node):
         workload = self.assigned_work.pop(node)

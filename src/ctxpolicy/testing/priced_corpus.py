@@ -31,12 +31,20 @@ MISS, PARTIAL = 0.1, 0.35
 
 
 def server_prompt(messages: list[dict]) -> int:
-    local = sum(count_message({"role": m["role"], "content": m["content"]}) for m in messages)
-    return int(local * TOKENIZER_RATIO) + MESSAGE_OVERHEAD * len(messages)
+    return _server_tokens(sum(_local_tokens(m) for m in messages), len(messages))
 
 
-def _output(rng: np.random.Generator, step: int) -> str:
+def _local_tokens(message: dict) -> int:
+    return count_message({"role": message["role"], "content": message["content"]})
+
+
+def _server_tokens(local: int, messages: int) -> int:
+    return int(local * TOKENIZER_RATIO) + MESSAGE_OVERHEAD * messages
+
+
+def _output(rng: np.random.Generator, step: int, verbosity: float = 1.0) -> str:
     lines = int(rng.choice([1, 3, 12, 40, 90], p=[0.2, 0.3, 0.25, 0.15, 0.1]))
+    lines = lines if verbosity == 1.0 else max(1, round(lines * verbosity))
     return "\n".join(f"{step}:{i}: " + " ".join(rng.choice(WORDS, size=int(rng.integers(4, 12)))) for i in range(lines))
 
 
@@ -49,8 +57,12 @@ def _cached(rng: np.random.Generator, previous: int) -> int:
     return max(0, 1024 + (int(previous * share) - 1024) // 128 * 128) if previous * share >= 1024 else 0
 
 
-def trajectory(n: int, *, steps: int, model: str, seed: int = 0, openrouter: bool = False) -> dict:
-    """One run's ``.traj.json``; ``openrouter`` puts the price in ``extra.response.usage.cost``."""
+def trajectory(
+    n: int, *, steps: int, model: str, seed: int = 0, openrouter: bool = False, verbosity: float = 1.0
+) -> dict:
+    """One run's ``.traj.json``; ``openrouter`` puts the price in ``extra.response.usage.cost``;
+    ``verbosity`` scales the tool outputs' line counts (1: the default mix, about 250 tokens an
+    output on average)."""
     from ctxpolicy.metrics.prices import price_card
 
     card = price_card(model)
@@ -61,10 +73,11 @@ def trajectory(n: int, *, steps: int, model: str, seed: int = 0, openrouter: boo
         {"role": "user", "content": TASK.format(n=n), "timestamp": clock + 0.5},
     ]
     previous, total = 0, 0.0
+    local = sum(_local_tokens(m) for m in messages)  # the messages' local count, kept as they grow
     for step in range(1, steps + 1):
         command = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" if step == steps else f"grep -n field src/module_{n}.py"
         content = f"THOUGHT: step {step}: I look at what the parser does next.\n\n```bash\n{command}\n```"
-        prompt = server_prompt(messages)
+        prompt = _server_tokens(local, len(messages))
         cached = _cached(rng, previous)
         completion = 20 + int(rng.integers(0, 60))
         cost = card.dollars(prompt - cached, cached, 0, completion)
@@ -81,8 +94,9 @@ def trajectory(n: int, *, steps: int, model: str, seed: int = 0, openrouter: boo
             extra["cost"] = cost
         clock += float(rng.uniform(3, 40))
         messages.append({"role": "assistant", "content": content, "timestamp": clock, "extra": extra})
+        local += _local_tokens(messages[-1])
         if step < steps:
-            output = _output(rng, step)
+            output = _output(rng, step, verbosity)
             messages.append(
                 {
                     "role": "user",
@@ -90,6 +104,7 @@ def trajectory(n: int, *, steps: int, model: str, seed: int = 0, openrouter: boo
                     "timestamp": clock + 1,
                 }
             )
+            local += _local_tokens(messages[-1])
         previous, total = prompt, total + cost
     return {
         "info": {
