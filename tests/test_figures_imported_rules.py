@@ -125,8 +125,13 @@ def test_the_cost_sensitivity_figure_prices_the_replays_against_the_fc_replay():
     by_cache = imported_replay.compute(replays, config("estimated"), n_boot=20, seed=0).table.iloc[0]
     assert row["cost_ratio_exact_est"] == by_cache["cost_exact_ratio_est"]
     assert row["cost_ratio_measured-profile_est"] == by_cache["cost_profile_ratio_est"]
+    assert imported_replay.NO_MEASURED_HITS not in data.notes
     figure = cost_sensitivity.plot(data, "imported_cost_sensitivity")
     assert len(figure.axes) == 2
+    unpriced = replays.assign(billed_profile=math.nan)
+    data = cost_sensitivity.compute_imported(unpriced, config("estimated"), n_boot=20, seed=0)
+    assert imported_replay.NO_MEASURED_HITS in data.notes
+    assert data.table["cost_ratio_measured-profile_est"].isna().all()
 
 
 def test_the_cost_sensitivity_figure_without_an_fc_replay_is_a_note():

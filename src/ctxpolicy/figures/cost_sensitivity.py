@@ -65,7 +65,8 @@ def _setting_of(value: Any) -> str | None:
 def compute_imported(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
     """The imported corpus's replays (``imported_replay.read_replays``) of the full comparison's
     policies at its setting (FC's replay the baseline), one row per policy; a note for each
-    policy without replays, and for a corpus without an FC replay."""
+    policy without replays, for a corpus without an FC replay and for one whose source calls
+    carry no provider cached tokens (no measured profile: ``imported_replay.NO_MEASURED_HITS``)."""
     study = study_of(config)
     setting = study.section("full_comparison")["setting"]
     wanted = [(c.policy, c.setting) for c in study.configurations("full_comparison")]
@@ -102,6 +103,8 @@ def compute_imported(replays: pd.DataFrame, config: Study | Mapping[str, Any], *
             continue
         frames.append(table)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if frames and not imported_replay.measured_hits(chosen)[0]:
+        said.append(imported_replay.NO_MEASURED_HITS)
     if frames and imported_replay.placeholder_summaries(chosen):
         said.append(imported_replay.PLACEHOLDER_SUMMARIES)
     if n := notes.sample_size(chosen):
