@@ -32,6 +32,7 @@ REQUIRED = [
     "cost_methods",
     "imported_replay",  # a config's imported corpus (workflow/rules/imported.smk)
     "imported_sweep",
+    "imported_cost_sensitivity",
     "quoted_calls",  # the numbers the study's observations quote (metrics.quoted)
     "quoted_summary_share",
     "quoted_shared_tokens",

@@ -106,3 +106,50 @@ def test_the_sweep_figure_says_the_n_of_its_replays():
     fig = imported_sweep.plot(imported_sweep.compute(REPLAYS, config("exact"), n_boot=20, seed=0))
     tasks = REPLAYS["task_id"].nunique()
     assert f"n = {tasks} tasks × 1 attempt (frontier, swebench)" in " ".join(notes.recorded(fig))
+
+
+def test_the_cost_sensitivity_figure_prices_the_replays_against_the_fc_replay():
+    """imported_cost_sensitivity on the same replays. Estimated parts, fresh + d · cached
+    (billed_est at d = 0.1): FC A 45 + 50, B 95 + 50; TR A 20 + 100, B 50 + 100 (C on neither
+    side). At d = 1: (120 + 150) / (95 + 145) = 1.125; at d = 0.5: 170 / 190. Break-even: the
+    parts' means, F 35 vs 70, C 100 vs 50: d* = (70 - 35) / (100 - 50) = 0.7. By cache model:
+    exact 0.5 on one task and measured profile 83 / 135 on two, as imported_replay draws them;
+    measured (a replay sends nothing to a server) is not available."""
+    from ctxpolicy.figures import cost_sensitivity
+
+    replays = REPLAYS.assign(
+        cell=REPLAYS["policy"].str.replace("/", "_"),
+        summary_input=0,
+        fresh_est=[45, 95, 100, 20, 50, 5],
+        cached_est=[50, 50, 500, 100, 100, 50],
+        billed_profile=[45.0, 90.0, 140.0, 28.0, 55.0, 10.0],
+        cached_profile=[9, 18, 0, 4, 5, 0],
+    )
+    data = cost_sensitivity.compute_imported(replays, config("estimated"), n_boot=20, seed=0)
+    row = data.table.set_index("policy").loc["TR/Th/0.5"]
+    assert row["cost_ratio_at_0.1_est"] == pytest.approx(0.6) and row["cost_ratio_at_0.1_n_tasks"] == 2
+    assert row["cost_ratio_at_1_est"] == pytest.approx(1.125)
+    assert row["cost_ratio_at_0.5_est"] == pytest.approx(170 / 190)
+    assert row["break_even_estimated"] == pytest.approx(0.7)
+    assert row["cost_ratio_exact_est"] == pytest.approx(0.5) and row["cost_ratio_exact_n_tasks"] == 1
+    assert row["cost_ratio_measured-profile_est"] == pytest.approx(83 / 135)
+    assert math.isnan(row["cost_ratio_measured_est"])
+    by_cache = imported_replay.compute(replays, config("estimated"), n_boot=20, seed=0).table.iloc[0]
+    assert row["cost_ratio_exact_est"] == by_cache["cost_exact_ratio_est"]
+    assert row["cost_ratio_measured-profile_est"] == by_cache["cost_profile_ratio_est"]
+    assert imported_replay.NO_MEASURED_HITS not in data.notes
+    figure = cost_sensitivity.plot(data, "imported_cost_sensitivity")
+    assert len(figure.axes) == 2
+    unpriced = replays.assign(billed_profile=math.nan)
+    data = cost_sensitivity.compute_imported(unpriced, config("estimated"), n_boot=20, seed=0)
+    assert imported_replay.NO_MEASURED_HITS in data.notes
+    assert data.table["cost_ratio_measured-profile_est"].isna().all()
+
+
+def test_the_cost_sensitivity_figure_without_an_fc_replay_is_a_note():
+    from ctxpolicy.figures import cost_sensitivity
+
+    policies_only = REPLAYS[REPLAYS["policy"] != "FC"].assign(cell="TR_Th_0.5")
+    data = cost_sensitivity.compute_imported(policies_only, config("estimated"), n_boot=20, seed=0)
+    assert data.table.empty and "no FC replay of the imported corpus (frontier on swebench)." in data.notes
+    assert cost_sensitivity.plot(data) is not None

@@ -15,6 +15,7 @@ import yaml
 
 from ctxpolicy.config import ConfigError, validate_config
 from ctxpolicy.figures.catalog import targets_for
+from ctxpolicy.figures.output import CHECK_LAYOUT
 from ctxpolicy.rundir import read_calls, read_record
 from ctxpolicy.study import load_study
 from ctxpolicy.testing.trajectories import write_corpus
@@ -22,13 +23,14 @@ from independent.test_ranges import check_ranges
 from workflow_helpers import ROOT, snakemake
 
 EXAMPLE = ROOT / "config" / "imported-example.yaml"
+IMPORTED_FIGURES = ["imported_replay", "imported_sweep", "imported_cost_sensitivity"]
 
 
-def test_the_example_is_an_imported_only_study_with_the_two_imported_figures():
+def test_the_example_is_an_imported_only_study_with_the_three_imported_figures():
     study = load_study(EXAMPLE)
     assert not study.has_study and study.imported["format"] == "auto"
     targets = targets_for(study)
-    assert list(targets) == ["imported_replay", "imported_sweep"]
+    assert list(targets) == IMPORTED_FIGURES
     for target in targets.values():
         assert target["inputs"] == ["results/imported-example/tables/imported/replay/runs.parquet"]
 
@@ -77,10 +79,11 @@ def test_a_config_without_a_study_needs_an_imported_corpus(data, message):
 
 @pytest.fixture(scope="module")
 def imported_workflow(tmp_path_factory):
-    """config/imported-example.yaml as it is, its corpus written where it says (relative to -d)."""
+    """config/imported-example.yaml as it is, its corpus written where it says (relative to -d),
+    every figure saved with the layout check on (no colliding or cut-off text)."""
     workdir = tmp_path_factory.mktemp("imported")
     sources = write_corpus(workdir / yaml.safe_load(EXAMPLE.read_text())["imported"]["path"])
-    done = snakemake(workdir, EXAMPLE, "--cores", "2", timeout=240)
+    done = snakemake(workdir, EXAMPLE, "--cores", "2", timeout=240, env={CHECK_LAYOUT: "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return workdir, sources
 
@@ -88,7 +91,7 @@ def imported_workflow(tmp_path_factory):
 def test_the_imported_corpus_is_replayed_and_drawn(imported_workflow):
     workdir, sources = imported_workflow
     figures = workdir / "figures" / "imported-example"
-    for stem in ("imported_replay", "imported_sweep"):
+    for stem in IMPORTED_FIGURES:
         for suffix in (".pdf", ".png", ".data.csv", ".notes.json"):
             assert (figures / f"{stem}{suffix}").stat().st_size > 0
     numbers = pd.read_csv(figures / "imported_replay.data.csv")
@@ -107,7 +110,7 @@ def test_every_sweep_configuration_is_drawn_with_possible_numbers(imported_workf
     assert sorted(zip(sweep["policy"], sweep["setting"])) == sorted(
         (p, s) for s in ("tight", "loose") for p in ("TR/Th/0.3", "TR/Th/0.5", "TRC/Th")
     )
-    for stem in ("imported_replay", "imported_sweep"):
+    for stem in IMPORTED_FIGURES:
         assert check_ranges(stem, pd.read_csv(figures / f"{stem}.data.csv"), len(sources) + 1) > 0
     tokens = sweep.set_index(["policy", "setting"])["tokens_ratio_est"]
     # the settings are replayed apart: the tight threshold cuts, the loose one (above most of the
@@ -182,6 +185,46 @@ def test_every_imported_ratio_recounted_from_the_replay_records(imported_workflo
                 assert row[f"{resource}_ratio_n_tasks"] == len(shared)
                 checked += 1
     assert checked >= 10
+
+
+def test_the_cost_sensitivity_of_the_corpus_is_imported_replay_s_by_cache(imported_workflow):
+    """imported_cost_sensitivity's exact and measured-profile ratios equal imported_replay's by-cache
+    ratios for the same policies (two computations: metrics.sensitivity and imported_replay's
+    ratio_rows), and its exact and estimated ratios are recounted from the replay records
+    (tests/independent/records.py) on Figure 2's rules."""
+    from independent.records import read_runs
+
+    workdir, sources = imported_workflow
+    figures = workdir / "figures" / "imported-example"
+    sensitivity = pd.read_csv(figures / "imported_cost_sensitivity.data.csv").set_index("policy")
+    replay = pd.read_csv(figures / "imported_replay.data.csv").set_index("policy")
+    assert set(sensitivity.index) == set(replay.index) == {"TR/Th/0.5", "OTRC/St"}
+    for policy in replay.index:
+        for model, drawn in (("exact", "cost_exact"), ("measured-profile", "cost_profile")):
+            mine, theirs = sensitivity.loc[policy], replay.loc[policy]
+            assert mine[f"cost_ratio_{model}_est"] == pytest.approx(theirs[f"{drawn}_ratio_est"], rel=1e-12)
+            assert mine[f"cost_ratio_{model}_n_tasks"] == theirs[f"{drawn}_ratio_n_tasks"] > 1
+    assert sensitivity["cost_ratio_measured_est"].isna().all()  # a replay sends nothing to a server
+
+    runs = read_runs(workdir / "results" / "imported-example" / "imported" / "replay")
+    setting = load_study(EXAMPLE).section("full_comparison")["setting"]
+
+    def mean_by_task(policy: str, billed: str) -> dict[str, float]:
+        per: dict[str, list[float]] = {}
+        for r in runs:
+            value = getattr(r, billed)
+            if r.policy == policy and r.setting in (None, setting) and not r.time_limited and r.prompt_counts >= 2:
+                if value is not None and value == value:
+                    per.setdefault(r.task, []).append(float(value))
+        return {t: sum(v) / len(v) for t, v in per.items()}
+
+    for policy in sensitivity.index:
+        for model, billed in (("exact", "billed_exact"), ("estimated", "billed_estimated")):
+            mine, fc = mean_by_task(policy, billed), mean_by_task("FC", billed)
+            shared = sorted(set(mine) & set(fc))
+            want = sum(mine[t] for t in shared) / sum(fc[t] for t in shared)
+            assert sensitivity.loc[policy, f"cost_ratio_{model}_est"] == pytest.approx(want, rel=1e-9), (policy, model)
+            assert sensitivity.loc[policy, f"cost_ratio_{model}_n_tasks"] == len(shared)
 
 
 def test_the_paper_grid_has_65_configurations_and_the_benchmark_replays_them():

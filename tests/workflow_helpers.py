@@ -43,14 +43,17 @@ def snakemake_command(workdir: Path, config: Path, *args: str) -> list[str]:
     return [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "-d", str(workdir), *args, "--configfile", str(config)]
 
 
-def snakemake(workdir: Path, config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, config: Path, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Snakemake on the repository's Snakefile; ``env``: variables set for it beyond ``workflow_env``."""
     return subprocess.run(
         snakemake_command(workdir, config, *args),
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=workflow_env(),
+        env={**workflow_env(), **(env or {})},
     )
 
 

@@ -104,8 +104,9 @@ def check_ranges(stem: str, frame: pd.DataFrame, most: int) -> int:
     return checked
 
 
-# The imported corpus's figures (imported_replay, imported_sweep) are drawn from a corpus, not from
-# the paper-shaped data set: tests/test_workflow_imported.py runs check_ranges on their .data.csv.
+# The imported corpus's figures (imported_replay, imported_sweep, imported_cost_sensitivity) are
+# drawn from a corpus, not from the paper-shaped data set: tests/test_workflow_imported.py runs
+# check_ranges on their .data.csv.
 FIGURES = (
     "fig2 fig3 fig4 fig5 fig6 fig9 fig10 fig11 fig12 fig13 fig14 fig15 fig16 fig17 fig18 fig19 fig20 fig21 "
     "reacquisition retention cost_sensitivity cost_decomposition cost_methods quoted_calls quoted_summary_share "

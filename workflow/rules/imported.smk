@@ -4,7 +4,8 @@
 # the thresholds file's `counts` says so), every policy of grid.full_comparison is replayed over
 # it (`ctxpolicy replay`: FC and the untriggered ones, then the triggered ones at the grid's
 # setting, in jobs of a few policies each: Study.imported_replay_jobs), and the replays become one table, {results_dir}/tables/imported/replay/, that the
-# imported_replay figure reads. Every sidecar names the trajectory files it comes from.
+# imported_replay, imported_sweep and imported_cost_sensitivity figures read (workflow/figures.yaml).
+# Every sidecar names the trajectory files it comes from.
 
 
 rule import_corpus:

@@ -8,6 +8,11 @@ cache-read discounts 0.1, 0.25, 0.5 and 1.0 (no cache), with the break-even disc
 the policy's bill crosses FC's written at the right. The numbers are
 ``metrics.sensitivity.cost_sensitivity`` (the same as ``ctxpolicy compare --view cost-models``);
 this module draws them. Rows: benchmark and model pairs; ``pairs`` restricts the pairs.
+
+``imported_cost_sensitivity`` is the same figure on the config's imported corpus
+(``compute_imported``): the full comparison's policies replayed over it (``ctxpolicy replay``,
+the replay table ``imported_replay`` reads), each against the FC replay; its exact and
+measured-profile ratios are ``imported_replay``'s by-cache ones.
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ctxpolicy.figures import axes as ax_
-from ctxpolicy.figures import comparisons, inputs, notes, style
+from ctxpolicy.figures import comparisons, imported_replay, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.sensitivity import DISCOUNTS, cost_sensitivity, discount_ratio
+from ctxpolicy.study import IMPORTED_TRACK, Study, study_of
 
 STEM = "cost_sensitivity"
 HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")  # one per cost method, in the registry's order
@@ -47,6 +53,58 @@ def compute(
     return comparisons.compare_full_comparison(
         own, config, n_boot=n_boot, seed=seed, metric=cost_sensitivity, pairs=pairs
     )
+
+
+def _setting_of(value: Any) -> str | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def compute_imported(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+    """The imported corpus's replays (``imported_replay.read_replays``) of the full comparison's
+    policies at its setting (FC's replay the baseline), one row per policy; a note for each
+    policy without replays, for a corpus without an FC replay and for one whose source calls
+    carry no provider cached tokens (no measured profile: ``imported_replay.NO_MEASURED_HITS``)."""
+    study = study_of(config)
+    setting = study.section("full_comparison")["setting"]
+    wanted = [(c.policy, c.setting) for c in study.configurations("full_comparison")]
+    combos = [(p.benchmark, p.model) for p in study.pairs(IMPORTED_TRACK)]
+    meta = {"combos": combos, "setting": setting, "cost_method": study.cost_method, "imported": True}
+    if not combos:
+        return Prepared(pd.DataFrame(), ["the config has no imported block: nothing to draw."], meta)
+    if replays.empty:
+        return Prepared(pd.DataFrame(), ["no replay runs of the imported corpus (workflow/rules/imported.smk)."], meta)
+    wanted_keys = set(wanted)
+    keys = zip(replays["policy"].astype(str), map(_setting_of, replays["setting"].astype("object")))
+    chosen = replays[[key in wanted_keys for key in keys]]
+    frames, said = [], []
+    for benchmark, model in combos:
+        own = inputs.select(chosen, benchmark=benchmark, model=model)
+        replayed = set(zip(own["policy"].astype(str), map(_setting_of, own["setting"].astype("object"))))
+        for policy, at in wanted:
+            if (policy, at) not in replayed and policy != style.FC:
+                said.append(
+                    f"{policy}{f' at the {at} threshold' if at else ''}: no replay runs ({model} on {benchmark})."
+                )
+        try:
+            table = cost_sensitivity(
+                own,
+                model=model,
+                benchmark=benchmark,
+                cost_method=study.cost_method,
+                n_boot=n_boot,
+                seed=seed,
+                replays=True,
+            )
+        except ValueError:
+            said.append(f"no FC replay of the imported corpus ({model} on {benchmark}).")
+            continue
+        frames.append(table)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if frames and not imported_replay.measured_hits(chosen)[0]:
+        said.append(imported_replay.NO_MEASURED_HITS)
+    if frames and imported_replay.placeholder_summaries(chosen):
+        said.append(imported_replay.PLACEHOLDER_SUMMARIES)
+    return Prepared(table, said, meta, n=notes.sample_size(chosen))
 
 
 def break_even_text(value: float) -> str:
@@ -103,16 +161,17 @@ def _discount_panel(ax, rows: pd.DataFrame, specs: list[str], y: np.ndarray, met
 
 def plot(data: Prepared, name: str = STEM):
     method = data.meta.get("cost_method", "estimated")
+    replayed = "imported corpus replayed: " if data.meta.get("imported") else ""
     title = ax_.figure_title(
         name,
-        "billed input / FC by cache model and cache-read discount "
+        f"{replayed}billed input / FC by cache model and cache-read discount "
         f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)",
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.said())
     specs = style.order_policies(data.table["policy"].astype(str).unique())
-    fig, grid = ax_.grid(len(combos), 2, row_height=max(1.3, 0.28 * len(specs) + 0.6), sharey=True)
+    fig, grid = ax_.grid(len(combos), 2, row_height=max(1.8, 0.28 * len(specs) + 0.6), sharey=True)
     y = np.arange(len(specs))[::-1].astype(float)
     for r, ((benchmark, model), (left, right)) in enumerate(zip(combos, grid)):
         rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
@@ -146,4 +205,6 @@ def plot(data: Prepared, name: str = STEM):
         f"d*: the discount at which the policy's {method} bill equals FC's (none: no crossing in [0, 1]); "
         "d = 1: no cache. Intervals: 95 % task bootstrap."
     )
+    if replayed:
+        footer += " Replays of the imported trajectories (agent's actions fixed) against the FC replay."
     return notes.finish(fig, data.said(footer))

@@ -50,6 +50,15 @@ NO_MEASURED_HITS = (
     "(only the ideal cache prices the replays)."
 )
 
+PLACEHOLDER_SUMMARIES = (
+    "summary policies were replayed with placeholder summaries: their ratios count sizes, not content."
+)
+
+
+def placeholder_summaries(replays: pd.DataFrame) -> bool:
+    """Whether any replay's summaries are stand-ins (``ctxpolicy replay`` without a summarizer)."""
+    return "replay_summaries" in replays and bool((replays["replay_summaries"] == "placeholder").any())
+
 
 def cache_model_resources() -> tuple[tuple[str, str, str], ...]:
     """(resource, label, runs column) of each of ``CACHE_MODELS``: ``cost_exact``, ``cost_profile``."""
@@ -131,10 +140,8 @@ def ratio_rows(
                 values = ratio_with_interval(tasks, _task_means(mine, column), _task_means(fc, column), counts)
                 row.update({f"{resource}_ratio_{part}": value for part, value in values.items()})
             rows.append(row)
-    if rows and "replay_summaries" in replays and (replays["replay_summaries"] == "placeholder").any():
-        found.append(
-            "summary policies were replayed with placeholder summaries: their ratios count sizes, not content."
-        )
+    if rows and placeholder_summaries(replays):
+        found.append(PLACEHOLDER_SUMMARIES)
     return rows, found
 
 

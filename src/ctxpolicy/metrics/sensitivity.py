@@ -2,7 +2,10 @@
 
 Per policy cell against the baseline (FC), on compare's rules (``metrics.compare``: the study's
 runs, resource-eligible runs, a task counted on both sides or on neither, the same task
-bootstrap, so a ratio here equals ``compare_to_baseline``'s of the same name):
+bootstrap, so a ratio here equals ``compare_to_baseline``'s of the same name), or on a replay
+table (``replays``: ``ctxpolicy replay``'s runs, track ``replay``, e.g. an imported corpus's), where
+FC is the FC replay and each replayed configuration a cell, on the same rules (so a ratio equals
+``figures.imported_replay``'s of the same method):
 
 - ``cost_ratio_{method}``: the billed-input ratio under every method of the cost-method
   registry (``metrics.cost_methods``), at the runs table's discount; NaN where the runs lack
@@ -38,6 +41,7 @@ from ctxpolicy.metrics.compare import (
 )
 from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 from ctxpolicy.metrics.cost_methods.base import CostMethod
+from ctxpolicy.metrics.decomposition import replay_runs
 
 DISCOUNTS = (0.1, 0.25, 0.5, 1.0)  # cache-read prices in fresh-token units; 1.0: no cache
 
@@ -105,6 +109,16 @@ def _break_even_of(group: pd.DataFrame, base: pd.DataFrame, tasks: pd.Index, met
     return break_even(mean(group, "fixed"), mean(group, "part_cached"), mean(base, "fixed"), mean(base, "part_cached"))
 
 
+def pair_runs(runs: pd.DataFrame, *, model: str, benchmark: str, replays: bool = False) -> pd.DataFrame:
+    """The runs of one model and benchmark: the study's (``compare.select``), or the replays
+    (``decomposition.replay_runs``) where ``replays``."""
+    if not replays:
+        return select(runs, model=model, benchmark=benchmark)
+    own = replay_runs(runs)
+    mask = (own["model"].astype("object") == model) & (own["benchmark"].astype("object") == benchmark)
+    return own[mask.to_numpy()]
+
+
 def cost_sensitivity(
     runs: pd.DataFrame,
     *,
@@ -117,16 +131,19 @@ def cost_sensitivity(
     n_boot: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     attempts: int | None = None,  # the comparisons' signature; the ratios do not depend on it
+    replays: bool = False,
 ) -> pd.DataFrame:
     """One row per cell other than the baseline's (only ``track``'s cells when given), on one
     model and benchmark: the cell's identity, ``n_tasks``, ``cost_ratio_method``, then each
     ratio of the module docstring as ``{name}_est/_lo/_hi/_n_tasks`` and the break-evens.
-    ValueError without baseline runs."""
+    ``replays``: ``runs`` is a replay table and the baseline its replay. ValueError without
+    baseline runs."""
     cost_methods.method(cost_method)
-    selected = with_parts(select(runs, model=model, benchmark=benchmark), cost_method)
+    selected = with_parts(pair_runs(runs, model=model, benchmark=benchmark, replays=replays), cost_method)
     base = baseline_runs(selected, baseline, baseline_setting)
     if base.empty:
-        raise ValueError(f"no {baseline} runs for model {model!r} on benchmark {benchmark!r}")
+        which = f"{baseline} replays" if replays else f"{baseline} runs"
+        raise ValueError(f"no {which} for model {model!r} on benchmark {benchmark!r}")
     ratios = {f"cost_ratio_{m.name}": m.billed_column for m in cost_methods.methods()}
     ratios.update({discount_ratio(d): f"billed_at_{d:g}" for d in DISCOUNTS})
     base_means = {name: task_resource_means(base, column) for name, column in ratios.items()}
