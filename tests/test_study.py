@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from ctxpolicy.grid import SCOPES  # noqa: E402
+from ctxpolicy.study.grid import SCOPES  # noqa: E402
 from ctxpolicy.study import Pair, load_study, study_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ import json
 
 import yaml
 
-from ctxpolicy.config import REPO_ROOT, load_config
-from ctxpolicy.grid import expand_grid
+from ctxpolicy.study.config import REPO_ROOT, load_config
+from ctxpolicy.study.grid import expand_grid
 
 spec = importlib.util.spec_from_file_location("study_summary", REPO_ROOT / "workflow/scripts/study_summary.py")
 study_summary = importlib.util.module_from_spec(spec)

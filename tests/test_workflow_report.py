@@ -12,7 +12,7 @@ from pathlib import Path
 
 from workflow_helpers import snakemake, write_study
 
-from ctxpolicy.config import load_config
+from ctxpolicy.study.config import load_config
 from ctxpolicy.figures.catalog import report_caption, targets_for
 from ctxpolicy.testing.views import write_event_runs
 from ctxpolicy.view.pages import write_index

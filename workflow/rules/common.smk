@@ -14,9 +14,9 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import ExecMode
 
-from ctxpolicy.config import ConfigError
+from ctxpolicy.study.config import ConfigError
 from ctxpolicy.figures.catalog import IMPORTED_REPLAY_RUNS, report_captions
-from ctxpolicy.grid import SCOPES
+from ctxpolicy.study.grid import SCOPES
 from ctxpolicy.policies.spec import parse_spec
 from ctxpolicy.serving import shared as shared_servers
 from ctxpolicy.preflight import check_workflow

@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from ctxpolicy.config import ConfigError
+from ctxpolicy.study.config import ConfigError
 from ctxpolicy.figures.catalog import targets_for
 from ctxpolicy.metrics.calibrate import sweep_warnings
 from ctxpolicy.study import Pair, Study, load_study, study_of

@@ -127,7 +127,7 @@ def compare(args):
     """The comparison table for the arguments (CompareError for bad input)."""
     import pandas as pd
 
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.metrics.compare import attempts_in_table, compare_to_baseline, study_runs
     from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
     from ctxpolicy.metrics.cost_methods import names

@@ -59,7 +59,7 @@ def _method(args) -> str:
     if args.cost_method:
         return args.cost_method
     if args.config is not None:
-        from ctxpolicy.config import load_config
+        from ctxpolicy.study.config import load_config
 
         return (load_config(args.config).get("metrics") or {}).get("cost_method") or DEFAULT_METHOD
     return DEFAULT_METHOD
@@ -71,7 +71,7 @@ def _price(args) -> str | None:
 
     price = getattr(args, "price", None)
     if price is None and args.config is not None:
-        from ctxpolicy.config import load_config
+        from ctxpolicy.study.config import load_config
 
         price = (load_config(args.config).get("metrics") or {}).get("price")
     if price is not None:
@@ -80,7 +80,7 @@ def _price(args) -> str | None:
 
 
 def main(args) -> int:
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.metrics.prices import PriceError
     from ctxpolicy.view.pages import write_against_page, write_index, write_run_page
     from ctxpolicy.view.source import ViewInputError
