@@ -15,6 +15,8 @@ min_version("9.0")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/paths.smk"
+include: "workflow/rules/resources.smk"
 
 
 report: "workflow/report/workflow.rst"

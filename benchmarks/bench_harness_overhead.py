@@ -39,7 +39,7 @@ def main() -> int:
     from ctxpolicy.agent.runner import execute_run
     from ctxpolicy.agent.settings import build_settings
     from ctxpolicy.benchmarks import get_adapter
-    from ctxpolicy.config import load_config
+    from ctxpolicy.study.config import load_config
     from ctxpolicy.policies import parse_spec
     from ctxpolicy.serving import start_server
 

@@ -32,7 +32,7 @@ FIXTURE = "tests/fixtures/figures"
 
 def read_fixture():
     """The figure fixture as (runs, config, calls), read from the repository root."""
-    from ctxpolicy.config import load_config
+    from ctxpolicy.study.config import load_config
     from ctxpolicy.figures import inputs
 
     with contextlib.chdir(ROOT):

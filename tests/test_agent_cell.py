@@ -314,7 +314,7 @@ def test_run_cell_by_id_refuses_flags_that_name_the_cell_again(study, tmp_path, 
 
 
 def test_a_cell_is_planned_from_the_study_s_cell_without_the_command_line(study, tmp_path):
-    from ctxpolicy.grid import Cell
+    from ctxpolicy.study.grid import Cell
     from ctxpolicy.study import load_study
 
     loaded = load_study(study)

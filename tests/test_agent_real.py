@@ -14,7 +14,7 @@ from ctxpolicy.rundir import read_calls
 from ctxpolicy.agent.runner import OUTCOMES, execute_run
 from ctxpolicy.agent.settings import build_settings
 from ctxpolicy.agent.validate import run_dir_problems
-from ctxpolicy.config import load_config
+from ctxpolicy.study.config import load_config
 from ctxpolicy.policies import parse_spec
 
 MODEL = "qwen05b"

@@ -36,15 +36,15 @@ def test_comments_blank_lines_duplicates_and_empty_files():
 
 @pytest.fixture
 def config():
-    from ctxpolicy.config import load_config
+    from ctxpolicy.study.config import load_config
 
     return load_config(REPO_ROOT / "tests" / "fixtures" / "figures" / "config.yaml")
 
 
 def test_grid_and_figures_fail_on_a_named_cohort_file_that_is_missing(config, tmp_path, monkeypatch):
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.figures.comparisons import cohort_tasks as figure_tasks
-    from ctxpolicy.grid import cohort_tasks
+    from ctxpolicy.study.grid import cohort_tasks
 
     monkeypatch.chdir(tmp_path)  # as under snakemake -d DIR: nothing may depend on the current directory
     benchmark = next(iter(config["benchmarks"]))

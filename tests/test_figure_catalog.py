@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from ctxpolicy.config import REPO_ROOT, ConfigError, load_config
+from ctxpolicy.study.config import REPO_ROOT, ConfigError, load_config
 from ctxpolicy.figures import catalog
 
 

@@ -53,7 +53,7 @@ def in_root(monkeypatch):
 
 @pytest.fixture
 def config(in_root):
-    from ctxpolicy.config import load_config
+    from ctxpolicy.study.config import load_config
 
     return load_config("tests/fixtures/figures/config.yaml")  # a mapping the tests change
 
@@ -212,7 +212,7 @@ def test_default_stratum_without_runs():
 def test_table3_never_meets_a_missing_cohort_file(config):
     """The study's checks refuse a config whose cohort file is missing (naming it), so no table is
     drawn from a study without its task lists."""
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
 
     config["benchmarks"]["local"]["cohorts"]["main"] = "tests/fixtures/figures/nowhere.txt"
     with pytest.raises(ConfigError, match="nowhere.txt"):
@@ -277,7 +277,7 @@ def test_every_notebook_has_the_parameters_the_catalog_passes(name):
 
 
 def test_every_target_declares_a_scope_the_workflow_knows():
-    from ctxpolicy.grid import SCOPES
+    from ctxpolicy.study.grid import SCOPES
 
     assert {spec["scope"] for spec in catalog.TARGETS.values()} <= set(SCOPES)
     assert catalog.TARGETS["fig12"]["scope"] == "sweep" and catalog.TARGETS["fig19"]["scope"] == "summarizer"

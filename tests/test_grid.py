@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ctxpolicy.config import ConfigError
-from ctxpolicy.grid import (
+from ctxpolicy.study.config import ConfigError
+from ctxpolicy.study.grid import (
     Cell,
     cell_tasks,
     expand_grid,

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ctxpolicy.cli import main as cli
-from ctxpolicy.config import SCHEMA_PATH
+from ctxpolicy.study.config import SCHEMA_PATH
 from ctxpolicy.importing import formats
 from ctxpolicy.rundir import find_run_dirs, read_json
 

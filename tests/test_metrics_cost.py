@@ -312,7 +312,7 @@ def test_cost_cli_names_the_bad_line_and_field(monkeypatch, capsys):
 
 
 def test_config_key_selects_one_of_the_named_methods_and_defaults_to_the_estimate():
-    from ctxpolicy.config import ConfigError, load_config, validate_config
+    from ctxpolicy.study.config import ConfigError, load_config, validate_config
     from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
     from ctxpolicy.metrics.cost_methods import billed_columns, descriptions, names
 

@@ -139,7 +139,7 @@ def test_run_dollars_from_the_runs_table_worked_by_hand():
 
 
 def test_compare_view_and_the_config_give_dollars_at_a_models_prices(tmp_path, capsys):
-    from ctxpolicy.config import ConfigError, load_config, validate_config
+    from ctxpolicy.study.config import ConfigError, load_config, validate_config
     from ctxpolicy.metrics.aggregate import aggregate, write_tables
     from ctxpolicy.metrics.compare import resource_eligible
 

@@ -205,7 +205,7 @@ def test_mini_swe_agent_litellm_model_through_the_proxy(proxied, tmp_path):
     from ctxpolicy.agent.plan import repo_root
     from ctxpolicy.agent.settings import load_templates
     from ctxpolicy.benchmarks import get_adapter
-    from ctxpolicy.config import load_config
+    from ctxpolicy.study.config import load_config
     from ctxpolicy.sandbox import bwrap_available
 
     require(bwrap_available(), "bubblewrap (Debian package bubblewrap)")

@@ -14,7 +14,7 @@ import yaml
 import test_serving
 
 from ctxpolicy.agent.cell import cell_endpoint
-from ctxpolicy.config import load_config
+from ctxpolicy.study.config import load_config
 from ctxpolicy.serving import health
 from ctxpolicy.serving.shared import ENV, Session, alive, attach, session_from_environment, stop_all
 

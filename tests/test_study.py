@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from ctxpolicy.grid import SCOPES  # noqa: E402
+from ctxpolicy.study.grid import SCOPES  # noqa: E402
 from ctxpolicy.study import Pair, load_study, study_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,7 +264,7 @@ CONFIG_NAMES = {"config", "CONFIG", "study_config"}
 
 def _config_root(node: ast.AST) -> str | None:
     """The config name an expression reads from: ``config``, ``config["a"]["b"]``,
-    ``config.get("a")``, ``(config.get("a") or {})``, ``study.config[...]``."""
+    ``config.get("a")``, ``(config.get("a") or {})``, ``study.config[...]``, ``load_config(path)``."""
     while True:
         if isinstance(node, ast.Subscript):
             node = node.value
@@ -272,6 +272,8 @@ def _config_root(node: ast.AST) -> str | None:
             node = node.func.value
         elif isinstance(node, ast.BoolOp):
             node = node.values[0]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "load_config":
+            return "load_config"  # a mapping read in passing: load_config(path).get(...)
         elif isinstance(node, ast.Attribute) and node.attr in CONFIG_NAMES:
             return node.attr
         elif isinstance(node, ast.Name):
@@ -334,9 +336,10 @@ def test_no_reader_of_a_config_mapping_outside_the_study_calls_get():
 
 def test_the_ast_check_finds_what_it_looks_for():
     tree = ast.parse(
-        'a = config.get("x", 1)\nb = (config.get("m") or {}).get("c")\nc = plan.study.config["y"].get("z")'
+        'a = config.get("x", 1)\nb = (config.get("m") or {}).get("c")\nc = plan.study.config["y"].get("z")\n'
+        'd = (load_config(path).get("metrics") or {}).get("price")'
     )
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.func.attr == "get"]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "get"]
     assert calls and all(_config_root(n.func.value) for n in calls)
     assert _config_root(ast.parse("spec.get('x')").body[0].value.func.value) is None
 

@@ -8,8 +8,8 @@ import json
 
 import yaml
 
-from ctxpolicy.config import REPO_ROOT, load_config
-from ctxpolicy.grid import expand_grid
+from ctxpolicy.paths import REPO_ROOT
+from ctxpolicy.study import load_study
 
 spec = importlib.util.spec_from_file_location("study_summary", REPO_ROOT / "workflow/scripts/study_summary.py")
 study_summary = importlib.util.module_from_spec(spec)
@@ -21,10 +21,10 @@ def test_summary_counts_cells_outcomes_figures_notes_and_warnings(tmp_path):
     data["results_dir"], data["figures_dir"] = str(tmp_path / "results"), str(tmp_path / "figures")
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
-    config = load_config(path)
-    cells = expand_grid(config)
+    study = load_study(path)
+    cells = list(study.cells)
     for cell, outcomes in zip(cells[:2], ({"time_limit": 3}, {"step_limit": 2, "submitted": 1})):
-        cell_dir = cell.run_root(config["results_dir"])
+        cell_dir = cell.run_root(study.results_dir)
         cell_dir.mkdir(parents=True)
         warnings = ["3 of 3 runs hit the wall-time limit"] if "time_limit" in outcomes else []
         (cell_dir / "cell.json").write_text(json.dumps({"outcomes": outcomes, "warnings": warnings}))
@@ -41,7 +41,7 @@ def test_summary_counts_cells_outcomes_figures_notes_and_warnings(tmp_path):
     index = tmp_path / "results" / "view" / cells[0].benchmark / cells[0].model / cells[0].slug / "index.html"
     index.parent.mkdir(parents=True)
     index.write_text("<!doctype html>")
-    lines = study_summary.summarize(config)
+    lines = study_summary.summarize(study)
     assert lines[0] == f"cells done: 2 of {len(cells)}"
     assert lines[1] == "runs: 6 (time_limit 3, step_limit 2, submitted 1)"
     assert lines[2] == (
@@ -67,8 +67,8 @@ def test_summary_says_when_the_local_sweep_cannot_sweep(tmp_path):
     thresholds.parent.mkdir(parents=True)
     merged = {"tight": 810, "primary": 810, "loose": 810, "peaks": [810, 814, 868], "warnings": []}
     thresholds.write_text(json.dumps(merged))
-    lines = study_summary.summarize(load_config(path))
+    lines = study_summary.summarize(load_study(path))
     assert "distinct and each below an FC peak: no (see warnings)" in lines[2]
     assert any("tight = primary = loose = 810 tokens" in line for line in lines)
     thresholds.write_text(json.dumps({**merged, "primary": 811, "loose": 812}))
-    assert study_summary.summarize(load_config(path))[2].endswith("distinct and each below an FC peak: yes")
+    assert study_summary.summarize(load_study(path))[2].endswith("distinct and each below an FC peak: yes")

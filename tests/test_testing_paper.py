@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxpolicy.analysis.audit import audit_run
-from ctxpolicy.grid import cohort_tasks, expand_grid
+from ctxpolicy.study.grid import cohort_tasks, expand_grid
 from ctxpolicy.metrics.aggregate import aggregate
 from ctxpolicy.policies import parse_spec
 from ctxpolicy.testing.paper import CONFIG, load_paper_config, make_paper_dataset, missing_attempt

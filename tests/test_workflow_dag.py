@@ -11,8 +11,8 @@ import sys
 import pytest
 import yaml
 
-from ctxpolicy.config import load_config
-from ctxpolicy.grid import expand_grid
+from ctxpolicy.study.config import load_config
+from ctxpolicy.study.grid import expand_grid
 from workflow_helpers import planned_jobs, planned_priorities, snakemake, write_study
 
 MAIN = ["hello-world", "tinyweb-001", "tinylearn-001"]
@@ -89,7 +89,7 @@ def test_one_figure_runs_only_the_cells_it_draws(study):
     ("name", "benchmarks"), [("workstation.yaml", {"local"}), ("workstation-swebench.yaml", {"local", "swebench"})]
 )
 def test_single_gpu_configs_plan_every_cell_and_figure(tmp_path, name, benchmarks):
-    from ctxpolicy.config import REPO_ROOT
+    from ctxpolicy.study.config import REPO_ROOT
 
     config = REPO_ROOT / "config" / name
     cells = expand_grid(load_config(config))
@@ -182,7 +182,7 @@ def test_cell_jobs_ask_for_the_config_resources(tmp_path, request_gpus):
 
 
 def test_paper_default_target_renders_every_appendix_variant(tmp_path):
-    from ctxpolicy.config import REPO_ROOT
+    from ctxpolicy.study.config import REPO_ROOT
     from ctxpolicy.figures.catalog import targets_for
 
     config = REPO_ROOT / "config/paper.yaml"
@@ -200,7 +200,7 @@ def planned_commands(workdir, config, target) -> str:
 
 
 def test_preset_thresholds_come_from_calibrate_preset_with_a_sidecar(tmp_path):
-    from ctxpolicy.config import REPO_ROOT
+    from ctxpolicy.study.config import REPO_ROOT
 
     commands = planned_commands(tmp_path, REPO_ROOT / "config/paper.yaml", "results/thresholds/terminalbench/glm.json")
     assert (
@@ -271,7 +271,7 @@ def test_paper_terminal_bench_cell_prints_its_harbor_command(tmp_path):
     import shlex
 
     from ctxpolicy.benchmarks.harbor import AGENT_IMPORT_PATH, DATASET
-    from ctxpolicy.config import REPO_ROOT
+    from ctxpolicy.study.config import REPO_ROOT
 
     config = load_config(REPO_ROOT / "config/paper.yaml")
     cell_dir = "results/runs/terminalbench/qwen/TR_Th_0.5__primary"

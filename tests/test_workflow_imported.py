@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ctxpolicy.config import ConfigError, validate_config
+from ctxpolicy.study.config import ConfigError, validate_config
 from ctxpolicy.figures.catalog import targets_for
 from ctxpolicy.figures.output import CHECK_LAYOUT
 from ctxpolicy.rundir import read_calls, read_record

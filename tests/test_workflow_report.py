@@ -16,8 +16,8 @@ import pytest
 from conftest import require
 from workflow_helpers import snakemake, write_study
 
-from ctxpolicy.config import load_config
 from ctxpolicy.figures.catalog import report_captions, targets_for
+from ctxpolicy.study.config import load_config
 from ctxpolicy.testing.views import write_event_runs
 from ctxpolicy.view.browser import Session, chromium
 from ctxpolicy.view.pages import write_index

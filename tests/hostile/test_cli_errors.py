@@ -13,7 +13,7 @@ from fake_llm_server import closed_port_url
 
 from ctxpolicy import cli
 from ctxpolicy.agent.settings import SettingsError, build_settings
-from ctxpolicy.config import ConfigError, load_config
+from ctxpolicy.study.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config" / "config.yaml"

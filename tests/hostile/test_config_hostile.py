@@ -133,7 +133,7 @@ def test_the_imported_workflow_takes_a_swebench_report(tmp_path: Path):
 
 def test_a_merge_key_may_still_be_overridden(tmp_path: Path):
     """Only a key written twice is refused: a mapping's own key over a merged one (`<<`) is YAML's rule."""
-    from ctxpolicy.config import load_config
+    from ctxpolicy.study.config import load_config
 
     text = BASE.replace("\nattempts: 1\n", "\ndefaults: &d {attempts: 2}\nx: {<<: *d, attempts: 3}\nattempts: 1\n")
     assert text != BASE

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ctxpolicy import cli
-from ctxpolicy.config import ConfigError
+from ctxpolicy.study.config import ConfigError
 from ctxpolicy.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]

@@ -120,7 +120,7 @@ def test_the_presets_replay_over_a_corpus_and_a_config_may_name_them(tmp_path):
     """Replayed beside FC over recorded FC runs, read back by aggregate; a config's grid takes
     the spellings (config/schema.yaml's policy pattern)."""
     from ctxpolicy import cli
-    from ctxpolicy.config import validate_config
+    from ctxpolicy.study.config import validate_config
     from ctxpolicy.metrics.aggregate import aggregate
     from ctxpolicy.testing.transcripts import transcript, write_fc_history
 

@@ -1,5 +1,5 @@
 # Run and call tables. results/tables/ holds every cell of the grid; results/tables/{scope}/
-# only the cells a family of figures compares (ctxpolicy.grid.SCOPES; a target's scope is set in
+# only the cells a family of figures compares (ctxpolicy.study.grid.SCOPES; a target's scope is set in
 # workflow/figures.yaml), so that a single figure target runs no cell it does not draw. Each
 # table gets a provenance sidecar that lists the run records it was built from.
 

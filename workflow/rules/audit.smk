@@ -1,7 +1,7 @@
 # The compression audit (docs/analysis.md): one row per compression step of every complete run,
 # with anchors and constraints kept or lost and the reacquisition commands that followed.
 # results/tables/events.parquet covers every cell; results/tables/{scope}/events.parquet only
-# the cells of one family of figures (ctxpolicy.grid.SCOPES), like the run and call tables.
+# the cells of one family of figures (ctxpolicy.study.grid.SCOPES), like the run and call tables.
 # Deterministic: no judge here (`ctxpolicy audit --judge-url ...` adds one by hand).
 
 

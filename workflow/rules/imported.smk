@@ -3,9 +3,48 @@
 # thresholds are calibrated from that cell (local counts where the source has no per-call usage:
 # the thresholds file's `counts` says so), every policy of grid.full_comparison is replayed over
 # it (`ctxpolicy replay`: FC and the untriggered ones, then the triggered ones at the grid's
-# setting, in jobs of a few policies each: Study.imported_replay_jobs), and the replays become one table, {results_dir}/tables/imported/replay/, that the
-# imported_replay, imported_sweep and imported_cost_sensitivity figures read (workflow/figures.yaml).
-# Every sidecar names the trajectory files it comes from.
+# setting, in jobs of a few policies each: Study.imported_replay_jobs), and the replays become one
+# table, {results_dir}/tables/imported/replay/, that the imported_replay, imported_sweep and
+# imported_cost_sensitivity figures read (workflow/figures.yaml). Every
+# sidecar names the trajectory files it comes from. The Snakefile includes this file only for a
+# config with an `imported` block, so the corpus's helpers are here, above its rules.
+
+import shlex
+
+IMPORTED_ROOT = f"{RESULTS}/imported"
+
+
+def imported_cell() -> str:
+    return f"{IMPORTED_ROOT}/runs/{IMPORTED['benchmark']}/{IMPORTED['model']}/imported"
+
+
+# Every configuration of the grid replayed over the corpus (ctxpolicy.study.Study.imported_replay_jobs):
+# the policies without a threshold, then each threshold setting's, each group cut into jobs of a
+# few policies (tight-1, tight-2, ...) so that both cores replay until the end.
+IMPORTED_REPLAY_JOBS = STUDY.imported_replay_jobs()
+
+
+def imported_replay_dirs() -> list:
+    """The replay root of each job; each holds {benchmark}/{model}/{cell}/."""
+    return [f"{IMPORTED_ROOT}/replay/{job}" for job in IMPORTED_REPLAY_JOBS]
+
+
+def imported_replay_threshold(wildcards, input) -> str:
+    """The threshold flags of a job: none for the untriggered policies, its setting otherwise."""
+    setting = IMPORTED_REPLAY_JOBS[wildcards.group].setting
+    if setting is None:
+        return ""
+    return f"--setting {setting} --thresholds {shlex.quote(input.thresholds)}"
+
+
+def imported_verdicts() -> list:
+    return [IMPORTED["verdicts"]] if IMPORTED["verdicts"] else []
+
+
+def imported_verdicts_option(wildcards, input) -> str:
+    """`--verdicts REPORT` for the import when the config names a report (`input.verdicts` is a
+    list of at most that one file), else nothing."""
+    return "".join(f"--verdicts {shlex.quote(str(report))}" for report in input.verdicts)
 
 
 rule import_corpus:

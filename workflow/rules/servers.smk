@@ -4,7 +4,7 @@
 # onsuccess/onerror stop them. A server also stops by itself within a second of Snakemake being
 # gone (kill -9 included). Cluster runs (a non-local executor, or a job inside one) are left
 # alone: each cell job starts and stops its own server. CTXPOLICY_SHARED_SERVERS=off opts out.
-# The helpers are in common.smk.
+# The helpers are in resources.smk ("shared model servers").
 
 
 onstart:

@@ -17,10 +17,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from ctxpolicy.config import ConfigError
+from ctxpolicy.study.config import ConfigError
 from ctxpolicy.figures.catalog import targets_for
 from ctxpolicy.metrics.calibrate import sweep_warnings
-from ctxpolicy.study import Pair, Study, load_study, study_of
+from ctxpolicy.study import Pair, Study, load_study
 
 
 def _json(path: Path):
@@ -51,7 +51,6 @@ def threshold_line(benchmark: str, model: str, record: dict) -> str:
 
 
 def summarize(study: Study) -> list[str]:
-    study = study_of(study)
     results = Path(study.results_dir)
     cells = list(study.cells)
     outcomes: Counter = Counter()

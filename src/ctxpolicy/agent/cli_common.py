@@ -68,7 +68,7 @@ def fail(message: str) -> int:
 def study_for_flags(args: argparse.Namespace) -> Any:
     """The study of ``--config`` (``ctxpolicy.study.load_study``), with the benchmark, models and
     endpoint URLs the flags name checked against it."""
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.study import load_study
 
     study = load_study(args.config)
@@ -82,9 +82,9 @@ def study_for_flags(args: argparse.Namespace) -> Any:
 
 
 def cell_from_flags(args: argparse.Namespace, cohort: str) -> Any:
-    """The ``ctxpolicy.grid.Cell`` the flags describe (an ad-hoc cell, in a grid or not); the
+    """The ``ctxpolicy.study.grid.Cell`` the flags describe (an ad-hoc cell, in a grid or not); the
     policy is parsed here, once."""
-    from ctxpolicy.grid import Cell
+    from ctxpolicy.study.grid import Cell
     from ctxpolicy.policies import parse_spec
 
     spec = parse_spec(args.policy)
@@ -125,7 +125,7 @@ def input_errors() -> tuple[type[Exception], ...]:
     from ctxpolicy.agent.plan import PlanError
     from ctxpolicy.agent.settings import SettingsError
     from ctxpolicy.benchmarks.base import BenchmarkError
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.policies import PolicySpecError
 
     return (ConfigError, PlanError, PolicySpecError, SettingsError, BenchmarkError)

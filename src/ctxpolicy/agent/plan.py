@@ -20,7 +20,7 @@ from ctxpolicy.study import Pair, Study
 
 if TYPE_CHECKING:
     from ctxpolicy.benchmarks.base import BenchmarkAdapter, Task
-    from ctxpolicy.grid import Cell
+    from ctxpolicy.study.grid import Cell
     from ctxpolicy.policies import PolicySpec
     from ctxpolicy.serving.server import ServerHandle
 

@@ -58,7 +58,7 @@ def harness_kwargs(
     endpoint: Any,
     command_timeout_s: int | None = None,
 ) -> dict[str, str]:
-    """The agent kwargs for the harness: the cell (a ``ctxpolicy.grid.Cell``) and its thresholds
+    """The agent kwargs for the harness: the cell (a ``ctxpolicy.study.grid.Cell``) and its thresholds
     file, where to write, which endpoint, the run-setting overrides and the per-command timeout
     (``command_timeout_s``, the cell's setting: the plugins' own default is only a fallback)."""
     values = {name: getattr(args, name, None) for name in HARNESS_OPTIONS}
@@ -110,7 +110,7 @@ def run_task(
     """One trial as one run; returns the run record (run.json's content)."""
     from ctxpolicy.benchmarks import get_adapter
     from ctxpolicy.benchmarks.base import TERMINAL_SUBMISSION, Task
-    from ctxpolicy.grid import Cell
+    from ctxpolicy.study.grid import Cell
     from ctxpolicy.policies import parse_spec
     from ctxpolicy.study import load_study
 

@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _benchmarks(args: argparse.Namespace) -> dict:
     from ctxpolicy.benchmarks.base import BenchmarkError
-    from ctxpolicy.config import ConfigError, load_config
+    from ctxpolicy.study.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)

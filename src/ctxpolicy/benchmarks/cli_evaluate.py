@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ctxpolicy.benchmarks import BenchmarkError, get_adapter
-    from ctxpolicy.config import ConfigError, load_config
+    from ctxpolicy.study.config import ConfigError, load_config
     from ctxpolicy.paths import REPO_ROOT
 
     if not args.runs:

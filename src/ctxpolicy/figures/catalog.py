@@ -11,7 +11,7 @@ this module reads it and resolves it for a config. ``TARGETS`` maps a target nam
      "inputs": ["results/tables/full/runs.parquet"], # data files (the config file is not listed)
      "tables_dir": "results/tables/full",            # the tables of its scope
      "params": {},                                   # the catalog's further papermill parameters
-     "scope": "full",                                # ctxpolicy.grid.SCOPES
+     "scope": "full",                                # ctxpolicy.study.grid.SCOPES
      "number": 2,                                    # the study's figure/table number, or None
      "pairs": {"from": "full_comparison", "default": "first-model"}}   # None for tables
 
@@ -46,8 +46,8 @@ from typing import Any
 
 import yaml
 
-from ctxpolicy.config import ConfigError
-from ctxpolicy.grid import SCOPES
+from ctxpolicy.study.config import ConfigError
+from ctxpolicy.study.grid import SCOPES
 from ctxpolicy.paths import REPO_ROOT
 from ctxpolicy.study import IMPORTED_TRACK, Pair, Study, study_of  # IMPORTED_TRACK: pairs.from of an imported corpus
 

@@ -44,7 +44,7 @@ def run_cell_ids(runs: pd.DataFrame) -> pd.Series:
 
 
 def select_cells(runs: pd.DataFrame, cells) -> pd.DataFrame:
-    """The runs of the given cells (``ctxpolicy.grid.Cell``s or ids), by cell id."""
+    """The runs of the given cells (``ctxpolicy.study.grid.Cell``s or ids), by cell id."""
     ids = {c if isinstance(c, str) else c.id for c in cells}
     return runs[run_cell_ids(runs).isin(ids).to_numpy()]
 

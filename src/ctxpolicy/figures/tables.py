@@ -113,9 +113,9 @@ def table3(
     config: Mapping[str, Any], runs: pd.DataFrame | None = None, pairs: list[tuple[str, str]] | None = None
 ) -> tuple[pd.DataFrame, str | None]:
     """Tasks the study runs per benchmark, cohort and stratum (``cohort_limit`` applied, as
-    ``ctxpolicy.grid.cohort_tasks`` applies it); strata as the runs recorded them."""
+    ``ctxpolicy.study.grid.cohort_tasks`` applies it); strata as the runs recorded them."""
     from ctxpolicy.cohort_file import CohortError, read_cohort
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
 
     study = study_of(config)
     known = {}

@@ -69,7 +69,7 @@ def main(args) -> int:
 
 def write_preset(args) -> int:
     from ctxpolicy.atomic import atomic_write_json
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.metrics.calibrate import preset_thresholds, sweep_warnings
     from ctxpolicy.study import Pair, load_study
 
@@ -110,7 +110,7 @@ def calibrate(args) -> int:
     import json
 
     from ctxpolicy.atomic import atomic_write_text
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.metrics.calibrate import DEFAULT_ROUND, select_peaks, sweep_warnings, thresholds_from_peaks
     from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
     from ctxpolicy.rundir import RUN_JSON

@@ -132,7 +132,7 @@ def compare(args, metric=None):
     another function of its signature, ``metrics.sensitivity.cost_sensitivity``)."""
     import pandas as pd
 
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.metrics.compare import attempts_in_table, compare_to_baseline, study_runs
     from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
     from ctxpolicy.metrics.cost_methods import names

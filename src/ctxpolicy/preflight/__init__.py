@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxpolicy.config import ConfigError
+from ctxpolicy.study.config import ConfigError
 from ctxpolicy.study import Study, load_study
 
 

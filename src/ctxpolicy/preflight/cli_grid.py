@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.config import ConfigError
-    from ctxpolicy.grid import cell_record, summarize
+    from ctxpolicy.study.config import ConfigError
+    from ctxpolicy.study.grid import cell_record, summarize
     from ctxpolicy.preflight import check_workflow
 
     try:

@@ -24,7 +24,7 @@ from ctxpolicy.agent.messages import api_message
 from ctxpolicy.agent.record import RunRecorder
 from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
-from ctxpolicy.grid import Cell
+from ctxpolicy.study.grid import Cell
 from ctxpolicy.policies import PolicySpec
 from ctxpolicy.proxy.conversations import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONVERSATIONS
 from ctxpolicy.rundir import (

@@ -23,7 +23,7 @@ from pathlib import Path
 from ctxpolicy.agent.runner import SCHEMA_VERSION, RunIdentity, totals_of
 from ctxpolicy.agent.versions import hardware, software_versions
 from ctxpolicy.atomic import sync_disks
-from ctxpolicy.grid import Cell
+from ctxpolicy.study.grid import Cell
 from ctxpolicy.policies import PolicySpec
 from ctxpolicy.replay.engine import ReplayedRun
 from ctxpolicy.replay.placeholder import MODEL as PLACEHOLDER

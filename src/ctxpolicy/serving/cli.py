@@ -52,7 +52,7 @@ def _check(url: str, wait_s: float) -> int:
 
 
 def _load_model_cfg(config_path: Path, model: str) -> dict:
-    from ctxpolicy.config import load_config
+    from ctxpolicy.study.config import load_config
 
     config = load_config(config_path)
     models = config["models"]
@@ -70,7 +70,7 @@ def _serve(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.atomic import atomic_write_json
     from ctxpolicy.serving.models import ModelError
     from ctxpolicy.serving.server import ServerError, log_tail, start_server

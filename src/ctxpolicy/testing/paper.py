@@ -24,9 +24,9 @@ from pathlib import Path
 
 import yaml
 
-from ctxpolicy.config import REPO_ROOT, validate_config
+from ctxpolicy.study.config import REPO_ROOT, validate_config
 from ctxpolicy.errors import CtxpolicyError
-from ctxpolicy.grid import Cell, cohort_tasks, expand_grid, resolve_threshold
+from ctxpolicy.study.grid import Cell, cohort_tasks, expand_grid, resolve_threshold
 from ctxpolicy.policies import parse_spec
 from ctxpolicy.testing.runs import Profile, RunSpec, write_runs
 
@@ -296,7 +296,7 @@ def run_specs(config: dict, *, seed: int = 0) -> list[RunSpec]:
 def write_thresholds(config: dict) -> list[Path]:
     """The preset thresholds files, as ``ctxpolicy calibrate --preset`` writes them for the workflow."""
     from ctxpolicy.atomic import atomic_write_json
-    from ctxpolicy.grid import thresholds_path
+    from ctxpolicy.study.grid import thresholds_path
     from ctxpolicy.metrics.calibrate import preset_thresholds
 
     written = []

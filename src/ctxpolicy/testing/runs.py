@@ -11,7 +11,7 @@ Token counts are declared, not counted: a message's text is a short stand-in (a 
 paths and test names it touches, an error line) that the compression audit can read, while its
 ``tokens`` say how large it would be. Numbers come from one seeded generator per run and the
 text from a second one, so a run's files depend only on ``seed`` and the run's identity, not on
-the order or number of processes. Cell directories are named by ``ctxpolicy.grid.Cell.slug``
+the order or number of processes. Cell directories are named by ``ctxpolicy.study.grid.Cell.slug``
 and policies read by ``ctxpolicy.policies.parse_spec``, as the real runs are.
 """
 
@@ -28,7 +28,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ctxpolicy.atomic import atomic_write_text
-from ctxpolicy.grid import Cell
+from ctxpolicy.study.grid import Cell
 from ctxpolicy.policies import PolicySpec, parse_spec
 from ctxpolicy.policies.history import PLACEHOLDER, SUMMARY_MARKER
 from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, VERDICT_JSON
@@ -130,7 +130,7 @@ def cell_slug(
     summarizer: str | None = None,
 ) -> tuple[str, str | None]:
     """The grid's cell slug of a policy and setting, and the setting the cell keeps (None for
-    policies without a threshold, as ``ctxpolicy.grid.expand_grid`` does)."""
+    policies without a threshold, as ``ctxpolicy.study.grid.expand_grid`` does)."""
     spec = parse_spec(policy)
     kept = setting if spec.needs_threshold else None
     return Cell(track, benchmark, model, str(spec), kept, cohort, summarizer).slug, kept

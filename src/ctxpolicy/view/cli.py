@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxpolicy.study import Study
 
 DEFAULT_OUT_RUN = "{name}.html"
 DEFAULT_OUT_INDEX = "{name}/index.html"
@@ -53,34 +57,37 @@ def add_arguments(parser) -> None:
     )
 
 
-def _method(args) -> str:
+def _study(args) -> Study | None:
+    """The study of --config (its cost method and price), or None without one."""
+    if args.config is None:
+        return None
+    from ctxpolicy.study import load_study
+
+    return load_study(args.config)
+
+
+def _method(args, study: Study | None) -> str:
     from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 
     if args.cost_method:
         return args.cost_method
-    if args.config is not None:
-        from ctxpolicy.config import load_config
-
-        return (load_config(args.config).get("metrics") or {}).get("cost_method") or DEFAULT_METHOD
-    return DEFAULT_METHOD
+    return study.cost_method if study is not None else DEFAULT_METHOD
 
 
-def _price(args) -> str | None:
+def _price(args, study: Study | None) -> str | None:
     """--price, else the config's ``metrics.price``; checked against litellm's map."""
     from ctxpolicy.metrics.prices import price_card
 
     price = getattr(args, "price", None)
-    if price is None and args.config is not None:
-        from ctxpolicy.config import load_config
-
-        price = (load_config(args.config).get("metrics") or {}).get("price")
+    if price is None and study is not None:
+        price = study.price
     if price is not None:
         price_card(price)  # PriceError names close matches
     return price
 
 
 def main(args) -> int:
-    from ctxpolicy.config import ConfigError
+    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.metrics.prices import PriceError
     from ctxpolicy.view.pages import write_against_page, write_index, write_run_page
     from ctxpolicy.view.source import ViewInputError
@@ -90,8 +97,9 @@ def main(args) -> int:
         return 2
     target = args.runs[0]
     try:
-        method = _method(args)
-        price = _price(args)
+        study = _study(args)
+        method = _method(args, study)
+        price = _price(args, study)
         if not target.is_dir():
             raise ViewInputError(f"{target}: no such directory")
         if (target / "run.json").exists():

@@ -6,7 +6,7 @@ checks a schema cannot express (a grid naming an unknown model, a cohort limit o
 cohort, ...). Every failure is one ``ConfigError`` line naming the file, the key path, the
 value and what is allowed. The checks that need the expanded grid or another room (every gguf
 is a registered model file, policy specs parse, every Th cell has a threshold source) are
-``ctxpolicy.grid.check_study``; ``ctxpolicy.study.load_study`` runs both. This module never
+``ctxpolicy.study.grid.check_study``; ``ctxpolicy.study.load_study`` runs both. This module never
 imports the grid or serving.
 """
 

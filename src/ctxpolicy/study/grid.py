@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxpolicy.cohort_file import CohortError, read_cohort
-from ctxpolicy.config import TRACKS, ConfigError, validate_config
+from ctxpolicy.study.config import TRACKS, ConfigError, validate_config
 from ctxpolicy.paths import in_repo
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.serving.models import model_file_problem

@@ -1,0 +1,96 @@
+# What each job asks of the machine or the cluster (Snakemake resources, read by
+# snakemake-executor-plugin-slurm), the order jobs start in, and the model servers a local run's
+# cells share.
+
+import os
+from pathlib import Path
+
+from snakemake.settings.types import ExecMode
+
+from ctxpolicy.serving import shared as shared_servers
+from ctxpolicy.study import Pair
+
+# ---------------------------------------------------------------- resources
+
+
+def job_resources(spec: dict) -> dict:
+    """Snakemake resources (read by snakemake-executor-plugin-slurm) from a config resources block."""
+    res = {
+        "mem_mb": spec["mem_mb"],
+        "runtime": spec["runtime"],
+        "cpus_per_task": spec["cpus"],
+    }
+    partition = spec.get("partition") or SLURM["partition"]
+    if partition:
+        res["slurm_partition"] = partition
+    if SLURM["account"]:
+        res["slurm_account"] = SLURM["account"]
+    for key in ("constraint", "slurm_extra"):
+        if spec.get(key):
+            res[key] = spec[key]
+    return res
+
+
+def cell_gpus(wildcards) -> int:
+    """The agent model's GPUs plus the summarizer's (0 asks for none)."""
+    cell = cell_of(wildcards)
+    gpus = STUDY.model(cell.model)["resources"]["gpus"]
+    if cell.summarizer:
+        gpus += STUDY.model(cell.summarizer)["resources"]["gpus"]
+    return gpus
+
+
+def cell_resources(model: str) -> dict:
+    res = job_resources(STUDY.model(model)["resources"])
+    if SLURM["request_gpus"]:
+        res["gpu"] = cell_gpus
+    return res
+
+
+ANALYSIS = job_resources(SLURM["analysis"])
+
+
+# ---------------------------------------------------------------- job order (Snakemake priority)
+# Where jobs wait for a free core, Snakemake starts the ready job of highest priority. Run cells
+# start longest first, so that the last one to finish is a short one; the calibration cells come
+# before all (every threshold-triggered cell waits for their thresholds). The short jobs that
+# follow a cell (grading, its trajectory pages, the thresholds) come before any cell: a cell
+# shares its model server's slots with the cell beside it, which keeps them busy while the short
+# job holds a core, and none of them is left for the end, when the figures need both cores.
+
+SHORT_JOB_PRIORITY = 10**9  # above any cell's
+
+
+def cell_priority(wildcards) -> int:
+    """A cell's planned model work: its runs, twice for a policy that summarizes (its summary
+    calls are model calls too); the calibration cells get SHORT_JOB_PRIORITY - 1."""
+    cell = cell_of(wildcards)
+    if STUDY.calibration_cell(Pair(cell.model, cell.benchmark)) == cell:
+        return SHORT_JOB_PRIORITY - 1
+    return min(STUDY.planned_runs(cell) * (2 if cell.spec.needs_summarizer else 1), SHORT_JOB_PRIORITY - 2)
+
+
+# ---------------------------------------------------------------- shared model servers
+# Local runs share one model server per model between all their cells (ctxpolicy.serving.shared,
+# workflow/rules/servers.smk).
+
+SHARED_SESSION = shared_servers.Session(os.getpid(), Path(RESULTS).resolve() / ".servers")
+
+
+def shares_servers() -> bool:
+    if os.environ.get(shared_servers.ENV) == "off":
+        return False
+    return workflow.local_exec and workflow.exec_mode == ExecMode.DEFAULT
+
+
+def cell_threads(cpus: int) -> int:
+    """A run cell's threads: its model's cpus, or 1 when the cell is a client of a shared server
+    (the server's CPU is outside every job), so that a second cell, a grading or a figure job
+    keeps the server's other slots and the cores busy while a cell waits for its last run.
+    """
+    return 1 if shares_servers() else cpus
+
+
+def stop_shared_servers() -> None:
+    if os.environ.get(shared_servers.ENV) == SHARED_SESSION.announce():
+        shared_servers.stop_all(SHARED_SESSION.directory, SHARED_SESSION.owner_pid)
