@@ -4,6 +4,7 @@ what they add."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -213,11 +214,9 @@ def test_encoder_picks_the_longest_shared_prefix_of_the_last_line_of_each_kind()
         {"base": 2, "keep": 1, "add": [d]},
         {"base": 1, "keep": 2, "add": [c]},
     ]
-    assert list(lines[0]) == [
-        ("prompt" if f == "message_ids" else f)
-        for f in rundir.CALL_FIELDS
-        if f not in ("usage_source", "provider_cost_usd", "reply_id")  # left out when null
-    ]
+    omitted = {f.name for f in dataclasses.fields(CallRecord) if f.metadata.get("omitted_when_null")}
+    assert omitted >= {"usage_source", "provider_cost_usd", "reply_id"}
+    assert list(lines[0]) == [("prompt" if f == "message_ids" else f) for f in rundir.CALL_FIELDS if f not in omitted]
     assert resolve_prompts(lines) == [x.message_ids for x in calls]
 
 
