@@ -533,29 +533,27 @@ def _print_view(args) -> int:
     if args.view == "cost-models":
         return _print_cost_models(args)
     table = quoted_view(args)
-    if args.json:
-        records = table.astype("object").where(table.notna(), None).to_dict("records")
-        print(json.dumps(records, indent=1, default=float))
-    elif args.csv:
-        table.to_csv(sys.stdout, index=False)
-    else:
-        sys.stdout.write(view_text(table, args.view))
-    return 0
+    return _write_table(args, table, lambda: view_text(table, args.view))
 
 
 def _print_cost_models(args) -> int:
-    import json
-
     from ctxpolicy.metrics.sensitivity import cost_sensitivity
 
     table, _ = compare(args, metric=cost_sensitivity)
+    return _write_table(args, table, lambda: cost_models_text(table))
+
+
+def _write_table(args, table, text) -> int:
+    """A view's table as --json (null for NaN), --csv or its plain text (``text()``)."""
+    import json
+
     if args.json:
         records = table.astype("object").where(table.notna(), None).to_dict("records")
         print(json.dumps(records, indent=1, default=float))
     elif args.csv:
         table.to_csv(sys.stdout, index=False)
     else:
-        sys.stdout.write(cost_models_text(table))
+        sys.stdout.write(text())
     return 0
 
 
