@@ -74,6 +74,7 @@ def main() -> int:
         server_ready = time.perf_counter() - started
         result = execute_run(
             identity=identity,
+            policy=policy,
             task=task,
             adapter=adapter,
             settings=settings,

@@ -81,6 +81,7 @@ def run(
     run_dir = tmp_path / run_dir_name(the_task.task_id, attempt)
     result = execute_run(
         identity=identity,
+        policy=spec,
         task=the_task,
         adapter=FakeBenchmark([the_task]),
         settings=settings,
@@ -276,7 +277,13 @@ def test_cell_goes_on_through_faults_and_redoes_only_missing_runs(tmp_path, serv
                     t.task_id,
                     1,
                     lambda i=identity, t=t, d=run_dir, s=settings: execute_run(
-                        identity=i, task=t, adapter=adapter, settings=s, endpoint=endpoint(server.url), run_dir=d
+                        identity=i,
+                        policy=parse_spec("FC"),
+                        task=t,
+                        adapter=adapter,
+                        settings=s,
+                        endpoint=endpoint(server.url),
+                        run_dir=d,
                     ),
                 )
             )
@@ -319,6 +326,7 @@ def test_a_named_summarizer_gets_the_summary_calls_on_its_own_endpoint(tmp_path,
         )
         result = execute_run(
             identity=identity,
+            policy=parse_spec(identity.policy),
             task=the_task,
             adapter=FakeBenchmark([the_task]),
             settings=FAST,

@@ -63,6 +63,7 @@ def embedded_run(tmp_path_factory):
     with start_server(model_cfg, log_path=tmp / "server.log") as handle:
         result = execute_run(
             identity=identity,
+            policy=policy,
             task=task,
             adapter=adapter,
             settings=settings,

@@ -221,12 +221,13 @@ def test_the_agent_is_built_with_its_summarizer_on_the_summary_client(tmp_path):
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
     settings = build_settings(config, "local", "qwen05b")
     task = type("Task", (), {"task_id": "t", "stratum": "s"})()
+    policy = parse_spec("OTRC+S-p/St+Th/0.5")
     identity = make_identity(
         seed=1,
         benchmark="local",
         cohort="main",
         model="qwen05b",
-        policy=parse_spec("OTRC+S-p/St+Th/0.5"),
+        policy=policy,
         task=task,
         attempt=1,
         threshold_setting="primary",
@@ -236,7 +237,7 @@ def test_the_agent_is_built_with_its_summarizer_on_the_summary_client(tmp_path):
         track="full",
     )
     agent_ep, summary_ep = Endpoint("http://127.0.0.1:1/v1", "agent-m"), Endpoint("http://127.0.0.1:2/v1", "sum-m")
-    run = RunInputs(identity, task, None, settings, agent_ep, tmp_path, summarizer_endpoint=summary_ep)
+    run = RunInputs(identity, policy, task, None, settings, agent_ep, tmp_path, summarizer_endpoint=summary_ep)
     agent_client, summary_client = ChatClient(agent_ep.base_url), ChatClient(summary_ep.base_url)
     with RunRecorder(tmp_path, lambda message: 1) as recorder:
         parts = AgentParts(load_templates(settings.mode), object(), tmp_path, recorder, agent_client, summary_client)
@@ -246,4 +247,7 @@ def test_the_agent_is_built_with_its_summarizer_on_the_summary_client(tmp_path):
         assert agent.session.summarizer is summarizer  # the session made at construction has it
         assert summarizer._listener == agent.on_summary_call
     assert run.summary_endpoint is summary_ep
-    assert RunInputs(identity, task, None, settings, agent_ep, tmp_path).summary_endpoint is agent_ep
+    assert RunInputs(identity, policy, task, None, settings, agent_ep, tmp_path).summary_endpoint is agent_ep
+    assert agent.policy is policy  # the spec the run was given, not its identity's text parsed again
+    with pytest.raises(ValueError, match="is not its identity's"):
+        RunInputs(identity, parse_spec("FC"), task, None, settings, agent_ep, tmp_path)

@@ -139,8 +139,10 @@ def identity_of(task: Task, policy: str = "FC", threshold: int | None = None):
 
 
 def execute(run_dir: Path, url: str, task: Task, settings: RunSettings = FAST, **identity) -> RunResult:
+    run_identity = identity_of(task, **identity)
     return execute_run(
-        identity=identity_of(task, **identity),
+        identity=run_identity,
+        policy=parse_spec(run_identity.policy),
         task=task,
         adapter=FakeBenchmark([task]),
         settings=settings,
@@ -239,6 +241,7 @@ def test_a_bad_summary_answer_is_a_failed_summary_call_not_a_crash(tmp_path):
         )
         result = execute_run(
             identity=identity_of(task, "SU/Th/0.5", 150),
+            policy=parse_spec("SU/Th/0.5"),
             task=task,
             adapter=FakeBenchmark([task]),
             settings=FAST,

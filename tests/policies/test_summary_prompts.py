@@ -174,12 +174,13 @@ def run_su_through_the_harness(run_dir: Path):
     from ctxpolicy.policies import parse_spec
 
     task = Task(task_id="t", stratum="fake", kind="terminal", instruction="List the files. FAULT:loop")
+    policy = parse_spec("SU/Th/0.5")
     identity = make_identity(
         seed=1,
         benchmark="fake",
         cohort="main",
         model="fake",
-        policy=parse_spec("SU/Th/0.5"),
+        policy=policy,
         task=task,
         attempt=1,
         threshold_setting="fixed",
@@ -207,6 +208,7 @@ def run_su_through_the_harness(run_dir: Path):
         )
         return execute_run(
             identity=identity,
+            policy=policy,
             task=task,
             adapter=FakeBenchmark([task]),
             settings=settings,

@@ -379,6 +379,7 @@ def bind_runs(plan, runs: list[PlannedRun], endpoint, summary_endpoint, cancel: 
         execute = functools.partial(
             execute_run,
             identity=identity,
+            policy=plan.cell.spec,
             task=task,
             adapter=plan.adapter,
             settings=plan.settings_of[task.task_id],

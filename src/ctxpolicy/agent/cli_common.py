@@ -89,7 +89,7 @@ def cell_from_flags(args: argparse.Namespace, cohort: str) -> Any:
 
     spec = parse_spec(args.policy)
     setting = (args.setting or "primary") if spec.needs_threshold else None
-    return Cell(args.track or "full", args.benchmark, args.model, str(spec), setting, cohort, args.summarizer)
+    return Cell(args.track or "full", args.benchmark, args.model, spec, setting, cohort, args.summarizer)
 
 
 def check_endpoint_urls(args: argparse.Namespace) -> None:

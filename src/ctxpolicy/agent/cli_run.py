@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
             return 1
         except OSError as exc:
             return fail(f"--out: cannot lock {args.out.parent}: {exc.strerror or exc}")
-        return _run_unless_complete(args, config, identity, task, adapter, settings)
+        return _run_unless_complete(args, config, identity, cell.spec, task, adapter, settings)
 
 
 def out_refused(out: Path, force: bool) -> str | None:
@@ -130,7 +130,7 @@ def out_refused(out: Path, force: bool) -> str | None:
     return None
 
 
-def _run_unless_complete(args, config, identity, task, adapter, settings) -> int:
+def _run_unless_complete(args, config, identity, policy, task, adapter, settings) -> int:
     from ctxpolicy.agent.cli_common import serving_errors
     from ctxpolicy.agent.plan import model_endpoint
     from ctxpolicy.rundir import RUN_JSON, is_complete_run, read_json
@@ -166,6 +166,7 @@ def _run_unless_complete(args, config, identity, task, adapter, settings) -> int
                 )
             result = execute_run(
                 identity=identity,
+                policy=policy,
                 task=task,
                 adapter=adapter,
                 settings=settings,

@@ -61,7 +61,7 @@ class CellPlan:
             "track": cell.track,
             "benchmark": cell.benchmark,
             "model": cell.model,
-            "policy": str(cell.spec),
+            "policy": cell.policy,
             "threshold_setting": cell.setting,
             "threshold_tokens": self.threshold,
             "cohort": cell.cohort,

@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.agent.client import ChatClient
 from ctxpolicy.agent.record import RunRecorder
@@ -32,6 +32,9 @@ from ctxpolicy.rundir import (
     write_record,
     write_run_json,
 )
+
+if TYPE_CHECKING:
+    from ctxpolicy.policies.spec import PolicySpec
 
 # The run outcomes: their one list is run.json's schema (ctxpolicy.schemas, "outcome").
 OUTCOMES: tuple[str, ...] = tuple(schema("run")["properties"]["outcome"]["enum"])
@@ -90,10 +93,12 @@ class RunResult:
 
 @dataclass(frozen=True)
 class RunInputs:
-    """What one run is given: who it is, the task and its benchmark adapter, the settings, the
-    endpoints (the summarizer's None: the agent's own), its directory and the agent's templates."""
+    """What one run is given: who it is and its policy, parsed (the cell's spec: the identity
+    records its text), the task and its benchmark adapter, the settings, the endpoints (the
+    summarizer's None: the agent's own), its directory and the agent's templates."""
 
     identity: RunIdentity
+    policy: PolicySpec
     task: Any
     adapter: Any
     settings: RunSettings
@@ -101,6 +106,10 @@ class RunInputs:
     run_dir: Path
     summarizer_endpoint: Endpoint | None = None
     agent_dir: Path = AGENT_DIR
+
+    def __post_init__(self) -> None:
+        if str(self.policy) != self.identity.policy:
+            raise ValueError(f"run policy {str(self.policy)!r} is not its identity's {self.identity.policy!r}")
 
     @property
     def summary_endpoint(self) -> Endpoint:
@@ -120,6 +129,7 @@ def run_seed(base_seed: int, attempt: int) -> int:
 def execute_run(
     *,
     identity: RunIdentity,
+    policy: PolicySpec,
     task: Any,
     adapter: Any,
     settings: RunSettings,
@@ -129,9 +139,10 @@ def execute_run(
     agent_dir: Path = AGENT_DIR,
     cancel: threading.Event | None = None,
 ) -> RunResult:
-    """Run the agent on the task and write run.json; ``cancel`` set by the end (the cell was
+    """Run the agent on the task with ``policy`` (the cell's parsed spec, whose text ``identity``
+    records) and write run.json; ``cancel`` set by the end (the cell was
     interrupted, its commands killed) means the run is not recorded and RunCancelled is raised."""
-    run = RunInputs(identity, task, adapter, settings, endpoint, Path(run_dir), summarizer_endpoint, agent_dir)
+    run = RunInputs(identity, policy, task, adapter, settings, endpoint, Path(run_dir), summarizer_endpoint, agent_dir)
     run_dir = run.run_dir
     mark_run_dir(run_dir)  # first: a run killed at any point leaves a folder that is ours to redo
     reset_run_dir(run_dir)
@@ -241,7 +252,7 @@ def build_agent(run: RunInputs, parts: AgentParts):
     # Imported here: mini-swe-agent takes a second to import.
     from ctxpolicy.agent.agent import PolicyAgent
     from ctxpolicy.agent.model import EndpointModel
-    from ctxpolicy.policies import EndpointSummarizer, HistoryDump, parse_spec
+    from ctxpolicy.policies import EndpointSummarizer, HistoryDump
 
     identity, settings, endpoint, templates = run.identity, run.settings, run.endpoint, parts.templates
     model = EndpointModel(
@@ -271,7 +282,7 @@ def build_agent(run: RunInputs, parts: AgentParts):
     return PolicyAgent(
         model,
         parts.env,
-        policy=parse_spec(identity.policy),
+        policy=run.policy,
         threshold=identity.threshold_tokens,
         recorder=parts.recorder,
         summarizer_for=summarizer_for,

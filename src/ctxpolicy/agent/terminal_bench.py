@@ -117,7 +117,7 @@ def run_task(
     study = load_study(config)
     spec = parse_spec(policy)
     setting = (setting or "primary") if spec.needs_threshold else None
-    cell = Cell(track, benchmark, model, str(spec), setting, cohort, summarizer)
+    cell = Cell(track, benchmark, model, spec, setting, cohort, summarizer)
     threshold = study.resolve_threshold(cell, thresholds)
     task = Task(task_id=task_id, stratum="terminal-bench", kind="terminal", instruction=instruction)
     try:  # the dataset's own record of the task, for its stratum and timeout, where it is at hand
@@ -136,6 +136,7 @@ def run_task(
         summary = endpoint_for_url(summarizer_endpoint, summarizer, study.config["models"][summarizer])
     result = execute_run(
         identity=identity,
+        policy=cell.spec,
         task=task,
         adapter=HarnessEnvironment(environment, TERMINAL_SUBMISSION),
         settings=settings,

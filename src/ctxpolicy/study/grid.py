@@ -16,7 +16,7 @@ import difflib
 import functools
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,9 @@ from ctxpolicy.threshold_settings import (
     read_thresholds,
 )
 
+# a cell as ``ctxpolicy grid --json`` lists it: its fields, the policy as its text
+CELL_RECORD_FIELDS = ("track", "benchmark", "model", "policy", "setting", "cohort", "summarizer")
+
 # the config's grid sections -> the track a cell records
 TRACK_NAMES = dict(zip(TRACKS, ("calibration", "full", "sweep", "summarizer"), strict=True))
 
@@ -42,15 +45,20 @@ class Cell:
     track: str  # calibration | full | sweep | summarizer
     benchmark: str
     model: str
-    policy: str  # the P/T/D spec; depth is part of it
+    spec: PolicySpec  # the parsed P/T/D policy (depth is part of it); its text is ``policy``
     setting: str | None  # tight | primary | loose; None for policies without a threshold
     cohort: str
     summarizer: str | None  # another model summarizes; None: the agent's own model
 
+    def __post_init__(self) -> None:
+        # a caller holding the policy's text (a run record, a flag) has it parsed here, once
+        if isinstance(self.spec, str):
+            object.__setattr__(self, "spec", parse_spec(self.spec))
+
     @functools.cached_property
-    def spec(self) -> PolicySpec:
-        """The parsed policy (parsed once per cell; raises PolicySpecError for a bad spec)."""
-        return parse_spec(self.policy)
+    def policy(self) -> str:
+        """The policy's canonical text (``TR/Th/0.5``): what run records and tables name."""
+        return str(self.spec)
 
     @property
     def slug(self) -> str:
@@ -82,17 +90,14 @@ def expand_grid(config: dict) -> list[Cell]:
     grid = config["grid"]
     cells: dict[tuple[str, str, str], Cell] = {}
 
-    def add(track: str, policy: str, setting: str | None, summarizer: str | None = None):
+    def add(track: str, policy: PolicySpec, setting: str | None, summarizer: str | None = None):
         section = grid[track]
         for benchmark in section["benchmarks"]:
             for model in section["models"]:
                 # the agent summarizing itself is the ordinary cell
                 summarizer_name = None if summarizer == model else summarizer
-                parsed = parse_spec(policy)
-                threshold = setting if parsed.needs_threshold else None
-                cell = Cell(
-                    TRACK_NAMES[track], benchmark, model, str(parsed), threshold, section["cohort"], summarizer_name
-                )
+                threshold = setting if policy.needs_threshold else None
+                cell = Cell(TRACK_NAMES[track], benchmark, model, policy, threshold, section["cohort"], summarizer_name)
                 cells.setdefault(cell.key, cell)
 
     for entry in grid_entries(grid):
@@ -100,27 +105,29 @@ def expand_grid(config: dict) -> list[Cell]:
     return list(cells.values())
 
 
-def grid_entries(grid: dict) -> Iterator[tuple[str, str, str | None, str | None]]:
+def grid_entries(grid: dict) -> Iterator[tuple[str, PolicySpec, str | None, str | None]]:
     """The grid's entries in track order, (section, policy, setting, summarizer), before they are
     crossed with each section's models and benchmarks: the one walk of the grid's sections that
-    ``expand_grid`` and ``ctxpolicy.study.Study.designs`` share."""
+    ``expand_grid`` and ``ctxpolicy.study.Study.designs`` share. Each policy is parsed here, once
+    per entry, and travels on as its ``PolicySpec``."""
     calibration = grid["calibration"]
     if calibration["models"] and calibration["benchmarks"]:
-        yield "calibration", "FC", None, None
+        yield "calibration", parse_spec("FC"), None, None
     full = grid["full_comparison"]
     for policy in full["policies"]:
-        yield "full_comparison", policy, full["setting"], None
+        yield "full_comparison", parse_spec(policy), full["setting"], None
     sweeps = grid["sweeps"]
     for setting in sweeps["settings"]:
         for primitive in sweeps["tunable"]:
             for depth in sweeps["depths"]:
-                yield "sweeps", f"{primitive}/Th/{depth:g}", setting, None
+                yield "sweeps", parse_spec(f"{primitive}/Th/{depth:g}"), setting, None
         for policy in sweeps["invariant"]:
-            yield "sweeps", policy, setting, None
+            yield "sweeps", parse_spec(policy), setting, None
     summ = grid["summarizer"]
     for policy in summ["policies"]:
+        spec = parse_spec(policy)
         for summarizer in summ["summarizers"]:
-            yield "summarizer", policy, summ["setting"], summarizer
+            yield "summarizer", spec, summ["setting"], summarizer
 
 
 # ---------------------------------------------------------------- cohorts and run counts
@@ -335,7 +342,7 @@ def summarize(cells: list[Cell], config: dict) -> list[dict]:
 
 def cell_record(cell: Cell, config: dict) -> dict:
     return {
-        **asdict(cell),
+        **{name: getattr(cell, name) for name in CELL_RECORD_FIELDS},
         "id": cell.id,
         "slug": cell.slug,
         "run_root": str(cell.run_root(config["results_dir"])),

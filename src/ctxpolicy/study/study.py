@@ -46,7 +46,7 @@ from ctxpolicy.study.grid import cohort_path as _cohort_path
 from ctxpolicy.study.grid import cohort_tasks as _cohort_tasks
 from ctxpolicy.study.grid import resolve_threshold as _resolve_threshold
 from ctxpolicy.study.grid import thresholds_path as _thresholds_path
-from ctxpolicy.policies.spec import parse_spec
+from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.threshold_settings import SETTINGS
 
 # grid section (config key) <-> track (what a cell and a run record)
@@ -244,34 +244,32 @@ class Study:
         out: list[Design] = []
         grid = self.config["grid"]
 
-        def add(section: str, policy: str, setting: str | None, summarizer: str | None = None) -> None:
+        def add(section: str, spec: PolicySpec, setting: str | None, summarizer: str | None = None) -> None:
             block = grid[section]
             for benchmark in block["benchmarks"]:
                 for model in block["models"]:
-                    spec = parse_spec(policy)
                     own = None if summarizer == model else summarizer
                     wanted = setting if spec.needs_threshold else None
-                    probe = Cell(TRACK_NAMES[section], benchmark, model, str(spec), wanted, block["cohort"], own)
+                    probe = Cell(TRACK_NAMES[section], benchmark, model, spec, wanted, block["cohort"], own)
                     cell = self._by_id[probe.id]
-                    out.append(Design(probe.track, benchmark, model, str(spec), wanted, own, block["cohort"], cell))
+                    out.append(Design(probe.track, benchmark, model, probe.policy, wanted, own, block["cohort"], cell))
 
         for entry in grid_entries(grid):
             add(*entry)
         summ = grid["summarizer"]
-        for policy in summ["policies"]:
+        for spec in map(parse_spec, summ["policies"]):
             # the agent summarizing itself, every other summarizer's reference: the cell another
             # track runs (the sweep's), where the grid has one
             for benchmark in summ["benchmarks"]:
                 for model in summ["models"]:
                     if model in summ["summarizers"]:
                         continue  # already added: the agent named as its own summarizer
-                    spec = parse_spec(policy)
                     wanted = summ["setting"] if spec.needs_threshold else None
-                    probe = Cell("summarizer", benchmark, model, str(spec), wanted, summ["cohort"], None)
+                    probe = Cell("summarizer", benchmark, model, spec, wanted, summ["cohort"], None)
                     if probe.id in self._by_id:
                         cell = self._by_id[probe.id]
                         out.append(
-                            Design("summarizer", benchmark, model, str(spec), wanted, None, summ["cohort"], cell)
+                            Design("summarizer", benchmark, model, probe.policy, wanted, None, summ["cohort"], cell)
                         )
         return tuple(out)
 
@@ -298,14 +296,14 @@ class Study:
         self,
         benchmark: str,
         model: str,
-        policy: str,
+        policy: str | PolicySpec,
         setting: str | None = None,
         summarizer: str | None = None,
     ) -> Cell | None:
         """The one cell behind (benchmark, model, policy, setting, summarizer), whichever track
         runs it; None when the grid has none. ``setting`` is ignored for a policy without one."""
-        spec = parse_spec(policy)
-        probe = Cell("full", benchmark, model, str(spec), setting if spec.needs_threshold else None, "main", summarizer)
+        spec = policy if isinstance(policy, PolicySpec) else parse_spec(policy)
+        probe = Cell("full", benchmark, model, spec, setting if spec.needs_threshold else None, "main", summarizer)
         return self._by_id.get(probe.id)
 
     def reference_cell(self, pair: Pair) -> Cell | None:
@@ -410,10 +408,9 @@ class Study:
         seen: dict[tuple[str, str | None], Configuration] = {}
         if wanted in (None, "calibration"):
             seen[(FC, None)] = Configuration(FC, None, "calibration")
-        for name, policy, setting, _summarizer in grid_entries(self.config["grid"]):
+        for name, spec, setting, _summarizer in grid_entries(self.config["grid"]):
             if wanted is not None and name != wanted:
                 continue
-            spec = parse_spec(policy)
             key = (str(spec), setting if spec.needs_threshold else None)
             seen.setdefault(key, Configuration(key[0], key[1], name))
         return list(seen.values())
