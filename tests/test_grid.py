@@ -13,14 +13,12 @@ import yaml
 from ctxpolicy.study.config import ConfigError
 from ctxpolicy.study.grid import (
     Cell,
-    cell_tasks,
     expand_grid,
     find_cell,
     resolve_threshold,
-    run_count,
-    summarize,
     validate_study,
 )
+from ctxpolicy.study import Study
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_COHORTS = {
@@ -61,7 +59,7 @@ def test_paper_grid_has_the_study_structure(paper):
 
 
 def test_paper_run_counts(paper):
-    rows = {(r["benchmark"], r["model"], r["track"]): r for r in summarize(expand_grid(paper), paper)}
+    rows = {(r["benchmark"], r["model"], r["track"]): r for r in Study(paper).summary()}
     assert rows[("swebench", "glm", "calibration")]["runs"] == 100 * 3
     assert rows[("swebench", "qwen", "full")]["runs"] == 12 * 100 * 3
     assert rows[("terminalbench", "devstral", "sweep")]["runs"] == 52 * 15 * 3
@@ -103,7 +101,7 @@ def test_agent_as_its_own_summarizer_is_the_ordinary_cell(paper):
 
 def test_run_count_reads_the_cohort_file(paper):
     cell = next(c for c in expand_grid(paper) if c.benchmark == "terminalbench" and c.cohort == "sweep")
-    assert run_count(cell, paper) == 15 * 3
+    assert Study(paper).planned_runs(cell) == 15 * 3
 
 
 def _cell(cells: list[Cell], benchmark: str, model: str, setting: str | None) -> Cell:
@@ -182,10 +180,11 @@ def test_cohort_limit_takes_the_first_tasks(tmp_path):
     cells = expand_grid(config)
     main_cell = next(c for c in cells if c.cohort == "main")
     sweep_cell = next(c for c in cells if c.cohort == "sweep")
-    assert cell_tasks(config, main_cell) == ["local-000", "local-001"]
-    assert run_count(main_cell, config) == 2
-    assert cell_tasks(config, sweep_cell) == [f"local-{i:03d}" for i in range(4)]
-    assert run_count(sweep_cell, config) == 4
+    study = Study(config)
+    assert study.tasks(main_cell) == ["local-000", "local-001"]
+    assert study.planned_runs(main_cell) == 2
+    assert study.tasks(sweep_cell) == [f"local-{i:03d}" for i in range(4)]
+    assert study.planned_runs(sweep_cell) == 4
 
 
 def test_grid_cli_bad_config_exit_2(tmp_path, capsys):

@@ -105,8 +105,9 @@ def test_the_config_names_the_exclusion_off_in_the_paper_and_on_in_the_local_stu
 def test_calibrate_cli_refuses_non_fc_runs(tmp_path, capsys):
     make_runs(tmp_path / "runs", policies=["TR/Th/0.5"], tasks=2, attempts=1, calls_per_run=4, seed=2)
     cell = tmp_path / "runs" / "local" / "qwen05b" / "TR_Th_0.5__primary"
-    assert cli_calibrate.main(SimpleNamespace(runs=[cell], out=tmp_path / "t.json", round_to=100)) == 2
-    assert "identity.policy" in capsys.readouterr().err
+    with pytest.raises(cli_calibrate.CalibrateError, match="identity.policy") as refused:
+        cli_calibrate.main(SimpleNamespace(runs=[cell], out=tmp_path / "t.json", round_to=100))
+    assert refused.value.exit_code == 2  # cli.main: "calibrate: ...identity.policy..." and exit code 2
 
 
 def _set_outcomes(cell, outcome_of) -> None:

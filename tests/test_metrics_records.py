@@ -347,7 +347,9 @@ def test_aggregate_cli_reports_left_out_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"left out: {tmp_path / 'runs' / 'cell' / 't2__a1' / 'run.json'}" in err
     assert cli_aggregate.main(SimpleNamespace(**{**vars(args), "strict": True})) == 1
-    assert cli_aggregate.main(SimpleNamespace(**{**vars(args), "runs": [tmp_path / "nowhere"]})) == 2
+    with pytest.raises(cli_aggregate.AggregateError) as refused:
+        cli_aggregate.main(SimpleNamespace(**{**vars(args), "runs": [tmp_path / "nowhere"]}))
+    assert refused.value.exit_code == 2
 
 
 def test_row_keys_match_the_documented_order(tmp_path):

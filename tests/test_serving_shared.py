@@ -56,7 +56,12 @@ def test_cells_share_one_server_that_dies_with_its_owner(study, owner, tmp_path,
     urls = []
     for cell in ("a", "b"):
         with cell_endpoint(
-            config, study, "qwen05b", url=None, served_name=None, log_path=tmp_path / cell / "server.log"
+            config["models"]["qwen05b"],
+            study,
+            "qwen05b",
+            url=None,
+            served_name=None,
+            log_path=tmp_path / cell / "server.log",
         ) as endpoint:
             urls.append(endpoint.base_url)
             assert endpoint.server["kind"] == "vllm"

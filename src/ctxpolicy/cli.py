@@ -142,6 +142,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def error_prefix(command: str, module: object) -> str:
+    """What starts a command's error line: ``ctxpolicy COMMAND: error: ``, or the command module's
+    own ``ERROR_PREFIX`` where its messages have always begun otherwise (``ctxpolicy: `` for run and
+    run-cell, ``calibrate: ``, ...): the words a user or a script reads stay as they were."""
+    return getattr(module, "ERROR_PREFIX", None) or f"ctxpolicy {command}: error: "
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_chosen_command(argv) or "")
@@ -152,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._module.main(args) or 0)
     except CtxpolicyError as exc:  # the one mapping of our errors to what the user sees
-        print(f"ctxpolicy {args.command}: error: {exc.message}", file=sys.stderr)
+        print(f"{error_prefix(args.command, args._module)}{exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -2,7 +2,10 @@
 ``CtxpolicyError``, which carries its exit code and a one-line message.
 
 ``ctxpolicy.cli.main`` maps it once: a ``CtxpolicyError`` that leaves a command is printed as
-``ctxpolicy COMMAND: error: MESSAGE`` on stderr and ends the command with its ``exit_code``.
+``ctxpolicy COMMAND: error: MESSAGE`` on stderr (or after the command module's own
+``ERROR_PREFIX``) and ends the command with its ``exit_code``. Bad input is a ``UsageError``
+(exit code 2) wherever it is found: a config, a policy spec, a run's plan or settings, a benchmark
+that cannot be used.
 A class that is also a built-in error (``class ConfigError(CtxpolicyError, ValueError)``)
 keeps every ``except ValueError`` that catches it working.
 """

@@ -13,16 +13,17 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
 from ctxpolicy.errors import CtxpolicyError
-from ctxpolicy.agent.plan import PlannedRun, cell_identity, endpoint_for_server, model_endpoint
-from ctxpolicy.agent.runner import RunResult, execute_run
+from ctxpolicy.agent.plan import CellPlan, PlannedRun, cell_identity, endpoint_for_server, model_endpoint
+from ctxpolicy.agent.runner import Endpoint, RunResult, execute_run
 from ctxpolicy.agent.terminal_bench import harness_kwargs
 from ctxpolicy.rundir import CELL_JSON, RUN_JSON, read_run_json, set_aside, write_cell_json
 from ctxpolicy.rundir import is_complete_run
@@ -296,8 +297,8 @@ class CellOptions:
     max_tokens: int | None = None
 
 
-def execute_cell(plan, options: CellOptions) -> list[RunResult]:
-    """Every run of ``plan`` (an ``agent.plan.CellPlan``) in ``options.out``, cell.json written
+def execute_cell(plan: CellPlan, options: CellOptions) -> list[RunResult]:
+    """Every run of ``plan`` in ``options.out``, cell.json written
     last. When no run is left to execute, no server is started (minutes of GPU for a cell.json):
     cell.json names the endpoint the runs recorded. Raises ``HarnessError`` and the serving
     errors; however it is left, no run in flight records itself afterwards."""
@@ -316,7 +317,7 @@ def execute_cell(plan, options: CellOptions) -> list[RunResult]:
         with contextlib.ExitStack() as servers:
             endpoint = servers.enter_context(
                 cell_endpoint(
-                    plan.study.config,
+                    plan.study.model(cell.model),
                     options.config,
                     cell.model,
                     url=options.endpoint,
@@ -328,7 +329,7 @@ def execute_cell(plan, options: CellOptions) -> list[RunResult]:
             if cell.summarizer and cell.summarizer != cell.model:
                 summary_endpoint = servers.enter_context(
                     cell_endpoint(
-                        plan.study.config,
+                        plan.study.model(cell.summarizer),
                         options.config,
                         cell.summarizer,
                         url=options.summarizer_endpoint,
@@ -366,7 +367,13 @@ def execute_cell(plan, options: CellOptions) -> list[RunResult]:
         raise
 
 
-def bind_runs(plan, runs: list[PlannedRun], endpoint, summary_endpoint, cancel: threading.Event) -> list[PlannedRun]:
+def bind_runs(
+    plan: CellPlan,
+    runs: list[PlannedRun],
+    endpoint: Endpoint,
+    summary_endpoint: Endpoint | None,
+    cancel: threading.Event,
+) -> list[PlannedRun]:
     """The runs with ``execute`` set: ``runner.execute_run`` against the endpoints, cancellable."""
     import dataclasses
     import functools
@@ -408,9 +415,16 @@ def previous_endpoint(out: Path, runs: Sequence[PlannedRun]) -> dict | None:
 
 
 def cell_endpoint(
-    config: dict, config_path: Path, model: str, *, url: str | None, served_name: str | None, log_path: Path
+    model_cfg: Mapping[str, Any],
+    config_path: Path,
+    model: str,
+    *,
+    url: str | None,
+    served_name: str | None,
+    log_path: Path,
 ):
-    """The endpoint of ``model`` for this cell (a context manager): the session's shared server
+    """The endpoint of ``model`` (its config block ``model_cfg``) for this cell (a context
+    manager): the session's shared server
     when a local Snakemake run announced one (``ctxpolicy.serving.shared``; never for a given URL
     or `server: endpoint`), else ``agent.plan.model_endpoint``'s."""
     import contextlib
@@ -419,10 +433,9 @@ def cell_endpoint(
 
     from ctxpolicy.serving.shared import attach, session_from_environment
 
-    model_cfg = config["models"][model]
     session = None if url or model_cfg["server"] == "endpoint" else session_from_environment()
     if session is None:
-        return model_endpoint(config, model, url=url, served_name=served_name, log_path=log_path)
+        return model_endpoint(model_cfg, model, url=url, served_name=served_name, log_path=log_path)
 
     @contextlib.contextmanager
     def shared():
@@ -434,7 +447,7 @@ def cell_endpoint(
     return shared()
 
 
-def harness_command(plan, options, endpoint) -> Callable[[list[str]], list[str]]:
+def harness_command(plan: CellPlan, options: CellOptions, endpoint: Endpoint) -> Callable[[list[str]], list[str]]:
     """For benchmarks graded by their own harness (Terminal-Bench, Harbor): the command that runs
     the given tasks; ``options`` a ``CellOptions`` (or anything with its field names)."""
     import shlex

@@ -15,9 +15,16 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ctxpolicy.agent.cli_common import ENDPOINT_HELP, add_common_arguments, fail, input_errors
+from ctxpolicy.agent.cli_common import ERROR_PREFIX as ERROR_PREFIX  # cli.main starts our error lines with it
+from ctxpolicy.agent.cli_common import ENDPOINT_HELP, add_common_arguments
+
+if TYPE_CHECKING:
+    from ctxpolicy.agent.cell import CellOptions
+    from ctxpolicy.agent.plan import CellPlan
+    from ctxpolicy.study import Study
+    from ctxpolicy.study.grid import Cell
 
 
 CELL_HELP = """\
@@ -71,7 +78,7 @@ the cell:
   whether calibrated (ctxpolicy calibrate) or written from a preset (ctxpolicy calibrate --preset)."""
 
 
-def select_cell(args: argparse.Namespace, study: Any) -> Any:
+def select_cell(args: argparse.Namespace, study: Study) -> Cell:
     """The cell to run: ``--cell ID`` looked up in the grid, or the one the flags describe."""
     from ctxpolicy.agent.cli_common import CELL_FLAGS, cell_from_flags
     from ctxpolicy.agent.plan import PlanError
@@ -90,7 +97,7 @@ def select_cell(args: argparse.Namespace, study: Any) -> Any:
     return cell_from_flags(args, cohort=args.cohort or "main")
 
 
-def plan_cell(args: argparse.Namespace) -> Any:
+def plan_cell(args: argparse.Namespace) -> CellPlan:
     """The ``agent.plan.CellPlan`` the arguments ask for."""
     from ctxpolicy.agent.cli_common import settings_overrides, study_for_flags
     from ctxpolicy.agent.plan import plan_cell as plan
@@ -107,7 +114,7 @@ def plan_cell(args: argparse.Namespace) -> Any:
     )
 
 
-def cell_options(args: argparse.Namespace) -> Any:
+def cell_options(args: argparse.Namespace) -> CellOptions:
     """The ``agent.cell.CellOptions`` the arguments give."""
     from ctxpolicy.agent.cell import CellOptions
 
@@ -128,37 +135,28 @@ def cell_options(args: argparse.Namespace) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.agent.cell import HarnessError, execute_cell
-    from ctxpolicy.agent.cell_lock import CellBusy, cell_lock
-    from ctxpolicy.agent.cli_common import serving_errors
+    """Bad input (exit code 2), a busy cell, the serving and harness errors (exit code 1) leave as
+    raised, for ``cli.main`` to report; a signal ends the process here, at once."""
+    from ctxpolicy.agent.cell import execute_cell
+    from ctxpolicy.agent.cell_lock import cell_lock
     from ctxpolicy.agent.interrupt import Interrupted, kill_descendants, raise_on_signals
     from ctxpolicy.sandbox import quota
 
-    try:
-        plan = plan_cell(args)
-    except input_errors() as exc:
-        return fail(str(exc))
-    try:
-        with cell_lock(args.out), raise_on_signals():
-            try:
-                results = execute_cell(plan, cell_options(args))
-            except (*serving_errors(), HarnessError) as exc:
-                print(f"ctxpolicy: {exc}", file=sys.stderr)
-                return 1
-            except Interrupted as exc:  # still holding the lock, further signals ignored
-                kill_descendants()
-                quota.release_all()  # the runs in flight never reach their own release
-                print(
-                    f"ctxpolicy: {args.out}: {exc} received; runs in flight killed and not recorded, no cell.json",
-                    file=sys.stderr,
-                )
-                # Worker threads may still wait on a hung request: they must not delay the exit.
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(exc.exit_code)
-    except CellBusy as exc:
-        print(f"ctxpolicy: {exc}", file=sys.stderr)
-        return 1
+    plan = plan_cell(args)
+    with cell_lock(args.out), raise_on_signals():
+        try:
+            results = execute_cell(plan, cell_options(args))
+        except Interrupted as exc:  # still holding the lock, further signals ignored
+            kill_descendants()
+            quota.release_all()  # the runs in flight never reach their own release
+            print(
+                f"ctxpolicy: {args.out}: {exc} received; runs in flight killed and not recorded, no cell.json",
+                file=sys.stderr,
+            )
+            # Worker threads may still wait on a hung request: they must not delay the exit.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exc.exit_code)
     return _summary(args.out, results)
 
 

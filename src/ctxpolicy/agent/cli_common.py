@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ctxpolicy.threshold_settings import SETTINGS
+
+if TYPE_CHECKING:
+    from ctxpolicy.study import Study
+    from ctxpolicy.study.grid import Cell
 
 ENDPOINT_HELP = """\
 where the model answers:
@@ -20,6 +23,7 @@ where the model answers:
 
 
 CELL_FLAGS = ("benchmark", "model", "policy", "setting", "summarizer", "track")
+ERROR_PREFIX = "ctxpolicy: "  # run's and run-cell's error lines, as cli.main prints them
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, cell_flags_required: bool = True) -> None:
@@ -60,12 +64,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, cell_flags_required
     parser.add_argument("--track", help="grid track recorded in the identity (default: full)")
 
 
-def fail(message: str) -> int:
-    print(f"ctxpolicy: {message}", file=sys.stderr)
-    return 2
-
-
-def study_for_flags(args: argparse.Namespace) -> Any:
+def study_for_flags(args: argparse.Namespace) -> Study:
     """The study of ``--config`` (``ctxpolicy.study.load_study``), with the benchmark, models and
     endpoint URLs the flags name checked against it."""
     from ctxpolicy.study.config import ConfigError
@@ -81,7 +80,7 @@ def study_for_flags(args: argparse.Namespace) -> Any:
     return study
 
 
-def cell_from_flags(args: argparse.Namespace, cohort: str) -> Any:
+def cell_from_flags(args: argparse.Namespace, cohort: str) -> Cell:
     """The ``ctxpolicy.study.grid.Cell`` the flags describe (an ad-hoc cell, in a grid or not); the
     policy is parsed here, once."""
     from ctxpolicy.study.grid import Cell
@@ -118,21 +117,3 @@ def settings_overrides(args: argparse.Namespace) -> dict:
         if value is not None and value < 1:
             raise SettingsError(f"{option}: {value} must be 1 or more")
     return {"mode": args.mode, "step_limit": args.step_limit, "max_tokens": args.max_tokens}
-
-
-def input_errors() -> tuple[type[Exception], ...]:
-    """What bad input raises while planning runs (exit code 2, one line)."""
-    from ctxpolicy.agent.plan import PlanError
-    from ctxpolicy.agent.settings import SettingsError
-    from ctxpolicy.benchmarks.base import BenchmarkError
-    from ctxpolicy.study.config import ConfigError
-    from ctxpolicy.policies import PolicySpecError
-
-    return (ConfigError, PlanError, PolicySpecError, SettingsError, BenchmarkError)
-
-
-def serving_errors() -> tuple[type[Exception], ...]:
-    """What starting a model server raises for a user-facing reason (exit code 1, one line)."""
-    from ctxpolicy.serving import ModelConfigError, ModelError, ServerError
-
-    return (ModelConfigError, ModelError, ServerError)

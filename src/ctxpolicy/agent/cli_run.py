@@ -27,10 +27,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 from pathlib import Path
 
-from ctxpolicy.agent.cli_common import ENDPOINT_HELP, add_common_arguments, fail
+from ctxpolicy.errors import CtxpolicyError
+
+from ctxpolicy.agent.cli_common import ERROR_PREFIX as ERROR_PREFIX  # cli.main starts our error lines with it
+from ctxpolicy.agent.cli_common import ENDPOINT_HELP, add_common_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,50 +62,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from ctxpolicy.agent.cli_common import (
-        cell_from_flags,
-        input_errors,
-        settings_overrides,
-        study_for_flags,
-    )
-    from ctxpolicy.agent.plan import cell_identity, find_task, make_adapter
+    from ctxpolicy.agent.cli_common import cell_from_flags, settings_overrides, study_for_flags
+    from ctxpolicy.agent.plan import PlanError, cell_identity, find_task, make_adapter
     from ctxpolicy.agent.settings import build_settings
 
     if args.attempt < 1:
-        return fail(f"--attempt: {args.attempt} must be 1 or more")
+        raise PlanError(f"--attempt: {args.attempt} must be 1 or more")
     if args.threshold is not None and args.threshold < 1:
-        return fail(f"--threshold: {args.threshold} must be a number of tokens, 1 or more")
+        raise PlanError(f"--threshold: {args.threshold} must be a number of tokens, 1 or more")
     if args.threshold is not None and args.setting:
-        return fail("--threshold and --setting exclude each other")
+        raise PlanError("--threshold and --setting exclude each other")
     refused = out_refused(args.out, args.force)
     if refused:
-        return fail(refused)
-    try:
-        study = study_for_flags(args)
-        config = study.config
-        cell = cell_from_flags(args, cohort=args.cohort or "main")
-        fixed = args.threshold is not None and cell.spec.needs_threshold
-        if fixed:  # tokens given directly: no setting, nothing read
-            cell = dataclasses.replace(cell, setting=None)
-        threshold = args.threshold if fixed else study.resolve_threshold(cell, args.thresholds)
-        adapter = make_adapter(study, cell.benchmark)
-        task, cohort = find_task(adapter, study, cell.benchmark, args.task, args.cohort)
-        cell = dataclasses.replace(cell, cohort=cohort)
-        settings = build_settings(
-            config, cell.benchmark, cell.model, task_timeout_s=task.timeout_s, overrides=settings_overrides(args)
-        )
-        identity = cell_identity(
-            study,
-            cell,
-            task=task,
-            attempt=args.attempt,
-            threshold=threshold,
-            threshold_setting="fixed" if fixed else None,
-        )
-        if args.cell:
-            identity = dataclasses.replace(identity, cell=args.cell)
-    except input_errors() as exc:
-        return fail(str(exc))
+        raise PlanError(refused)
+    study = study_for_flags(args)
+    cell = cell_from_flags(args, cohort=args.cohort or "main")
+    fixed = args.threshold is not None and cell.spec.needs_threshold
+    if fixed:  # tokens given directly: no setting, nothing read
+        cell = dataclasses.replace(cell, setting=None)
+    threshold = args.threshold if fixed else study.resolve_threshold(cell, args.thresholds)
+    adapter = make_adapter(study, cell.benchmark)
+    task, cohort = find_task(adapter, study, cell.benchmark, args.task, args.cohort)
+    cell = dataclasses.replace(cell, cohort=cohort)
+    settings = build_settings(
+        study.config, cell.benchmark, cell.model, task_timeout_s=task.timeout_s, overrides=settings_overrides(args)
+    )
+    identity = cell_identity(
+        study,
+        cell,
+        task=task,
+        attempt=args.attempt,
+        threshold=threshold,
+        threshold_setting="fixed" if fixed else None,
+    )
+    if args.cell:
+        identity = dataclasses.replace(identity, cell=args.cell)
 
     from ctxpolicy.agent.cell_lock import CellBusy, cell_lock
 
@@ -111,11 +104,10 @@ def main(args: argparse.Namespace) -> int:
         try:
             held.enter_context(cell_lock(args.out.parent))
         except CellBusy as exc:
-            print(f"ctxpolicy: --out: {exc}", file=sys.stderr)
-            return 1
+            raise CellBusy(f"--out: {exc}") from None
         except OSError as exc:
-            return fail(f"--out: cannot lock {args.out.parent}: {exc.strerror or exc}")
-        return _run_unless_complete(args, config, identity, cell.spec, task, adapter, settings)
+            raise PlanError(f"--out: cannot lock {args.out.parent}: {exc.strerror or exc}") from None
+        return _run_unless_complete(args, study, identity, cell.spec, task, adapter, settings)
 
 
 def out_refused(out: Path, force: bool) -> str | None:
@@ -130,23 +122,28 @@ def out_refused(out: Path, force: bool) -> str | None:
     return None
 
 
-def _run_unless_complete(args, config, identity, policy, task, adapter, settings) -> int:
-    from ctxpolicy.agent.cli_common import serving_errors
-    from ctxpolicy.agent.plan import model_endpoint
+class RunDirError(CtxpolicyError, OSError):
+    """The run directory itself is unusable (e.g. run.json is a folder, the disk is full): exit code 1."""
+
+
+def _run_unless_complete(args, study, identity, policy, task, adapter, settings) -> int:
+    """The run, unless ``--out`` holds a complete one; the serving errors (exit code 1) leave as
+    they are raised."""
+    from ctxpolicy.agent.plan import PlanError, model_endpoint
     from ctxpolicy.rundir import RUN_JSON, is_complete_run, read_json
     from ctxpolicy.agent.runner import execute_run
 
     out = args.out
     if out.exists() and not out.is_dir():
-        return fail(f"--out: {out}: not a directory")
+        raise PlanError(f"--out: {out}: not a directory")
     if is_complete_run(out) and not args.force:
         outcome = read_json(out / RUN_JSON).get("outcome")
-        return fail(f"--out: {out} holds a complete run (outcome {outcome}); --force replaces it")
+        raise PlanError(f"--out: {out} holds a complete run (outcome {outcome}); --force replaces it")
     try:
         with contextlib.ExitStack() as servers:
             endpoint = servers.enter_context(
                 model_endpoint(
-                    config,
+                    study.model(args.model),
                     args.model,
                     url=args.endpoint,
                     served_name=args.served_name,
@@ -157,7 +154,7 @@ def _run_unless_complete(args, config, identity, policy, task, adapter, settings
             if args.summarizer and args.summarizer != args.model:
                 summary_endpoint = servers.enter_context(
                     model_endpoint(
-                        config,
+                        study.model(args.summarizer),
                         args.summarizer,
                         url=args.summarizer_endpoint,
                         served_name=None,
@@ -174,11 +171,9 @@ def _run_unless_complete(args, config, identity, policy, task, adapter, settings
                 summarizer_endpoint=summary_endpoint,
                 run_dir=out,
             )
-    except serving_errors() as exc:
-        print(f"ctxpolicy: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # the run directory itself is unusable (e.g. run.json is a folder, disk full)
-        print(f"ctxpolicy: --out {out}: {exc}", file=sys.stderr)
-        return 1
+    except OSError as exc:
+        if isinstance(exc, CtxpolicyError):
+            raise
+        raise RunDirError(f"--out {out}: {exc}") from None
     print(json.dumps({"run_dir": str(result.run_dir), "outcome": result.outcome, "error": result.error}))
     return 0

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import UsageError
 from ctxpolicy.agent.runner import Endpoint, RunIdentity, RunResult, run_seed
 from ctxpolicy.agent.settings import RunSettings, build_settings
 from ctxpolicy.agent.versions import REPO_ROOT
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ctxpolicy.serving.server import ServerHandle
 
 
-class PlanError(CtxpolicyError, ValueError):
+class PlanError(UsageError, ValueError):
     """A run cannot be planned: unknown task, missing threshold, bad endpoint…"""
 
 
@@ -210,7 +210,7 @@ def find_task(
     raise PlanError(f"task {task_id!r}: not in the {benchmark} cohorts ({', '.join(order)})")
 
 
-def endpoint_for_url(url: str, model: str, model_cfg: dict, served_name: str | None = None) -> Endpoint:
+def endpoint_for_url(url: str, model: str, model_cfg: Mapping[str, object], served_name: str | None = None) -> Endpoint:
     """An endpoint that someone else runs (``--endpoint URL``): we record what we know of it."""
     if not url.startswith(("http://", "https://")):
         raise PlanError(f"--endpoint: {url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
@@ -244,11 +244,11 @@ def endpoint_for_server(handle: ServerHandle) -> Endpoint:
 
 @contextlib.contextmanager
 def model_endpoint(
-    config: dict, model: str, *, url: str | None, served_name: str | None, log_path: Path
+    model_cfg: Mapping[str, object], model: str, *, url: str | None, served_name: str | None, log_path: Path
 ) -> Iterator[Endpoint]:
-    """The endpoint of ``model``: the given URL as is, else the server the config describes,
-    started (llamacpp, vllm) or health-checked (endpoint) by ``ctxpolicy.serving`` and stopped after."""
-    model_cfg = config["models"][model]
+    """The endpoint of ``model`` (its config block ``model_cfg``, ``Study.model``): the given URL
+    as is, else the server the block describes, started (llamacpp, vllm) or health-checked
+    (endpoint) by ``ctxpolicy.serving`` and stopped after."""
     api_key = os.environ.get(model_cfg["api_key_env"]) if model_cfg.get("api_key_env") else None
     if url:
         yield dataclasses.replace(endpoint_for_url(url, model, model_cfg, served_name), api_key=api_key)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import UsageError
 from ctxpolicy.agent.versions import REPO_ROOT
 
 AGENT_DIR = REPO_ROOT / "config" / "agent"
@@ -28,7 +28,7 @@ Mode = Literal["text", "tool"]
 Seconds = Annotated[int | float, Field(gt=0)]
 
 
-class SettingsError(CtxpolicyError, ValueError):
+class SettingsError(UsageError, ValueError):
     """A bad agent setting; the message names the file, the field and the value."""
 
 

@@ -10,12 +10,16 @@ trial. Its settings arrive as ``--agent-kwarg key=value`` strings, passed on by 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxpolicy.agent.plan import cell_identity, endpoint_for_url, find_task, repo_root
 from ctxpolicy.rundir import RUN_JSON, read_json
 from ctxpolicy.agent.runner import execute_run
 from ctxpolicy.agent.settings import build_settings
+
+if TYPE_CHECKING:
+    from ctxpolicy.agent.runner import Endpoint
+    from ctxpolicy.study.grid import Cell
 
 # run-cell options passed on to run_task as agent kwargs (None values are left out)
 HARNESS_OPTIONS = ("mode", "step_limit", "max_tokens", "summarizer_endpoint")
@@ -52,10 +56,10 @@ class HarnessEnvironment:
 def harness_kwargs(
     args: Any,
     *,
-    cell: Any,
+    cell: Cell,
     thresholds: Path | None,
     cell_dir: Path,
-    endpoint: Any,
+    endpoint: Endpoint,
     command_timeout_s: int | None = None,
 ) -> dict[str, str]:
     """The agent kwargs for the harness: the cell (a ``ctxpolicy.study.grid.Cell``) and its thresholds
@@ -130,17 +134,16 @@ def run_task(
     overrides = {"mode": mode, "step_limit": _int(step_limit), "max_tokens": _int(max_tokens)}
     settings = build_settings(study.config, benchmark, model, task_timeout_s=task.timeout_s, overrides=overrides)
     identity = cell_identity(study, cell, task=task, attempt=int(attempt), threshold=threshold)
-    model_cfg = study.config["models"][model]
     summary = None
     if summarizer and summarizer != model and summarizer_endpoint:
-        summary = endpoint_for_url(summarizer_endpoint, summarizer, study.config["models"][summarizer])
+        summary = endpoint_for_url(summarizer_endpoint, summarizer, study.model(summarizer))
     result = execute_run(
         identity=identity,
         policy=cell.spec,
         task=task,
         adapter=HarnessEnvironment(environment, TERMINAL_SUBMISSION),
         settings=settings,
-        endpoint=endpoint_for_url(endpoint, model, model_cfg, served_name),
+        endpoint=endpoint_for_url(endpoint, model, study.model(model), served_name),
         summarizer_endpoint=summary,
         run_dir=Path(run_dir),
     )

@@ -20,6 +20,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
+
+ERROR_PREFIX = "audit: "  # cli.main starts our error lines with it
+
+
+class AuditError(UsageError):
+    """Bad arguments, a judge or runs that cannot be used: one line, exit code 2."""
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ctxpolicy.cli_args import add_out, add_runs
@@ -53,11 +61,9 @@ def main(args: argparse.Namespace) -> int:
     from ctxpolicy.rundir import read_tree
 
     if bool(args.judge_url) != bool(args.judge_model):
-        print("audit: --judge-url and --judge-model go together", file=sys.stderr)
-        return 2
+        raise AuditError("--judge-url and --judge-model go together")
     if args.out.suffix != ".parquet":
-        print(f"audit: --out {args.out}: must end in .parquet", file=sys.stderr)
-        return 2
+        raise AuditError(f"--out {args.out}: must end in .parquet")
     try:
         if args.judge_url:
             verdicts = args.verdicts or args.out.with_suffix(".verdicts.jsonl")
@@ -80,9 +86,8 @@ def main(args: argparse.Namespace) -> int:
                 print(f"left out: {problem}", file=sys.stderr)
                 left_out += 1
             rows += run_rows
-    except (JudgeError, NotADirectoryError) as exc:
-        print(f"audit: {exc}", file=sys.stderr)
-        return 2
+    except (JudgeError, NotADirectoryError) as exc:  # a judge or --runs that cannot be used: the user's to fix
+        raise AuditError(str(exc)) from None
     table = frame(rows)
     write_events(table, args.out)
     left_out += len(tree.left_out)

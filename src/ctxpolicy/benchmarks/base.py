@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import UsageError
 from ctxpolicy import rundir
 
 TASK_KINDS = ("repo", "terminal")
@@ -14,7 +14,7 @@ ENVIRONMENT_KINDS = ("bwrap", "docker", "apptainer")
 SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
-class BenchmarkError(CtxpolicyError):
+class BenchmarkError(UsageError):
     """A user-facing problem with a benchmark, its cohort, its data or its environment."""
 
 

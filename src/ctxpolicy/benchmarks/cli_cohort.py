@@ -19,8 +19,9 @@ a vendored list of terminal-bench-core 0.1.1 (with --dataset-path, ranked by dif
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+ERROR_PREFIX = "error: "  # cli.main starts our error lines with it
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -46,15 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.benchmarks.base import BenchmarkError
-
-    try:
-        if args.action == "generate":
-            return generate(args)
-        return inspect(args)
-    except BenchmarkError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    """A BenchmarkError (exit code 2) leaves as raised, for ``cli.main`` to report."""
+    if args.action == "generate":
+        return generate(args)
+    return inspect(args)
 
 
 def _benchmarks(args: argparse.Namespace) -> dict:

@@ -9,8 +9,9 @@ with --force), writes verdict.json into each, and CELL_DIR/eval.json with the ce
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+ERROR_PREFIX = "error: "  # cli.main starts our error lines with it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,32 +25,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """A BenchmarkError or ConfigError (exit code 2) leaves as raised, for ``cli.main`` to report."""
     from ctxpolicy.benchmarks import BenchmarkError, get_adapter
-    from ctxpolicy.study.config import ConfigError, load_config
+    from ctxpolicy.study.config import load_config
     from ctxpolicy.paths import REPO_ROOT
 
     if not args.runs:
-        print("error: evaluate: --runs CELL_DIR is required", file=sys.stderr)
-        return 2
-    try:
-        config = load_config(args.config)
-        if args.benchmark not in config["benchmarks"]:
-            raise BenchmarkError(
-                f"{args.config}: benchmarks.{args.benchmark} not found (have {', '.join(config['benchmarks'])})"
-            )
-        for cell_dir in args.runs:
-            if not cell_dir.is_dir():
-                raise BenchmarkError(f"--runs: cell directory not found: {cell_dir}")
-        adapter = get_adapter(args.benchmark, config["benchmarks"][args.benchmark], REPO_ROOT)
-        for cell_dir in args.runs:
-            summary = evaluate_cell(adapter, args.benchmark, cell_dir, force=args.force)
-            print(
-                f"{cell_dir}: {summary['n_resolved']}/{summary['n_graded']} resolved "
-                f"({summary['n_runs']} complete runs, {summary['n_incomplete']} incomplete)"
-            )
-    except (BenchmarkError, ConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise BenchmarkError("evaluate: --runs CELL_DIR is required")
+    config = load_config(args.config)
+    if args.benchmark not in config["benchmarks"]:
+        raise BenchmarkError(
+            f"{args.config}: benchmarks.{args.benchmark} not found (have {', '.join(config['benchmarks'])})"
+        )
+    for cell_dir in args.runs:
+        if not cell_dir.is_dir():
+            raise BenchmarkError(f"--runs: cell directory not found: {cell_dir}")
+    adapter = get_adapter(args.benchmark, config["benchmarks"][args.benchmark], REPO_ROOT)
+    for cell_dir in args.runs:
+        summary = evaluate_cell(adapter, args.benchmark, cell_dir, force=args.force)
+        print(
+            f"{cell_dir}: {summary['n_resolved']}/{summary['n_graded']} resolved "
+            f"({summary['n_runs']} complete runs, {summary['n_incomplete']} incomplete)"
+        )
     return 0
 
 

@@ -13,6 +13,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
+
+
+ERROR_PREFIX = "aggregate: "  # cli.main starts our error lines with it
+
+
+class AggregateError(UsageError):
+    """Bad arguments, no runs, or tables that cannot be written: one line, exit code 2."""
+
 
 def add_arguments(parser) -> None:
     from ctxpolicy.cli_args import add_out, add_runs
@@ -48,15 +57,13 @@ def main(args) -> int:
     from ctxpolicy.metrics.records import RecordError
 
     if args.block < 1 or not 0 <= args.discount <= 1:
-        print(f"--block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}", file=sys.stderr)
-        return 2
+        raise AggregateError(f"--block must be >= 1 and --discount in [0, 1]: got {args.block}, {args.discount}")
     try:
         tables = aggregate(
             args.runs, block=args.block, discount=args.discount, processes=args.processes, progress=sys.stderr.isatty()
         )
-    except RecordError as exc:
-        print(f"aggregate: {exc}", file=sys.stderr)
-        return 2
+    except RecordError as exc:  # --runs names no run directory: the user's to fix
+        raise AggregateError(str(exc)) from None
     for problem in tables.problems:
         print(f"left out: {problem.path}: {problem.reason}", file=sys.stderr)
     for line in no_action_warnings(tables.runs):
@@ -65,10 +72,7 @@ def main(args) -> int:
         runs_path, calls_path = write_tables(tables, args.out)
         write_left_out(tables, args.out)
     except OSError as exc:
-        print(
-            f"aggregate: {exc.filename or args.out}: cannot write the tables ({exc.strerror or exc})", file=sys.stderr
-        )
-        return 2
+        raise AggregateError(f"{exc.filename or args.out}: cannot write the tables ({exc.strerror or exc})") from None
     print(
         f"{len(tables.runs)} runs -> {runs_path}; {len(tables.calls)} calls -> {calls_path}; "
         f"{len(tables.problems)} left out"

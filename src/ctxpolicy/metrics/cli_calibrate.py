@@ -31,7 +31,14 @@ import sys
 from pathlib import Path
 
 
+from ctxpolicy.errors import UsageError
 from ctxpolicy.threshold_settings import SETTINGS
+
+ERROR_PREFIX = "calibrate: "  # cli.main starts our error lines with it
+
+
+class CalibrateError(UsageError, ValueError):
+    """Runs or a preset that give no thresholds: one line, exit code 2."""
 
 
 def add_arguments(parser) -> None:
@@ -62,34 +69,25 @@ def main(args) -> int:
     if getattr(args, "preset", False):
         return write_preset(args)
     if not args.runs:
-        print("calibrate: give --runs CELL_DIR (FC runs to calibrate from), or --preset", file=sys.stderr)
-        return 2
+        raise CalibrateError("give --runs CELL_DIR (FC runs to calibrate from), or --preset")
     return calibrate(args)
 
 
 def write_preset(args) -> int:
     from ctxpolicy.atomic import atomic_write_json
-    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.metrics.calibrate import preset_thresholds, sweep_warnings
     from ctxpolicy.study import Pair, load_study
 
     missing = [f"--{name}" for name in ("config", "benchmark", "model") if getattr(args, name, None) is None]
     if missing or args.runs:
-        print(
-            f"calibrate: --preset takes --config, --benchmark and --model, not --runs "
-            f"(missing: {', '.join(missing) or 'none'})",
-            file=sys.stderr,
+        raise CalibrateError(
+            f"--preset takes --config, --benchmark and --model, not --runs (missing: {', '.join(missing) or 'none'})"
         )
-        return 2
+    source = load_study(args.config).threshold_source(Pair(args.model, args.benchmark))  # ConfigError: exit 2
     try:
-        source = load_study(args.config).threshold_source(Pair(args.model, args.benchmark))
         data = preset_thresholds(source, args.benchmark, args.model)
-    except ConfigError as exc:
-        print(f"calibrate: {exc}", file=sys.stderr)
-        return 2
     except ValueError as exc:
-        print(f"calibrate: {args.config}: {exc}", file=sys.stderr)
-        return 2
+        raise CalibrateError(f"{args.config}: {exc}") from None
     data["warnings"] = sweep_warnings(data)
     atomic_write_json(args.out, data, indent=1)
     for warning in data["warnings"]:
@@ -110,7 +108,6 @@ def calibrate(args) -> int:
     import json
 
     from ctxpolicy.atomic import atomic_write_text
-    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.metrics.calibrate import DEFAULT_ROUND, select_peaks, sweep_warnings, thresholds_from_peaks
     from ctxpolicy.metrics.records import RecordError, find_run_dirs, read_run
     from ctxpolicy.rundir import RUN_JSON
@@ -118,10 +115,9 @@ def calibrate(args) -> int:
 
     try:
         run_dirs = find_run_dirs(args.runs)
-        study = load_study(args.config) if getattr(args, "config", None) else None
-    except (RecordError, ConfigError) as exc:
-        print(f"calibrate: {exc}", file=sys.stderr)
-        return 2
+    except RecordError as exc:
+        raise CalibrateError(str(exc)) from None
+    study = load_study(args.config) if getattr(args, "config", None) else None  # ConfigError: exit 2
     runs, identities, counts = [], set(), {}
     for run_dir in run_dirs:
         try:
@@ -131,21 +127,16 @@ def calibrate(args) -> int:
             continue
         row = record.row
         if row["policy"] != "FC":
-            print(
-                f"calibrate: {run_dir}/run.json: field identity.policy is {row['policy']!r}, not 'FC'", file=sys.stderr
-            )
-            return 2
+            raise CalibrateError(f"{run_dir}/run.json: field identity.policy is {row['policy']!r}, not 'FC'")
         if row["peak_prompt_tokens"] is not None:
             runs.append((row["time_limited"], row["peak_prompt_tokens"]))
             identities.add((row["benchmark"], row["model"]))
             kind = prompt_counts(json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8")))
             counts[kind] = counts.get(kind, 0) + 1
     if len(identities) > 1:
-        print(f"calibrate: runs mix (benchmark, model) pairs {sorted(identities)}", file=sys.stderr)
-        return 2
+        raise CalibrateError(f"runs mix (benchmark, model) pairs {sorted(identities)}")
     if not identities:
-        print("calibrate: no FC run with a server-reported prompt count under --runs", file=sys.stderr)
-        return 2
+        raise CalibrateError("no FC run with a server-reported prompt count under --runs")
     ((benchmark, model),) = identities
     exclude = bool(study and study.calibration_excludes_time_limited)
     round_to = args.round_to or (
@@ -155,8 +146,7 @@ def calibrate(args) -> int:
     try:
         result = {**thresholds_from_peaks(peaks, round_to), **choice}
     except ValueError as exc:
-        print(f"calibrate: {exc}", file=sys.stderr)
-        return 2
+        raise CalibrateError(str(exc)) from None
     result["benchmark"], result["model"] = benchmark, model
     result["counts"] = next(iter(counts)) if len(counts) == 1 else "mixed"
     result["runs_by_counts"] = dict(sorted(counts.items()))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import UsageError
 from ctxpolicy.policies import stages
 
 CANONICAL_DEPTH = 0.5
@@ -88,7 +88,7 @@ _SPEC_RE = re.compile(
 )
 
 
-class PolicySpecError(CtxpolicyError, ValueError):
+class PolicySpecError(UsageError, ValueError):
     """An unknown or ill-formed policy spec; the message lists the valid forms."""
 
 

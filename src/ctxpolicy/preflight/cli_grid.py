@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+ERROR_PREFIX = "ctxpolicy grid: "  # cli.main starts our error lines with it
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ctxpolicy.cli_args import add_config
@@ -24,18 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ctxpolicy.study.config import ConfigError
-    from ctxpolicy.study.grid import cell_record, summarize
     from ctxpolicy.preflight import check_workflow
 
-    try:
-        study = check_workflow(args.config).study
-        config, cells = study.config, list(study.cells)
-        summary = summarize(cells, config)
-        records = [cell_record(c, config) for c in cells] if args.json else []
-    except ConfigError as exc:
-        print(f"ctxpolicy grid: {exc}", file=sys.stderr)
-        return 2
+    study = check_workflow(args.config).study  # a ConfigError: exit code 2, reported by cli.main
+    summary = study.summary()
+    records = [study.cell_record(c) for c in study.cells] if args.json else []
     if args.json:
         json.dump({"config": str(args.config), "summary": summary, "cells": records}, sys.stdout, indent=1)
         print()

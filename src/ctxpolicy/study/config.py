@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import UsageError
 from ctxpolicy.paths import REPO_ROOT
 
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
@@ -29,7 +29,7 @@ DEFAULT_CONFIG = REPO_ROOT / "config" / "config.yaml"
 TRACKS = ("calibration", "full_comparison", "sweeps", "summarizer")
 
 
-class ConfigError(CtxpolicyError, ValueError):
+class ConfigError(UsageError, ValueError):
     """A config file that cannot be used; the message is one line naming file, key and value."""
 
 
@@ -201,11 +201,13 @@ def _check_cohort_limits(config: dict, fail) -> None:
 
 
 def _check_cost_method(config: dict, fail) -> None:
-    from ctxpolicy.metrics.cost_methods import names  # the one table of cost methods
+    from ctxpolicy.metrics.cost_methods import UnknownMethodError, method  # the one check of a method name
 
-    method = config["metrics"]["cost_method"]  # the schema fills metrics in
-    if method not in names():
-        fail("metrics.cost_method", f"{method!r} is not a cost method; allowed: {', '.join(names())}")
+    name = config["metrics"]["cost_method"]  # the schema fills metrics in
+    try:
+        method(name)
+    except UnknownMethodError as exc:
+        fail("metrics.cost_method", str(exc))
     price = config["metrics"]["price"]
     if price is not None:
         from ctxpolicy.metrics.prices import PriceError, price_card  # litellm's map, read without litellm

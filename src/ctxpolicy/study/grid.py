@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 import difflib
 import functools
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +31,6 @@ from ctxpolicy.threshold_settings import (
     order_problem,
     read_thresholds,
 )
-
-# a cell as ``ctxpolicy grid --json`` lists it: its fields, the policy as its text
-CELL_RECORD_FIELDS = ("track", "benchmark", "model", "policy", "setting", "cohort", "summarizer")
 
 # the config's grid sections -> the track a cell records
 TRACK_NAMES = dict(zip(TRACKS, ("calibration", "full", "sweep", "summarizer"), strict=True))
@@ -147,16 +143,6 @@ def cohort_tasks(config: dict, benchmark: str, cohort: str) -> list[str]:
         raise ConfigError(f"cohort {cohort!r} of benchmark {benchmark!r}: {exc}") from None
     limits = config["benchmarks"][benchmark]["cohort_limit"]  # the schema fills in {}
     return tasks[: limits[cohort]] if cohort in limits else tasks
-
-
-def cell_tasks(config: dict, cell: Cell) -> list[str]:
-    """The task ids a cell runs: its cohort, cut short by ``cohort_limit``. ``ctxpolicy run-cell``
-    runs exactly these; the workflow counts them."""
-    return cohort_tasks(config, cell.benchmark, cell.cohort)
-
-
-def run_count(cell: Cell, config: dict) -> int:
-    return len(cell_tasks(config, cell)) * config["attempts"]
 
 
 # ---------------------------------------------------------------- cells by id
@@ -321,33 +307,6 @@ def _check_thresholds(config: dict, fail) -> None:
             problem = order_problem(source_of) if source_of["source"] == PRESET else None
             if problem:
                 fail(f"thresholds.{b}.{m}", problem)
-
-
-# ---------------------------------------------------------------- summaries
-
-
-def summarize(cells: list[Cell], config: dict) -> list[dict]:
-    """Cells and runs per benchmark, model and track, in grid order."""
-    counts: Counter = Counter()
-    runs: Counter = Counter()
-    for cell in cells:
-        key = (cell.benchmark, cell.model, cell.track)
-        counts[key] += 1
-        runs[key] += run_count(cell, config)
-    return [
-        {"benchmark": b, "model": m, "track": t, "cells": counts[(b, m, t)], "runs": runs[(b, m, t)]}
-        for (b, m, t) in counts
-    ]
-
-
-def cell_record(cell: Cell, config: dict) -> dict:
-    return {
-        **{name: getattr(cell, name) for name in CELL_RECORD_FIELDS},
-        "id": cell.id,
-        "slug": cell.slug,
-        "run_root": str(cell.run_root(config["results_dir"])),
-        "runs": run_count(cell, config),
-    }
 
 
 # ---------------------------------------------------------------- scopes: which cells a table needs

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,9 @@ from ctxpolicy.study.grid import resolve_threshold as _resolve_threshold
 from ctxpolicy.study.grid import thresholds_path as _thresholds_path
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.threshold_settings import SETTINGS
+
+# a cell's fields as ``ctxpolicy grid --json`` lists them
+CELL_RECORD_FIELDS = ("track", "benchmark", "model", "policy", "setting", "cohort", "summarizer")
 
 # grid section (config key) <-> track (what a cell and a run record)
 SECTION_OF = {track: section for section, track in TRACK_NAMES.items()}
@@ -355,6 +359,30 @@ class Study:
 
     def planned_runs(self, cell: Cell) -> int:
         return len(self.tasks(cell)) * self.attempts
+
+    def summary(self) -> list[dict]:
+        """Cells and planned runs per benchmark, model and track, in grid order."""
+        counts: Counter = Counter()
+        runs: Counter = Counter()
+        for cell in self.cells:
+            key = (cell.benchmark, cell.model, cell.track)
+            counts[key] += 1
+            runs[key] += self.planned_runs(cell)
+        return [
+            {"benchmark": b, "model": m, "track": t, "cells": counts[(b, m, t)], "runs": runs[(b, m, t)]}
+            for (b, m, t) in counts
+        ]
+
+    def cell_record(self, cell: Cell) -> dict:
+        """A cell as ``ctxpolicy grid --json`` lists it: its fields (the policy as its text), id,
+        slug, run directory root and planned runs."""
+        return {
+            **{name: getattr(cell, name) for name in CELL_RECORD_FIELDS},
+            "id": cell.id,
+            "slug": cell.slug,
+            "run_root": str(cell.run_root(self.config["results_dir"])),
+            "runs": self.planned_runs(cell),
+        }
 
     # ------------------------------------------------------------ thresholds
 
