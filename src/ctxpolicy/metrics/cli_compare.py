@@ -44,14 +44,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ctxpolicy.errors import UsageError
+from typing import TYPE_CHECKING
 
-TRACKS = ("full", "sweep", "summarizer")
+from ctxpolicy.metrics.compare_views import DOLLAR_COLUMNS, TRACKS, CompareError, DesignCells, Selection
+
+if TYPE_CHECKING:
+    from ctxpolicy.study import Study
+
 VIEWS = ("comparison", "calls", "summary-share", "shared-tokens", "compressions", "depth-wins", "cost-models")
-
-
-class CompareError(UsageError, ValueError):
-    pass
+ERROR_PREFIX = "compare: "  # cli.main starts our error lines with it
 
 
 def add_arguments(parser) -> None:
@@ -129,258 +130,82 @@ def add_arguments(parser) -> None:
 def compare(args, metric=None):
     """The comparison table for the arguments (CompareError for bad input): ``metric``'s rows
     (default ``compare_to_baseline``, with the decomposition and dollars where they apply; or
-    another function of its signature, ``metrics.sensitivity.cost_sensitivity``)."""
-    import pandas as pd
-
-    from ctxpolicy.study.config import ConfigError
-    from ctxpolicy.metrics.compare import attempts_in_table, compare_to_baseline, study_runs
-    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
-    from ctxpolicy.metrics.cost_methods import names
+    another function of its signature, ``metrics.sensitivity.cost_sensitivity``), computed by
+    ``metrics.compare_views``. Resolves ``args.cost_method`` (the flag, else the study's)."""
+    from ctxpolicy.metrics import compare_views, cost_methods
 
     study = None
     if getattr(args, "config", None):
         from ctxpolicy.study import load_study
 
-        try:
-            study = load_study(args.config)
-        except ConfigError as exc:
-            raise CompareError(str(exc)) from None
-    if args.cost_method is None:
-        args.cost_method = study.cost_method if study else DEFAULT_METHOD
+        study = load_study(args.config)  # a ConfigError: exit code 2, "compare: ..."
     if args.track not in TRACKS:
         raise CompareError(f"--track is {args.track!r}; allowed: {', '.join(TRACKS)}")
-    if args.cost_method not in names():
-        raise CompareError(f"--cost-method is {args.cost_method!r}; allowed: {', '.join(names())}")
+    if args.cost_method is None:  # the study's, checked when it was loaded
+        args.cost_method = study.cost_method if study else cost_methods.DEFAULT
+    else:
+        try:
+            cost_methods.method(args.cost_method)  # the registry's one check of a method name
+        except cost_methods.UnknownMethodError:
+            raise CompareError(
+                f"--cost-method is {args.cost_method!r}; allowed: {', '.join(cost_methods.names())}"
+            ) from None
     if args.attempts is not None and args.attempts < 1 or args.resamples < 1:
         raise CompareError(f"--attempts and --resamples must be >= 1: got {args.attempts}, {args.resamples}")
     runs = _read_runs(args.runs)
-    attempts = args.attempts or (study.attempts if study else attempts_in_table(study_runs(runs)))
-    for column, value in (("benchmark", args.benchmark), ("model", args.model)):
-        known = sorted(map(str, runs[column].dropna().unique()))
-        if value is not None and value not in known:
-            raise CompareError(f"{args.runs}: no runs with {column} {value!r} (the table has: {', '.join(known)})")
-    frames = []
-    for benchmark, model in _combos(runs, args.benchmark, args.model):
-        own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
-        track = args.track
-        if study is not None:  # the study names the cells itself
-            own, track = _study_cells(own, study, args.track, benchmark, model), None
-        elif args.track == "sweep":
-            own, track = sweep_runs(own), None
-        try:
-            table = (metric or compare_to_baseline)(
-                own,
-                model=model,
-                benchmark=benchmark,
-                baseline=args.baseline,
-                baseline_setting=args.setting,
-                attempts=attempts,
-                cost_method=args.cost_method,
-                track=track,
-                n_boot=args.resamples,
-                seed=args.seed,
-            )
-        except ValueError as exc:
-            raise CompareError(f"{args.runs}: {exc}") from None
-        if not table.empty and args.setting is not None:
-            values = table["setting"].astype("object")
-            table = table[values.isna() | (values == args.setting)]
-        frames.append(table)
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if table.empty:
-        raise CompareError(
-            f"{args.runs}: no {args.track}-track cells to compare"
-            + (f" at setting {args.setting!r}" if args.setting else "")
-        )
+    select = selection(args, study)
+    design = _design_cells(study, args.track) if study else None
+    table, attempts = compare_views.comparison(runs, select, design=design, metric=metric)
     if metric is not None:
         return table, attempts
-    table = _with_decomposition(table, runs, args)
+    table = _with_decomposition(table, runs, args, select)
     price = getattr(args, "price", None) or (study.price if study else None)
     if price is not None:
-        table = _with_dollars(table, runs, args, price)
+        table = compare_views.with_dollars(table, runs, select, price)
     return table, attempts
 
 
-DOLLAR_COLUMNS = ("price_model", "dollars_per_run", "baseline_dollars_per_run")
+def selection(args, study: Study | None = None) -> Selection:
+    """What the arguments select (``compare_views.Selection``): no --attempts, the study's; no
+    --cost-method, the default."""
+    from ctxpolicy.metrics.cost_methods import DEFAULT
 
-
-def _with_dollars(table, runs, args, price: str):
-    """Each row's mean dollars per resource-eligible run at ``price``'s litellm prices under the
-    comparison's cost method, and its baseline's (``metrics.prices.run_dollars``)."""
-    from ctxpolicy.metrics import cost_methods
-    from ctxpolicy.metrics.compare import resource_eligible
-    from ctxpolicy.metrics.prices import PriceError, price_card, run_dollars
-
-    try:
-        card = price_card(price)
-    except PriceError as exc:
-        raise CompareError(str(exc)) from None
-    eligible = resource_eligible(runs)
-    dollars = run_dollars(eligible, cost_methods.method(args.cost_method), card)
-    pair = eligible["benchmark"].astype(str) + "/" + eligible["model"].astype(str)
-    by_cell = dollars.groupby([pair, eligible["cell"].astype(str)]).mean()
-    base = eligible["policy"].astype(str) == args.baseline
-    by_baseline = dollars[base.to_numpy()].groupby(pair[base.to_numpy()]).mean()
-    keys = table["benchmark"].astype(str) + "/" + table["model"].astype(str)
-    return table.assign(
-        price_model=card.model,
-        dollars_per_run=[by_cell.get((k, str(c))) for k, c in zip(keys, table["cell"])],
-        baseline_dollars_per_run=[by_baseline.get(k) for k in keys],
+    return Selection(
+        source=str(args.runs),
+        track=args.track,
+        benchmark=args.benchmark,
+        model=args.model,
+        setting=args.setting,
+        baseline=args.baseline,
+        attempts=args.attempts or (study.attempts if study else None),
+        cost_method=args.cost_method or DEFAULT,
+        resamples=args.resamples,
+        seed=args.seed,
     )
 
 
-def sweep_runs(runs):
-    """One pair's sweep as Figure 3 reads it: the sweep-track cells, the full comparison's cells of
-    the same primitive and trigger (the shared primary D = 0.5 cells) and FC, on the sweep tasks."""
-    import numpy as np
-
-    from ctxpolicy.metrics.compare import FC
-
-    track = runs["track"].astype("object")
-    sweep = runs[(track == "sweep").to_numpy()]
-    kinds = set(zip(sweep["primitive"].astype(str), sweep["trigger"].astype(str)))
-    pairs = zip(runs["primitive"].astype("object"), runs["trigger"].astype("object"))
-    shared = (track == "full").to_numpy() & np.array([(str(p), str(t)) in kinds for p, t in pairs], dtype=bool)
-    keep = (track == "sweep").to_numpy() | shared | (runs["policy"].astype("object") == FC).to_numpy()
-    tasks = set(sweep["task_id"].astype(str))
-    return runs[keep & runs["task_id"].astype(str).isin(tasks).to_numpy()]
-
-
-def _sweep_cells(own, policies: list[str], settings: list[str]) -> dict:
-    """Figure 3's rows from a table without a study (``metrics.sweep.all_attempts_summary``'s
-    ``cells``): per setting and policy, the sweep-track cell, else the full comparison's shared
-    cell (the primary D = 0.5 one, or a policy without a threshold); FC's cell as the reference."""
-    track = own["track"].astype("object")
-    policy = own["policy"].astype("object")
-    setting = own["setting"].astype("object")
-    rows = []
-    for wanted in settings:
-        for name in policies:
-            for from_track in ("sweep", "full"):
-                mask = (track == from_track) & (policy == name) & (setting.isna() | (setting == wanted))
-                cells = sorted(set(own.loc[mask.to_numpy(), "cell"].astype(str)))
-                if cells:
-                    rows.append((wanted, name, cells[0]))
-                    break
-    fc = sorted(set(own.loc[(policy == "FC").to_numpy(), "cell"].astype(str)))
-    return {"fc": fc[0] if fc else None, "rows": rows}
-
-
-def depth_win_counts(runs, args, attempts: int):
-    """Per pair: Figure 3's depth-win counts (``metrics.depth_wins``) over its sweep."""
-    from ctxpolicy.metrics.depth_wins import depth_wins
-    from ctxpolicy.metrics.sweep import all_attempts_summary
-    from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
-    from ctxpolicy.threshold_settings import SETTINGS
-
-    out = []
-    for benchmark, model in _combos(runs, args.benchmark, args.model):
-        own = sweep_runs(
-            runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
-        )
-        if own.empty or not (own["track"].astype("object") == "sweep").any():
-            continue
-        values = set(own["setting"].dropna().astype(str))
-        settings = [s for s in SETTINGS if s in values and (args.setting is None or s == args.setting)]
-        policies = sorted(set(own["policy"].astype(str)) - {"FC"})
-        method = args.cost_method or DEFAULT_METHOD
-        summary = all_attempts_summary(own, _sweep_cells(own, policies, settings), method, attempts=attempts)
-        out.append((benchmark, model, depth_wins(summary)))
-    return out
-
-
-def quoted_view(args):
-    """The table of one --view other than comparison and depth-wins (CompareError for bad input)."""
-    import pandas as pd
-
-    from ctxpolicy.metrics import quoted
-    from ctxpolicy.metrics.compare import attempts_in_table, study_runs
-
-    runs = _read_runs(args.runs)
-    needed = {
-        "calls": ("agent_latency_s",),
-        "summary-share": ("summary_latency_s",),
-        "shared-tokens": ("total_tokens",),
-        "compressions": ("compressions",),
-    }
-    missing = [c for c in needed[args.view] if c not in runs]
-    if missing:
-        raise CompareError(
-            f"{args.runs}: --view {args.view} needs column {', '.join(missing)} (re-run ctxpolicy aggregate)"
-        )
-    attempts = args.attempts or attempts_in_table(study_runs(runs))
-    frames = []
-    for benchmark, model in _combos(runs, args.benchmark, args.model):
-        own = runs[(runs["benchmark"].astype("object") == benchmark) & (runs["model"].astype("object") == model)]
-        track = args.track
-        if args.track == "sweep":
-            own, track = sweep_runs(own), None
-        common = {"model": model, "benchmark": benchmark, "track": track}
-        try:
-            if args.view == "calls":
-                table = quoted.calls_latency(own, **common, attempts=attempts, n_boot=args.resamples, seed=args.seed)
-            elif args.view == "summary-share":
-                table = quoted.summary_share(own, **common, attempts=attempts)
-            elif args.view == "shared-tokens":
-                table = quoted.shared_tokens(own, **common, attempts=attempts, n_boot=args.resamples, seed=args.seed)
-            else:
-                table = quoted.compressions_shared(own, **common, attempts=attempts)
-        except ValueError as exc:
-            raise CompareError(f"{args.runs}: {exc}") from None
-        if not table.empty and args.setting is not None:
-            values = table["setting"].astype("object")
-            table = table[(values.isna() | (values == args.setting)).to_numpy()]
-        frames.append(table)
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if table.empty:
-        raise CompareError(f"{args.runs}: no {args.track}-track cells for --view {args.view}")
-    return table
-
-
-def _study_cells(own, study, track: str, benchmark: str, model: str):
-    """The runs of the study's design cells for the track and the FC reference, by cell id
-    (every run of another track, e.g. replay runs, is kept for the decomposition)."""
+def _design_cells(study: Study, track: str) -> DesignCells:
+    """The ids of the cells the study's design compares for ``track``, per (benchmark, model):
+    its design cells and the pair's FC reference (``Study.design_cells``)."""
     from ctxpolicy.study import Pair
 
     section = {"full": "full_comparison", "sweep": "sweeps", "summarizer": "summarizer"}[track]
-    ids = {c.id for c in study.design_cells(section, Pair(model, benchmark))}
-    run_ids = own["benchmark"].astype(str) + "/" + own["model"].astype(str) + "/" + own["cell"].astype(str)
-    study_tracks = own["track"].astype(str).isin(["calibration", "full", "sweep", "summarizer"])
-    return own[(run_ids.isin(ids) | ~study_tracks).to_numpy()]
+    return lambda benchmark, model: {c.id for c in study.design_cells(section, Pair(model, benchmark))}
 
 
-def _with_decomposition(table, runs, args):
-    """The decomposition columns (``metrics.decomposition``) joined by cell, where replays exist."""
-    import pandas as pd
-
-    from ctxpolicy.metrics.decomposition import decompose, replay_runs
+def _with_decomposition(table, runs, args, select: Selection):
+    """The decomposition columns where replays exist: the --replay table's, else the runs table's
+    replay-track runs; a note instead for a cost method that cannot price replays."""
+    from ctxpolicy.metrics.compare_views import with_decomposition
+    from ctxpolicy.metrics.decomposition import MEASURED_NOTE, UNPRICEABLE, replay_runs
 
     replays = replay_runs(_read_runs(args.replay) if getattr(args, "replay", None) else runs)
     if replays.empty:
         return table
-    from ctxpolicy.metrics.decomposition import MEASURED_NOTE, UNPRICEABLE
-
     if args.cost_method == UNPRICEABLE:
         print(f"compare: note: {MEASURED_NOTE}", file=sys.stderr)
         return table
-    parts = [
-        decompose(
-            runs,
-            replays,
-            model=model,
-            benchmark=benchmark,
-            cost_method=args.cost_method,
-            track=args.track,
-            n_boot=args.resamples,
-            seed=args.seed,
-        )
-        for benchmark, model in _combos(runs, args.benchmark, args.model)
-    ]
-    parts = [p for p in parts if not p.empty]
-    if not parts:
-        return table
-    split = pd.concat(parts, ignore_index=True).drop(columns=["policy", "setting"])
-    return table.merge(split, on=["benchmark", "model", "cell"], how="left")
+    return with_decomposition(table, runs, replays, select)
 
 
 def _read_runs(path: Path):
@@ -397,15 +222,6 @@ def _read_runs(path: Path):
     if missing:
         raise CompareError(f"{path}: not a runs table (no column {', '.join(missing)})")
     return runs
-
-
-def _combos(runs, benchmark: str | None, model: str | None) -> list[tuple[str, str]]:
-    pairs = runs[["benchmark", "model"]].astype("object").drop_duplicates()
-    return sorted(
-        (b, m)
-        for b, m in pairs.itertuples(index=False)
-        if (benchmark is None or b == benchmark) and (model is None or m == model)
-    )
 
 
 def dollar_lines(table) -> str:
@@ -457,20 +273,11 @@ def main(args) -> int:
 
     args.view = getattr(args, "view", "comparison")
     if args.view not in VIEWS:
-        print(f"compare: --view is {args.view!r}; allowed: {', '.join(VIEWS)}", file=sys.stderr)
-        return 2
+        raise CompareError(f"--view is {args.view!r}; allowed: {', '.join(VIEWS)}")
     if args.view != "comparison":
-        try:
-            return _print_view(args)
-        except CompareError as exc:
-            print(f"compare: {exc}", file=sys.stderr)
-            return 2
-    try:
-        _check_columns(getattr(args, "columns", None))
-        table, attempts = compare(args)
-    except CompareError as exc:
-        print(f"compare: {exc}", file=sys.stderr)
-        return 2
+        return _print_view(args)
+    _check_columns(getattr(args, "columns", None))
+    table, attempts = compare(args)
     table = table.sort_values(
         ["benchmark", "model", "policy", "setting", "summarizer"],
         key=lambda c: c.astype("object").fillna("").astype(str),
@@ -502,7 +309,9 @@ def main(args) -> int:
         if "dollars_per_run" in table:
             sys.stdout.write(dollar_lines(table))
         if args.track == "sweep":
-            for benchmark, model, wins in depth_win_counts(_read_runs(args.runs), args, attempts):
+            from ctxpolicy.metrics.compare_views import depth_win_counts
+
+            for benchmark, model, wins in depth_win_counts(_read_runs(args.runs), selection(args), attempts):
                 sys.stdout.write(f"\n# {benchmark} / {model}\n" + "\n".join(wins.lines()) + "\n")
     return 0
 
@@ -512,12 +321,14 @@ def _print_view(args) -> int:
 
     import pandas as pd
 
+    from ctxpolicy.metrics.compare_views import depth_win_counts, quoted_table
+
     if args.view == "depth-wins":
         from ctxpolicy.metrics.compare import attempts_in_table, study_runs
 
         runs = _read_runs(args.runs)
         attempts = args.attempts or attempts_in_table(study_runs(runs))
-        found = depth_win_counts(runs, args, attempts)
+        found = depth_win_counts(runs, selection(args), attempts)
         if not found:
             raise CompareError(f"{args.runs}: no sweep-track cells for --view depth-wins")
         if args.json or args.csv:
@@ -532,7 +343,7 @@ def _print_view(args) -> int:
         return 0
     if args.view == "cost-models":
         return _print_cost_models(args)
-    table = quoted_view(args)
+    table = quoted_table(_read_runs(args.runs), selection(args), args.view)
     return _write_table(args, table, lambda: view_text(table, args.view))
 
 
