@@ -15,7 +15,7 @@ this module reads it and resolves it for a config. ``TARGETS`` maps a target nam
      "number": 2,                                    # the study's figure/table number, or None
      "pairs": {"from": "full_comparison", "default": "first-model"}}   # None for tables
 
-``targets_for(config)`` resolves it for one config: paths under the config's ``results_dir``
+``targets_for(study)`` resolves it for one study (a ``ctxpolicy.study.Study``): paths under its ``results_dir``
 and ``figures_dir``, the config's cohort and thresholds files, and for every figure the
 MODEL/BENCHMARK pairs it shows (the config's ``figures:`` block, else the catalog's default)
 as ``params["pairs"]``, plus one appendix *variant* target ``{stem}-{model}-{benchmark}`` per
@@ -49,7 +49,7 @@ import yaml
 from ctxpolicy.study.config import ConfigError
 from ctxpolicy.study.grid import SCOPES
 from ctxpolicy.paths import REPO_ROOT
-from ctxpolicy.study import IMPORTED_TRACK, Pair, Study, study_of  # IMPORTED_TRACK: pairs.from of an imported corpus
+from ctxpolicy.study import IMPORTED_TRACK, Pair, Study  # IMPORTED_TRACK: pairs.from of an imported corpus
 
 CATALOG_FILE = REPO_ROOT / "workflow" / "figures.yaml"
 
@@ -149,20 +149,9 @@ TARGETS: dict[str, dict] = {name: _layout(name, entry, "results", "figures") for
 # ---------------------------------------------------------------- the config's pairs
 
 
-def cohort_files(study: Study | Mapping[str, Any]) -> list[str]:
-    """The cohort files named in the config, in config order."""
-    return study_of(study).cohort_files()
-
-
-def threshold_files(study: Study | Mapping[str, Any]) -> list[str]:
+def threshold_files(study: Study) -> list[str]:
     """``{results_dir}/thresholds/{benchmark}/{model}.json`` for every entry of ``thresholds``."""
-    study = study_of(study)
     return [str(study.thresholds_file(pair)) for pair in study.threshold_pairs()]
-
-
-def track_pairs(study: Study | Mapping[str, Any], track: str) -> list[Pair]:
-    """(model, benchmark) pairs of a grid track, model-major in config order; the imported corpus's one pair for ``imported`` (``Study.pairs``)."""
-    return study_of(study).pairs(track)
 
 
 def pair_name(pair: tuple[str, str]) -> str:
@@ -176,10 +165,10 @@ def pairs_param(pairs: list[tuple[str, str]] | None) -> str:
     return ",".join(map(pair_name, pairs)) or NO_PAIR
 
 
-def figure_pairs_block(study: Study | Mapping[str, Any], source: str = "<config>") -> dict[str, list[Pair]]:
+def figure_pairs_block(study: Study) -> dict[str, list[Pair]]:
     """The config's ``figures:`` block (``Study.figure_pairs``), checked against the catalog and
     the study's names."""
-    study = study_of(study, source)
+    source = study.source
     figures = [name for name, spec in TARGETS.items() if spec["pairs"]]
     checked = {}
     for stem, pairs in study.figure_pairs().items():
@@ -221,12 +210,11 @@ def _family(spec: Mapping[str, Any]) -> tuple:
     return spec["notebook"], tuple(sorted(spec["params"].items()))
 
 
-def targets_for(study: Study | Mapping[str, Any], source: str = "<config>") -> dict[str, dict]:
-    """Every target for this study (a ``ctxpolicy.study.Study``; a loaded config mapping is made
-    one), appendix variants included (see the module docstring)."""
-    study = study_of(study, source)
+def targets_for(study: Study) -> dict[str, dict]:
+    """Every target for this study (``ctxpolicy.study.load_study``), appendix variants included
+    (see the module docstring)."""
     results_dir, figures_dir = study.results_dir, study.figures_dir
-    chosen = figure_pairs_block(study, source)
+    chosen = figure_pairs_block(study)
     resolved: dict[str, dict] = {}
     shown_by_family: dict[tuple, set | None] = {}
     first_of_family: dict[tuple, str] = {}
