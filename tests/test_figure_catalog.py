@@ -185,7 +185,9 @@ def test_every_target_says_what_it_shows_for_its_report_caption(local):
 
 def test_a_catalog_entry_without_shows_is_refused():
     with pytest.raises(ConfigError, match="fig2: shows is None"):
-        catalog._check_entry("fig2", {"notebook": "fig2", "data": ["runs"], "scope": "full"})
+        catalog._check_entry(
+            "fig2", {"notebook": "fig2", "module": "ctxpolicy.figures.tradeoffs", "data": ["runs"], "scope": "full"}
+        )
 
 
 def test_report_sections_number_each_kind_in_study_order_without_gaps(local):
