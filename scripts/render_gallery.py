@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/render_gallery.py synthetic [--task-cap N] [--only STEM ...]
                                                                           # docs/figures/synthetic/
+    .venv/bin/python scripts/render_gallery.py synthetic --out DIR        # every file, kept in DIR
     .venv/bin/python scripts/render_gallery.py local FIGURES_DIR          # docs/figures/local/
 
 ``synthetic``: builds the paper-shaped synthetic data set (``ctxpolicy.testing.paper``, the first
@@ -9,7 +10,10 @@ N tasks of every cohort, 3 attempts), runs every main figure target's notebook o
 parameters the workflow gives it for config/synthetic-paper.yaml (papermill, as the workflow
 does), records each picture's provenance sidecar, and keeps the PNGs and sidecars. Every picture
 carries the "synthetic data" mark. ``--only`` renders those targets alone and replaces only
-their pictures, leaving the rest of the gallery as it is.
+their pictures, leaving the rest of the gallery as it is. ``--out DIR`` renders the tables too and
+keeps every file the notebooks write (``.data.csv``, ``.notes.json``, ``.csv``, ``.md``, ``.tex``,
+PDF, PNG) in DIR, leaving the gallery alone: render into one folder before a change and into
+another after it, and compare the two.
 
 ``local``: copies the PNGs, the Markdown tables and their ``.prov.json`` sidecars of a local study that
 ``bash scripts/study.sh`` made (its ``figures/`` folder) into docs/figures/local/.
@@ -82,7 +86,7 @@ def _papermill(spec: dict, tables: Path, config: Path, out: Path, executed: Path
         )
 
 
-def synthetic(task_cap: int, only: list[str] | None = None) -> Path:
+def synthetic(task_cap: int, only: list[str] | None = None, keep: Path | None = None) -> Path:
     from ctxpolicy.figures.catalog import targets_for
     from ctxpolicy.figures.inputs import read_study
     from ctxpolicy.testing.paper import build_tables, make_paper_dataset
@@ -99,7 +103,9 @@ def synthetic(task_cap: int, only: list[str] | None = None) -> Path:
         specs = [
             s
             for name, s in targets.items()
-            if s["variant_of"] is None and any(p.endswith(".png") for p in s["outputs"]) and (not only or name in only)
+            if s["variant_of"] is None
+            and (keep or any(p.endswith(".png") for p in s["outputs"]))
+            and (not only or name in only)
         ]
         out, executed = Path(tmp) / "figures", Path(tmp) / "notebooks"
         executed.mkdir()
@@ -116,6 +122,9 @@ def synthetic(task_cap: int, only: list[str] | None = None) -> Path:
                     specs,
                 )
             )
+        if keep:
+            _replace(keep, sorted(out.iterdir()), whole=False)
+            return keep
         _replace(target, sorted(out.glob("*.png")) + sorted(out.glob("*.png.prov.json")), whole=not only)
     return target
 
@@ -139,7 +148,7 @@ def _replace(target: Path, files: list[Path], whole: bool = True) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for path in files:
         shutil.copy2(path, target / path.name)
-    print(f"{len(files)} files -> {target.relative_to(ROOT)}")
+    print(f"{len(files)} files -> {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,11 +157,19 @@ def main(argv: list[str] | None = None) -> int:
     syn = sub.add_parser("synthetic", help="the paper-shaped synthetic renders")
     syn.add_argument("--task-cap", type=int, default=25, help="tasks per cohort (default 25)")
     syn.add_argument("--only", nargs="+", metavar="STEM", help="render these figure targets alone")
+    syn.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="keep every file of every main target (tables too) in DIR, not the gallery",
+    )
     loc = sub.add_parser("local", help="a local study's renders")
     loc.add_argument("figures_dir", type=Path)
     args = parser.parse_args(argv)
     if args.gallery == "synthetic":
-        synthetic(args.task_cap, args.only)
+        if args.out and args.out.exists() and any(args.out.iterdir()):
+            parser.error(f"--out {args.out}: not empty (give a new folder)")
+        synthetic(args.task_cap, args.only, args.out.resolve() if args.out else None)
     else:
         local(args.figures_dir)
     return 0

@@ -24,6 +24,7 @@ from ctxpolicy.figures import (
     tradeoffs,
 )
 from ctxpolicy.testing.replays import replay_table
+from ctxpolicy.testing.studies import study_of
 
 BOOT = 40
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,29 +39,34 @@ def read_fixture():
     with contextlib.chdir(ROOT):
         return (
             inputs.read_runs(f"{FIXTURE}/tables"),
-            load_config(f"{FIXTURE}/config.yaml"),  # a mapping: tests change it; figures make it a Study
+            load_config(f"{FIXTURE}/config.yaml"),  # a mapping: tests change it; study_of makes it a Study
             inputs.read_calls(f"{FIXTURE}/tables"),
         )
 
 
-# name -> (runs, config, calls) -> Prepared, and Prepared -> figure
+# name -> (runs, config mapping or Study, calls) -> Prepared, and Prepared -> figure
 COMPUTE = {
-    "fig2": lambda r, c, k: tradeoffs.compute(r, c, n_boot=BOOT, seed=0),
-    "fig3": lambda r, c, k: sweep.compute(r, c, n_boot=BOOT, seed=0, calls=k),
-    "fig4": lambda r, c, k: coverage.compute(r, c),
-    "fig5": lambda r, c, k: ranks.compute(r, c, n_boot=BOOT, seed=0),
-    "fig6": lambda r, c, k: prompt_profile.compute(r, k, c),
-    "fig9": lambda r, c, k: sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, pairs=[("qwen05b", "local")]),
-    "fig10": lambda r, c, k: sweep.compute_ablation(r, c, n_boot=BOOT, seed=0, pairs=[]),  # a number without a pair
-    "fig16": lambda r, c, k: coverage.compute_sweep(r, c, setting="tight"),
-    "fig19": lambda r, c, k: summarizers.compute(r, c, n_boot=BOOT, seed=0),
-    "fig20": lambda r, c, k: outcomes.compute(r, c),
-    "fig21": lambda r, c, k: agent_calls.compute(r, c, n_boot=BOOT, seed=0),
-    "reacquisition": lambda r, c, k: reacquisition.compute(r, c, n_boot=BOOT, seed=0),
-    "cost_sensitivity": lambda r, c, k: cost_sensitivity.compute(r, c, n_boot=BOOT, seed=0),
-    "cost_decomposition": lambda r, c, k: decomposition.compute(r, replay_table(r), c, n_boot=BOOT, seed=0),
-    "cost_methods": lambda r, c, k: cost_methods.compute(r, c),
-    **{view: (lambda r, c, k, view=view: quoted.compute(view, r, c, n_boot=BOOT, seed=0)) for view in quoted.VIEWS},
+    "fig2": lambda r, c, k: tradeoffs.compute(r, study_of(c), n_boot=BOOT, seed=0),
+    "fig3": lambda r, c, k: sweep.compute(r, study_of(c), n_boot=BOOT, seed=0, calls=k),
+    "fig4": lambda r, c, k: coverage.compute(r, study_of(c)),
+    "fig5": lambda r, c, k: ranks.compute(r, study_of(c), n_boot=BOOT, seed=0),
+    "fig6": lambda r, c, k: prompt_profile.compute(r, k, study_of(c)),
+    "fig9": lambda r, c, k: sweep.compute_ablation(r, study_of(c), n_boot=BOOT, seed=0, pairs=[("qwen05b", "local")]),
+    "fig10": lambda r, c, k: sweep.compute_ablation(
+        r, study_of(c), n_boot=BOOT, seed=0, pairs=[]
+    ),  # a number without a pair
+    "fig16": lambda r, c, k: coverage.compute_sweep(r, study_of(c), setting="tight"),
+    "fig19": lambda r, c, k: summarizers.compute(r, study_of(c), n_boot=BOOT, seed=0),
+    "fig20": lambda r, c, k: outcomes.compute(r, study_of(c)),
+    "fig21": lambda r, c, k: agent_calls.compute(r, study_of(c), n_boot=BOOT, seed=0),
+    "reacquisition": lambda r, c, k: reacquisition.compute(r, study_of(c), n_boot=BOOT, seed=0),
+    "cost_sensitivity": lambda r, c, k: cost_sensitivity.compute(r, study_of(c), n_boot=BOOT, seed=0),
+    "cost_decomposition": lambda r, c, k: decomposition.compute(r, replay_table(r), study_of(c), n_boot=BOOT, seed=0),
+    "cost_methods": lambda r, c, k: cost_methods.compute(r, study_of(c)),
+    **{
+        view: (lambda r, c, k, view=view: quoted.compute(view, r, study_of(c), n_boot=BOOT, seed=0))
+        for view in quoted.VIEWS
+    },
 }
 PLOT = {
     "fig2": tradeoffs.plot,

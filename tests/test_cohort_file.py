@@ -9,6 +9,7 @@ import pytest
 
 from ctxpolicy.cohort_file import CohortError, parse_cohort, read_cohort
 from ctxpolicy.paths import REPO_ROOT
+from ctxpolicy.testing.studies import study_of
 
 COHORT = "tests/fixtures/figures/cohorts/local_main.txt"
 
@@ -49,10 +50,10 @@ def test_grid_and_figures_fail_on_a_named_cohort_file_that_is_missing(config, tm
     monkeypatch.chdir(tmp_path)  # as under snakemake -d DIR: nothing may depend on the current directory
     benchmark = next(iter(config["benchmarks"]))
     cohort = next(iter(config["benchmarks"][benchmark]["cohorts"]))
-    assert figure_tasks(config, benchmark, cohort) == set(cohort_tasks(config, benchmark, cohort))
-    assert figure_tasks(config, benchmark, "no-such-cohort") is None  # the config names none
+    assert figure_tasks(study_of(config), benchmark, cohort) == set(cohort_tasks(config, benchmark, cohort))
+    assert figure_tasks(study_of(config), benchmark, "no-such-cohort") is None  # the config names none
     broken = copy.deepcopy(config)
     broken["benchmarks"][benchmark]["cohorts"][cohort] = "tests/fixtures/figures/nowhere.txt"
-    for read in (cohort_tasks, figure_tasks):
+    for read in (cohort_tasks, lambda c, b, k: figure_tasks(study_of(c), b, k)):
         with pytest.raises(ConfigError, match=r"cohort file not found: .*tests/fixtures/figures/nowhere\.txt"):
             read(broken, benchmark, cohort)

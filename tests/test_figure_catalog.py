@@ -9,18 +9,20 @@ import re
 import pytest
 import yaml
 
+from ctxpolicy.study import load_study
 from ctxpolicy.study.config import REPO_ROOT, ConfigError, load_config
 from ctxpolicy.figures import catalog
+from ctxpolicy.testing.studies import study_of
 
 
 @pytest.fixture(scope="module")
 def paper():
-    return catalog.targets_for(load_config(REPO_ROOT / "config/paper.yaml"))
+    return catalog.targets_for(load_study(REPO_ROOT / "config/paper.yaml"))
 
 
 @pytest.fixture(scope="module")
 def local():
-    return catalog.targets_for(load_config(REPO_ROOT / "config/config.yaml"))
+    return catalog.targets_for(load_study(REPO_ROOT / "config/config.yaml"))
 
 
 def variants_of(targets, main):
@@ -80,12 +82,12 @@ def test_figures_showing_every_pair_have_no_variants(paper):
 
 
 def test_every_computed_pair_is_drawn_by_a_main_figure_or_a_variant(paper):
-    config = load_config(REPO_ROOT / "config/paper.yaml")
+    study = load_study(REPO_ROOT / "config/paper.yaml")
     for stem in ("fig2", "fig3", "fig4", "fig5", "fig6", "fig16"):
         drawn = set(paper[stem]["params"]["pairs"].split(","))
         drawn |= {paper[v]["params"]["pairs"] for v in variants_of(paper, stem)}
         track = catalog.TARGETS[stem]["pairs"]["from"]
-        assert drawn == {catalog.pair_name(p) for p in catalog.track_pairs(config, track)}, stem
+        assert drawn == {catalog.pair_name(p) for p in study.pairs(track)}, stem
 
 
 def test_local_config_defaults_and_no_variants(local):
@@ -100,7 +102,7 @@ def test_local_config_defaults_and_no_variants(local):
 def test_defaults_without_a_block_pick_the_first_pairs_in_config_order():
     config = load_config(REPO_ROOT / "config/paper.yaml")
     config["figures"] = {}
-    targets = catalog.targets_for(config)
+    targets = catalog.targets_for(study_of(config))
     assert targets["fig2"]["params"]["pairs"] == "qwen/swebench,qwen/terminalbench"  # first model
     assert targets["fig4"]["params"]["pairs"] == "qwen/swebench"  # first pair
     assert targets["fig5"]["params"]["pairs"] == ""  # every pair: (b) draws both benchmarks
@@ -119,7 +121,7 @@ def test_defaults_without_a_block_pick_the_first_pairs_in_config_order():
 def test_outputs_follow_results_and_figures_dirs():
     config = load_config(REPO_ROOT / "config/paper.yaml")
     config.update(results_dir="/scratch/r/", figures_dir="out/figs")
-    targets = catalog.targets_for(config)
+    targets = catalog.targets_for(study_of(config))
     assert targets["fig3"]["inputs"] == [
         "/scratch/r/tables/sweep/runs.parquet",
         "/scratch/r/tables/sweep/calls.parquet",
@@ -143,7 +145,7 @@ def test_figures_block_errors_name_file_key_and_value(tmp_path, block, message):
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError) as err:
-        catalog.targets_for(load_config(path), source=str(path))
+        catalog.targets_for(load_study(path))
     assert str(err.value).startswith(f"{path}: {message}")
 
 
@@ -183,7 +185,9 @@ def test_every_target_says_what_it_shows_for_its_report_caption(local):
 
 def test_a_catalog_entry_without_shows_is_refused():
     with pytest.raises(ConfigError, match="fig2: shows is None"):
-        catalog._check_entry("fig2", {"notebook": "fig2", "data": ["runs"], "scope": "full"})
+        catalog._check_entry(
+            "fig2", {"notebook": "fig2", "module": "ctxpolicy.figures.tradeoffs", "data": ["runs"], "scope": "full"}
+        )
 
 
 def test_report_sections_number_each_kind_in_study_order_without_gaps(local):

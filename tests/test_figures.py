@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from ctxpolicy.figures import catalog, inputs, notes, output, style, tables  # noqa: E402
+from ctxpolicy.testing.studies import study_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests/fixtures/figures"
@@ -170,7 +171,7 @@ def test_note_figure_says_what_is_missing():
 
 
 def test_table1_marks_full_comparison_filled_and_sweep_only_open(config):
-    t1 = tables.table1(tables.grid_cells(config)).set_index("policy")
+    t1 = tables.table1(tables.grid_cells(study_of(config))).set_index("policy")
     assert t1.loc["TR/Th/0.3", "tight"] == tables.OPEN
     assert t1.loc["TR/Th/0.5", "primary"] == tables.FILLED
     assert t1.loc["SU/Th/0.5", "summarizers"] == "tiny"
@@ -179,14 +180,14 @@ def test_table1_marks_full_comparison_filled_and_sweep_only_open(config):
 
 
 def test_table4_counts_tasks_and_runs_from_the_cohort_files(config):
-    t4, note = tables.table4(tables.grid_cells(config), config)
+    t4, note = tables.table4(tables.grid_cells(study_of(config)), study_of(config))
     assert note is None
     sweep = t4[t4["track"] == tables.TRACK_LABELS["sweep"]].iloc[0]
     assert sweep["tasks"] == 8 and sweep["runs"] == 8 * sweep["cells"]
 
 
 def test_table3_counts_tasks_per_cohort_and_stratum(config):
-    t3, note = tables.table3(config, inputs.read_runs("tests/fixtures/figures/tables"))
+    t3, note = tables.table3(study_of(config), inputs.read_runs("tests/fixtures/figures/tables"))
     assert note is None
     rows = t3.set_index(["benchmark", "cohort", "stratum"])["tasks"]
     assert rows[("local", "main", "all")] == 12 and rows[("local", "sweep", "all")] == 8
@@ -195,7 +196,7 @@ def test_table3_counts_tasks_per_cohort_and_stratum(config):
 
 def test_table3_counts_only_the_tasks_cohort_limit_lets_the_study_run(config):
     config["benchmarks"]["local"]["cohort_limit"] = {"main": 5, "sweep": 50}  # 50 > the file's 8
-    t3, note = tables.table3(config, inputs.read_runs("tests/fixtures/figures/tables"))
+    t3, note = tables.table3(study_of(config), inputs.read_runs("tests/fixtures/figures/tables"))
     rows = t3.set_index(["benchmark", "cohort", "stratum"])["tasks"]
     assert rows[("local", "main", "all")] == 5
     assert rows[[k for k in rows.index if k[:2] == ("local", "main") and k[2] != "all"]].sum() == 5
@@ -216,7 +217,7 @@ def test_table3_never_meets_a_missing_cohort_file(config):
 
     config["benchmarks"]["local"]["cohorts"]["main"] = "tests/fixtures/figures/nowhere.txt"
     with pytest.raises(ConfigError, match="nowhere.txt"):
-        tables.table3(config)
+        tables.table3(study_of(config))
 
 
 def test_table5_reads_versions_and_settings_from_run_records(in_root):
@@ -237,14 +238,14 @@ def test_table5_notes_cells_without_records(in_root):
 
 
 def test_table6_marks_presets_and_notes_missing_files(config):
-    t6, note = tables.table6(config)
+    t6, note = tables.table6(study_of(config))
     rows = t6.set_index(["benchmark", "model"])
     assert rows.loc[("local", "qwen05b"), "source"] == "calibrated"
     assert rows.loc[("term", "tiny"), "source"] == "preset*"
     assert rows.loc[("term", "tiny"), "primary"] == 2400
     assert "preset" in note
     config["results_dir"] = "tests/fixtures/figures/nowhere"
-    t6, note = tables.table6(config)
+    t6, note = tables.table6(study_of(config))
     assert "no thresholds file yet" in note and len(t6) == 2
 
 
@@ -284,7 +285,7 @@ def test_every_target_declares_a_scope_the_workflow_knows():
 
 
 def test_targets_for_resolves_inputs_from_the_config(config):
-    resolved = catalog.targets_for(config)
+    resolved = catalog.targets_for(study_of(config))
     results = "tests/fixtures/figures/results"
     assert resolved["table3"]["inputs"] == [
         f"{results}/tables/full/runs.parquet",

@@ -9,6 +9,7 @@ import pytest
 
 from ctxpolicy.figures import cost_methods
 from figure_helpers import read_fixture
+from ctxpolicy.testing.studies import study_of
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def test_means_per_policy_and_the_measured_reference(fixture):
     runs, config = fixture
     runs = runs.copy()
     runs["billed_measured"] = runs["billed_exact"].astype(float)  # the server agrees with the simulation
-    data = cost_methods.compute(runs, config)
+    data = cost_methods.compute(runs, study_of(config))
     fc = data.table[data.table["policy"] == "FC"].iloc[0]
     own = runs[(runs["policy"] == "FC") & (runs["benchmark"] == fc["benchmark"]) & (runs["model"] == fc["model"])]
     assert fc["n_runs"] == len(own)
@@ -34,7 +35,7 @@ def test_a_bill_far_from_the_measured_one_is_said(fixture):
     runs, config = fixture
     runs = runs.copy()
     runs["billed_measured"] = runs["billed_exact"].astype(float) * 2.0
-    data = cost_methods.compute(runs, config)
+    data = cost_methods.compute(runs, study_of(config))
     assert data.table["disagrees"].all()
     assert data.table["exact_gap"].tolist() == pytest.approx([-0.5] * len(data.table))
     assert any("more than 10% from the measured bill" in n for n in data.notes)
@@ -46,7 +47,7 @@ def test_measured_counts_only_when_every_run_has_it(fixture):
     runs["billed_measured"] = runs["billed_exact"].astype(float)
     first = runs[runs["policy"] == "FC"].iloc[0]
     runs.loc[runs.index[runs["policy"] == "FC"][0], "billed_measured"] = float("nan")
-    table = cost_methods.compute(runs, config).table
+    table = cost_methods.compute(runs, study_of(config)).table
     fc = table[(table["policy"] == "FC") & (table["model"] == first["model"])]
     fc = fc[fc["benchmark"] == first["benchmark"]].iloc[0]
     assert math.isnan(fc["measured"]) and fc["reference"] == "exact"

@@ -20,6 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from ctxpolicy.figures import notes  # noqa: E402
 from figure_helpers import COMPUTE, PLOT, read_fixture, silent_empty_panels  # noqa: E402
+from ctxpolicy.testing.studies import study_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests/fixtures/figures"))
@@ -108,7 +109,7 @@ def test_tables_build_from_each_edge_set(study, edge, tmp_path):
 
     runs, calls, config = study
     runs, _ = edge_cases.EDGE_SETS[edge](runs, calls)
-    t3, _ = tables.table3(config, runs)
+    t3, _ = tables.table3(study_of(config), runs)
     t5, note5 = tables.table5(runs)
     assert t3["tasks"].sum() > 0  # the planned tasks come from the cohort files, runs or not
     if edge == "empty":

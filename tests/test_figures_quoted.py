@@ -15,6 +15,7 @@ from ctxpolicy.figures import layout, quoted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figure_helpers import read_fixture  # noqa: E402
+from ctxpolicy.testing.studies import study_of  # noqa: E402
 from test_metrics_quoted import RUNS  # noqa: E402
 
 PAIR = [("qwen05b", "local")]
@@ -40,7 +41,7 @@ def by_policy(data):
 
 
 def test_calls_figure_carries_the_hand_worked_ratios(runs, config):
-    data = quoted.compute("quoted_calls", runs, config, n_boot=50, seed=0, pairs=PAIR)
+    data = quoted.compute("quoted_calls", runs, study_of(config), n_boot=50, seed=0, pairs=PAIR)
     table = by_policy(data)
     assert table.loc["SU/Th/0.5", "calls_ratio_est"] == pytest.approx(12 / 10)
     assert table.loc["SU/Th/0.5", "per_call_latency_ratio_est"] == pytest.approx(3 / 2)
@@ -50,7 +51,7 @@ def test_calls_figure_carries_the_hand_worked_ratios(runs, config):
 
 
 def test_summary_share_figure_carries_the_shared_solved_share(runs, config):
-    data = quoted.compute("quoted_summary_share", runs, config, n_boot=0, seed=0, pairs=PAIR)
+    data = quoted.compute("quoted_summary_share", runs, study_of(config), n_boot=0, seed=0, pairs=PAIR)
     table = by_policy(data)
     assert list(table.index) == ["SU/Th/0.5"]
     assert table.loc["SU/Th/0.5", "summary_share"] == pytest.approx(10 / 50)
@@ -59,7 +60,7 @@ def test_summary_share_figure_carries_the_shared_solved_share(runs, config):
 
 
 def test_shared_tokens_figure_carries_the_shared_solved_ratio(runs, config):
-    data = quoted.compute("quoted_shared_tokens", runs, config, n_boot=50, seed=0, pairs=PAIR)
+    data = quoted.compute("quoted_shared_tokens", runs, study_of(config), n_boot=50, seed=0, pairs=PAIR)
     table = by_policy(data)
     # SU shares A with FC: 1200 tokens against 1000; TR shares A and B: (1000 + 2000) / (1000 + 2000)
     assert table.loc["SU/Th/0.5", "tokens_ratio_est"] == pytest.approx(1.2)
@@ -68,7 +69,7 @@ def test_shared_tokens_figure_carries_the_shared_solved_ratio(runs, config):
 
 
 def test_compressions_figure_carries_the_shared_solved_means(runs, config):
-    data = quoted.compute("quoted_compressions", runs, config, n_boot=0, seed=0, pairs=PAIR)
+    data = quoted.compute("quoted_compressions", runs, study_of(config), n_boot=0, seed=0, pairs=PAIR)
     table = by_policy(data)
     assert table.loc["SU/Th/0.5", "compressions_per_run"] == 3.0
     assert table.loc["SU/Th/0.5", "shared_solved_tasks"] == 1
@@ -80,7 +81,7 @@ def test_peak_figure_marks_the_pairs_thresholds_and_the_share_above_each(runs, c
     # term/qwen05b has preset thresholds 1800 / 2400 / 3000 in the fixture config
     peaks = {"A": 1000, "B": 2000, "C": 2500}
     term = runs.assign(benchmark="term", peak_prompt_tokens=runs["task_id"].map(peaks))
-    data = quoted.compute("peak_context", term, config, n_boot=0, seed=0, pairs=[("qwen05b", "term")])
+    data = quoted.compute("peak_context", term, study_of(config), n_boot=0, seed=0, pairs=[("qwen05b", "term")])
     assert list(data.table["peak_prompt_tokens"]) == [1000.0, 2000.0, 2500.0]  # FC runs only
     marks = data.extra["thresholds"].iloc[0]
     assert (marks["threshold_tight"], marks["threshold_primary"], marks["threshold_loose"]) == (1800, 2400, 3000)
@@ -94,4 +95,4 @@ def test_peak_figure_marks_the_pairs_thresholds_and_the_share_above_each(runs, c
 
 def test_unknown_view_names_the_allowed_ones(runs, config):
     with pytest.raises(ValueError, match="peak_context"):
-        quoted.compute("nope", runs, config, n_boot=0, seed=0)
+        quoted.compute("nope", runs, study_of(config), n_boot=0, seed=0)

@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 from figure_helpers import BOOT, COMPUTE, PLOT, ROOT, read_fixture  # noqa: E402
 
 from ctxpolicy.figures import style, tradeoffs  # noqa: E402
+from ctxpolicy.testing.studies import study_of  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,7 @@ def _draw(name: str, runs, config, calls, events, out_dir) -> list[str]:
     from ctxpolicy.figures import output, retention
 
     if name == "retention":
-        fig = retention.plot(retention.compute(events, config, n_boot=BOOT, seed=0))
+        fig = retention.plot(retention.compute(events, study_of(config), n_boot=BOOT, seed=0))
     else:
         fig = PLOT[name](COMPUTE[name](runs, config, calls))
     output.save_figure(fig, out_dir, name, formats=())

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figure_helpers import read_fixture  # noqa: E402
 
 from ctxpolicy.figures import catalog, layout, prompt_profile, tables  # noqa: E402
+from ctxpolicy.testing.studies import study_of  # noqa: E402
 
 
 def test_table2_sets_the_study_s_three_mechanisms_beside_our_presets_and_the_neighbours():
@@ -43,7 +44,7 @@ def test_figure6_draws_the_task_and_run_the_config_names(fixture):
     runs, config, calls = fixture
     config = copy.deepcopy(config)
     config["figure6"] = {"task_id": "task-0003", "attempt": 1}
-    data = prompt_profile.compute(runs, calls, config)
+    data = prompt_profile.compute(runs, calls, study_of(config))
     assert data.meta["task_id"] == "task-0003" and data.meta["attempts"] == {"FC": 1, "TR/Th/0.5": 1}
     assert not data.notes and set(data.table["policy"]) == {"FC", "TR/Th/0.5"}
     layout.check(prompt_profile.plot(data), name="fig6")
@@ -53,11 +54,13 @@ def test_figure6_falls_back_to_the_longest_fc_run_with_a_note(fixture):
     runs, config, calls = fixture
     config = copy.deepcopy(config)
     config["figure6"] = {"task_id": "scikit-learn__scikit-learn-13142", "attempt": 1}
-    data = prompt_profile.compute(runs, calls, config)
-    longest = prompt_profile.compute(runs, calls, {**config, "figure6": None})
+    data = prompt_profile.compute(runs, calls, study_of(config))
+    longest = prompt_profile.compute(runs, calls, study_of({**config, "figure6": None}))
     assert data.meta["task_id"] == longest.meta["task_id"] == "task-0008"
     assert any("scikit-learn__scikit-learn-13142" in n and "longest" in n for n in data.notes)
-    missing_run = prompt_profile.compute(runs, calls, {**config, "figure6": {"task_id": "task-0003", "attempt": 3}})
+    missing_run = prompt_profile.compute(
+        runs, calls, study_of({**config, "figure6": {"task_id": "task-0003", "attempt": 3}})
+    )
     assert missing_run.meta["task_id"] == "task-0003" and any("run 3" in n for n in missing_run.notes)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from ctxpolicy.metrics.compare import compare_to_baseline, resolve_rate, select
 from ctxpolicy.metrics.decomposition import decompose, decomposition_columns, missing_decompositions, task_ratios
+from ctxpolicy.testing.studies import study_of
 
 
 def _run(
@@ -180,7 +181,7 @@ def test_the_figure_names_one_method_and_refuses_measured_with_a_note():
     runs = inputs.read_runs(fixture / "tables")
     replays = replay_table(runs, saving=0.6)
     measured = {**config.config, "metrics": {**config.config["metrics"], "cost_method": "measured"}}
-    data = decomposition.compute(runs, replays, measured, n_boot=20, seed=0)
+    data = decomposition.compute(runs, replays, study_of(measured), n_boot=20, seed=0)
     assert data.empty and "cost method 'measured'" in data.note_text()
     fig = decomposition.plot(decomposition.compute(runs, replays, config, n_boot=20, seed=0))
     texts = " ".join(t.get_text() for t in fig.texts)

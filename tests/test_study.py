@@ -16,7 +16,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from ctxpolicy.study.grid import SCOPES  # noqa: E402
-from ctxpolicy.study import Pair, load_study, study_of  # noqa: E402
+from ctxpolicy.study import Pair, load_study  # noqa: E402
+from ctxpolicy.testing.studies import study_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOT = 20

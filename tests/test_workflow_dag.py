@@ -184,9 +184,10 @@ def test_cell_jobs_ask_for_the_config_resources(tmp_path, request_gpus):
 def test_paper_default_target_renders_every_appendix_variant(tmp_path):
     from ctxpolicy.study.config import REPO_ROOT
     from ctxpolicy.figures.catalog import targets_for
+    from ctxpolicy.study import load_study
 
     config = REPO_ROOT / "config/paper.yaml"
-    targets = targets_for(load_config(config))
+    targets = targets_for(load_study(config))
     jobs = dry_run(tmp_path, config)
     assert {rule for rule in jobs if rule.startswith("figure_")} == {figure_rule(name) for name in targets}
     assert jobs["figure_fig2_devstral_swebench"] == 1 and jobs["figure_fig17_qwen_terminalbench"] == 1

@@ -19,6 +19,7 @@ from ctxpolicy.figures.output import CHECK_LAYOUT
 from ctxpolicy.rundir import read_calls, read_record
 from ctxpolicy.study import load_study
 from ctxpolicy.testing.trajectories import write_corpus
+from ctxpolicy.testing.studies import study_of
 from independent.test_ranges import check_ranges
 from workflow_helpers import ROOT, snakemake
 
@@ -58,7 +59,7 @@ def test_a_grid_without_sweeps_draws_a_note_in_the_sweep_figure():
     config = {"study": "x", "imported": {"path": "c", "benchmark": "b", "model": "m"}}
     config["grid"] = {"full_comparison": {"policies": ["FC", "TR/Th/0.5"]}}
     replays = pd.DataFrame({"benchmark": ["b"], "model": ["m"], "policy": ["FC"], "setting": [None], "task_id": ["t"]})
-    data = imported_sweep.compute(replays, config, n_boot=10, seed=0)
+    data = imported_sweep.compute(replays, study_of(config), n_boot=10, seed=0)
     assert data.table.empty and any("no sweep" in n for n in data.notes)
     assert imported_sweep.plot(data) is not None
 

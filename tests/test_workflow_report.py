@@ -17,7 +17,7 @@ from conftest import require
 from workflow_helpers import snakemake, write_study
 
 from ctxpolicy.figures.catalog import report_captions, targets_for
-from ctxpolicy.study.config import load_config
+from ctxpolicy.study import load_study
 from ctxpolicy.testing.views import write_event_runs
 from ctxpolicy.view.browser import Session, chromium
 from ctxpolicy.view.pages import write_index
@@ -32,7 +32,7 @@ def report(tmp_path_factory):
     (as rule view_cell writes it: the run pages inside) were made: (report, targets)."""
     tmp_path = tmp_path_factory.mktemp("report")
     config_path = write_study(tmp_path, "config.yaml", {"main": ["tinyweb-001"], "sweep": ["tinyweb-001"]})
-    targets = targets_for(load_config(config_path))
+    targets = targets_for(load_study(config_path))
     figures = tmp_path / "figures"
     figures.mkdir()
     made = [n for n, spec in targets.items() if spec["kind"] == "figure" or n in SHOWN]

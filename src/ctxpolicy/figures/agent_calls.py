@@ -17,8 +17,6 @@ bootstrap). ``pairs`` restricts the figure to some (model, benchmark) pairs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +26,7 @@ from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
 from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+from ctxpolicy.study import Study
 
 MIN_TASKS_FOR_INTERVAL = 3
 
@@ -77,14 +76,14 @@ def calls_change_metric(attempts: int):
 
 
 def compute(
-    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+    runs: pd.DataFrame, study: Study, *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
 ) -> Prepared:
     data = comparisons.compare_full_comparison(
         runs,
-        config,
+        study,
         n_boot=n_boot,
         seed=seed,
-        metric=calls_change_metric(comparisons.planned_attempts(config)),
+        metric=calls_change_metric(study.attempts),
         pairs=pairs,
     )
     if data.empty:

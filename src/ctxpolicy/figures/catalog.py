@@ -1,10 +1,14 @@
-"""Which notebook makes which figure or table, from which inputs, showing which pairs.
+"""Which notebook and module make which figure or table, from which inputs, showing which pairs.
 
-The catalog is the repository file ``workflow/figures.yaml`` (its header documents each field);
-this module reads it and resolves it for a config. ``TARGETS`` maps a target name (``fig2``,
+The catalog is the repository file ``workflow/figures.yaml`` (its header documents each field),
+the figures' registry: one row per target, naming its notebook and the module that computes and
+draws it (``module``; ``module_list`` writes docs/figures.md's list of them). The environment
+variable ``CTXPOLICY_FIGURE_CATALOG`` names another catalog file (a test's throwaway figure).
+This module reads it and resolves it for a config. ``TARGETS`` maps a target name (``fig2``,
 ``fig9``, ``table3``, …) to its layout for ``results_dir: results`` and ``figures_dir: figures``::
 
     {"notebook": "notebooks/fig2.ipynb",             # the source notebook (repository-relative)
+     "module": "ctxpolicy.figures.tradeoffs",        # the module that computes and draws it
      "executed": "results/notebooks/fig2.ipynb",     # where the DAG keeps the executed copy
      "outputs": ["figures/fig2.pdf", "figures/fig2.png",
                  "figures/fig2.data.csv", "figures/fig2.notes.json"],
@@ -15,7 +19,7 @@ this module reads it and resolves it for a config. ``TARGETS`` maps a target nam
      "number": 2,                                    # the study's figure/table number, or None
      "pairs": {"from": "full_comparison", "default": "first-model"}}   # None for tables
 
-``targets_for(config)`` resolves it for one config: paths under the config's ``results_dir``
+``targets_for(study)`` resolves it for one study (a ``ctxpolicy.study.Study``): paths under its ``results_dir``
 and ``figures_dir``, the config's cohort and thresholds files, and for every figure the
 MODEL/BENCHMARK pairs it shows (the config's ``figures:`` block, else the catalog's default)
 as ``params["pairs"]``, plus one appendix *variant* target ``{stem}-{model}-{benchmark}`` per
@@ -41,7 +45,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
+import os
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -49,9 +57,10 @@ import yaml
 from ctxpolicy.study.config import ConfigError
 from ctxpolicy.study.grid import SCOPES
 from ctxpolicy.paths import REPO_ROOT
-from ctxpolicy.study import IMPORTED_TRACK, Pair, Study, study_of  # IMPORTED_TRACK: pairs.from of an imported corpus
+from ctxpolicy.study import IMPORTED_TRACK, Pair, Study  # IMPORTED_TRACK: pairs.from of an imported corpus
 
 CATALOG_FILE = REPO_ROOT / "workflow" / "figures.yaml"
+CATALOG_ENV = "CTXPOLICY_FIGURE_CATALOG"  # another catalog file, e.g. a test's throwaway figure
 
 # a figure's picture, the numbers it draws and its missing-data notes (a JSON list of strings)
 FIGURE_SUFFIXES = (".pdf", ".png", ".data.csv", ".notes.json")
@@ -65,15 +74,22 @@ DATA = (*SCOPED_TABLES, "replay_runs", "imported_replay_runs", "cohorts", "thres
 PAIR_TRACKS = ("full_comparison", "sweeps", "summarizer", IMPORTED_TRACK)
 DEFAULTS = ("all", "first", "first-model", "first-benchmark")
 ALL_PAIRS, NO_PAIR = "", "none"
-FIELDS = {"number", "shows", "notebook", "data", "scope", "pairs", "params", "tables"}
+FIELDS = {"number", "shows", "notebook", "module", "data", "scope", "pairs", "params", "tables"}
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+DOCS_LIST = ("<!-- figure registry: begin -->", "<!-- figure registry: end -->")  # docs/figures.md
+
+
+def catalog_file() -> Path:
+    """The catalog in use: ``$CTXPOLICY_FIGURE_CATALOG`` where set, else workflow/figures.yaml."""
+    return Path(os.environ.get(CATALOG_ENV) or CATALOG_FILE)
 
 
 # ---------------------------------------------------------------- the catalog file
 
 
-def _check_entry(name: str, entry: Any) -> None:
+def _check_entry(name: str, entry: Any, source: Path = CATALOG_FILE) -> None:
     def fail(message: str):
-        raise ConfigError(f"{CATALOG_FILE}: {name}: {message}")
+        raise ConfigError(f"{source}: {name}: {message}")
 
     if not isinstance(entry, dict):
         fail(f"{entry!r} is not a mapping")
@@ -81,6 +97,11 @@ def _check_entry(name: str, entry: Any) -> None:
         fail(f"unknown field {unknown[0]!r}; allowed: {', '.join(sorted(FIELDS))}")
     if not entry.get("notebook"):
         fail("no notebook")
+    module = entry.get("module")
+    if not isinstance(module, str) or not MODULE_NAME.fullmatch(module):
+        fail(f"module {module!r}: name the module that draws it (ctxpolicy.figures.NAME)")
+    if importlib.util.find_spec(module) is None:
+        fail(f"module {module!r} not found")
     if not isinstance(entry.get("shows"), str) or not entry["shows"].strip():
         fail(f"shows is {entry.get('shows')!r}: say in one line what it shows (its report caption)")
     if entry.get("scope") not in SCOPES:
@@ -99,14 +120,18 @@ def _check_entry(name: str, entry: Any) -> None:
             fail(f"pairs.default {default!r} unknown; allowed: {', '.join(DEFAULTS)} or {{nth: N}}")
 
 
-@functools.lru_cache(maxsize=1)
 def _catalog() -> dict[str, dict]:
+    return _read_catalog(catalog_file())
+
+
+@functools.lru_cache(maxsize=4)
+def _read_catalog(path: Path) -> dict[str, dict]:
     try:
-        entries = yaml.safe_load(CATALOG_FILE.read_text())
+        entries = yaml.safe_load(path.read_text())
     except OSError as exc:
-        raise ConfigError(f"{CATALOG_FILE}: cannot read the figure catalog ({exc.strerror or exc})") from None
+        raise ConfigError(f"{path}: cannot read the figure catalog ({exc.strerror or exc})") from None
     for name, entry in entries.items():
-        _check_entry(name, entry)
+        _check_entry(name, entry, path)
     return entries
 
 
@@ -130,6 +155,7 @@ def _layout(name: str, entry: dict, results_dir: str, figures_dir: str) -> dict:
         outputs = [f"{figures_dir}/{name}{s}" for s in FIGURE_SUFFIXES]
     return {
         "notebook": f"notebooks/{entry['notebook']}.ipynb",
+        "module": entry["module"],
         "executed": f"{results_dir}/notebooks/{name}.ipynb",
         "outputs": outputs,
         "inputs": inputs,
@@ -149,20 +175,9 @@ TARGETS: dict[str, dict] = {name: _layout(name, entry, "results", "figures") for
 # ---------------------------------------------------------------- the config's pairs
 
 
-def cohort_files(study: Study | Mapping[str, Any]) -> list[str]:
-    """The cohort files named in the config, in config order."""
-    return study_of(study).cohort_files()
-
-
-def threshold_files(study: Study | Mapping[str, Any]) -> list[str]:
+def threshold_files(study: Study) -> list[str]:
     """``{results_dir}/thresholds/{benchmark}/{model}.json`` for every entry of ``thresholds``."""
-    study = study_of(study)
     return [str(study.thresholds_file(pair)) for pair in study.threshold_pairs()]
-
-
-def track_pairs(study: Study | Mapping[str, Any], track: str) -> list[Pair]:
-    """(model, benchmark) pairs of a grid track, model-major in config order; the imported corpus's one pair for ``imported`` (``Study.pairs``)."""
-    return study_of(study).pairs(track)
 
 
 def pair_name(pair: tuple[str, str]) -> str:
@@ -176,11 +191,11 @@ def pairs_param(pairs: list[tuple[str, str]] | None) -> str:
     return ",".join(map(pair_name, pairs)) or NO_PAIR
 
 
-def figure_pairs_block(study: Study | Mapping[str, Any], source: str = "<config>") -> dict[str, list[Pair]]:
+def figure_pairs_block(study: Study) -> dict[str, list[Pair]]:
     """The config's ``figures:`` block (``Study.figure_pairs``), checked against the catalog and
     the study's names."""
-    study = study_of(study, source)
-    figures = [name for name, spec in TARGETS.items() if spec["pairs"]]
+    source = study.source
+    figures = [name for name, entry in _catalog().items() if entry.get("pairs")]
     checked = {}
     for stem, pairs in study.figure_pairs().items():
         if stem not in figures:
@@ -221,12 +236,11 @@ def _family(spec: Mapping[str, Any]) -> tuple:
     return spec["notebook"], tuple(sorted(spec["params"].items()))
 
 
-def targets_for(study: Study | Mapping[str, Any], source: str = "<config>") -> dict[str, dict]:
-    """Every target for this study (a ``ctxpolicy.study.Study``; a loaded config mapping is made
-    one), appendix variants included (see the module docstring)."""
-    study = study_of(study, source)
+def targets_for(study: Study) -> dict[str, dict]:
+    """Every target for this study (``ctxpolicy.study.load_study``), appendix variants included
+    (see the module docstring)."""
     results_dir, figures_dir = study.results_dir, study.figures_dir
-    chosen = figure_pairs_block(study, source)
+    chosen = figure_pairs_block(study)
     resolved: dict[str, dict] = {}
     shown_by_family: dict[tuple, set | None] = {}
     first_of_family: dict[tuple, str] = {}
@@ -243,8 +257,8 @@ def targets_for(study: Study | Mapping[str, Any], source: str = "<config>") -> d
         if spec["pairs"]:
             computed = study.pairs(spec["pairs"]["from"])
             shows = chosen[name] if name in chosen else default_pairs(spec["pairs"], computed)
+            family = _family(spec)  # before name and pairs join the params
             spec["params"].update(name=name, pairs=pairs_param(shows))
-            family = _family(TARGETS[name])
             first_of_family.setdefault(family, name)
             seen = shown_by_family.get(family, set())
             shown_by_family[family] = None if shows is None or seen is None else seen | set(shows)
@@ -261,18 +275,24 @@ def targets_for(study: Study | Mapping[str, Any], source: str = "<config>") -> d
     return resolved
 
 
+def target_label(name: str, spec: Mapping[str, Any]) -> str:
+    """``Figure 2``, ``Table 3``, ``Tables 1 and 4``, or the stem of a target without a number."""
+    number = spec.get("number")
+    if number is None:
+        return name
+    if spec["kind"] == "table":
+        if name.startswith("table") and "_" in name:
+            return "Tables " + " and ".join(name.removeprefix("table").split("_"))
+        return f"Table {number}"
+    return f"Figure {number}"
+
+
 def report_caption(name: str, spec: Mapping[str, Any], order: int) -> dict:
     """What the report says about a target's files (workflow/report/target.rst): its label
     (``Figure 2``, ``Table 3``, or the stem), what it shows, the pairs it draws, its notes file and
     its CSV tables; ``section`` sorts the report's entries in catalog (study) order."""
-    number = spec.get("number")
     stem = spec["params"].get("name", name)
-    if spec["kind"] == "table":
-        label = f"Table {number}" if number is not None else name
-        if name.startswith("table") and "_" in name and number is not None:
-            label = "Tables " + " and ".join(name.removeprefix("table").split("_"))
-    else:
-        label = f"Figure {number}" if number is not None else name
+    label = target_label(name, spec)
     pairs = spec["params"].get("pairs")
     if spec.get("pairs") is None:
         shown = None
@@ -350,3 +370,33 @@ def papermill_args(
     for key, value in params.items():
         args += ["-p", key, str(value)]
     return args
+
+
+# ---------------------------------------------------------------- the registry in the docs
+
+
+def module_list() -> str:
+    """docs/figures.md's list of the catalog's targets: each one's label, the module that computes
+    and draws it, and its notebook, in catalog order (a Markdown table)."""
+    rows = ["| target | in the study | module | notebook |", "|---|---|---|---|"]
+    for name, entry in _catalog().items():
+        spec = _layout(name, entry, "results", "figures")
+        label = target_label(name, spec)
+        rows.append(f"| `{name}` | {label if label != name else 'ours'} | `{spec['module']}` | `{spec['notebook']}` |")
+    return "\n".join(rows)
+
+
+def with_module_list(docs: str) -> str:
+    """``docs`` (docs/figures.md's text) with the list between its ``DOCS_LIST`` markers made anew."""
+    begin, end = DOCS_LIST
+    if begin not in docs or end not in docs:
+        raise ValueError(f"the docs have no {begin} … {end} section for the figure registry")
+    head, rest = docs.split(begin, 1)
+    return f"{head}{begin}\n{module_list()}\n{end}{rest.split(end, 1)[1]}"
+
+
+if __name__ == "__main__":  # python -m ctxpolicy.figures.catalog: docs/figures.md's list made anew
+    from ctxpolicy.atomic import atomic_write_text
+
+    docs_file = REPO_ROOT / "docs" / "figures.md"
+    atomic_write_text(docs_file, with_module_list(docs_file.read_text()))

@@ -13,27 +13,14 @@ the same numbers from the whole runs table as from its scope's table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import pandas as pd
 
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import compare_to_baseline
-from ctxpolicy.study import Pair, Study, study_of
+from ctxpolicy.study import Pair, Study
 
 IDENTITY = ("benchmark", "model", "policy", "setting", "summarizer", "cell", "primitive", "trigger", "depth")
-
-
-def cost_method(config: Study | Mapping[str, Any]) -> str:
-    """The headline billed-cost method (``metrics.cost_method``: estimated, exact or measured)."""
-    return study_of(config).cost_method
-
-
-def planned_attempts(config: Study | Mapping[str, Any]) -> int:
-    """The study's planned attempts per task (the config's ``attempts``)."""
-    return study_of(config).attempts
 
 
 def run_cell_ids(runs: pd.DataFrame) -> pd.Series:
@@ -93,12 +80,12 @@ def resource_gaps(own: pd.DataFrame, table: pd.DataFrame, model: str, benchmark:
 
 
 def pair_combos(
-    config: Study | Mapping[str, Any], block_name: str, pairs: list[tuple[str, str]] | None
+    study: Study, block_name: str, pairs: list[tuple[str, str]] | None
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """The (benchmark, model) combos of a grid block that a figure draws: all of them in config
     order (``pairs`` None), or the given (model, benchmark) pairs in the order given, with a note
     for each pair the block does not have (``inputs.parse_pairs`` reads the notebook parameter)."""
-    combos = [(p.benchmark, p.model) for p in study_of(config).pairs(block_name)]
+    combos = inputs.combos(study, block_name)
     if pairs is None:
         return combos, []
     chosen, said = [], []
@@ -110,16 +97,15 @@ def pair_combos(
     return chosen, said
 
 
-def policies_of(config: Study | Mapping[str, Any], block_name: str) -> list[str]:
+def policies_of(study: Study, block_name: str) -> list[str]:
     """The policy specs of a grid block's cells (``ctxpolicy.study`` is the authority), FC left out."""
-    return style.order_policies(c.policy for c in study_of(config).cells_of(block_name) if c.policy != style.FC)
+    return style.order_policies(c.policy for c in study.cells_of(block_name) if c.policy != style.FC)
 
 
-def cohort_tasks(config: Study | Mapping[str, Any], benchmark: str, cohort: str | None) -> set[str] | None:
+def cohort_tasks(study: Study, benchmark: str, cohort: str | None) -> set[str] | None:
     """Task ids the study plans for a cohort (``Study.cohort_tasks``: the file, cut by
     ``cohort_limit``), or None when the config names no such cohort. A cohort file that is named
     but missing or unreadable is an error (``ConfigError`` naming it), never "every task"."""
-    study = study_of(config)
     if not study.has_cohort(benchmark, cohort):
         return None
     return set(study.cohort_tasks(benchmark, cohort))
@@ -129,18 +115,16 @@ def restrict_tasks(runs: pd.DataFrame, tasks: set[str] | None) -> pd.DataFrame:
     return runs if tasks is None else runs[runs["task_id"].astype(str).isin(tasks)]
 
 
-def runs_of(
-    runs: pd.DataFrame, config: Mapping[str, Any], benchmark: str, model: str, cohort: str | None = None
-) -> pd.DataFrame:
+def runs_of(runs: pd.DataFrame, study: Study, benchmark: str, model: str, cohort: str | None = None) -> pd.DataFrame:
     """One (benchmark, model)'s runs, restricted to a cohort's tasks when the config names the
     cohort (sweep figures use the sweep subset, which the main cohort's runs also cover)."""
     own = inputs.select(runs, benchmark=benchmark, model=model)
-    return own if cohort is None else restrict_tasks(own, cohort_tasks(config, benchmark, cohort))
+    return own if cohort is None else restrict_tasks(own, cohort_tasks(study, benchmark, cohort))
 
 
 def compare_full_comparison(
     runs: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int,
     seed: int,
@@ -151,7 +135,6 @@ def compare_full_comparison(
     """``compare_block`` over the full comparison, at its threshold setting, for its policies;
     ``pairs`` (model, benchmark) restricts it to some pairs (None: all), ``combos`` (benchmark,
     model) gives the pairs' order when a figure has already chosen them (``pair_combos``)."""
-    study = study_of(config)
     setting = study.section("full_comparison")["setting"]
     if combos is None:
         combos = pair_combos(study, "full_comparison", pairs)[0]
@@ -172,7 +155,7 @@ def compare_full_comparison(
 
 def compare_block(
     runs: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     block_name: str,
     *,
     n_boot: int,
@@ -189,10 +172,9 @@ def compare_block(
     the block's design cells and the FC reference (``design_runs``, by cell id), on ``cohort``'s
     tasks where given. ``own_summarizer`` keeps only cells where the agent summarizes for itself.
     ``n`` is the tasks and attempts of those runs where they are few (``notes.sample_size``)."""
-    study = study_of(config)
     method = study.cost_method
     metric = metric or compare_against_fc
-    combos = combos if combos is not None else [(p.benchmark, p.model) for p in study.pairs(block_name)]
+    combos = combos if combos is not None else inputs.combos(study, block_name)
     frames, said, compared = [], [], []
     if not combos:
         said.append(f"the config has no grid.{block_name} block with models and benchmarks.")

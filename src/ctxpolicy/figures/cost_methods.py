@@ -15,8 +15,6 @@ the pairs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +23,7 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.study import Study
 
 STEM = "cost_methods"
 HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")  # one per cost method, in the registry's order
@@ -37,22 +36,22 @@ def methods() -> tuple[tuple[str, str, str], ...]:
     return tuple((m.name, m.billed_column, HATCHES[k % len(HATCHES)]) for k, m in enumerate(cost_methods.methods()))
 
 
-def compute(runs: pd.DataFrame, config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> Prepared:
+def compute(runs: pd.DataFrame, study: Study, pairs: list[tuple[str, str]] | None = None) -> Prepared:
     from ctxpolicy.metrics import cost_methods
     from ctxpolicy.metrics.cost import DISAGREEMENT_MARGIN, disagreements
 
     METHODS = methods()
     checked = {m.name for m in cost_methods.methods() if m.compared} | {"measured"}
 
-    block = inputs.block(config, "full_comparison")
+    block = study.section("full_comparison")
     setting = block["setting"]
-    policies = [style.FC, *comparisons.policies_of(config, "full_comparison")]
-    combos, found = comparisons.pair_combos(config, "full_comparison", pairs)
+    policies = [style.FC, *comparisons.policies_of(study, "full_comparison")]
+    combos, found = comparisons.pair_combos(study, "full_comparison", pairs)
     if not combos:
         found.append("the config has no grid.full_comparison block with models and benchmarks.")
     rows, drawn = [], []  # drawn: the runs behind the bars, for the figure's n
     for benchmark, model in combos:
-        own = comparisons.runs_of(runs, config, benchmark, model)
+        own = comparisons.runs_of(runs, study, benchmark, model)
         if own.empty:
             found.append(notes.why_no_runs(model, benchmark))
             continue

@@ -18,7 +18,6 @@ measured-profile ratios are ``imported_replay``'s by-cache ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, imported_replay, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.sensitivity import DISCOUNTS, cost_sensitivity, discount_ratio
-from ctxpolicy.study import IMPORTED_TRACK, Study, study_of
+from ctxpolicy.study import IMPORTED_TRACK, Study
 
 STEM = "cost_sensitivity"
 HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")  # one per cost method, in the registry's order
@@ -47,11 +46,11 @@ def methods() -> tuple[tuple[str, str, str], ...]:
 
 
 def compute(
-    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+    runs: pd.DataFrame, study: Study, *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
 ) -> Prepared:
     own = inputs.select_pairs(runs, pairs)
     return comparisons.compare_full_comparison(
-        own, config, n_boot=n_boot, seed=seed, metric=cost_sensitivity, pairs=pairs
+        own, study, n_boot=n_boot, seed=seed, metric=cost_sensitivity, pairs=pairs
     )
 
 
@@ -59,12 +58,11 @@ def _setting_of(value: Any) -> str | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
-def compute_imported(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+def compute_imported(replays: pd.DataFrame, study: Study, *, n_boot: int, seed: int) -> Prepared:
     """The imported corpus's replays (``imported_replay.read_replays``) of the full comparison's
     policies at its setting (FC's replay the baseline), one row per policy; a note for each
     policy without replays, for a corpus without an FC replay and for one whose source calls
     carry no provider cached tokens (no measured profile: ``imported_replay.NO_MEASURED_HITS``)."""
-    study = study_of(config)
     setting = study.section("full_comparison")["setting"]
     wanted = [(c.policy, c.setting) for c in study.configurations("full_comparison")]
     combos = [(p.benchmark, p.model) for p in study.pairs(IMPORTED_TRACK)]

@@ -9,8 +9,6 @@ Gains: tasks FC misses and the policy solves; losses: the reverse. Columns follo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -24,6 +22,7 @@ from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.compare import solved_threshold
 from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
+from ctxpolicy.study import Study
 
 GAIN, LOSS = "#009E73", "#D55E00"
 KEPT, MISSED = "#9E9E9E", "#F0F0F0"  # solved by both; solved by neither
@@ -65,10 +64,10 @@ GAINS_LOSSES_COLUMNS = (
 )
 
 
-def _gains_losses(config: Mapping[str, Any]):
+def _gains_losses(study: Study):
     from ctxpolicy.metrics.compare import CELL_COLUMNS, compare_to_baseline
 
-    attempts = comparisons.planned_attempts(config)
+    attempts = study.attempts
 
     def metric(
         runs, *, model, benchmark, seed=0, cost_method=DEFAULT_METHOD, **_
@@ -121,7 +120,7 @@ def with_task_states(
 
 def compute(
     runs: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int = 0,
     seed: int = 0,
@@ -129,23 +128,23 @@ def compute(
 ) -> Prepared:
     """Figure 4: per policy of the full comparison, on its main cohort (``pairs``: the (model,
     benchmark) pairs to draw; None: all of the block's)."""
-    combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
+    combos, said = comparisons.pair_combos(study, "full_comparison", pairs)
     own = inputs.select_pairs(runs, pairs)
     data = comparisons.compare_full_comparison(
-        own, config, n_boot=n_boot, seed=seed, metric=_gains_losses(config), combos=combos
+        own, study, n_boot=n_boot, seed=seed, metric=_gains_losses(study), combos=combos
     )
     data.notes = said + data.notes
     data.meta.update(
         thresholds=ax_.threshold_table(own),
-        setting=inputs.block(config, "full_comparison")["setting"],
-        attempts=comparisons.planned_attempts(config),
+        setting=study.section("full_comparison")["setting"],
+        attempts=study.attempts,
     )
     return data
 
 
 def compute_sweep(
     runs: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     setting: str,
     n_boot: int = 0,
@@ -156,15 +155,15 @@ def compute_sweep(
     the first of ``pairs`` (``[]``: none, the figure says so), else the sweep block's first."""
     from ctxpolicy.figures.sweep import sweep_policies
 
-    sweeps = inputs.block(config, "sweeps")
+    sweeps = study.section("sweeps")
     if pairs is not None and not pairs:
         return Prepared(pd.DataFrame(), [], {"no_pair": True, "setting": setting})
-    combos, said = comparisons.pair_combos(config, "sweeps", pairs[:1] if pairs else None)
+    combos, said = comparisons.pair_combos(study, "sweeps", pairs[:1] if pairs else None)
     combos = combos[:1]
     meta = {
         "combos": combos,
         "setting": setting,
-        "attempts": comparisons.planned_attempts(config),
+        "attempts": study.attempts,
         "thresholds": ax_.threshold_table(inputs.select_pairs(runs, pairs)),
     }
     if setting not in sweeps["settings"]:
@@ -181,15 +180,15 @@ def compute_sweep(
         )
     data = comparisons.compare_block(
         runs,
-        config,
+        study,
         "sweeps",
         n_boot=n_boot,
         seed=seed,
         combos=combos,
         cohort=sweeps["cohort"],
         setting=setting,
-        policies=sweep_policies(config),
-        metric=_gains_losses(config),
+        policies=sweep_policies(study),
+        metric=_gains_losses(study),
     )
     if not data.empty:  # threshold-free policies are not part of a threshold's figure
         data.table = data.table[data.table["setting"].astype("object") == setting]

@@ -13,9 +13,7 @@ the pair the left column's y label. ``pairs`` restricts the rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,6 +22,7 @@ from matplotlib.lines import Line2D
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.study import Study
 
 STEM = "cost_decomposition"
 REPLAY_TABLES = "replay"  # the replay runs' table directory, next to the study's scoped tables
@@ -46,7 +45,7 @@ def read_replays(tables_dir: str | Path) -> pd.DataFrame:
 def compute(
     runs: pd.DataFrame,
     replays: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int,
     seed: int,
@@ -54,10 +53,10 @@ def compute(
 ) -> Prepared:
     from ctxpolicy.metrics.decomposition import MEASURED_NOTE, UNPRICEABLE, decompose, missing_decompositions
 
-    setting = inputs.block(config, "full_comparison")["setting"]
-    policies = comparisons.policies_of(config, "full_comparison")
-    cost_method = comparisons.cost_method(config)
-    combos = comparisons.pair_combos(config, "full_comparison", pairs)[0]
+    setting = study.section("full_comparison")["setting"]
+    policies = comparisons.policies_of(study, "full_comparison")
+    cost_method = study.cost_method
+    combos = comparisons.pair_combos(study, "full_comparison", pairs)[0]
     runs, replays = inputs.select_pairs(runs, pairs), inputs.select_pairs(replays, pairs)
     frames, found, drawn = [], [], []
     if not combos:
@@ -70,7 +69,7 @@ def compute(
         )
         return Prepared(pd.DataFrame(), found, {"combos": combos, "cost_method": cost_method})
     for benchmark, model in combos:
-        own = comparisons.runs_of(runs, config, benchmark, model)
+        own = comparisons.runs_of(runs, study, benchmark, model)
         own_replays = inputs.select(replays, benchmark=benchmark, model=model)
         if own.empty:
             found.append(notes.why_no_runs(model, benchmark))

@@ -21,14 +21,12 @@ column per resource.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ctxpolicy.study import IMPORTED_TRACK, Study, study_of
+from ctxpolicy.study import IMPORTED_TRACK, Study
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.catalog import IMPORTED_TABLES, REPLAY_RUNS
@@ -167,9 +165,8 @@ def ratio_points(ax, rows: pd.DataFrame, key: str, specs: list[str], y: np.ndarr
     ax.grid(axis="y", visible=False)
 
 
-def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
+def compute(replays: pd.DataFrame, study: Study, *, n_boot: int, seed: int) -> Prepared:
     """The full comparison's policies (FC left out) at its setting, each against the FC replay."""
-    study = study_of(config)
     setting = study.section("full_comparison")["setting"]
     configurations = [(c.policy, c.setting) for c in study.configurations("full_comparison") if c.policy != "FC"]
     combos = [(p.benchmark, p.model) for p in study.pairs(IMPORTED_TRACK)]

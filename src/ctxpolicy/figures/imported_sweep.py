@@ -16,8 +16,6 @@ one-line note.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,7 +24,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import notes, style
 from ctxpolicy.figures.imported_replay import RESOURCES, cost_column, ratio_points, ratio_rows, read_replays
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.study import IMPORTED_TRACK, Study, study_of
+from ctxpolicy.study import IMPORTED_TRACK, Study
 from ctxpolicy.threshold_settings import SETTINGS
 
 STEM = "imported_sweep"
@@ -35,8 +33,7 @@ SWEEP_RESOURCES = tuple(r for r in RESOURCES if r[0] in ("cost", "tokens"))
 __all__ = ["STEM", "compute", "plot", "read_replays"]
 
 
-def compute(replays: pd.DataFrame, config: Study | Mapping[str, Any], *, n_boot: int, seed: int) -> Prepared:
-    study = study_of(config)
+def compute(replays: pd.DataFrame, study: Study, *, n_boot: int, seed: int) -> Prepared:
     configurations = [(c.policy, c.setting) for c in study.configurations("sweeps") if c.setting is not None]
     settings = [s for s in SETTINGS if any(setting == s for _, setting in configurations)]
     combos = [(p.benchmark, p.model) for p in study.pairs(IMPORTED_TRACK)]

@@ -1,18 +1,18 @@
-"""What a notebook reads: the config mapping, the run and call tables, and the grid blocks.
+"""What a notebook reads: the study (once, from the config file), the run and call tables, and
+the pairs it draws.
 
 A missing table is not an error here: it comes back empty, and the figure says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ctxpolicy.metrics import records
-from ctxpolicy.study import Study, study_of
+from ctxpolicy.study import Study, load_study
 
 # The tables' columns as ``ctxpolicy aggregate`` writes them; a column an older table lacks is added empty.
 RUN_COLUMNS = records.RUN_COLUMNS  # the registry's own cost methods; readers ask run_columns()
@@ -20,9 +20,8 @@ CALL_COLUMNS = (*records.CALL_RUN_COLUMNS, *records.CALL_COLUMNS)
 
 
 def read_study(path: str | Path) -> Study:
-    """The study a notebook draws (``ctxpolicy.study.load_study``: validated, its grid checked)."""
-    from ctxpolicy.study import load_study
-
+    """The study a notebook draws (``ctxpolicy.study.load_study``: validated, its grid checked):
+    read once, in the notebook's first cell, and handed to every figure function."""
     return load_study(path)
 
 
@@ -44,18 +43,9 @@ def read_calls(tables_dir: str | Path) -> pd.DataFrame:
     return _read_table(Path(tables_dir) / "calls.parquet", (*records.CALL_RUN_COLUMNS, *records.call_columns()))
 
 
-def block(config: Study | Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    """A grid section of the study (``Study.section``), schema defaults filled."""
-    return study_of(config).section(name)
-
-
-def combos(config: Study | Mapping[str, Any], block_name: str) -> list[tuple[str, str]]:
+def combos(study: Study, block_name: str) -> list[tuple[str, str]]:
     """(benchmark, model) pairs of a grid block, model-major in config order (``Study.pairs``)."""
-    return [(p.benchmark, p.model) for p in study_of(config).pairs(block_name)]
-
-
-def models(config: Study | Mapping[str, Any]) -> list[str]:
-    return study_of(config).models
+    return [(p.benchmark, p.model) for p in study.pairs(block_name)]
 
 
 def parse_pairs(text: str | None) -> list[tuple[str, str]] | None:
@@ -83,11 +73,6 @@ def select_pairs(table: pd.DataFrame, pairs: list[tuple[str, str]] | None) -> pd
     wanted = set(pairs)
     keys = zip(table["model"].astype("object"), table["benchmark"].astype("object"))
     return table[[k in wanted for k in keys]]
-
-
-def is_synthetic(config: Study | Mapping[str, Any]) -> bool:
-    """Whether the study is synthetic data (``Study.is_synthetic``): such figures carry a visible mark."""
-    return study_of(config).is_synthetic
 
 
 def select(runs: pd.DataFrame, **where: Any) -> pd.DataFrame:

@@ -17,8 +17,6 @@ matplotlib because seaborn does not stack bars. ``pairs`` restricts the figure t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,29 +27,30 @@ from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics.outcomes import planned_outcome_counts
 from ctxpolicy.threshold_settings import PRIMARY
+from ctxpolicy.study import Study
 
 LABEL_PAD_PX = 2.0  # a percentage label is drawn only where it fits inside its segment with this margin
 
 
 def compute(
     runs: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int = 0,
     seed: int = 0,
     pairs: list[tuple[str, str]] | None = None,
 ) -> Prepared:
-    block = inputs.block(config, "full_comparison")
-    wanted = [style.FC, *comparisons.policies_of(config, "full_comparison")]
-    attempts = comparisons.planned_attempts(config)
+    block = study.section("full_comparison")
+    wanted = [style.FC, *comparisons.policies_of(study, "full_comparison")]
+    attempts = study.attempts
     cohort = block.get("cohort", "main")
-    combos = comparisons.pair_combos(config, "full_comparison", pairs)[0]
+    combos = comparisons.pair_combos(study, "full_comparison", pairs)[0]
     runs = inputs.select_pairs(runs, pairs)
     rows, said, drawn = [], [], []
     for benchmark, model in combos:
-        own = comparisons.runs_of(runs, config, benchmark, model, cohort)
+        own = comparisons.runs_of(runs, study, benchmark, model, cohort)
         own = own[inputs.setting_matches(own["setting"], block.get("setting", PRIMARY)) & own["summarizer"].isna()]
-        tasks = comparisons.cohort_tasks(config, benchmark, cohort)
+        tasks = comparisons.cohort_tasks(study, benchmark, cohort)
         if tasks is None:
             tasks = set(own["task_id"].astype(str))
             said.append(

@@ -45,7 +45,7 @@ def save_figure(
     """Write ``{out_dir}/{stem}.pdf`` and ``.png``, the numbers the figure draws as
     ``{stem}.data.csv`` and the notes it carries (``ctxpolicy.figures.notes``) as
     ``{stem}.notes.json`` (a JSON list of strings, empty when none); return the paths.
-    ``synthetic``: the data are synthetic (``inputs.is_synthetic(config)``), and the picture
+    ``synthetic``: the data are synthetic (``Study.is_synthetic``), and the picture
     says so with a visible mark. With ``CTXPOLICY_CHECK_LAYOUT=1`` in the environment, a figure
     whose texts collide or are cut off (``figures.layout``) raises ``LayoutError`` once written,
     naming them: the figure tests render every notebook that way."""

@@ -8,8 +8,6 @@ given to ``compute`` overrides both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -18,13 +16,13 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
-from ctxpolicy.study import study_of
+from ctxpolicy.study import Study
 
 SUMMARY_COLOR = "#AA3377"
 
 
-def pick_policy(config: Mapping[str, Any], runs: pd.DataFrame) -> str | None:
-    candidates = [p for p in inputs.block(config, "full_comparison")["policies"] if style.primitive_of(p) == "TR"]
+def pick_policy(study: Study, runs: pd.DataFrame) -> str | None:
+    candidates = [p for p in study.section("full_comparison")["policies"] if style.primitive_of(p) == "TR"]
     candidates += sorted({p for p in runs["policy"].dropna().astype(str) if style.primitive_of(p) == "TR"})
     present = set(runs["policy"].dropna().astype(str))
     return next((p for p in candidates if p in present), None)
@@ -33,7 +31,7 @@ def pick_policy(config: Mapping[str, Any], runs: pd.DataFrame) -> str | None:
 def compute(
     runs: pd.DataFrame,
     calls: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     model: str = "",
     benchmark: str = "",
@@ -42,7 +40,7 @@ def compute(
 ) -> Prepared:
     """``pairs``: the first (model, benchmark) pair is drawn unless ``model`` and ``benchmark`` are
     given (``[]``: no pair, the figure says so); else the full comparison's first pair."""
-    combos = inputs.combos(config, "full_comparison")
+    combos = inputs.combos(study, "full_comparison")
     if pairs is not None and not (model and benchmark):
         if not pairs:
             return Prepared(pd.DataFrame(), ["no model/benchmark pair was asked for (pairs: none)."])
@@ -52,8 +50,8 @@ def compute(
             return Prepared(pd.DataFrame(), ["the config has no full comparison."])
         benchmark, model = benchmark or combos[0][0], model or combos[0][1]
     own = inputs.select(runs, benchmark=benchmark, model=model)
-    setting = inputs.block(config, "full_comparison")["setting"]
-    policy = pick_policy(config, own)
+    setting = study.section("full_comparison")["setting"]
+    policy = pick_policy(study, own)
     meta = {"benchmark": benchmark, "model": model, "policy": policy}
     if policy is None:
         return Prepared(pd.DataFrame(), [f"no TR runs for {model} on {benchmark}."], meta)
@@ -67,7 +65,7 @@ def compute(
     said: list[str] = []
     attempt = None
     if not task_id:  # the config's figure6 names the study's task and run, if it has runs of both
-        named = study_of(config).figure6_run()
+        named = study.figure6_run()
         if named is not None and named[0] in shared:
             task_id, attempt = named
         elif named is not None:

@@ -18,8 +18,6 @@ rows, models in columns (``axes.pair_facets``), full comparison at its threshold
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +27,7 @@ from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style, tables
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.metrics import quoted
+from ctxpolicy.study import Study
 
 RATIOS = (("calls_ratio", "agent calls", "o"), ("per_call_latency_ratio", "per-call latency", "s"))
 
@@ -52,18 +51,16 @@ def _compressions_metric(runs, *, model, benchmark, attempts, **_):
     return quoted.compressions_shared(runs, model=model, benchmark=benchmark, attempts=attempts)
 
 
-def _compute(metric, runs, config, *, n_boot: int, seed: int, pairs) -> Prepared:
-    return comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed, metric=metric, pairs=pairs)
+def _compute(metric, runs, study, *, n_boot: int, seed: int, pairs) -> Prepared:
+    return comparisons.compare_full_comparison(runs, study, n_boot=n_boot, seed=seed, metric=metric, pairs=pairs)
 
 
-def compute_calls(runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs=None) -> Prepared:
-    return _compute(_calls_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs)
+def compute_calls(runs: pd.DataFrame, study: Study, *, n_boot: int, seed: int, pairs=None) -> Prepared:
+    return _compute(_calls_metric, runs, study, n_boot=n_boot, seed=seed, pairs=pairs)
 
 
-def compute_shared_tokens(
-    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs=None
-) -> Prepared:
-    return _no_shared_note(_compute(_tokens_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs))
+def compute_shared_tokens(runs: pd.DataFrame, study: Study, *, n_boot: int, seed: int, pairs=None) -> Prepared:
+    return _no_shared_note(_compute(_tokens_metric, runs, study, n_boot=n_boot, seed=seed, pairs=pairs))
 
 
 def _no_shared_note(data: Prepared) -> Prepared:
@@ -77,10 +74,8 @@ def _no_shared_note(data: Prepared) -> Prepared:
     return data
 
 
-def compute_summary_share(
-    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0, pairs=None
-) -> Prepared:
-    data = _compute(_share_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs)
+def compute_summary_share(runs: pd.DataFrame, study: Study, *, n_boot: int = 0, seed: int = 0, pairs=None) -> Prepared:
+    data = _compute(_share_metric, runs, study, n_boot=n_boot, seed=seed, pairs=pairs)
     if not data.empty:
         none = data.table.loc[data.table["solved_runs"] == 0, ["policy", "model", "benchmark"]]
         for (model, benchmark), rows in none.groupby(["model", "benchmark"], sort=False):
@@ -91,16 +86,14 @@ def compute_summary_share(
     return data
 
 
-def compute_compressions(
-    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int = 0, seed: int = 0, pairs=None
-) -> Prepared:
-    return _no_shared_note(_compute(_compressions_metric, runs, config, n_boot=n_boot, seed=seed, pairs=pairs))
+def compute_compressions(runs: pd.DataFrame, study: Study, *, n_boot: int = 0, seed: int = 0, pairs=None) -> Prepared:
+    return _no_shared_note(_compute(_compressions_metric, runs, study, n_boot=n_boot, seed=seed, pairs=pairs))
 
 
-def compute_peaks(runs: pd.DataFrame, config: Mapping[str, Any], *, pairs=None, **_) -> Prepared:
+def compute_peaks(runs: pd.DataFrame, study: Study, *, pairs=None, **_) -> Prepared:
     """FC peaks per pair of the full comparison; thresholds from the thresholds files (Table 6)."""
-    combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
-    thresholds, missing = tables.table6(config, pairs)
+    combos, said = comparisons.pair_combos(study, "full_comparison", pairs)
+    thresholds, missing = tables.table6(study, pairs)
     if missing:
         said.append(missing)
     frames, marks, drawn = [], [], []
@@ -285,11 +278,11 @@ VIEWS = {
 }
 
 
-def compute(view: str, runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs=None):
+def compute(view: str, runs: pd.DataFrame, study: Study, *, n_boot: int, seed: int, pairs=None):
     """The notebook's entry: one of ``VIEWS`` (the catalog's ``view`` parameter)."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r} unknown; allowed: {', '.join(VIEWS)}")
-    return VIEWS[view][0](runs, config, n_boot=n_boot, seed=seed, pairs=pairs)
+    return VIEWS[view][0](runs, study, n_boot=n_boot, seed=seed, pairs=pairs)
 
 
 def plot(view: str, data: Prepared, name: str):

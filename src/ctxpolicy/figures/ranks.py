@@ -7,8 +7,6 @@ excludes zero."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -19,6 +17,7 @@ from matplotlib.patches import Rectangle
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.study import Study
 
 # (A, B) by primitive, drawn as A − B: the study's four pairs (S is the structured summary).
 PAIRS = (("S-p", "S"), ("TRC+S", "S"), ("OTRC", "TRC"), ("OTRC+S-p", "OTRC"))
@@ -48,7 +47,7 @@ def ranked_benchmark(combos: list[tuple[str, str]], wanted: str | None) -> tuple
 
 def compute(
     runs: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int,
     seed: int,
@@ -57,24 +56,24 @@ def compute(
 ) -> Prepared:
     """``pairs``: the (model, benchmark) pairs to compare (None: all of the full comparison's);
     (a) ranks the pairs of ``ranks_benchmark`` (``ranked_benchmark``), (b) draws every pair."""
-    setting = inputs.block(config, "full_comparison")["setting"]
-    combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
+    setting = study.section("full_comparison")["setting"]
+    combos, said = comparisons.pair_combos(study, "full_comparison", pairs)
     runs = inputs.select_pairs(runs, pairs)
     compared = comparisons.compare_block(
         runs,
-        config,
+        study,
         "full_comparison",
         n_boot=n_boot,
         seed=seed,
         setting=setting,
         combos=combos,
-        policies=comparisons.policies_of(config, "full_comparison"),
+        policies=comparisons.policies_of(study, "full_comparison"),
     )
     ranked, rank_note = ranked_benchmark(list(compared.meta["combos"]), ranks_benchmark)
     ranks = rank_table(compared.table) if not compared.empty else pd.DataFrame()
     if not ranks.empty:
         ranks = ranks[ranks["benchmark"].astype(str) == str(ranked)].reset_index(drop=True)
-    pair_table, pair_notes = paired(runs, config, compared.table, n_boot=n_boot, seed=seed)
+    pair_table, pair_notes = paired(runs, study, compared.table, n_boot=n_boot, seed=seed)
     return Prepared(
         ranks,
         said + compared.notes + rank_note + pair_notes,
@@ -84,7 +83,7 @@ def compute(
             "compared_combos": _compared_combos(compared.table, list(compared.meta["combos"])),
             "pairs": pair_table,
             "cost_method": compared.meta["cost_method"],
-            "attempts": comparisons.planned_attempts(config),
+            "attempts": study.attempts,
         },
         {"ranks": ranks, "pairs": pair_table},
         n=compared.n,
@@ -130,7 +129,7 @@ def _cell_of(compared: pd.DataFrame, primitive: str) -> str | None:
 
 
 def paired(
-    runs: pd.DataFrame, config: Mapping[str, Any], compared: pd.DataFrame, *, n_boot: int, seed: int
+    runs: pd.DataFrame, study: Study, compared: pd.DataFrame, *, n_boot: int, seed: int
 ) -> tuple[pd.DataFrame, list[str]]:
     from ctxpolicy.metrics.compare import paired_differences
 
@@ -146,7 +145,7 @@ def paired(
                 missing.add(f"{a} vs {b}")
         if not pairs:
             continue
-        own = comparisons.runs_of(runs, config, benchmark, model)
+        own = comparisons.runs_of(runs, study, benchmark, model)
         table = paired_differences(own, model=model, benchmark=benchmark, pairs=pairs, n_boot=n_boot, seed=seed)
         frames.append(table.assign(benchmark=benchmark, model=model, pair=labels))
     note = [f"pairs without both policies in the config or runs: {', '.join(sorted(missing))}."] if missing else []

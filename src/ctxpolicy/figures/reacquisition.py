@@ -13,8 +13,6 @@ rows first, then the per-step rows. ``pairs`` restricts the pairs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,6 +21,7 @@ from matplotlib.patches import Patch
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.study import Study
 
 KINDS = (("retrieval_ratio", "retrieval", ""), ("execution_ratio", "execution", "//"))
 PER_STEP = "per_step"  # the part of ``Prepared.extra`` (and of data.csv) with the audit's rates
@@ -30,21 +29,21 @@ PER_STEP = "per_step"  # the part of ``Prepared.extra`` (and of data.csv) with t
 
 def compute(
     runs,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int,
     seed: int,
     events: pd.DataFrame | None = None,
     pairs: list[tuple[str, str]] | None = None,
 ) -> Prepared:
-    data = comparisons.compare_full_comparison(runs, config, n_boot=n_boot, seed=seed, pairs=pairs)
+    data = comparisons.compare_full_comparison(runs, study, n_boot=n_boot, seed=seed, pairs=pairs)
     if events is not None:
         from ctxpolicy.figures.retention import policy_rates
 
-        compared = set(comparisons.policies_of(config, "full_comparison"))
+        compared = set(comparisons.policies_of(study, "full_comparison"))
         if not events.empty and compared:  # the full comparison's policies, as in the top row
             events = events[events["policy"].astype(str).isin(compared)]
-        per_step = policy_rates(events, config, n_boot=n_boot, seed=seed, what="reacquisition per step", pairs=pairs)
+        per_step = policy_rates(events, study, n_boot=n_boot, seed=seed, what="reacquisition per step", pairs=pairs)
         data.extra[PER_STEP] = per_step.table
         data.meta[PER_STEP] = per_step.meta.get("combos") or []
         data.notes += [f"Per compression step: {n}" for n in per_step.notes]

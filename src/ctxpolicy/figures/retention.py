@@ -16,34 +16,31 @@ second block of rows. ``pairs`` restricts the pairs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from ctxpolicy.study import study_of
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
 from ctxpolicy.threshold_settings import PRIMARY
+from ctxpolicy.study import Study
 
 SETTING = PRIMARY
 GROUP = ("benchmark", "model", "policy", "primitive", "depth")
 
 
-def event_combos(events: pd.DataFrame, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+def event_combos(events: pd.DataFrame, study: Study) -> list[tuple[str, str]]:
     """(benchmark, model) pairs with audited steps: config order first, then any others."""
     present = set(zip(events["benchmark"].astype(str), events["model"].astype(str)))
-    study = study_of(config)
     ordered = [(b, m) for m in study.models for b in study.benchmarks]
     return [c for c in ordered if c in present] + sorted(present - set(ordered))
 
 
 def policy_rates(
     events: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int,
     seed: int,
@@ -67,7 +64,7 @@ def policy_rates(
     chosen = events[own & inputs.setting_matches(events["threshold_setting"], SETTING).to_numpy()]
     table = by_policy(chosen, n_boot=n_boot, seed=seed, group=GROUP)
     data = Prepared(
-        table, meta={"combos": event_combos(chosen, config)}, n=notes.sample_size(chosen, " (with compression steps)")
+        table, meta={"combos": event_combos(chosen, study)}, n=notes.sample_size(chosen, " (with compression steps)")
     )
     if not own.all():
         data.notes.append(OTHER_SUMMARIZERS)
@@ -92,13 +89,13 @@ def own_summarizer(events: pd.DataFrame) -> np.ndarray:
 
 def compute(
     events: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int,
     seed: int,
     pairs: list[tuple[str, str]] | None = None,
 ) -> Prepared:
-    data = policy_rates(events, config, n_boot=n_boot, seed=seed, what="retention", pairs=pairs)
+    data = policy_rates(events, study, n_boot=n_boot, seed=seed, what="retention", pairs=pairs)
     if not data.empty and not (data.table["n_events"] > 0).any():
         data.notes.append("no compression steps.")
     if not data.empty and data.table["constraint_retention"].isna().all():

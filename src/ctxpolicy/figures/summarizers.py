@@ -14,14 +14,13 @@ measures of one table, not facets of one variable. ``pairs`` restricts the rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from ctxpolicy.study import Pair, study_of
+from ctxpolicy.study import Pair, Study
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
@@ -67,31 +66,31 @@ def relative_to_self(
 
 
 def compute(
-    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+    runs: pd.DataFrame, study: Study, *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
 ) -> Prepared:
-    block = inputs.block(config, "summarizer")
-    combos = comparisons.pair_combos(config, "summarizer", pairs)[0]
+    block = study.section("summarizer")
+    combos = comparisons.pair_combos(study, "summarizer", pairs)[0]
     runs = inputs.select_pairs(runs, pairs)
     policies = list(block["policies"])
     said: list[str] = []
     if not combos or not policies:
         why = (
             "the config has no summarizer comparison (grid.summarizer)."
-            if not inputs.combos(config, "summarizer") or not policies
+            if not inputs.combos(study, "summarizer") or not policies
             else "the summarizer comparison has none of the pairs this figure shows."
         )
         return Prepared(pd.DataFrame(), [why])
     if not block["summarizers"]:
         said.append("the config lists no other summarizers: only the agent summarizing itself is shown.")
-    method = comparisons.cost_method(config)
-    attempts = comparisons.planned_attempts(config)
+    method = study.cost_method
+    attempts = study.attempts
     setting = block["setting"]
     rows, drawn = [], []
     for benchmark, model in combos:
         # the summarizer comparison's cells by id (the self-summarizing one is the sweep's shared
         # cell), never the sweep's other cells of the same policy and setting
         own = comparisons.design_runs(
-            runs, study_of(config), "summarizer", Pair(model, benchmark), block["cohort"], reference=False
+            runs, study, "summarizer", Pair(model, benchmark), block["cohort"], reference=False
         )
         drawn.append(own)
         for policy in style.order_policies(policies):

@@ -8,7 +8,6 @@ the depth-invariant policies, each at every threshold setting, on the sweep coho
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -23,14 +22,14 @@ from ctxpolicy.metrics.calibrate import sweep_warnings
 from ctxpolicy.metrics.depth_wins import TIE_RULE, depth_wins
 from ctxpolicy.metrics.outcomes import time_limited
 from ctxpolicy.metrics.sweep import all_attempts_summary, firings_per_attempt
-from ctxpolicy.study import Pair, Study, study_of
+from ctxpolicy.study import Pair, Study
 
 
-def sweep_policies(config: Study | Mapping[str, Any]) -> list[str]:
+def sweep_policies(study: Study) -> list[str]:
     """The policies of the sweep's design (``Study.design``): its own cells' and those the grid
     gives to the full comparison (the primary D = 0.5 cells, whose main cohort covers the sweep
     subset)."""
-    return style.order_policies({d.policy for d in study_of(config).design("sweeps")} - {style.FC})
+    return style.order_policies({d.policy for d in study.design("sweeps")} - {style.FC})
 
 
 def summary_cells(study: Study, pair: Pair, policies: list[str], settings: list[str]) -> dict:
@@ -50,15 +49,13 @@ def summary_cells(study: Study, pair: Pair, policies: list[str], settings: list[
     return {"fc": fc.slug if fc else None, "rows": rows}
 
 
-def _sweep_combo(
-    config: Mapping[str, Any], pairs: list[tuple[str, str]] | None
-) -> tuple[tuple[str, str] | None, list[str]]:
+def _sweep_combo(study: Study, pairs: list[tuple[str, str]] | None) -> tuple[tuple[str, str] | None, list[str]]:
     """The one (benchmark, model) a sweep figure draws: the first of ``pairs``, else the sweep
     block's first, with a note when there is none."""
     if pairs is not None:
-        chosen, said = comparisons.pair_combos(config, "sweeps", pairs[:1])
+        chosen, said = comparisons.pair_combos(study, "sweeps", pairs[:1])
         return (chosen[0] if chosen else None), said
-    combos = inputs.combos(config, "sweeps")
+    combos = inputs.combos(study, "sweeps")
     if combos:
         return combos[0], []
     return None, ["the config's sweep covers no model/benchmark pair."]
@@ -66,7 +63,7 @@ def _sweep_combo(
 
 def compute(
     runs: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int,
     seed: int,
@@ -84,10 +81,9 @@ def compute(
     Figure 3's right-hand table, over all attempts (``all_attempts_summary``)."""
     if pairs is not None and not pairs:
         return Prepared(pd.DataFrame(), [], {"no_pair": True})
-    combo, said = _sweep_combo(config, pairs)
+    combo, said = _sweep_combo(study, pairs)
     if combo is None:
         return Prepared(pd.DataFrame(), said)
-    study = study_of(config)
     policies = sweep_policies(study)
     settings = sorted(study.section("sweeps")["settings"], key=style.setting_sort_key)
     cohort = study.section("sweeps")["cohort"]
@@ -110,7 +106,7 @@ def compute(
             "combo": combo,
             "settings": settings,
             "policies": policies,
-            "cost_method": comparisons.cost_method(config),
+            "cost_method": study.cost_method,
             "thresholds": thresholds,
         },
         {"frequency": frequency, "summary": summary},
@@ -505,13 +501,13 @@ def plot_ablation(data: Prepared, name: str):
 
 def compute_ablation(
     runs: pd.DataFrame,
-    config: Mapping[str, Any],
+    study: Study,
     *,
     n_boot: int,
     seed: int,
     pairs: list[tuple[str, str]] | None = None,
 ) -> Prepared:
     """Figures 9–15: ``compute`` for one pair, without Figure 3's frequency curves and table."""
-    data = compute(runs, config, n_boot=n_boot, seed=seed, pairs=pairs, summaries=False)
+    data = compute(runs, study, n_boot=n_boot, seed=seed, pairs=pairs, summaries=False)
     data.extra = {}
     return data

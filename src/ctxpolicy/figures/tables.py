@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 
 from ctxpolicy import rundir
-from ctxpolicy.study import study_of
 from ctxpolicy.figures import style
+from ctxpolicy.study import Study
 
 FILLED, OPEN = "●", "○"
 TRACK_LABELS = {
@@ -32,9 +32,9 @@ TRACK_LABELS = {
 # ---------------------------------------------------------------- Table 1/4: the grid
 
 
-def grid_cells(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> list:
+def grid_cells(study: Study, pairs: list[tuple[str, str]] | None = None) -> list:
     """The study's cells (``Study.cells``), only those of ``pairs`` when given."""
-    cells = list(study_of(config).cells)
+    cells = list(study.cells)
     return cells if pairs is None else [c for c in cells if (c.model, c.benchmark) in set(pairs)]
 
 
@@ -65,9 +65,8 @@ def table1(cells: list) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def table4(cells: list, config: Mapping[str, Any]) -> tuple[pd.DataFrame, str | None]:
+def table4(cells: list, study: Study) -> tuple[pd.DataFrame, str | None]:
     """Cells and runs per track, benchmark and model."""
-    study = study_of(config)
     rows: dict[tuple, dict] = {}
     unreadable: set[str] = set()
     for c in cells:
@@ -110,14 +109,13 @@ def default_stratum(task_id: str) -> str:
 
 
 def table3(
-    config: Mapping[str, Any], runs: pd.DataFrame | None = None, pairs: list[tuple[str, str]] | None = None
+    study: Study, runs: pd.DataFrame | None = None, pairs: list[tuple[str, str]] | None = None
 ) -> tuple[pd.DataFrame, str | None]:
     """Tasks the study runs per benchmark, cohort and stratum (``cohort_limit`` applied, as
     ``ctxpolicy.study.grid.cohort_tasks`` applies it); strata as the runs recorded them."""
     from ctxpolicy.cohort_file import CohortError, read_cohort
     from ctxpolicy.study.config import ConfigError
 
-    study = study_of(config)
     known = {}
     if runs is not None and not runs.empty:
         known = dict(zip(runs["task_id"].astype(str), runs["stratum"].astype(str)))
@@ -217,8 +215,7 @@ def table5(runs: pd.DataFrame, pairs: list[tuple[str, str]] | None = None) -> tu
 # ---------------------------------------------------------------- Table 6: thresholds
 
 
-def table6(config: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> tuple[pd.DataFrame, str | None]:
-    study = study_of(config)
+def table6(study: Study, pairs: list[tuple[str, str]] | None = None) -> tuple[pd.DataFrame, str | None]:
     rows, missing = [], []
     for pair in study.threshold_pairs():
         benchmark, model = pair.benchmark, pair.model

@@ -8,8 +8,6 @@ token savings (y = x).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -19,6 +17,7 @@ import seaborn as sns
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
 from ctxpolicy.figures.prepared import Prepared
+from ctxpolicy.study import Study
 
 # (key, label, reference line, scale): resolve_delta is a fraction, drawn in percentage points
 PANELS = (
@@ -29,15 +28,15 @@ PANELS = (
 
 
 def compute(
-    runs: pd.DataFrame, config: Mapping[str, Any], *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
+    runs: pd.DataFrame, study: Study, *, n_boot: int, seed: int, pairs: list[tuple[str, str]] | None = None
 ) -> Prepared:
     """``pairs``: the (model, benchmark) pairs to draw (None: every pair of the full comparison)."""
-    combos, said = comparisons.pair_combos(config, "full_comparison", pairs)
+    combos, said = comparisons.pair_combos(study, "full_comparison", pairs)
     own = inputs.select_pairs(runs, pairs)
-    data = comparisons.compare_full_comparison(own, config, n_boot=n_boot, seed=seed, combos=combos)
+    data = comparisons.compare_full_comparison(own, study, n_boot=n_boot, seed=seed, combos=combos)
     data.notes = said + data.notes
     data.meta["thresholds"] = ax_.threshold_table(own)
-    data.meta["setting"] = inputs.block(config, "full_comparison")["setting"]
+    data.meta["setting"] = study.section("full_comparison")["setting"]
     return data
 
 

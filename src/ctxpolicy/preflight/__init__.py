@@ -31,7 +31,7 @@ def check_workflow(path: str | Path) -> CheckedWorkflow:
 
     source = str(path)
     study = load_study(path)
-    targets = targets_for(study, source=source)
+    targets = targets_for(study)
     return CheckedWorkflow(study, targets, imported_sources(study, source))
 
 

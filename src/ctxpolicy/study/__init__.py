@@ -15,7 +15,6 @@ from ctxpolicy.study.study import (
     Pair,
     Study,
     load_study,
-    study_of,
 )
 
 __all__ = [
@@ -28,5 +27,4 @@ __all__ = [
     "Pair",
     "Study",
     "load_study",
-    "study_of",
 ]

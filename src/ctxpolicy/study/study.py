@@ -26,14 +26,13 @@ It owns:
 from __future__ import annotations
 
 import functools
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ctxpolicy.study.config import TRACKS, load_config, validate_config
+from ctxpolicy.study.config import TRACKS, load_config
 from ctxpolicy.study.grid import (
     SCOPES,
     TRACK_NAMES,
@@ -499,21 +498,6 @@ class Study:
             "triggered": triggered,
             "setting": next((c.setting for c in compared if c.setting), ""),
         }
-
-
-def study_of(config: Mapping[str, Any] | Study, source: str = "<config>") -> Study:
-    """A Study from a loaded config mapping (validated again; its grid checked), or the Study
-    itself. For callers (tests, scripts) that hold a mapping; the same content gives the same
-    Study (cached on its JSON text, so a mapping changed in place is a new study)."""
-    if isinstance(config, Study):
-        return config
-    return _study_of_text(json.dumps(config, sort_keys=True, default=str), source)
-
-
-@functools.lru_cache(maxsize=16)
-def _study_of_text(text: str, source: str) -> Study:
-    data = json.loads(text)
-    return Study(check_study(validate_config(data, source=source), source=source), source)
 
 
 def load_study(path: str | Path) -> Study:
