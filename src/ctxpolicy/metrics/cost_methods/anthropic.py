@@ -16,6 +16,8 @@ tokens writes nothing. Local shares are rescaled to the call's server prompt, as
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ctxpolicy.metrics.cost import prefix_hashes
@@ -24,13 +26,16 @@ from ctxpolicy.metrics.cost_methods.base import SEQUENCES, TIMES, CostMethod, Co
 MIN_PREFIX = 1024
 TTL_S = 300.0
 WRITE_PREMIUM = 0.25
-MAX_BREAKPOINTS = 4
 
 
-def breakpoints(length: int) -> list[int]:
-    """Prefix lengths (in messages) that end at a breakpoint, for a prompt of ``length`` messages."""
-    marks = sorted({m for m in (1, length - 2, length) if m >= 1})
-    return marks[-MAX_BREAKPOINTS:]
+def breakpoint_positions(lengths: np.ndarray) -> np.ndarray:
+    """Where the calls' breakpoints fall in their sequences laid end to end (``lengths[k]``
+    messages each): after the first message, after all but the newest reply and observation, and
+    after the last message, each one that falls within its prompt (two may fall on one message)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    offset = np.cumsum(lengths) - lengths
+    ends = [np.ones_like(lengths), lengths - 2, lengths]  # prefix lengths, in messages
+    return np.concatenate([(offset + end - 1)[(end >= 1) & (end <= lengths)] for end in ends])
 
 
 def count(calls: RunCalls, block: int) -> Counts:
@@ -45,9 +50,7 @@ def count(calls: RunCalls, block: int) -> Counts:
     totals = np.bincount(call, weights=s.tokens, minlength=n).astype(np.int64)
     server = local * prompts[call] // np.maximum(totals[call], 1)  # server tokens through here
     marks = np.zeros(len(s.codes), dtype=bool)
-    for k in range(n):
-        for m in breakpoints(int(s.lengths[k])):
-            marks[offset[k] + m - 1] = True
+    marks[breakpoint_positions(s.lengths)] = True
     writes = marks & (server >= MIN_PREFIX)
     codes, _ = pd.factorize(prefix_hashes(s.codes, s.lengths))
     # for each position, the latest earlier call that wrote its prefix (-1: none)
@@ -56,19 +59,39 @@ def count(calls: RunCalls, block: int) -> Counts:
     at = np.searchsorted(written_keys, keys, side="left") - 1
     candidate = np.where(at >= 0, written_keys[np.maximum(at, 0)], -1) if len(written_keys) else np.full(len(keys), -1)
     writer = np.where((at >= 0) & (candidate // (n + 1) == codes), candidate % (n + 1), -1)
-    times = calls.filled("start", np.nan).astype(float)
+    return Counts(*_reads(writer, codes, server, prompts, calls.filled("start", np.nan).astype(float), offset))
+
+
+def _reads(
+    writer: np.ndarray,
+    codes: np.ndarray,
+    server: np.ndarray,
+    prompts: np.ndarray,
+    times: np.ndarray,
+    offset: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each call's cached tokens (its longest prefix written by an earlier call and still alive)
+    and written tokens. The entries' lifetimes make each call depend on the reads before it, so
+    the calls are walked in order, over plain lists (a few positions each, the longest first)."""
+    n = len(prompts)
+    readable = np.flatnonzero(writer >= 0)  # positions an earlier call wrote
+    first = np.searchsorted(readable, offset).tolist()
+    last = np.searchsorted(readable, offset + np.diff(np.r_[offset, len(codes)])).tolist()
+    readable, writer_of, code_of = readable.tolist(), writer.tolist(), codes.tolist()
+    server_at, prompt_of, time_of = server.tolist(), prompts.tolist(), times.tolist()
     read_at: dict[int, float] = {}  # prefix code -> time of its latest read
-    cached = np.zeros(n, dtype=np.int64)
+    cached = [0] * n
     for k in range(n):
-        here = np.arange(offset[k], offset[k] + s.lengths[k])
-        for j in here[writer[here] >= 0][::-1]:  # the longest prefix first
-            last = max(times[writer[j]], read_at.get(int(codes[j]), -np.inf))
-            if np.isnan(times[k]) or np.isnan(last) or times[k] - last <= TTL_S:
-                cached[k] = min(int(server[j]), int(prompts[k]))
-                read_at[int(codes[j])] = times[k]
+        now = time_of[k]
+        for at in range(last[k] - 1, first[k] - 1, -1):  # the longest prefix first
+            j = readable[at]
+            alive_since = max(time_of[writer_of[j]], read_at.get(code_of[j], -math.inf))
+            if now != now or alive_since != alive_since or now - alive_since <= TTL_S:  # NaN: no times
+                cached[k] = min(server_at[j], prompt_of[k])
+                read_at[code_of[j]] = now
                 break
-    written = np.where(prompts >= MIN_PREFIX, prompts - cached, 0)
-    return Counts(cached, written)
+    cached_array = np.array(cached, dtype=np.int64)
+    return cached_array, np.where(prompts >= MIN_PREFIX, prompts - cached_array, 0)
 
 
 METHOD = CostMethod(
