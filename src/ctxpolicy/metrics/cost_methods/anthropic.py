@@ -20,7 +20,6 @@ import math
 
 import numpy as np
 
-from ctxpolicy.metrics.cost import prefix_hashes
 from ctxpolicy.metrics.cost_methods.base import SEQUENCES, TIMES, CostMethod, Counts, RunCalls
 
 MIN_PREFIX = 1024
@@ -39,59 +38,71 @@ def breakpoint_positions(lengths: np.ndarray) -> np.ndarray:
 
 
 def count(calls: RunCalls, block: int) -> Counts:
-    import pandas as pd
-
     s = calls.sequences
     n = len(calls)
     prompts = calls.prompts
-    call = np.repeat(np.arange(n), s.lengths)
-    offset = np.cumsum(s.lengths) - s.lengths
-    local = s.tokens.cumsum() - np.repeat(np.r_[0, s.tokens.cumsum()][offset], s.lengths)
-    totals = np.bincount(call, weights=s.tokens, minlength=n).astype(np.int64)
-    server = local * prompts[call] // np.maximum(totals[call], 1)  # server tokens through here
-    marks = np.zeros(len(s.codes), dtype=bool)
-    marks[breakpoint_positions(s.lengths)] = True
-    writes = marks & (server >= MIN_PREFIX)
-    codes, _ = pd.factorize(prefix_hashes(s.codes, s.lengths))
-    # for each position, the latest earlier call that wrote its prefix (-1: none)
-    keys = codes.astype(np.int64) * (n + 1) + call
-    written_keys = np.sort(keys[writes])
+    ends = np.cumsum(s.lengths)
+    through = np.r_[0, np.cumsum(s.tokens)]  # local tokens before each position, run-wide
+    before, totals = through[ends - s.lengths], through[ends] - through[ends - s.lengths]
+
+    def server(positions: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        """Server tokens of the prefix through each position (of call ``owner``)."""
+        return (through[positions + 1] - before[owner]) * prompts[owner] // np.maximum(totals[owner], 1)
+
+    codes = calls.prefix_codes()
+    marks = breakpoint_positions(s.lengths)
+    mark_call = np.searchsorted(ends, marks, side="right")
+    writes = server(marks, mark_call) >= MIN_PREFIX
+    written_codes, written_by = codes[marks[writes]], mark_call[writes]
+    # the positions whose prefix some call wrote, and for each the latest earlier call that did
+    was_written = np.zeros(int(codes.max(initial=-1)) + 1, dtype=bool)
+    was_written[written_codes] = True
+    positions = np.flatnonzero(was_written[codes])
+    owner = np.searchsorted(ends, positions, side="right")
+    written_keys = np.sort(written_codes.astype(np.int64) * (n + 1) + written_by)
+    keys = codes[positions].astype(np.int64) * (n + 1) + owner
     at = np.searchsorted(written_keys, keys, side="left") - 1
-    candidate = np.where(at >= 0, written_keys[np.maximum(at, 0)], -1) if len(written_keys) else np.full(len(keys), -1)
-    writer = np.where((at >= 0) & (candidate // (n + 1) == codes), candidate % (n + 1), -1)
-    return Counts(*_reads(writer, codes, server, prompts, calls.filled("start", np.nan).astype(float), offset))
+    candidate = written_keys[np.maximum(at, 0)] if len(written_keys) else np.full(len(keys), -1)
+    readable = (at >= 0) & (candidate // (n + 1) == codes[positions])
+    positions, owner = positions[readable], owner[readable]
+    cached = _reads(
+        owner,
+        writer=candidate[readable] % (n + 1),
+        prefix=codes[positions],
+        served=np.minimum(server(positions, owner), prompts[owner]),
+        times=calls.filled("start", np.nan).astype(float),
+        n=n,
+    )
+    return Counts(cached, np.where(prompts >= MIN_PREFIX, prompts - cached, 0))
 
 
 def _reads(
+    owner: np.ndarray,
+    *,
     writer: np.ndarray,
-    codes: np.ndarray,
-    server: np.ndarray,
-    prompts: np.ndarray,
+    prefix: np.ndarray,
+    served: np.ndarray,
     times: np.ndarray,
-    offset: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each call's cached tokens (its longest prefix written by an earlier call and still alive)
-    and written tokens. The entries' lifetimes make each call depend on the reads before it, so
-    the calls are walked in order, over plain lists (a few positions each, the longest first)."""
-    n = len(prompts)
-    readable = np.flatnonzero(writer >= 0)  # positions an earlier call wrote
-    first = np.searchsorted(readable, offset).tolist()
-    last = np.searchsorted(readable, offset + np.diff(np.r_[offset, len(codes)])).tolist()
-    readable, writer_of, code_of = readable.tolist(), writer.tolist(), codes.tolist()
-    server_at, prompt_of, time_of = server.tolist(), prompts.tolist(), times.tolist()
-    read_at: dict[int, float] = {}  # prefix code -> time of its latest read
+    n: int,
+) -> np.ndarray:
+    """Each call's cached tokens: its longest prefix (of the positions, each in call ``owner``,
+    written by call ``writer``, numbered ``prefix``, ``served`` tokens from the cache) that is
+    still alive. The entries' lifetimes make each call depend on the reads before it, so the
+    calls are walked in order, over plain lists (a few positions each, the longest first)."""
+    first = np.searchsorted(owner, np.arange(n), side="left").tolist()
+    last = np.searchsorted(owner, np.arange(n), side="right").tolist()
+    writer_of, prefix_of, served_of, time_of = writer.tolist(), prefix.tolist(), served.tolist(), times.tolist()
+    read_at: dict[int, float] = {}  # prefix number -> time of its latest read
     cached = [0] * n
     for k in range(n):
         now = time_of[k]
         for at in range(last[k] - 1, first[k] - 1, -1):  # the longest prefix first
-            j = readable[at]
-            alive_since = max(time_of[writer_of[j]], read_at.get(code_of[j], -math.inf))
+            alive_since = max(time_of[writer_of[at]], read_at.get(prefix_of[at], -math.inf))
             if now != now or alive_since != alive_since or now - alive_since <= TTL_S:  # NaN: no times
-                cached[k] = min(server_at[j], prompt_of[k])
-                read_at[code_of[j]] = now
+                cached[k] = served_of[at]
+                read_at[prefix_of[at]] = now
                 break
-    cached_array = np.array(cached, dtype=np.int64)
-    return cached_array, np.where(prompts >= MIN_PREFIX, prompts - cached_array, 0)
+    return np.array(cached, dtype=np.int64)
 
 
 METHOD = CostMethod(
