@@ -48,7 +48,7 @@ def fixed_width_keys(arrays: list[bytes]) -> tuple[np.ndarray, np.ndarray] | Non
     ids per array, for ids of exactly ``ID_CHARS`` characters; None when the arrays are not of
     that shape. A key mixes the id's two 8-byte halves, so equal ids give equal keys."""
     lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
-    if lengths.any() and not (((lengths + 1) % _STRIDE) & (lengths > 0)).any():  # compact: '"id","id",...'
+    if lengths.any() and not (((lengths + 1) % _STRIDE != 0) & (lengths > 0)).any():  # compact: "id","id",...
         joined = np.frombuffer(b",".join(filter(None, arrays)) + b",", dtype=np.uint8).reshape(-1, _STRIDE)
         if (joined[:, 0] == _QUOTE).all() and (joined[:, -2] == _QUOTE).all() and (joined[:, -1] == _COMMA).all():
             halves = np.ascontiguousarray(joined[:, 1 : 1 + ID_CHARS]).view(np.uint64)
