@@ -64,13 +64,23 @@ def count(calls: RunCalls, block: int) -> Counts:
     at = np.searchsorted(written_keys, keys, side="left") - 1
     candidate = written_keys[np.maximum(at, 0)] if len(written_keys) else np.full(len(keys), -1)
     readable = (at >= 0) & (candidate // (n + 1) == codes[positions])
-    positions, owner = positions[readable], owner[readable]
+    positions, owner, writer = positions[readable], owner[readable], candidate[readable] % (n + 1)
+    times = calls.filled("start", np.nan).astype(float)
+    # a call's longest readable prefix is read when the call comes within the lifetime of its
+    # write (an earlier read only extends it): the call's shorter ones are then never looked at
+    longest = np.r_[owner[1:] != owner[:-1], True][: len(owner)]
+    now, written_at = times[owner], times[writer]
+    sure = longest & (np.isnan(now) | np.isnan(written_at) | (now - written_at <= TTL_S))
+    settled = np.zeros(n, dtype=bool)
+    settled[owner[sure]] = True
+    looked_at = longest | ~settled[owner]
+    positions, owner, writer = positions[looked_at], owner[looked_at], writer[looked_at]
     cached = _reads(
         owner,
-        writer=candidate[readable] % (n + 1),
+        writer=writer,
         prefix=codes[positions],
         served=np.minimum(server(positions, owner), prompts[owner]),
-        times=calls.filled("start", np.nan).astype(float),
+        times=times,
         n=n,
     )
     return Counts(cached, np.where(prompts >= MIN_PREFIX, prompts - cached, 0))
