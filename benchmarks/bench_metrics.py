@@ -158,7 +158,8 @@ def where_time_goes(root: Path, runs: int) -> None:
     import pstats
 
     from ctxpolicy import rundir
-    from ctxpolicy.metrics import commands, cost, records
+    from ctxpolicy.metrics import call_ids, commands, cost, records
+    from ctxpolicy.metrics.cost_methods import anthropic
 
     steps = {
         "read_run (all)": records.read_run,
@@ -168,10 +169,13 @@ def where_time_goes(root: Path, runs: int) -> None:
         "  store + command counts": records._read_stores,
         "    command counting": commands.count_commands,
         "  calls.jsonl (_read_calls)": records._read_calls,
+        "    id arrays cut out": call_ids.split_id_arrays,
         "    call field checks": records._check_call_types,
         "  call columns (_call_columns)": records._call_columns,
         "    id arrays -> codes": records._sequences,
+        "    prefix numbers": cost.prefix_codes,
         "    exact prefix simulation": cost.exact_cached_flat,
+        "    Anthropic cache": anthropic.count,
         "    estimate (A.5.2)": cost.estimated_cached,
         "  run row (_run_row)": records._run_row,
     }
@@ -202,6 +206,12 @@ def cpu_seconds() -> float:
     """User + system CPU of this process and its finished children (the parser workers)."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
+
+
+def main_cpu_seconds() -> float:
+    """User + system CPU of this process alone (the aggregate's merging and tables)."""
+    t = os.times()
+    return t.user + t.system
 
 
 def peak_mb(who: int) -> float:
@@ -238,10 +248,13 @@ def main() -> int:
         return 0 if same else 1
     phases = {}
     load_before = os.getloadavg()[0]
-    cpu_started = cpu_seconds()
+    cpu_started, main_started = cpu_seconds(), main_cpu_seconds()
     started = time.perf_counter()
     tables = aggregate([root], processes=args.processes, progress=sys.stderr.isatty())
     phases["aggregate (parse + tables)"] = (time.perf_counter() - started, cpu_seconds() - cpu_started)
+    main_cpu = main_cpu_seconds() - main_started
+    phases["  of which parser workers"] = (math.nan, phases["aggregate (parse + tables)"][1] - main_cpu)
+    phases["  of which main process"] = (math.nan, main_cpu)
     mark, cpu_mark = time.perf_counter(), cpu_seconds()
     write_tables(tables, args.workdir / "tables")
     phases["write parquet"] = (time.perf_counter() - mark, cpu_seconds() - cpu_mark)
@@ -265,7 +278,8 @@ def main() -> int:
     )
     print(f"  {'phase':28s} {'wall':>7s}   {'CPU':>7s}")
     for name, (seconds, cpu_phase) in phases.items():
-        print(f"  {name:28s} {seconds:7.1f} s {cpu_phase:7.1f} s")
+        wall = "" if math.isnan(seconds) else f"{seconds:7.1f} s"
+        print(f"  {name:28s} {wall:>9s} {cpu_phase:7.1f} s")
     main_mb, worker_mb = peak_mb(resource.RUSAGE_SELF), peak_mb(resource.RUSAGE_CHILDREN)
     bound_mb = main_mb + args.processes * worker_mb
     print(f"  {'total':28s} {total:7.1f} s   (target < {TARGET_S} s on 2 idle cores)")

@@ -8,6 +8,7 @@ import copy
 import itertools
 import os
 
+import numpy as np
 import pytest
 from jsonschema import Draft202012Validator
 
@@ -154,3 +155,57 @@ def test_a_run_directory_reached_twice_is_listed_once_by_its_first_path(tmp_path
     cell = runs[0].parent
     found = rundir.find_run_dirs([tmp_path / "runs", cell, "runs", tmp_path / "link", runs[1]])
     assert found == runs  # overlapping roots, a relative path and a link: each run once, first path
+
+
+def _calls_written_with(run_dir, tmp_path, separators):
+    """A copy of ``run_dir`` whose calls.jsonl is written again with ``separators``."""
+    import json
+    import shutil
+
+    copy_dir = tmp_path / f"{run_dir.name}-{len(separators[0])}{len(separators[1])}"
+    shutil.copytree(run_dir, copy_dir)
+    lines = (run_dir / "calls.jsonl").read_text().splitlines()
+    (copy_dir / "calls.jsonl").write_text(
+        "".join(json.dumps(json.loads(line), separators=separators) + "\n" for line in lines)
+    )
+    return copy_dir
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": "), (",", " : ")])
+def test_calls_written_with_any_json_spacing_read_the_same(one_run, tmp_path, separators):
+    """The byte-level fast path (compact id arrays) and the general one give the same columns."""
+    expected = records.read_run(one_run).calls
+    got = records.read_run(_calls_written_with(one_run, tmp_path, separators)).calls
+    assert set(got) == set(expected)
+    for name, column in expected.items():
+        np.testing.assert_array_equal(got[name], column, err_msg=name)
+
+
+def test_id_arrays_are_cut_out_once_per_line_whatever_the_spacing():
+    from ctxpolicy.metrics.call_ids import split_id_arrays
+
+    compact = b'{"index":0,"message_ids":["aaaaaaaaaaaaaaaa","bbbbbbbbbbbbbbbb"],"x":1}\n{"message_ids":[]}\n'
+    rest, arrays = split_id_arrays(compact, 2)
+    assert arrays == [b'"aaaaaaaaaaaaaaaa","bbbbbbbbbbbbbbbb"', b""]
+    assert b'"message_ids":null'.join(rest) == b'{"index":0,"message_ids":null,"x":1}\n{"message_ids":null}\n'
+    spaced = b'{"message_ids": ["aaaaaaaaaaaaaaaa"]}\n{"message_ids":["bbbbbbbbbbbbbbbb"]}\n'
+    assert split_id_arrays(spaced, 2)[1] == [b'"aaaaaaaaaaaaaaaa"', b'"bbbbbbbbbbbbbbbb"']
+    # a second key per line (inside an event) is no line's prompt: the reader parses the lines whole
+    nested = b'{"message_ids":["aaaaaaaaaaaaaaaa"],"events":[{"message_ids":[]}]}\n'
+    assert split_id_arrays(nested, 1) is None
+    assert split_id_arrays(b'{"index":0}\n', 1) is None
+
+
+def test_fixed_width_keys_agree_between_compact_and_spaced_arrays():
+    from ctxpolicy.metrics.call_ids import fixed_width_keys
+
+    ids = ["0123456789abcdef", "fedcba9876543210", "0123456789abcdef"]
+    compact = [",".join(f'"{i}"' for i in ids[:2]).encode(), b"", f'"{ids[2]}"'.encode()]
+    spaced = [b", ".join(a.split(b",")) if a else a for a in compact]
+    (keys, lengths), (spaced_keys, spaced_lengths) = fixed_width_keys(compact), fixed_width_keys(spaced)
+    assert lengths.tolist() == spaced_lengths.tolist() == [2, 0, 1]
+    assert keys.tolist() == spaced_keys.tolist()
+    assert keys[0] == keys[2] != keys[1]  # equal ids, equal keys
+    assert fixed_width_keys([b'"0123456789abcde"']) is None  # 15 characters: not the contract's ids
+    # rows of the compact width whose separator is not a comma are no compact array
+    assert fixed_width_keys([b'"0123456789abcdef"x"0123456789abcdef"']) is None

@@ -297,18 +297,25 @@ def read_bytes(path: str | Path) -> bytes:
         with _open(path, "rb") as handle:
             return handle.read()
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
+        status = os.fstat(fd)
+        if stat.S_ISDIR(status.st_mode):
             raise IsADirectoryError(21, "Is a directory", str(path))
-        if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+        if not stat.S_ISREG(status.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(status.st_mode)), "a special file")
             raise NotRegularFileError(path, f"not a regular file ({kind})")
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", buffering=0, closefd=False) as handle:
-            data = handle.readall()
+        data = _read_to_end(fd, status.st_size)  # O_NONBLOCK does not apply to a regular file
     finally:
         os.close(fd)
     return gzip.decompress(data) if data[:2] == GZIP_MAGIC else data
+
+
+def _read_to_end(fd: int, size: int) -> bytes:
+    """Everything left in ``fd``, whose ``fstat`` said ``size`` bytes (the first read asks for one
+    more, so that a file that grew since is read whole too)."""
+    chunks = []
+    while chunk := os.read(fd, size + 1 if not chunks else 1 << 16):
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def read_json(path: str | Path) -> Any:

@@ -55,15 +55,22 @@ def exact_cached(
 
 
 def exact_cached_flat(
-    codes: np.ndarray, tokens: np.ndarray, lengths: np.ndarray, prompts: np.ndarray, block: int = DEFAULT_BLOCK
+    codes: np.ndarray,
+    tokens: np.ndarray,
+    lengths: np.ndarray,
+    prompts: np.ndarray,
+    block: int = DEFAULT_BLOCK,
+    *,
+    prefixes: np.ndarray | None = None,
 ) -> np.ndarray:
     """``exact_cached`` on the calls' sequences laid end to end (``lengths[k]`` codes each).
 
     A prefix of call k is cached when any earlier call sent the same prefix. The set of such
     prefixes is closed under shortening, so the number of call k's prefixes seen before is the
     length of its longest shared prefix. Prefixes are compared by a 64-bit hash of
-    (code, position) terms summed along the sequence; calls are laid out in order, so the first
-    occurrence of a prefix hash belongs to the earliest call that sent that prefix.
+    (code, position) terms summed along the sequence (``prefix_codes``; ``prefixes``: those
+    codes, already computed); calls are laid out in order, so the first occurrence of a prefix
+    belongs to the earliest call that sent that prefix.
 
     The shared prefix is found and measured in local tokens (L_shared of the call's L_total);
     it is then rescaled to the server's tokenizer as floor(P_k * L_shared / L_total), floored to
@@ -73,10 +80,9 @@ def exact_cached_flat(
     prompts = np.asarray(prompts, dtype=np.int64)
     if n == 0 or lengths.sum() == 0:
         return np.zeros(n, dtype=np.int64)
+    prefixes = prefix_codes(codes, lengths) if prefixes is None else prefixes
     call = np.repeat(np.arange(n), lengths)
-    prefix_hash = prefix_hashes(codes, lengths)
-    first_call = call[_first_occurrence(prefix_hash)]
-    shared = first_call < call
+    shared = call[_first_occurrence(prefixes)] < call
     shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
     local_tokens = np.bincount(call, weights=tokens, minlength=n).astype(np.int64)
     rescaled = shared_tokens * prompts // np.maximum(local_tokens, 1)
@@ -93,13 +99,20 @@ def prefix_hashes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return _segmented_cumsum(terms, lengths)
 
 
-def _first_occurrence(values: np.ndarray) -> np.ndarray:
-    """For each element, the position of the first element equal to it (hash-based, O(n))."""
+def prefix_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``prefix_hashes`` numbered 0, 1, 2, ... in order of first appearance: equal numbers,
+    equal whole-message prefixes (the exact and Anthropic simulations share them)."""
     import pandas as pd
 
-    codes, _ = pd.factorize(values)  # codes 0, 1, 2, ... in order of first appearance
-    is_new = np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]]
-    return np.flatnonzero(is_new)[codes]
+    numbers, _ = pd.factorize(prefix_hashes(codes, lengths))
+    return numbers
+
+
+def _first_occurrence(numbers: np.ndarray) -> np.ndarray:
+    """For each element of ``numbers`` (numbered in order of first appearance, ``prefix_codes``),
+    the position of the first element equal to it."""
+    is_new = np.r_[True, numbers[1:] > np.maximum.accumulate(numbers)[:-1]]
+    return np.flatnonzero(is_new)[numbers]
 
 
 def _segmented_cumsum(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:

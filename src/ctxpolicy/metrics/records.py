@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import operator
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import orjson
 from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_times
 from ctxpolicy.policies import actions
-from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics import call_ids, cost_methods
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, has_otrc, unchanged_prefix
 from ctxpolicy.metrics.cost_methods import RunCalls, Sequences, SourceCalls
 from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
@@ -454,21 +453,18 @@ def _parse_lines(data: bytes, path: Path) -> list:
     raise RecordError(path, "corrupt JSON lines")
 
 
-IDS_ARRAY = re.compile(rb'"message_ids"\s*:\s*\[([^\]]*)\]')
-
-
 def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | None]]:
     """Calls in index order, the values of their typed fields (checked, in the same order), and
     each call's raw message_ids array text kept apart.
 
     The id arrays are most of a calls.jsonl; cutting them out before JSON parsing and decoding
-    them in bulk (``_fixed_width_ids``) is what keeps aggregation of 35,000 runs within a minute.
+    them in bulk (``call_ids``) is what keeps the aggregate of 35,000 runs short.
     """
     data = _read_bytes(path)
-    parts = IDS_ARRAY.split(data)
-    if len(parts) // 2 == data.count(b"\n") and b"\n\n" not in data:  # one id array per line
-        calls = _parse_lines(b'"message_ids":null'.join(parts[0::2]), path)
-        segments = parts[1::2]
+    cut = call_ids.split_id_arrays(data, data.count(b"\n")) if b"\n\n" not in data else None
+    if cut is not None:  # one id array per line
+        rest, segments = cut
+        calls = _parse_lines(b'"message_ids":null'.join(rest), path)
     else:
         calls = _parse_lines(data, path)
         if not all(isinstance(c, dict) for c in calls):
@@ -553,28 +549,12 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_SEPARATORS = b'", \t\r\n'
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _fixed_width_ids(segments: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The ids of several id arrays as 64-bit keys, and the number of ids per array, for ids of
-    exactly 16 characters (the contract's hex digests); None when the arrays are not of that shape.
-    A key mixes the id's two 8-byte halves, so equal ids give equal keys."""
-    lengths = np.fromiter((s.count(b'"') for s in segments), dtype=np.int64, count=len(segments)) // 2
-    chars = b"".join(segments).translate(None, _SEPARATORS)
-    if len(chars) != 16 * int(lengths.sum()):
-        return None
-    halves = np.frombuffer(chars, dtype=np.uint64).reshape(-1, 2)
-    return halves[:, 0] * _MIX ^ halves[:, 1], lengths
-
-
 def _sequences(
     segments: list[bytes], store: dict[str, int], path: Path, indexes: list[int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(codes, tokens, lengths) of the agent calls' message sequences laid end to end."""
-    fast = _fixed_width_ids(segments)
-    keys = _fixed_width_ids([b'"' + '","'.join(store).encode() + b'"']) if store else None
+    fast = call_ids.fixed_width_keys(segments)
+    keys = call_ids.fixed_width_keys([b'"' + '","'.join(store).encode() + b'"']) if store else None
     if fast is not None and keys is not None:
         codes, lengths = fast
         order = np.argsort(keys[0])

@@ -16,59 +16,103 @@ tokens writes nothing. Local shares are rescaled to the call's server prompt, as
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ctxpolicy.metrics.cost import prefix_hashes
 from ctxpolicy.metrics.cost_methods.base import SEQUENCES, TIMES, CostMethod, Counts, RunCalls
 
 MIN_PREFIX = 1024
 TTL_S = 300.0
 WRITE_PREMIUM = 0.25
-MAX_BREAKPOINTS = 4
 
 
-def breakpoints(length: int) -> list[int]:
-    """Prefix lengths (in messages) that end at a breakpoint, for a prompt of ``length`` messages."""
-    marks = sorted({m for m in (1, length - 2, length) if m >= 1})
-    return marks[-MAX_BREAKPOINTS:]
+def breakpoint_positions(lengths: np.ndarray) -> np.ndarray:
+    """Where the calls' breakpoints fall in their sequences laid end to end (``lengths[k]``
+    messages each): after the first message, after all but the newest reply and observation, and
+    after the last message, each one that falls within its prompt (two may fall on one message)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    offset = np.cumsum(lengths) - lengths
+    ends = [np.ones_like(lengths), lengths - 2, lengths]  # prefix lengths, in messages
+    return np.concatenate([(offset + end - 1)[(end >= 1) & (end <= lengths)] for end in ends])
 
 
 def count(calls: RunCalls, block: int) -> Counts:
-    import pandas as pd
-
     s = calls.sequences
     n = len(calls)
     prompts = calls.prompts
-    call = np.repeat(np.arange(n), s.lengths)
-    offset = np.cumsum(s.lengths) - s.lengths
-    local = s.tokens.cumsum() - np.repeat(np.r_[0, s.tokens.cumsum()][offset], s.lengths)
-    totals = np.bincount(call, weights=s.tokens, minlength=n).astype(np.int64)
-    server = local * prompts[call] // np.maximum(totals[call], 1)  # server tokens through here
-    marks = np.zeros(len(s.codes), dtype=bool)
-    for k in range(n):
-        for m in breakpoints(int(s.lengths[k])):
-            marks[offset[k] + m - 1] = True
-    writes = marks & (server >= MIN_PREFIX)
-    codes, _ = pd.factorize(prefix_hashes(s.codes, s.lengths))
-    # for each position, the latest earlier call that wrote its prefix (-1: none)
-    keys = codes.astype(np.int64) * (n + 1) + call
-    written_keys = np.sort(keys[writes])
+    ends = np.cumsum(s.lengths)
+    through = np.r_[0, np.cumsum(s.tokens)]  # local tokens before each position, run-wide
+    before, totals = through[ends - s.lengths], through[ends] - through[ends - s.lengths]
+
+    def server(positions: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        """Server tokens of the prefix through each position (of call ``owner``)."""
+        return (through[positions + 1] - before[owner]) * prompts[owner] // np.maximum(totals[owner], 1)
+
+    codes = calls.prefix_codes()
+    marks = breakpoint_positions(s.lengths)
+    mark_call = np.searchsorted(ends, marks, side="right")
+    writes = server(marks, mark_call) >= MIN_PREFIX
+    written_codes, written_by = codes[marks[writes]], mark_call[writes]
+    # the positions whose prefix some call wrote, and for each the latest earlier call that did
+    was_written = np.zeros(int(codes.max(initial=-1)) + 1, dtype=bool)
+    was_written[written_codes] = True
+    positions = np.flatnonzero(was_written[codes])
+    owner = np.searchsorted(ends, positions, side="right")
+    written_keys = np.sort(written_codes.astype(np.int64) * (n + 1) + written_by)
+    keys = codes[positions].astype(np.int64) * (n + 1) + owner
     at = np.searchsorted(written_keys, keys, side="left") - 1
-    candidate = np.where(at >= 0, written_keys[np.maximum(at, 0)], -1) if len(written_keys) else np.full(len(keys), -1)
-    writer = np.where((at >= 0) & (candidate // (n + 1) == codes), candidate % (n + 1), -1)
+    candidate = written_keys[np.maximum(at, 0)] if len(written_keys) else np.full(len(keys), -1)
+    readable = (at >= 0) & (candidate // (n + 1) == codes[positions])
+    positions, owner, writer = positions[readable], owner[readable], candidate[readable] % (n + 1)
     times = calls.filled("start", np.nan).astype(float)
-    read_at: dict[int, float] = {}  # prefix code -> time of its latest read
-    cached = np.zeros(n, dtype=np.int64)
+    # a call's longest readable prefix is read when the call comes within the lifetime of its
+    # write (an earlier read only extends it): the call's shorter ones are then never looked at
+    longest = np.r_[owner[1:] != owner[:-1], True][: len(owner)]
+    now, written_at = times[owner], times[writer]
+    sure = longest & (np.isnan(now) | np.isnan(written_at) | (now - written_at <= TTL_S))
+    settled = np.zeros(n, dtype=bool)
+    settled[owner[sure]] = True
+    looked_at = longest | ~settled[owner]
+    positions, owner, writer = positions[looked_at], owner[looked_at], writer[looked_at]
+    cached = _reads(
+        owner,
+        writer=writer,
+        prefix=codes[positions],
+        served=np.minimum(server(positions, owner), prompts[owner]),
+        times=times,
+        n=n,
+    )
+    return Counts(cached, np.where(prompts >= MIN_PREFIX, prompts - cached, 0))
+
+
+def _reads(
+    owner: np.ndarray,
+    *,
+    writer: np.ndarray,
+    prefix: np.ndarray,
+    served: np.ndarray,
+    times: np.ndarray,
+    n: int,
+) -> np.ndarray:
+    """Each call's cached tokens: its longest prefix (of the positions, each in call ``owner``,
+    written by call ``writer``, numbered ``prefix``, ``served`` tokens from the cache) that is
+    still alive. The entries' lifetimes make each call depend on the reads before it, so the
+    calls are walked in order, over plain lists (a few positions each, the longest first)."""
+    first = np.searchsorted(owner, np.arange(n), side="left").tolist()
+    last = np.searchsorted(owner, np.arange(n), side="right").tolist()
+    writer_of, prefix_of, served_of, time_of = writer.tolist(), prefix.tolist(), served.tolist(), times.tolist()
+    read_at: dict[int, float] = {}  # prefix number -> time of its latest read
+    cached = [0] * n
     for k in range(n):
-        here = np.arange(offset[k], offset[k] + s.lengths[k])
-        for j in here[writer[here] >= 0][::-1]:  # the longest prefix first
-            last = max(times[writer[j]], read_at.get(int(codes[j]), -np.inf))
-            if np.isnan(times[k]) or np.isnan(last) or times[k] - last <= TTL_S:
-                cached[k] = min(int(server[j]), int(prompts[k]))
-                read_at[int(codes[j])] = times[k]
+        now = time_of[k]
+        for at in range(last[k] - 1, first[k] - 1, -1):  # the longest prefix first
+            alive_since = max(time_of[writer_of[at]], read_at.get(prefix_of[at], -math.inf))
+            if now != now or alive_since != alive_since or now - alive_since <= TTL_S:  # NaN: no times
+                cached[k] = served_of[at]
+                read_at[prefix_of[at]] = now
                 break
-    written = np.where(prompts >= MIN_PREFIX, prompts - cached, 0)
-    return Counts(cached, written)
+    return np.array(cached, dtype=np.int64)
 
 
 METHOD = CostMethod(

@@ -84,8 +84,19 @@ class RunCalls:
 
         if "ideal" not in self._memo:
             s = self.sequences
-            self._memo["ideal"] = exact_cached_flat(s.codes, s.tokens, s.lengths, self.prompts, 1)
+            self._memo["ideal"] = exact_cached_flat(
+                s.codes, s.tokens, s.lengths, self.prompts, 1, prefixes=self.prefix_codes()
+            )
         return self._memo["ideal"]
+
+    def prefix_codes(self) -> np.ndarray:
+        """Per position of the sequences, its whole-message prefix as a number (equal numbers,
+        equal prefixes; ``metrics.cost.prefix_codes``), computed once per run."""
+        from ctxpolicy.metrics.cost import prefix_codes
+
+        if "prefixes" not in self._memo:
+            self._memo["prefixes"] = prefix_codes(self.sequences.codes, self.sequences.lengths)
+        return self._memo["prefixes"]
 
     def __len__(self) -> int:
         return len(self.prompts)

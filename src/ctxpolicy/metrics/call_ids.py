@@ -1,0 +1,61 @@
+"""The message-id arrays of a ``calls.jsonl``, handled as bytes (the aggregate's fast path).
+
+The id arrays are most of a version-1 ``calls.jsonl`` (every call lists its whole prompt), so the
+reader cuts them out before JSON parsing (``split_id_arrays``) and turns the contract's
+fixed-width ids (16 hex characters) into 64-bit keys in bulk (``fixed_width_keys``), never
+making a Python string of an id. Each function returns None where the bytes are not of the shape
+it reads; the reader then takes its general path, which also names what is wrong. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+KEY = b'"message_ids":['  # as json.dumps and orjson write it (no blanks)
+IDS_ARRAY = re.compile(rb'"message_ids"\s*:\s*\[([^\]]*)\]')  # any JSON spacing
+ID_CHARS = 16  # the contract's ids: the first 16 hex digits of a sha256
+_STRIDE = ID_CHARS + 3  # '"' id '"' ','
+_QUOTE, _COMMA = ord('"'), ord(",")
+_SEPARATORS = b'", \t\r\n'
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def split_id_arrays(data: bytes, lines: int) -> tuple[list[bytes], list[bytes]] | None:
+    """``data`` cut around each ``"message_ids": [...]`` array: the text between the arrays and
+    each array's inside, when there is exactly one array per line (``lines`` lines), else None.
+    Written without blanks (every writer of ours), the arrays are found with ``bytes.find``;
+    any other spacing goes through ``IDS_ARRAY`` (the same arrays, found more slowly)."""
+    rest, arrays = [], []
+    at = 0
+    while (start := data.find(KEY, at)) >= 0:
+        end = data.find(b"]", start)
+        if end < 0:
+            break
+        rest.append(data[at:start])
+        arrays.append(data[start + len(KEY) : end])
+        at = end + 1
+    rest.append(data[at:])
+    if len(arrays) != lines or data.count(KEY[:-2]) != lines:  # another spacing, or a key inside a value
+        parts = IDS_ARRAY.split(data)
+        rest, arrays = parts[0::2], parts[1::2]
+    return (rest, arrays) if len(arrays) == lines else None
+
+
+def fixed_width_keys(arrays: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ids of several id arrays' insides as 64-bit keys laid end to end, and the number of
+    ids per array, for ids of exactly ``ID_CHARS`` characters; None when the arrays are not of
+    that shape. A key mixes the id's two 8-byte halves, so equal ids give equal keys."""
+    lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+    if lengths.any() and not (((lengths + 1) % _STRIDE != 0) & (lengths > 0)).any():  # compact: "id","id",...
+        joined = np.frombuffer(b",".join(filter(None, arrays)) + b",", dtype=np.uint8).reshape(-1, _STRIDE)
+        if (joined[:, 0] == _QUOTE).all() and (joined[:, -2] == _QUOTE).all() and (joined[:, -1] == _COMMA).all():
+            halves = np.ascontiguousarray(joined[:, 1 : 1 + ID_CHARS]).view(np.uint64)
+            return halves[:, 0] * _MIX ^ halves[:, 1], (lengths + 1) // _STRIDE
+    counts = np.fromiter((a.count(b'"') for a in arrays), dtype=np.int64, count=len(arrays)) // 2
+    chars = b"".join(arrays).translate(None, _SEPARATORS)
+    if len(chars) != ID_CHARS * int(counts.sum()):
+        return None
+    halves = np.frombuffer(chars, dtype=np.uint64).reshape(-1, 2)
+    return halves[:, 0] * _MIX ^ halves[:, 1], counts
