@@ -16,7 +16,7 @@ whole call's wall time, the CPU time of its processes, the apparent size on disk
 (``du --apparent-size``: corpus, imported runs, replays, tables, figures) and the load average.
 Target (issue 33, 2 idle cores, 500 runs): import to figures under 5 minutes and under 700 MB;
 the exit status is 1 when a full-size run misses it. A smaller ``--runs`` proves the path and
-prints the same figures, but its times are mostly each job's start-up (13 replay jobs, each a
+prints the same figures, but its times are mostly each job's start-up (up to 8 replay jobs, each a
 fresh interpreter): they do not scale to the full size. The full size needs about 1 GB of free
 disk; run it on an idle machine.
 """

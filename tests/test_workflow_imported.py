@@ -142,7 +142,7 @@ def test_a_sweep_ratio_recomputed_from_the_replay_records(imported_workflow):
     sweep = pd.read_csv(workdir / "figures" / "imported-example" / "imported_sweep.data.csv")
     drawn = sweep.set_index(["policy", "setting"]).loc[("TR/Th/0.3", "tight"), "tokens_ratio_est"]
     assert drawn == pytest.approx(by_hand, rel=1e-9)
-    identity = read_record(next(replay.glob("tight/*/*/TR_Th_0.3__tight/*/run.json")))["identity"]
+    identity = read_record(next(replay.glob("*/*/*/TR_Th_0.3__tight/*/run.json")))["identity"]
     assert (identity["policy"], identity["threshold_setting"]) == ("TR/Th/0.3", "tight")
 
 
@@ -237,21 +237,6 @@ def test_the_paper_grid_has_65_configurations_and_the_benchmark_replays_them():
     assert len(every) == 65 and len(set(every)) == 65 and every[0] == ("FC", None, "calibration")
     plan = study.imported_replay_plan()
     assert {g: len(p) for g, p in plan.items()} == {"untriggered": 2, "tight": 21, "primary": 21, "loose": 21}
-    jobs = study.imported_replay_jobs()
-    assert {name: len(job.policies) for name, job in jobs.items() if name.startswith(("untriggered", "tight"))} == {
-        "untriggered": 2,
-        "tight-1": 6,
-        "tight-2": 5,
-        "tight-3": 5,
-        "tight-4": 5,
-    }
-    for group, policies in plan.items():  # the jobs cut the plan, in its order, nothing lost or repeated
-        setting = None if group == "untriggered" else group
-        cut = [p for job in jobs.values() if job.setting == setting for p in job.policies]
-        assert cut == policies
-    assert len(study.imported_replay_jobs(policies_per_job=100)) == 4
-    with pytest.raises(ValueError, match="policies_per_job is 0"):
-        study.imported_replay_jobs(policies_per_job=0)
     assert sorted(bench.configurations(str(ROOT / "config" / "paper.yaml"))) == sorted(
         (c.policy, c.setting) for c in every
     )
@@ -260,8 +245,9 @@ def test_the_paper_grid_has_65_configurations_and_the_benchmark_replays_them():
 def test_a_paper_grid_over_an_imported_corpus_plans_all_65_configurations(tmp_path):
     """config/paper.yaml's grid (its policies and settings; no models to run, so no summarizer
     names: the summarizer comparison's entries are full-comparison configurations without one)
-    over a corpus: the dry run plans one replay job per group, 65 configurations in all, each
-    policy once per group."""
+    over a corpus: the dry run plans one replay job per part of the corpus (`--shard K/N`, one per
+    4 trajectory files, at most 8), each replaying all 65 configurations once, the triggered ones at
+    their setting (POLICY@SETTING)."""
     paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     grid = {
         section: {k: v for k, v in block.items() if k not in ("models", "benchmarks", "cohort", "summarizers")}
@@ -276,27 +262,25 @@ def test_a_paper_grid_over_an_imported_corpus_plans_all_65_configurations(tmp_pa
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    write_corpus(tmp_path / "corpus")
+    sources = write_corpus(tmp_path / "corpus")
     done = snakemake(tmp_path, path, "-n", "-p", "--cores", "1", timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     commands = [line for line in done.stdout.splitlines() if " replay --runs " in line]
-    groups: dict[str, list[str]] = {}
-    jobs = []
+    shards = -(-len(sources) // 4)  # one job per 4 trajectory files
+    assert sorted(re.search(r"--shard (\d+/\d+) ", line).group(1) for line in commands) == sorted(
+        f"{k}/{shards}" for k in range(1, shards + 1)
+    )
+    wanted = [
+        policy if setting == "untriggered" else f"{policy}@{setting}"
+        for setting, policies in load_study(ROOT / "config" / "paper.yaml").imported_replay_plan().items()
+        for policy in policies
+    ]
     for line in commands:
-        out = re.search(r"--out \S*/imported/replay/([\w-]+)", line).group(1)
-        policies = re.search(r"--policies (.*?) (--setting|--out)", line).group(1).replace("'", "").split()
-        group = out.rsplit("-", 1)[0] if out != "untriggered" else out
-        groups.setdefault(group, []).extend(policies)
-        jobs.append((out, len(policies)))
-        if out != "untriggered":
-            assert f"--setting {group} " in line
-    for policies in groups.values():
-        assert len(policies) == len(set(policies))
-    assert sorted(groups) == ["loose", "primary", "tight", "untriggered"]
-    assert sum(len(p) for p in groups.values()) == 65
-    assert groups["untriggered"] == ["FC", "OTRC/St"]
-    # the 21 policies of each setting in 4 jobs of 5 or 6: 13 jobs, none longer than 6 policies
-    assert len(jobs) == 13 and max(n for _, n in jobs) == 6 and min(n for _, n in jobs) == 2
+        assert re.search(rf"--out \S*/imported/replay/\d+-of-{shards}\)", line)
+        policies = re.search(r"--policies (.*?) --thresholds", line).group(1).replace("'", "").split()
+        assert policies == wanted
+    assert len(wanted) == len(set(wanted)) == 65 and wanted[:2] == ["FC", "OTRC/St"]
+    assert {p.partition("@")[2] for p in wanted[2:]} == {"tight", "primary", "loose"}
 
 
 def test_the_figure_and_the_tables_point_back_to_the_source_files(imported_workflow):

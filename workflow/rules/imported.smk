@@ -2,8 +2,8 @@
 # one FC cell of track `imported` under {results_dir}/imported/runs/ (`ctxpolicy import`), the
 # thresholds are calibrated from that cell (local counts where the source has no per-call usage:
 # the thresholds file's `counts` says so), every policy of grid.full_comparison is replayed over
-# it (`ctxpolicy replay`: FC and the untriggered ones, then the triggered ones at the grid's
-# setting, in jobs of a few policies each: Study.imported_replay_jobs), and the replays become one
+# it (`ctxpolicy replay`: FC and the untriggered ones, the triggered ones at each setting of the
+# grid, in jobs that each take a part of the corpus's runs, balanced by calls), and the replays become one
 # table, {results_dir}/tables/imported/replay/, that the imported_replay, imported_sweep and
 # imported_cost_sensitivity figures read (workflow/figures.yaml). Every
 # sidecar names the trajectory files it comes from. The Snakefile includes this file only for a
@@ -18,23 +18,24 @@ def imported_cell() -> str:
     return f"{IMPORTED_ROOT}/runs/{IMPORTED['benchmark']}/{IMPORTED['model']}/imported"
 
 
-# Every configuration of the grid replayed over the corpus (ctxpolicy.study.Study.imported_replay_jobs):
-# the policies without a threshold, then each threshold setting's, each group cut into jobs of a
-# few policies (tight-1, tight-2, ...) so that both cores replay until the end.
-IMPORTED_REPLAY_JOBS = STUDY.imported_replay_jobs()
+# Every configuration of the grid replayed over the corpus (ctxpolicy.study.Study.imported_replay_plan):
+# FC and the policies without a threshold, then each threshold setting's as POLICY@SETTING.
+IMPORTED_REPLAY_POLICIES = [
+    policy if setting == "untriggered" else f"{policy}@{setting}"
+    for setting, policies in STUDY.imported_replay_plan().items()
+    for policy in policies
+]
+# The replay jobs: each replays every configuration over one part of the corpus's runs, the parts
+# balanced by agent calls (`ctxpolicy replay --shard K/N`, ctxpolicy.replay.shards), so that each
+# source run is read once and every core replays until the end: one job per 4 trajectory files, at
+# most 8 (each job is an interpreter's start-up). Never the cores of one machine, so that the
+# replays' paths are the same wherever the workflow runs.
+IMPORTED_REPLAY_SHARDS = max(1, min(8, -(-len(IMPORTED_SOURCES) // 4)))
 
 
 def imported_replay_dirs() -> list:
-    """The replay root of each job; each holds {benchmark}/{model}/{cell}/."""
-    return [f"{IMPORTED_ROOT}/replay/{job}" for job in IMPORTED_REPLAY_JOBS]
-
-
-def imported_replay_threshold(wildcards, input) -> str:
-    """The threshold flags of a job: none for the untriggered policies, its setting otherwise."""
-    setting = IMPORTED_REPLAY_JOBS[wildcards.group].setting
-    if setting is None:
-        return ""
-    return f"--setting {setting} --thresholds {shlex.quote(input.thresholds)}"
+    """The replay root of each job (`{k}-of-{N}`); each holds {benchmark}/{model}/{cell}/."""
+    return [f"{IMPORTED_ROOT}/replay/{k}-of-{IMPORTED_REPLAY_SHARDS}" for k in range(1, IMPORTED_REPLAY_SHARDS + 1)]
 
 
 def imported_verdicts() -> list:
@@ -100,23 +101,23 @@ rule imported_replay:
         cell=imported_cell(),
         thresholds=f"{IMPORTED_ROOT}/thresholds.json",
     output:
-        directory(f"{IMPORTED_ROOT}/replay/{{group}}"),
+        directory(f"{IMPORTED_ROOT}/replay/{{shard}}-of-{{shards}}"),
     log:
-        f"{RESULTS}/logs/imported/replay-{{group}}.log",
+        f"{RESULTS}/logs/imported/replay-{{shard}}-of-{{shards}}.log",
     wildcard_constraints:
-        group="|".join(IMPORTED_REPLAY_JOBS) or "-",
+        shard=r"\d+",
+        shards=str(IMPORTED_REPLAY_SHARDS),
     conda:
         SOFTWARE_ENV
     resources:
         **ANALYSIS,
     params:
         ctxpolicy=CTXPOLICY,
-        policies=lambda wildcards: IMPORTED_REPLAY_JOBS[wildcards.group].policies,
-        threshold=imported_replay_threshold,
+        policies=IMPORTED_REPLAY_POLICIES,
     shell:
         "(mkdir -p {output:q}"
         " && {params.ctxpolicy} replay --runs {input.cell:q} --policies {params.policies:q}"
-        " {params.threshold} --out {output:q}) > {log} 2>&1"
+        " --thresholds {input.thresholds:q} --shard {wildcards.shard}/{wildcards.shards} --out {output:q}) > {log} 2>&1"
 
 
 rule aggregate_imported_replay:

@@ -87,6 +87,7 @@ def apply_policy(
     dump: HistoryDump | None = None,
     action_format: str | None = None,
     prefix_length: int | None = None,
+    checked: bool = False,
 ) -> PolicyResult:
     """Apply ``spec`` once to ``messages`` (never mutated) as it would run before the next call.
 
@@ -94,10 +95,13 @@ def apply_policy(
     ``action_format`` is how the agent writes its commands (``policies.actions``; None: detected
     from the messages, ``mswea_bash_command`` when none is recognised); ``prefix_length`` the run's
     recorded protected prefix (None: system and task message, ``history.protected_prefix_length``).
-    Unchanged messages are returned as the same objects; changed ones are new dicts.
+    Unchanged messages are returned as the same objects; changed ones are new dicts. ``checked``:
+    the caller has checked every message already (``PolicySession`` checks each once, as it is
+    appended, instead of the whole history before every call).
     """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
-    check_messages(messages)  # the shape every stage relies on (policies.messages); MessageError otherwise
+    if not checked:
+        check_messages(messages)  # the shape every stage relies on (policies.messages); MessageError otherwise
     if spec.needs_threshold and threshold is None:
         raise PolicyError(f"policy {spec} is threshold-triggered and needs a threshold")
     history = list(messages)

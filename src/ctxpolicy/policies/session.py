@@ -114,6 +114,7 @@ class PolicySession:
             dump=self.dump,
             action_format=self.action_format or actions.DEFAULT,
             prefix_length=self.prefix_length,
+            checked=True,  # by append, each message once
         )
         self._context, self._pending = list(result.messages), []
         self.calls_made += 1

@@ -5,21 +5,26 @@ replayed step by step through each policy, as the harness would have applied it,
 in the run-record format with identity track `replay` and the source run named, under
 OUT/{benchmark}/{model}/{cell}/. No model server: prompt sizes are local token counts. Without
 --summarizer-url a summary is a stand-in of the requested length (run.json:
-replay.replay_summaries = placeholder); with it, summaries are real calls, recorded as such.
+replay.replay_summaries = placeholder); with it, summaries are real calls, recorded as such. A policy written SPEC@SETTING is replayed at that
+threshold setting of --thresholds (several settings in one call); --shard K/N replays only the
+K-th of N parts of the runs, balanced by their agent calls (replay.shards).
 
 examples:
   ctxpolicy replay --runs results/runs/local/qwen05b/FC --policies FC TR/Th/0.5 \\
       --setting primary --thresholds results/thresholds/local/qwen05b.json --out results/replay
   ctxpolicy replay --runs CELL --policies OTRC/St --out /tmp/replay
+  ctxpolicy replay --runs CELL --policies FC TR/Th/0.5@tight TR/Th/0.5@loose \\
+      --thresholds thresholds.json --shard 2/8 --out /tmp/replay
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ctxpolicy.errors import CtxpolicyError, UsageError
-from ctxpolicy.policies import actions
+from ctxpolicy.policies import PolicySpec, actions
 from ctxpolicy.policies.history import text_of as history_text
 from ctxpolicy.threshold_settings import FIXED, SETTINGS
 
@@ -45,13 +50,16 @@ def add_arguments(parser) -> None:
         action="extend",
         required=True,
         metavar="SPEC",
-        help="policy specs to replay (e.g. TR/Th/0.5); repeatable",
+        help="policy specs to replay (e.g. TR/Th/0.5, or TR/Th/0.5@tight: at that setting of --thresholds); repeatable",
     )
     deprecated_alias(parser, "--policy", replacement=policies)
     threshold = parser.add_mutually_exclusive_group()
     threshold.add_argument("--threshold", type=int, help="the threshold in tokens, for every Th policy")
     threshold.add_argument("--setting", choices=SETTINGS, help="a threshold setting read from --thresholds")
     parser.add_argument("--thresholds", type=Path, help="the thresholds file (ctxpolicy calibrate's output)")
+    parser.add_argument(
+        "--shard", metavar="K/N", help="replay only the K-th of N parts of the runs, balanced by their agent calls"
+    )
     add_summarizer(
         parser, "an OpenAI-compatible endpoint for real summaries", "the model name the summarizer endpoint serves"
     )
@@ -64,39 +72,71 @@ def add_arguments(parser) -> None:
     parser.error = one_line_error
 
 
-def _threshold(args) -> int | None:
+def _setting_threshold(path: Path | None, setting: str, asked_by: str) -> int:
+    """The token count of ``setting`` in the thresholds file ``path``."""
     from ctxpolicy.threshold_settings import ThresholdsFileError, is_token_count, read_thresholds
 
+    if path is None:
+        raise ReplayArgumentError(f"{asked_by} needs --thresholds FILE")
+    try:
+        values = read_thresholds(path)
+    except OSError:
+        raise ReplayArgumentError(f"{path}: no such thresholds file") from None
+    except ThresholdsFileError as exc:
+        raise ReplayArgumentError(str(exc)) from None
+    value = values.get(setting)
+    if not is_token_count(value):
+        raise ReplayArgumentError(f"{path}: field {setting} is {value!r}, not a token count")
+    return value
+
+
+def _threshold(args) -> int | None:
+    """The threshold of the policies given without @SETTING: --threshold, or --setting's."""
     if args.threshold is not None:
         if args.threshold < 1:
             raise ReplayArgumentError(f"--threshold is {args.threshold}; it must be a token count >= 1")
         return args.threshold
     if args.setting is None:
         return None
-    if args.thresholds is None:
-        raise ReplayArgumentError("--setting needs --thresholds FILE")
-    try:
-        values = read_thresholds(args.thresholds)
-    except OSError:
-        raise ReplayArgumentError(f"{args.thresholds}: no such thresholds file") from None
-    except ThresholdsFileError as exc:
-        raise ReplayArgumentError(str(exc)) from None
-    value = values.get(args.setting)
-    if not is_token_count(value):
-        raise ReplayArgumentError(f"{args.thresholds}: field {args.setting} is {value!r}, not a token count")
-    return value
+    return _setting_threshold(args.thresholds, args.setting, "--setting")
 
 
-def _policies(args):
+@dataclass(frozen=True)
+class Configuration:
+    """One policy as replayed: its threshold setting (``fixed`` for --threshold, None without one)
+    and threshold in tokens."""
+
+    policy: PolicySpec
+    setting: str | None
+    threshold: int | None
+
+
+def _configurations(args) -> list[Configuration]:
+    """Every --policies entry with the setting and threshold it is replayed at."""
     from ctxpolicy.policies import PolicySpecError, parse_spec
 
-    policies = []
+    threshold = _threshold(args)
+    setting = args.setting or (FIXED if args.threshold is not None else None)
+    out = []
     for text in args.policy:
+        spec_text, at, named = text.partition("@")
         try:
-            policies.append(parse_spec(text))
+            policy = parse_spec(spec_text)
         except PolicySpecError as exc:
-            raise ReplayArgumentError(f"--policy {text!r}: {exc}") from None
-    return policies
+            raise ReplayArgumentError(f"--policies {text!r}: {exc}") from None
+        if not at:
+            if policy.needs_threshold and threshold is None:
+                raise ReplayArgumentError(
+                    f"policy {policy} needs --threshold N, --setting NAME --thresholds FILE or {policy}@NAME"
+                )
+            out.append(Configuration(policy, setting, threshold))
+            continue
+        if named not in SETTINGS:
+            raise ReplayArgumentError(f"--policies {text!r}: setting {named!r} is not one of {', '.join(SETTINGS)}")
+        if not policy.needs_threshold:
+            raise ReplayArgumentError(f"--policies {text!r}: policy {policy} has no threshold to set")
+        out.append(Configuration(policy, named, _setting_threshold(args.thresholds, named, f"--policies {text!r}")))
+    return out
 
 
 def no_action(source) -> bool:
@@ -112,32 +152,36 @@ def main(args) -> int:
     from ctxpolicy.policies import EndpointSummarizer
     from ctxpolicy.replay.output import ReplayBatch
     from ctxpolicy.replay.placeholder import PlaceholderSummarizer
+    from ctxpolicy.replay.shards import ShardError, parse_shard, shard_of
     from ctxpolicy.replay.source import find_source_runs, read_source_run
 
-    policies = _policies(args)
-    threshold = _threshold(args)
+    configurations = _configurations(args)
     if bool(args.summarizer_url) != bool(args.summarizer_model):
         raise ReplayArgumentError("--summarizer-url and --summarizer-model go together")
-    needing = [str(p) for p in policies if p.needs_threshold and threshold is None]
-    if needing:
-        raise ReplayArgumentError(f"policy {needing[0]} needs --threshold N or --setting NAME --thresholds FILE")
+    try:
+        shard = parse_shard(args.shard) if args.shard is not None else None
+    except ShardError as exc:
+        raise ReplayArgumentError(str(exc)) from None
     sources = find_source_runs(args.runs)  # SourceError: exit code 2, through cli.main
+    if shard is not None:
+        sources = shard_of(sources, *shard)
     real = args.summarizer_url is not None
     summarizer = EndpointSummarizer(args.summarizer_url, args.summarizer_model) if real else PlaceholderSummarizer()
-    setting = args.setting or (FIXED if args.threshold is not None else None)
     written = 0
     with ReplayBatch() as batch:  # one sync per source, not eight fsyncs per replay
         for run_dir in sources:
             source = read_source_run(run_dir)
-            _replay_source(args, source, run_dir, policies, threshold, summarizer, setting, real, batch)
-            written += len(policies)
+            _replay_source(args, source, run_dir, configurations, summarizer, real, batch)
+            written += len(configurations)
             batch.commit()
-    print(f"replayed {len(sources)} run(s) under {len(policies)} policies: {written} run directories under {args.out}")
+    print(
+        f"replayed {len(sources)} run(s) under {len(configurations)} policies: {written} run directories under {args.out}"
+    )
     return 0
 
 
-def _replay_source(args, source, run_dir, policies, threshold, summarizer, setting, real, batch) -> None:
-    """Every policy over one source run, written into ``batch``; ``ReplayPolicyError`` when a policy fails."""
+def _replay_source(args, source, run_dir, configurations, summarizer, real, batch) -> None:
+    """Every configuration over one source run, written into ``batch``; ``ReplayPolicyError`` when a policy fails."""
     from ctxpolicy.policies import HistoryDump, PolicyError
     from ctxpolicy.replay.engine import replay_source
     from ctxpolicy.replay.output import identity_summarizer, replay_cell, run_dir_for
@@ -147,7 +191,7 @@ def _replay_source(args, source, run_dir, policies, threshold, summarizer, setti
             f"replay: {actions.no_action_warning(run_dir, source.steps, actions.of_record(source.record))}",
             file=sys.stderr,
         )
-    for policy in policies:
+    for policy, setting, threshold in ((c.policy, c.setting, c.threshold) for c in configurations):
         dump = None
         if "DUMP" in policy.stages:
             cell = replay_cell(

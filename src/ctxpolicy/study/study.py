@@ -88,16 +88,6 @@ class Configuration(NamedTuple):
 
 
 UNTRIGGERED = "untriggered"  # the replay group of the policies without a threshold (FC first)
-IMPORTED_POLICIES_PER_JOB = 6  # the most policies one replay job of an imported corpus replays
-
-
-@dataclass(frozen=True)
-class ImportedReplayJob:
-    """One replay job of an imported corpus: its threshold setting (None: the policies without a
-    threshold) and the policies it replays."""
-
-    setting: str | None
-    policies: list[str]
 
 
 class Design(NamedTuple):
@@ -456,27 +446,6 @@ class Study:
                 by_setting.setdefault(config.setting, []).append(config.policy)
         plan.update((s, by_setting[s]) for s in SETTINGS if s in by_setting)
         return plan
-
-    def imported_replay_jobs(self, policies_per_job: int = IMPORTED_POLICIES_PER_JOB) -> dict[str, ImportedReplayJob]:
-        """The replay jobs of an imported corpus: each group of ``imported_replay_plan`` cut into
-        as few parts of at most ``policies_per_job`` policies as it takes, as even as they can be
-        (21 policies: 6, 5, 5, 5), in the plan's order. A group of one part keeps its name, the
-        parts of a larger one are ``{group}-1``, ``{group}-2``, ...: so a 2-core machine never
-        waits on one long group while the other core idles."""
-        if policies_per_job < 1:
-            raise ValueError(f"policies_per_job is {policies_per_job}: not a positive number")
-        jobs: dict[str, ImportedReplayJob] = {}
-        for group, policies in self.imported_replay_plan().items():
-            setting = None if group == UNTRIGGERED else group
-            parts = max(1, -(-len(policies) // policies_per_job))
-            size, extra = divmod(len(policies), parts)
-            start = 0
-            for k in range(parts):
-                end = start + size + (k < extra)
-                name = group if parts == 1 else f"{group}-{k + 1}"
-                jobs[name] = ImportedReplayJob(setting, policies[start:end])
-                start = end
-        return jobs
 
     def replay_pairs(self) -> list[Pair]:
         """The pairs whose full comparison has compressed policies to replay, sorted."""
