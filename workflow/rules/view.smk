@@ -1,6 +1,7 @@
 # Trajectory pages, one job per cell: `ctxpolicy view` writes the cell's index and each run's page
 # (self-contained HTML, docs/view.md): results/view/{benchmark}/{model}/{slug}/index.html and runs/. `all` builds
-# them when the config's view.in_all is true (the local study); the report links each index.
+# them when the config's view.in_all is true (the local study); the report links each index. Nothing
+# waits for them, so they run last (resources.smk, "job order").
 
 
 rule view_cell:
@@ -19,7 +20,6 @@ rule view_cell:
         runs=directory(f"{RESULTS}/view/{{benchmark}}/{{model}}/{{slug}}/runs"),
     log:
         f"{RESULTS}/logs/view/{{benchmark}}/{{model}}/{{slug}}.log",
-    priority: SHORT_JOB_PRIORITY
     conda:
         SOFTWARE_ENV
     threads: 1
