@@ -121,7 +121,7 @@ def rule_family(rule: str) -> str:
         ("run_cell_", "cells (run-cell jobs)"),
         ("figure_", "figures and tables (notebooks)"),
         ("evaluate", "grading (evaluate jobs)"),
-        ("view_cell", "trajectory pages (view jobs)"),
+        ("view_", "trajectory pages (view jobs)"),
         ("aggregate", "tables (aggregate jobs)"),
         ("thresholds", "thresholds (calibrate)"),
     ):

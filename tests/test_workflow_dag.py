@@ -59,14 +59,15 @@ def test_cells_start_longest_first_after_thresholds_and_calibration_and_before_e
     assert min(summarizing) > max(main) > max(cells.values())  # the rest: sweep cells of 2 runs
     # two cells hold the shared server's threads on both cores: a light job waits for them, and
     # among the light jobs what others wait for goes first (grading, tables, then the leaves)
-    grading, pages = by_rule["evaluate"], by_rule["view_cell"]
+    grading = by_rule["evaluate"]
+    pages = [p for rule, priorities in by_rule.items() if rule.startswith("view_") for p in priorities]
     tables = [
         p
         for rule in ("aggregate", "aggregate_scope", "audit_scope", "replay", "aggregate_replay")
         for p in by_rule[rule]
     ]
     figures = [p for rule, priorities in by_rule.items() if rule.startswith("figure_") for p in priorities]
-    assert len(grading) == len(pages) == 13 and figures
+    assert len(grading) == 13 and len(pages) == 3 and figures  # pages: one job per track
     assert min(cells.values()) > max(grading) and min(grading) > max(tables) and min(tables) > max(figures + pages)
     assert min(figures + pages) >= 0  # the ILP scheduler never starts a job of negative priority
 
@@ -85,7 +86,9 @@ def test_default_target_makes_every_figure_and_table_from_any_working_directory(
     assert not {rule for rule in jobs if "imported" in rule}
     assert jobs["aggregate"] == 1 and jobs["aggregate_scope"] == 3 and jobs["all"] == 1
     assert jobs["replay"] == 1 and jobs["aggregate_replay"] == 1  # one FC cell replayed, no model calls
-    assert jobs["view_cell"] == len(expand_grid(load_config(config)))  # view.in_all: each cell's pages
+    # view.in_all: every cell's pages, one job per benchmark, model and track
+    tracks = {(c.benchmark, c.model, c.track) for c in expand_grid(load_config(config))}
+    assert {rule for rule in jobs if rule.startswith("view_")} == {f"view_{b}_{m}_{t}" for b, m, t in tracks}
 
 
 def test_one_figure_runs_only_the_cells_it_draws(study):
@@ -110,7 +113,7 @@ def test_single_gpu_configs_plan_every_cell_and_figure(tmp_path, name, benchmark
     assert {c.benchmark for c in cells} == benchmarks and {c.model for c in cells} == {"coder"}
     assert jobs["run_cell_coder"] == jobs["evaluate"] == len(cells)
     assert jobs["thresholds"] == len(benchmarks) and jobs["figure_fig2"] == 1
-    assert "view_cell" not in jobs  # the trajectory pages are a target here, not part of all
+    assert not [rule for rule in jobs if rule.startswith("view_")]  # the pages are a target here, not in all
 
 
 def test_bad_config_stops_with_one_line_naming_key_value_and_allowed(study):
