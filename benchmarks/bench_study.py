@@ -137,8 +137,21 @@ def _json(path: Path):
         return None
 
 
-def run_records(results: Path) -> dict[str, float]:
-    """Sums over every cell and run under results/runs/."""
+def requests_in_flight(spans: list[tuple[float, float]], slots: int = 2) -> dict[int, float]:
+    """Seconds with 0, 1, ... up to ``slots`` (and more, counted as ``slots``) model requests in
+    flight, from the first request's start to the last one's end: where the server's slots waited."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    seconds: dict[int, float] = defaultdict(float)
+    running, last = 0, None
+    for time, step in edges:
+        if last is not None:
+            seconds[min(running, slots)] += time - last
+        running, last = running + step, time
+    return seconds
+
+
+def run_records(results: Path, spans: list[tuple[float, float]] | None = None) -> dict[str, float]:
+    """Sums over every cell and run under results/runs/; each call's (start, end) into ``spans``."""
     totals: dict[str, float] = defaultdict(float)
     for cell_json in results.glob("runs/*/*/*/cell.json"):
         cell = _json(cell_json) or {}
@@ -160,6 +173,8 @@ def run_records(results: Path) -> dict[str, float]:
                     continue
                 kind = "summary" if call.get("kind") == "summary" else "agent"
                 totals[f"LLM time, {kind} calls"] += float(call.get("latency_s") or 0)
+                if spans is not None and call.get("start") and call.get("end"):
+                    spans.append((float(call["start"]), float(call["end"])))
                 totals[f"{kind} calls"] += 1
     return totals
 
@@ -185,6 +200,7 @@ def main() -> int:
     parser.add_argument("--config", default="config/config.yaml", help="relative to DIR unless absolute")
     parser.add_argument("--log", type=Path, help="the Snakemake log (default: the newest in DIR/.snakemake/log/)")
     parser.add_argument("--cores", type=int, default=2, help="the cores the run had (scripts/study.sh: 2)")
+    parser.add_argument("--slots", type=int, default=2, help="the model server's slots (config: parallel)")
     args = parser.parse_args()
 
     import yaml
@@ -215,7 +231,8 @@ def main() -> int:
     for family, seconds in sorted(families.items(), key=lambda kv: -sum(kv[1])):
         print(f"  {family:<36} {len(seconds):>5} {sum(seconds):>8.0f} {sum(seconds) / len(seconds):>8.1f}")
 
-    totals = run_records(results)
+    spans: list[tuple[float, float]] = []
+    totals = run_records(results, spans)
     print(
         f"\ninside the cells ({totals['cells']:.0f} cells, {totals['runs']:.0f} runs; sums over runs, which "
         "overlap when a cell runs several at once)"
@@ -231,6 +248,13 @@ def main() -> int:
     ):
         print(f"  {key:<38} {totals[key]:>8.0f} s")
     print(f"  {'calls: agent / summary':<38} {totals['agent calls']:>8.0f} / {totals['summary calls']:.0f}")
+    in_flight = requests_in_flight(spans, args.slots)
+    if in_flight:
+        span = sum(in_flight.values())
+        print(f"  model requests in flight, from the first call to the last ({span:.0f} s; {args.slots} slots):")
+        for count in range(args.slots + 1):
+            label = f"{count}{'+' if count == args.slots else ''} in flight"
+            print(f"    {label:<36} {in_flight[count]:>8.0f} s  {100 * in_flight[count] / span:5.1f} %")
     speed = server_speed(results)
     if speed["requests"]:
         print(f"\nmodel servers: {speed['requests']:.0f} requests (per-request sums; slots overlap)")
