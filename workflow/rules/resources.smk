@@ -55,29 +55,37 @@ ANALYSIS = job_resources(SLURM["analysis"])
 # scheduler maximizes their summed priority; none is below 0, which it would never start).
 # Locally the model server's threads are the machine's cores: two cells keep its slots, and so
 # both cores, busy. A light job beside them gets no core of its own; it stalls the server, whose
-# threads wait for each other at every step. So every cell comes before every light job, and the
-# light jobs fill the cores where fewer than two cells are ready (a cell waiting for its
-# thresholds, the last cells) and after the cells, two at a time. Thresholds come first (every
-# threshold-triggered cell waits for them), then the calibration cell, then the cells longest
-# first (the last to finish is a short one); among the light jobs, what others wait for first:
-# grading, then the tables, then the figures and the trajectory pages (nothing waits for those:
-# they keep Snakemake's default priority, 0).
+# threads wait for each other at every step. So on a local run with a shared server every cell
+# comes before every light job, and the light jobs fill the cores where fewer than two cells are
+# ready (a cell waiting for its thresholds, the last cells) and after the cells, two at a time.
+# On a cluster a light job runs on a node of its own and holds one of the profile's `jobs` for
+# seconds: there it comes before the cells, and frees what waits on it. Thresholds come first
+# (every threshold-triggered cell waits for them), then the calibration cell, then the cells
+# longest first (the last to finish is a short one); among the light jobs, what others wait for
+# first: grading, then the tables, then the trajectory pages and the figures (nothing waits for
+# those; the figures keep Snakemake's default priority, 0).
 
-TABLE_PRIORITY = 1
-GRADING_PRIORITY = 2
-CELL_PRIORITY_BASE = GRADING_PRIORITY + 1  # above every light job
-THRESHOLDS_PRIORITY = 10**9  # above any cell's
+PAGES_RANK, TABLES_RANK, GRADING_RANK = 0, 1, 2
+CELL_PRIORITY_BASE = GRADING_RANK + 1  # above every light job of a local run
+CLUSTER_LIGHT_BASE = 10**9  # above any cell's
+THRESHOLDS_PRIORITY = CLUSTER_LIGHT_BASE + GRADING_RANK + 1  # above everything
+
+
+def light_priority(rank: int):
+    """A light job's priority: ``rank`` below every cell with a shared local server, above every
+    cell on a cluster (a callable: Snakemake asks once it knows the executor)."""
+    return lambda wildcards: rank if shares_servers() else CLUSTER_LIGHT_BASE + rank
 
 
 def cell_priority(wildcards) -> int:
     """A cell's planned model work above CELL_PRIORITY_BASE: its runs, twice for a policy that
     summarizes (its summary calls are model calls too); the calibration cells get
-    THRESHOLDS_PRIORITY - 1."""
+    THRESHOLDS_PRIORITY - 1, above every other job but the thresholds."""
     cell = cell_of(wildcards)
     if STUDY.calibration_cell(Pair(cell.model, cell.benchmark)) == cell:
         return THRESHOLDS_PRIORITY - 1
     work = STUDY.planned_runs(cell) * (2 if cell.spec.needs_summarizer else 1)
-    return min(CELL_PRIORITY_BASE + work, THRESHOLDS_PRIORITY - 2)
+    return min(CELL_PRIORITY_BASE + work, CLUSTER_LIGHT_BASE - 1)
 
 
 # ---------------------------------------------------------------- shared model servers

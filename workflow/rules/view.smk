@@ -3,8 +3,8 @@
 # each cell's index and each run's page (self-contained HTML, docs/view.md):
 # results/view/{benchmark}/{model}/{slug}/index.html and runs/. `all` builds them when the config's
 # view.in_all is true (the local study); the report links each index. Nothing waits for them, so
-# they run last (resources.smk, "job order"), and one process per group spares a Python start-up
-# per cell.
+# they run last locally (resources.smk, "job order"), and one process per group spares a Python
+# start-up per cell.
 
 for _group, _cells in view_groups().items():
 
@@ -29,6 +29,7 @@ for _group, _cells in view_groups().items():
             runs=[directory(view_runs(c)) for c in _cells],
         log:
             f"{RESULTS}/logs/view/{_group}.log",
+        priority: light_priority(PAGES_RANK)
         conda:
             SOFTWARE_ENV
         threads: 1
