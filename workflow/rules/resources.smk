@@ -68,7 +68,7 @@ ANALYSIS = job_resources(SLURM["analysis"])
 PAGES_RANK, TABLES_RANK, GRADING_RANK = 0, 1, 2
 CELL_PRIORITY_BASE = GRADING_RANK + 1  # above every light job of a local run
 CLUSTER_LIGHT_BASE = 10**9  # above any cell's
-THRESHOLDS_PRIORITY = CLUSTER_LIGHT_BASE + GRADING_RANK + 1  # above everything
+THRESHOLDS_PRIORITY = CLUSTER_LIGHT_BASE + GRADING_RANK + 2  # above everything, the calibration cells next
 
 
 def light_priority(rank: int):
