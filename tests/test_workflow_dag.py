@@ -72,6 +72,22 @@ def test_cells_start_longest_first_after_thresholds_and_calibration_and_before_e
     assert min(figures + pages) >= 0  # the ILP scheduler never starts a job of negative priority
 
 
+def test_without_a_shared_server_light_jobs_come_before_the_cells_that_hold_their_cores(study):
+    """A cell that starts its own server (CTXPOLICY_SHARED_SERVERS=off, or a cluster job) asks for
+    its model's cpus, so nothing runs beside it: grading, tables and pages go first, as on a
+    cluster, where each has a node of its own; the thresholds stay above all."""
+    workdir, config = study
+    done = snakemake(workdir, config, "--dry-run", env={"CTXPOLICY_SHARED_SERVERS": "off"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = planned_priorities(done.stdout)
+    cells = [p for (rule, _), p in jobs.items() if rule == "run_cell_qwen05b"]
+    light = [p for (rule, _), p in jobs.items() if rule.startswith(("evaluate", "view_", "aggregate", "audit"))]
+    thresholds = [p for (rule, _), p in jobs.items() if rule == "thresholds"]
+    assert len(cells) == 13 and len(light) == 13 + 3 + 1 + 3 + 2 + 1
+    assert min(thresholds) > max(cells) and min(light) > sorted(cells)[-2]  # all but the calibration cell
+    assert re.search(r"rule run_cell_qwen05b:(?:(?!\nrule ).)*threads: 2", done.stdout, flags=re.S)
+
+
 def figure_rule(target: str) -> str:
     return "figure_" + re.sub(r"\W", "_", target)
 
