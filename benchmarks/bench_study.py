@@ -8,7 +8,11 @@ of the jobs of each rule (cells, grading, thresholds, tables, figures), then the
 server waits (cell.json `server_wait_s`), agent LLM time and summary-call time (calls.jsonl
 `latency_s` by `kind`), tool time (run.json `timing.tool_s`), and the executed notebooks'
 own durations (papermill metadata; the rest of a figure job is its kernel and Python start-up
-and the provenance sidecar). Prints the load average too: a busy machine stretches everything.
+and the provenance sidecar), and the model servers' own speed (llama.cpp's per-request timings in
+RESULTS/.servers/*.log: prompt and generated tokens per second). Where the cores waited: each
+phase's mean jobs at once and unused job slots, and the light jobs (grading, pages, tables,
+figures) that ran beside two cells, where the model server's threads already hold both cores.
+Prints the load average too: a busy machine stretches everything.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
 FINISHED = re.compile(r"^Finished job(?:id:)? (\d+)")
+# llama.cpp's per-request timing lines in a server log (print_timing)
+SERVER_TIMING = re.compile(r"\|\s+(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) tokens")
 
 
 def parse_snakemake_log(path: Path) -> tuple[float, dict[str, list[float]]]:
@@ -71,12 +77,51 @@ def critical_path(wall: float, intervals: list[tuple[str, float, float]], cores:
     return out
 
 
+def is_cell(rule: str) -> bool:
+    return rule.startswith("run_cell_")
+
+
+def beside_two_cells(intervals: list[tuple[str, float, float]]) -> tuple[int, float]:
+    """(light jobs, seconds) that ran while two or more cells ran: with a shared model server, two
+    cells keep its threads on both cores, so such a job competes with the model for a core."""
+    cells = [(begin, end) for rule, begin, end in intervals if is_cell(rule)]
+    jobs, seconds = 0, 0.0
+    for rule, begin, end in intervals:
+        if is_cell(rule) or rule == "all":
+            continue
+        edges = sorted({begin, end, *(t for span in cells for t in span if begin < t < end)})
+        overlap = sum(
+            hi - lo
+            for lo, hi in zip(edges, edges[1:])
+            if sum(1 for c_begin, c_end in cells if c_begin <= lo and hi <= c_end) >= 2
+        )
+        if overlap > 0:
+            jobs, seconds = jobs + 1, seconds + overlap
+    return jobs, seconds
+
+
+def server_speed(results: Path) -> dict[str, float]:
+    """Summed llama.cpp request timings of every model server log of the run: prompt tokens and
+    generated tokens with their seconds (requests overlap when the server's slots run together)."""
+    totals: dict[str, float] = defaultdict(float)
+    for log in sorted((results / ".servers").glob("*.log")):
+        if log.name.endswith(".serve.log"):
+            continue
+        for line in log.read_text(errors="replace").splitlines():
+            if m := SERVER_TIMING.search(line):
+                kind = "prompt" if m.group(1) == "prompt eval" else "generation"
+                totals[f"{kind} s"] += float(m.group(2)) / 1000
+                totals[f"{kind} tokens"] += int(m.group(3))
+                totals["requests"] += kind == "generation"
+    return totals
+
+
 def rule_family(rule: str) -> str:
     for prefix, family in (
         ("run_cell_", "cells (run-cell jobs)"),
         ("figure_", "figures and tables (notebooks)"),
         ("evaluate", "grading (evaluate jobs)"),
-        ("view_cell", "trajectory pages (view jobs)"),
+        ("view_", "trajectory pages (view jobs)"),
         ("aggregate", "tables (aggregate jobs)"),
         ("thresholds", "thresholds (calibrate)"),
     ):
@@ -92,8 +137,21 @@ def _json(path: Path):
         return None
 
 
-def run_records(results: Path) -> dict[str, float]:
-    """Sums over every cell and run under results/runs/."""
+def requests_in_flight(spans: list[tuple[float, float]], slots: int = 2) -> dict[int, float]:
+    """Seconds with 0, 1, ... up to ``slots`` (and more, counted as ``slots``) model requests in
+    flight, from the first request's start to the last one's end: where the server's slots waited."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    seconds: dict[int, float] = defaultdict(float)
+    running, last = 0, None
+    for time, step in edges:
+        if last is not None:
+            seconds[min(running, slots)] += time - last
+        running, last = running + step, time
+    return seconds
+
+
+def run_records(results: Path, spans: list[tuple[float, float]] | None = None) -> dict[str, float]:
+    """Sums over every cell and run under results/runs/; each call's (start, end) into ``spans``."""
     totals: dict[str, float] = defaultdict(float)
     for cell_json in results.glob("runs/*/*/*/cell.json"):
         cell = _json(cell_json) or {}
@@ -115,6 +173,8 @@ def run_records(results: Path) -> dict[str, float]:
                     continue
                 kind = "summary" if call.get("kind") == "summary" else "agent"
                 totals[f"LLM time, {kind} calls"] += float(call.get("latency_s") or 0)
+                if spans is not None and call.get("start") and call.get("end"):
+                    spans.append((float(call["start"]), float(call["end"])))
                 totals[f"{kind} calls"] += 1
     return totals
 
@@ -140,6 +200,7 @@ def main() -> int:
     parser.add_argument("--config", default="config/config.yaml", help="relative to DIR unless absolute")
     parser.add_argument("--log", type=Path, help="the Snakemake log (default: the newest in DIR/.snakemake/log/)")
     parser.add_argument("--cores", type=int, default=2, help="the cores the run had (scripts/study.sh: 2)")
+    parser.add_argument("--slots", type=int, default=2, help="the model server's slots (config: parallel)")
     args = parser.parse_args()
 
     import yaml
@@ -161,6 +222,8 @@ def main() -> int:
     print(f"\nSnakemake wall time: {wall / 60:.1f} min ({wall:.0f} s)")
     for key, value in critical_path(wall, intervals, args.cores).items():
         print(f"  {key:<36} {value:>8.1f}")
+    crowded, crowded_s = beside_two_cells(intervals)
+    print(f"  {'light jobs beside two cells':<36} {crowded:>8d}   ({crowded_s:.0f} s of them)")
     families: dict[str, list[float]] = defaultdict(list)
     for rule, seconds in jobs.items():
         families[rule_family(rule)] += seconds
@@ -168,7 +231,8 @@ def main() -> int:
     for family, seconds in sorted(families.items(), key=lambda kv: -sum(kv[1])):
         print(f"  {family:<36} {len(seconds):>5} {sum(seconds):>8.0f} {sum(seconds) / len(seconds):>8.1f}")
 
-    totals = run_records(results)
+    spans: list[tuple[float, float]] = []
+    totals = run_records(results, spans)
     print(
         f"\ninside the cells ({totals['cells']:.0f} cells, {totals['runs']:.0f} runs; sums over runs, which "
         "overlap when a cell runs several at once)"
@@ -184,6 +248,20 @@ def main() -> int:
     ):
         print(f"  {key:<38} {totals[key]:>8.0f} s")
     print(f"  {'calls: agent / summary':<38} {totals['agent calls']:>8.0f} / {totals['summary calls']:.0f}")
+    in_flight = requests_in_flight(spans, args.slots)
+    if in_flight:
+        span = sum(in_flight.values())
+        print(f"  model requests in flight, from the first call to the last ({span:.0f} s; {args.slots} slots):")
+        for count in range(args.slots + 1):
+            label = f"{count}{'+' if count == args.slots else ''} in flight"
+            print(f"    {label:<36} {in_flight[count]:>8.0f} s  {100 * in_flight[count] / span:5.1f} %")
+    speed = server_speed(results)
+    if speed["requests"]:
+        print(f"\nmodel servers: {speed['requests']:.0f} requests (per-request sums; slots overlap)")
+        for kind in ("prompt", "generation"):
+            tokens, secs = speed[f"{kind} tokens"], speed[f"{kind} s"]
+            rate = f"{tokens / secs:.1f} tokens/s per request" if secs else "-"
+            print(f"  {kind:<38} {tokens:>8.0f} tokens in {secs:>7.0f} s   {rate}")
     count, seconds = notebook_seconds(results)
     figure_jobs = families.get("figures and tables (notebooks)", [])
     if count:

@@ -11,9 +11,22 @@ args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   [ "${args[i]}" = --configfile ] && [ $((i + 1)) -lt ${#args[@]} ] && config=${args[i + 1]}
 done
+# CPU seconds (user + system) of the processes this shell has waited for, Snakemake's jobs
+# included; the shared model server outlives the job that started it, so its CPU is not in it.
+# `times` must run in this shell (a $(...) subshell has waited for nothing): it writes to a file.
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
+children_cpu() { awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$times_file"; }
+times > "$times_file"
+cpu_before=$(children_cpu)
+load_before=$(cut -d' ' -f1 /proc/loadavg)
 start=$SECONDS
 status=0
 .venv/bin/snakemake --cores 2 "$@" || status=$?
+wall=$((SECONDS - start))
+times > "$times_file"
+cpu=$(($(children_cpu) - cpu_before))
 .venv/bin/python workflow/scripts/study_summary.py --config "$config"
-echo "   snakemake: exit $status after $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
+echo "   snakemake: exit $status after $((wall / 60)) min $((wall % 60)) s; CPU of its jobs $cpu s" \
+  "(without the model server's); load average $load_before before, $(cut -d' ' -f1 /proc/loadavg) after"
 exit $status

@@ -189,6 +189,34 @@ def test_a_cell_gives_an_index_linking_each_run_page(event_runs, tmp_path):
     assert "<td>TR/Th/0.5</td><td>submitted</td>" in index
 
 
+def test_folders_of_runs_get_each_the_index_one_folder_gets_in_one_call(event_runs, tmp_path, capsys):
+    from ctxpolicy.cli import main
+
+    cells = [event_runs[name].parent for name in ("FC", "TR", "OTRC")]
+    out = tmp_path / "view"
+    assert main(["view", "--runs", *map(str, cells), "--out-dir", str(out), "--embed-runs"]) == 0
+    assert capsys.readouterr().out.split() == [str(out / cell.name / "index.html") for cell in cells]
+    for cell in cells:  # as the same folder alone gives it: index and run pages
+        alone = render(cell, tmp_path / "alone" / cell.name / "index.html", "--embed-runs")
+        assert (out / cell.name / "index.html").read_text(encoding="utf-8") == alone
+        assert sorted(p.name for p in (out / cell.name / "runs").iterdir()) == ["task-0000__a1.html"]
+
+
+def test_folders_of_runs_need_an_out_dir_and_distinct_names(event_runs, tmp_path, capsys):
+    from ctxpolicy.cli import main
+
+    fc, tr = event_runs["FC"].parent, event_runs["TR"].parent
+    assert main(["view", "--runs", str(fc), str(tr), "--out", str(tmp_path / "i.html")]) == 2
+    assert "--runs: 2 folders: give --out-dir DIR" in capsys.readouterr().err
+    twin = tmp_path / "other" / fc.name
+    twin.mkdir(parents=True)
+    assert main(["view", "--runs", str(fc), str(twin), "--out-dir", str(tmp_path / "v")]) == 2
+    assert f"folders of the same name would share an index: {fc.name}" in capsys.readouterr().err
+    assert main(["view", "--runs", str(event_runs["FC"]), "--out-dir", str(tmp_path / "v")]) == 2
+    assert "a run directory; with --out-dir each --runs is a folder of runs" in capsys.readouterr().err
+    assert not (tmp_path / "v").exists()  # nothing written before the folders were checked
+
+
 def test_bad_input_is_one_named_error(tmp_path, capsys):
     from ctxpolicy.cli import main
 

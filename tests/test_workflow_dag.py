@@ -39,23 +39,53 @@ def test_all_tables_plan_one_job_per_cell(study):
     assert jobs["thresholds"] == 1 and jobs["aggregate"] == 1
 
 
-def test_cells_start_longest_first_after_calibration_and_short_jobs_before_any_cell(study):
+def test_cells_start_longest_first_after_thresholds_and_calibration_and_before_every_light_job(study):
     workdir, config = study
     done = snakemake(workdir, config, "--dry-run")
     assert done.returncode == 0, done.stderr[-3000:]
     jobs = planned_priorities(done.stdout)
+    by_rule: dict[str, list[float]] = {}
+    for (rule, _), priority in jobs.items():
+        by_rule.setdefault(rule, []).append(priority)
     cells = {wc.rsplit("slug=", 1)[1]: p for (rule, wc), p in jobs.items() if rule == "run_cell_qwen05b"}
     assert len(cells) == 13
     calibration = cells.pop("FC")  # the thresholds of every triggered cell wait for it
-    assert calibration > max(cells.values())
+    assert max(by_rule["thresholds"]) > calibration > max(cells.values())
     summarizing = {cells.pop(slug) for slug in ("SU_Th_0.5__primary", "S-p_Th_0.5__primary")}  # 3 runs, summaries
     main = {
         cells.pop(slug)
         for slug in ("TR_Th_0.5__primary", "TRC_Th__primary", "OTRC_St", "OTRCplusTR_StplusTh_0.5__primary")
     }
     assert min(summarizing) > max(main) > max(cells.values())  # the rest: sweep cells of 2 runs
-    short = [p for (rule, _), p in jobs.items() if rule in ("evaluate", "view_cell", "thresholds")]
-    assert len(short) == 13 + 13 + 1 and min(short) > calibration
+    # two cells hold the shared server's threads on both cores: a light job waits for them, and
+    # among the light jobs what others wait for goes first (grading, tables, then the leaves)
+    grading = by_rule["evaluate"]
+    pages = [p for rule, priorities in by_rule.items() if rule.startswith("view_") for p in priorities]
+    tables = [
+        p
+        for rule in ("aggregate", "aggregate_scope", "audit_scope", "replay", "aggregate_replay")
+        for p in by_rule[rule]
+    ]
+    figures = [p for rule, priorities in by_rule.items() if rule.startswith("figure_") for p in priorities]
+    assert len(grading) == 13 and len(pages) == 3 and figures  # pages: one job per track
+    assert min(cells.values()) > max(grading) and min(grading) > max(tables) and min(tables) > max(figures + pages)
+    assert min(figures + pages) >= 0  # the ILP scheduler never starts a job of negative priority
+
+
+def test_without_a_shared_server_light_jobs_come_before_the_cells_that_hold_their_cores(study):
+    """A cell that starts its own server (CTXPOLICY_SHARED_SERVERS=off, or a cluster job) asks for
+    its model's cpus, so nothing runs beside it: grading, tables and pages go first, as on a
+    cluster, where each has a node of its own; the thresholds stay above all."""
+    workdir, config = study
+    done = snakemake(workdir, config, "--dry-run", env={"CTXPOLICY_SHARED_SERVERS": "off"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = planned_priorities(done.stdout)
+    cells = [p for (rule, _), p in jobs.items() if rule == "run_cell_qwen05b"]
+    light = [p for (rule, _), p in jobs.items() if rule.startswith(("evaluate", "view_", "aggregate", "audit"))]
+    thresholds = [p for (rule, _), p in jobs.items() if rule == "thresholds"]
+    assert len(cells) == 13 and len(light) == 13 + 3 + 1 + 3 + 2 + 1
+    assert min(thresholds) > max(cells) and min(light) > sorted(cells)[-2]  # all but the calibration cell
+    assert re.search(r"rule run_cell_qwen05b:(?:(?!\nrule ).)*threads: 2", done.stdout, flags=re.S)
 
 
 def figure_rule(target: str) -> str:
@@ -72,7 +102,9 @@ def test_default_target_makes_every_figure_and_table_from_any_working_directory(
     assert not {rule for rule in jobs if "imported" in rule}
     assert jobs["aggregate"] == 1 and jobs["aggregate_scope"] == 3 and jobs["all"] == 1
     assert jobs["replay"] == 1 and jobs["aggregate_replay"] == 1  # one FC cell replayed, no model calls
-    assert jobs["view_cell"] == len(expand_grid(load_config(config)))  # view.in_all: each cell's pages
+    # view.in_all: every cell's pages, one job per benchmark, model and track
+    tracks = {(c.benchmark, c.model, c.track) for c in expand_grid(load_config(config))}
+    assert {rule for rule in jobs if rule.startswith("view_")} == {f"view_{b}_{m}_{t}" for b, m, t in tracks}
 
 
 def test_one_figure_runs_only_the_cells_it_draws(study):
@@ -97,7 +129,7 @@ def test_single_gpu_configs_plan_every_cell_and_figure(tmp_path, name, benchmark
     assert {c.benchmark for c in cells} == benchmarks and {c.model for c in cells} == {"coder"}
     assert jobs["run_cell_coder"] == jobs["evaluate"] == len(cells)
     assert jobs["thresholds"] == len(benchmarks) and jobs["figure_fig2"] == 1
-    assert "view_cell" not in jobs  # the trajectory pages are a target here, not part of all
+    assert not [rule for rule in jobs if rule.startswith("view_")]  # the pages are a target here, not in all
 
 
 def test_bad_config_stops_with_one_line_naming_key_value_and_allowed(study):

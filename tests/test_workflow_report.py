@@ -29,7 +29,7 @@ SHOWN = ("fig2", "fig3", "cost_sensitivity", "table6")  # their captions are che
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     """The report of a one-task study whose every figure, Table 6 and one cell's trajectory index
-    (as rule view_cell writes it: the run pages inside) were made: (report, targets)."""
+    (as its view rule writes it: the run pages inside) were made: (report, targets)."""
     tmp_path = tmp_path_factory.mktemp("report")
     config_path = write_study(tmp_path, "config.yaml", {"main": ["tinyweb-001"], "sweep": ["tinyweb-001"]})
     targets = targets_for(load_study(config_path))
@@ -49,7 +49,7 @@ def report(tmp_path_factory):
                 path.write_text("x\n")
     runs = write_event_runs(tmp_path / "runs", steps=8)
     view = tmp_path / "results" / "view" / "local" / "qwen05b" / "FC"
-    write_index(runs["TR"].parent, view / "index.html", "estimated", embed=True)  # as rule view_cell does
+    write_index(runs["TR"].parent, view / "index.html", "estimated", embed=True)  # as the view rule does
     report = tmp_path / "report.html"
     wanted = [f"figures/{n}.png" for n in made if targets[n]["kind"] == "figure"] + [
         "figures/table6.csv",

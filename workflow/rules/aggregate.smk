@@ -13,6 +13,7 @@ rule aggregate:
         sidecars=multiext(f"{TABLES}/", "runs.parquet.prov.json", "calls.parquet.prov.json"),
     log:
         f"{RESULTS}/logs/aggregate/all.log",
+    priority: light_priority(TABLES_RANK)
     conda:
         SOFTWARE_ENV
     threads: SLURM["analysis"]["cpus"]
@@ -38,6 +39,7 @@ rule aggregate_scope:
         sidecars=multiext(f"{TABLES}/{{scope}}/", "runs.parquet.prov.json", "calls.parquet.prov.json"),
     log:
         f"{RESULTS}/logs/aggregate/{{scope}}.log",
+    priority: light_priority(TABLES_RANK)
     conda:
         SOFTWARE_ENV
     threads: SLURM["analysis"]["cpus"]

@@ -13,6 +13,7 @@ rule audit:
         sidecar=f"{TABLES}/events.parquet.prov.json",
     log:
         f"{RESULTS}/logs/audit/all.log",
+    priority: light_priority(TABLES_RANK)
     conda:
         SOFTWARE_ENV
     threads: 1
@@ -36,6 +37,7 @@ rule audit_scope:
         sidecar=f"{TABLES}/{{scope}}/events.parquet.prov.json",
     log:
         f"{RESULTS}/logs/audit/{{scope}}.log",
+    priority: light_priority(TABLES_RANK)
     conda:
         SOFTWARE_ENV
     threads: 1

@@ -11,7 +11,7 @@ rule thresholds:
         f"{RESULTS}/thresholds/{{benchmark}}/{{model}}.json",
     log:
         f"{RESULTS}/logs/thresholds/{{benchmark}}/{{model}}.log",
-    priority: SHORT_JOB_PRIORITY
+    priority: THRESHOLDS_PRIORITY
     conda:
         SOFTWARE_ENV
     resources:

@@ -9,7 +9,7 @@ rule evaluate:
         f"{RUNS}/{{benchmark}}/{{model}}/{{slug}}/eval.json",
     log:
         f"{RESULTS}/logs/evaluate/{{benchmark}}/{{model}}/{{slug}}.log",
-    priority: SHORT_JOB_PRIORITY
+    priority: light_priority(GRADING_RANK)
     conda:
         SOFTWARE_ENV
     threads: SLURM["analysis"]["cpus"]

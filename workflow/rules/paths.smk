@@ -191,8 +191,26 @@ FIGURE_OUTPUTS = [p for spec in FIGURE_TARGETS.values() for p in spec["outputs"]
 # ---------------------------------------------------------------- trajectory pages
 
 
+def view_dir(cell) -> str:
+    """Where the pages of the cell's benchmark and model go: each cell's in {slug}/ below it."""
+    return f"{RESULTS}/view/{cell.benchmark}/{cell.model}"
+
+
 def view_index(cell) -> str:
-    return f"{RESULTS}/view/{cell.benchmark}/{cell.model}/{cell.slug}/index.html"
+    return f"{view_dir(cell)}/{cell.slug}/index.html"
+
+
+def view_runs(cell) -> str:
+    return f"{view_dir(cell)}/{cell.slug}/runs"
+
+
+def view_groups() -> dict:
+    """The cells whose pages one job writes, by BENCHMARK_MODEL_TRACK: each group's cells share a
+    view_dir, and their slugs (the folder names `ctxpolicy view --out-dir` writes under) differ."""
+    groups = {}
+    for cell in CELLS:
+        groups.setdefault(f"{cell.benchmark}_{cell.model}_{cell.track}", []).append(cell)
+    return groups
 
 
 VIEW_OUTPUTS = [view_index(c) for c in CELLS] if STUDY.view_in_all else []

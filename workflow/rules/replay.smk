@@ -14,6 +14,7 @@ rule replay:
         directory(f"{REPLAY}/{{benchmark}}/{{model}}"),
     log:
         f"{RESULTS}/logs/replay/{{benchmark}}/{{model}}.log",
+    priority: light_priority(TABLES_RANK)
     conda:
         SOFTWARE_ENV
     resources:
@@ -44,6 +45,7 @@ rule aggregate_replay:
         sidecars=multiext(f"{TABLES}/replay/", "runs.parquet.prov.json", "calls.parquet.prov.json"),
     log:
         f"{RESULTS}/logs/aggregate/replay.log",
+    priority: light_priority(TABLES_RANK)
     conda:
         SOFTWARE_ENV
     threads: SLURM["analysis"]["cpus"]

@@ -51,23 +51,41 @@ ANALYSIS = job_resources(SLURM["analysis"])
 
 
 # ---------------------------------------------------------------- job order (Snakemake priority)
-# Where jobs wait for a free core, Snakemake starts the ready job of highest priority. Run cells
-# start longest first, so that the last one to finish is a short one; the calibration cells come
-# before all (every threshold-triggered cell waits for their thresholds). The short jobs that
-# follow a cell (grading, its trajectory pages, the thresholds) come before any cell: a cell
-# shares its model server's slots with the cell beside it, which keeps them busy while the short
-# job holds a core, and none of them is left for the end, when the figures need both cores.
+# Where jobs wait for a free core, Snakemake starts the ready jobs of highest priority (its ILP
+# scheduler maximizes their summed priority; none is below 0, which it would never start).
+# Locally the model server's threads are the machine's cores: two cells keep its slots, and so
+# both cores, busy. A light job beside them gets no core of its own; it stalls the server, whose
+# threads wait for each other at every step. So on a local run with a shared server every cell
+# comes before every light job, and the light jobs fill the cores where fewer than two cells are
+# ready (a cell waiting for its thresholds, the last cells) and after the cells, two at a time.
+# On a cluster a light job runs on a node of its own and holds one of the profile's `jobs` for
+# seconds: there it comes before the cells, and frees what waits on it. Thresholds come first
+# (every threshold-triggered cell waits for them), then the calibration cell, then the cells
+# longest first (the last to finish is a short one); among the light jobs, what others wait for
+# first: grading, then the tables, then the trajectory pages and the figures (nothing waits for
+# those; the figures keep Snakemake's default priority, 0).
 
-SHORT_JOB_PRIORITY = 10**9  # above any cell's
+PAGES_RANK, TABLES_RANK, GRADING_RANK = 0, 1, 2
+CELL_PRIORITY_BASE = GRADING_RANK + 1  # above every light job of a local run
+CLUSTER_LIGHT_BASE = 10**9  # above any cell's
+THRESHOLDS_PRIORITY = CLUSTER_LIGHT_BASE + GRADING_RANK + 2  # above everything, the calibration cells next
+
+
+def light_priority(rank: int):
+    """A light job's priority: ``rank`` below every cell with a shared local server, above every
+    cell on a cluster (a callable: Snakemake asks once it knows the executor)."""
+    return lambda wildcards: rank if shares_servers() else CLUSTER_LIGHT_BASE + rank
 
 
 def cell_priority(wildcards) -> int:
-    """A cell's planned model work: its runs, twice for a policy that summarizes (its summary
-    calls are model calls too); the calibration cells get SHORT_JOB_PRIORITY - 1."""
+    """A cell's planned model work above CELL_PRIORITY_BASE: its runs, twice for a policy that
+    summarizes (its summary calls are model calls too); the calibration cells get
+    THRESHOLDS_PRIORITY - 1, above every other job but the thresholds."""
     cell = cell_of(wildcards)
     if STUDY.calibration_cell(Pair(cell.model, cell.benchmark)) == cell:
-        return SHORT_JOB_PRIORITY - 1
-    return min(STUDY.planned_runs(cell) * (2 if cell.spec.needs_summarizer else 1), SHORT_JOB_PRIORITY - 2)
+        return THRESHOLDS_PRIORITY - 1
+    work = STUDY.planned_runs(cell) * (2 if cell.spec.needs_summarizer else 1)
+    return min(CELL_PRIORITY_BASE + work, CLUSTER_LIGHT_BASE - 1)
 
 
 # ---------------------------------------------------------------- shared model servers
@@ -85,8 +103,9 @@ def shares_servers() -> bool:
 
 def cell_threads(cpus: int) -> int:
     """A run cell's threads: its model's cpus, or 1 when the cell is a client of a shared server
-    (the server's CPU is outside every job), so that a second cell, a grading or a figure job
-    keeps the server's other slots and the cores busy while a cell waits for its last run.
+    (the server's CPU is outside every job), so that a second cell keeps the server's other slot
+    busy while a cell waits for its last run, and a light job takes the second core only where no
+    second cell is ready (the job order above).
     """
     return 1 if shares_servers() else cpus
 

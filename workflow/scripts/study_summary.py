@@ -96,7 +96,7 @@ def summarize(study: Study) -> list[str]:
 
 
 def trajectory_pages(study: Study, cells: list) -> list[str]:
-    """Where each cell's trajectory index is (rule view_cell, results/view/), in one or two lines."""
+    """Where each cell's trajectory index is (the view rules, results/view/), in one or two lines."""
     root = Path(study.results_dir) / "view"
     indexes = [root / c.benchmark / c.model / c.slug / "index.html" for c in cells]
     written = [p for p in indexes if p.is_file()]

@@ -2,6 +2,7 @@
 
   ctxpolicy view --runs RUN_DIR [--against RUN_DIR] [--cost-method M] [--out PAGE]
   ctxpolicy view --runs CELL_DIR [--cost-method M] [--out INDEX] [--index-only] [--embed-runs]
+  ctxpolicy view --runs CELL_DIR [CELL_DIR ...] --out-dir DIR [--index-only] [--embed-runs]
 
 A run page shows the timeline of calls (prompt, cached and fresh tokens under the cost method,
 latency, command and return code), every compression event with what it changed, the messages of
@@ -10,7 +11,9 @@ it, aligned by step. A directory that is no run directory (a cell, or any folder
 an index of its complete runs, with each run's page written into ``runs/`` beside it unless
 ``--index-only``; every other run directory (incomplete, unreadable, an open proxy conversation,
 a record no page can be built from) is listed on the index and on stderr as "left out: PATH:
-reason", as aggregate, audit and cost --runs list them. A single run that does not count is shown
+reason", as aggregate, audit and cost --runs list them. ``--out-dir DIR`` takes one or several
+folders (the workflow's pages of a group of cells, in one process) and writes each one's index as
+``DIR/NAME/index.html``. A single run that does not count is shown
 with a warning naming why. Pages open from disk: no server, no network (docs/view.md).
 """
 
@@ -48,6 +51,13 @@ def add_arguments(parser) -> None:
     )
     add_config(parser, "the study config (for metrics.cost_method and metrics.price)")
     add_out(parser, "the page (default RUN.html, or CELL/index.html for a folder of runs)")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="for one or several folders of runs: each one's index at DIR/NAME/index.html",
+    )
     parser.add_argument("--index-only", action="store_true", help="for a folder of runs: write the index page only")
     parser.add_argument(
         "--embed-runs",
@@ -92,9 +102,8 @@ def main(args) -> int:
     from ctxpolicy.view.pages import write_against_page, write_index, write_run_page
     from ctxpolicy.view.source import ViewInputError
 
-    if len(args.runs) != 1:
-        print(f"view: give one run or cell directory to --runs, not {len(args.runs)}", file=sys.stderr)
-        return 2
+    if args.out_dir is not None or len(args.runs) > 1:
+        return _main_folders(args)
     target = args.runs[0]
     try:
         study = _study(args)
@@ -126,4 +135,50 @@ def main(args) -> int:
         print(f"view: {exc}", file=sys.stderr)
         return 2
     print(written)
+    return 0
+
+
+def _main_folders(args) -> int:
+    """Folders of runs (--out-dir): each one's index at DIR/NAME/index.html, one process for all."""
+    from ctxpolicy.study.config import ConfigError
+    from ctxpolicy.metrics.prices import PriceError
+    from ctxpolicy.rundir import RUN_JSON
+    from ctxpolicy.view.pages import write_index
+    from ctxpolicy.view.source import ViewInputError
+
+    try:
+        if args.out_dir is None:
+            raise ViewInputError(
+                f"--runs: {len(args.runs)} folders: give --out-dir DIR (each index at DIR/NAME/index.html)"
+            )
+        if args.out is not None:
+            raise ViewInputError("--out and --out-dir: give one (--out-dir for folders of runs)")
+        if args.against is not None:
+            raise ViewInputError("--against takes one run directory in --runs, not folders with --out-dir")
+        names = [folder.resolve().name for folder in args.runs]
+        shared = sorted({name for name in names if names.count(name) > 1})
+        if shared:
+            raise ViewInputError(f"--runs: folders of the same name would share an index: {', '.join(shared)}")
+        for folder in args.runs:
+            if not folder.is_dir():
+                raise ViewInputError(f"{folder}: no such directory")
+            if (folder / RUN_JSON).exists():
+                raise ViewInputError(f"{folder}: a run directory; with --out-dir each --runs is a folder of runs")
+        study = _study(args)
+        method, price = _method(args, study), _price(args, study)
+        for folder, name in zip(args.runs, names):
+            written, left_out = write_index(
+                folder,
+                args.out_dir / DEFAULT_OUT_INDEX.format(name=name),
+                method,
+                run_pages=not args.index_only,
+                embed=args.embed_runs,
+                price=price,
+            )
+            for problem in left_out:
+                print(f"view: left out: {problem}", file=sys.stderr)
+            print(written)
+    except (ViewInputError, ConfigError, PriceError) as exc:
+        print(f"view: {exc}", file=sys.stderr)
+        return 2
     return 0
