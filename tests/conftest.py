@@ -181,14 +181,23 @@ def figure_root(monkeypatch):
     plt.close("all")
 
 
+# The threads of every model server the tests start. On several workers the model's tests run
+# beside other tests, and llama.cpp's threads wait for each other by spinning after every step of
+# the model: with two threads and another busy process on two cores one of them is often off-core,
+# the other spins, and generation slows down many times over (on a 2-core machine with both
+# cores oversubscribed, 2026-12-04: 0.2-0.3 tokens/s on two threads, 4-5 on one); one thread never
+# waits for another.
+LLM_THREADS = 1
+
+
 @contextlib.contextmanager
 def embedded_llm_server(log_path: Path, ready_timeout_s: float = 180):
-    """The embedded model (config/config.yaml's qwen05b) served by llama.cpp for the block
-    (required: the server code and the assembled model)."""
+    """The embedded model (config/config.yaml's qwen05b, on ``LLM_THREADS`` threads) served by
+    llama.cpp for the block (required: the server code and the assembled model)."""
     import yaml
 
     model_cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
-    model_cfg = model_cfg["models"]["qwen05b"]
+    model_cfg = {**model_cfg["models"]["qwen05b"], "threads": LLM_THREADS}
     try:
         from ctxpolicy.serving.models import cached_model
         from ctxpolicy.serving.server import start_server
@@ -200,6 +209,16 @@ def embedded_llm_server(log_path: Path, ready_timeout_s: float = 180):
         f"embedded model (python -m ctxpolicy.serving.models ensure --install {model_cfg['gguf']})",
     )
     with start_server(model_cfg, log_path=log_path, ready_timeout_s=ready_timeout_s) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def embedded_llm(tmp_path_factory):
+    """One embedded model server (``embedded_llm_server``) for the tests that need a server to
+    answer but not its start-up or its end (those start their own): started at the first such test
+    and shared by the rest. They are all marked ``llm``, so under xdist they run on one worker, in
+    turn (tests/xdist_scheduling.py), and one server serves them all, one request at a time."""
+    with embedded_llm_server(tmp_path_factory.mktemp("embedded-llm") / "server.log") as server:
         yield server
 
 

@@ -19,21 +19,19 @@ from ctxpolicy.policies import parse_spec
 
 MODEL = "qwen05b"
 TASK = "tinyweb-001"  # a repository task: the model needs several steps, so prefix reuse shows
-THRESHOLD = 300  # low enough that truncation fires within three steps
+THRESHOLD = 300  # low enough that truncation fires within two steps
 
 pytestmark = pytest.mark.llm
 
 
 @pytest.fixture(scope="module")
-def embedded_run(tmp_path_factory):
+def embedded_run(embedded_llm, tmp_path_factory):
+    """One run on the shared embedded model server (config/config.yaml's qwen05b), two steps."""
     from ctxpolicy.benchmarks import get_adapter
     from ctxpolicy.sandbox import bwrap_available
-    from ctxpolicy.serving import cached_model, start_server
 
     config = load_config(repo_root() / "config" / "config.yaml")
-    model_cfg = {**config["models"][MODEL], "parallel": 1}
     require(bwrap_available(), "bubblewrap (Debian package bubblewrap)")
-    require(cached_model(model_cfg["gguf"]) is not None, f"embedded model {model_cfg['gguf']} (scripts/bootstrap.sh)")
 
     tmp = tmp_path_factory.mktemp("real")
     cohort = tmp / "cohort.txt"
@@ -44,7 +42,7 @@ def embedded_run(tmp_path_factory):
     task = adapter.tasks("main")[0]
     policy = parse_spec("TR/Th/0.5")
     settings = build_settings(
-        config, "local", MODEL, overrides={"step_limit": 3, "max_tokens": 128, "wall_time_limit_s": 1200}
+        config, "local", MODEL, overrides={"step_limit": 2, "max_tokens": 128, "wall_time_limit_s": 1200}
     )
     identity = make_identity(
         seed=config["seed"],
@@ -60,17 +58,15 @@ def embedded_run(tmp_path_factory):
         cell="TR_Th_0.5__fixed",
         track="full",
     )
-    with start_server(model_cfg, log_path=tmp / "server.log") as handle:
-        result = execute_run(
-            identity=identity,
-            policy=policy,
-            task=task,
-            adapter=adapter,
-            settings=settings,
-            endpoint=endpoint_for_server(handle),
-            run_dir=tmp / f"{TASK}__a1",
-        )
-    return result
+    return execute_run(
+        identity=identity,
+        policy=policy,
+        task=task,
+        adapter=adapter,
+        settings=settings,
+        endpoint=endpoint_for_server(embedded_llm),
+        run_dir=tmp / f"{TASK}__a1",
+    )
 
 
 def test_real_run_completes_with_an_outcome(embedded_run):

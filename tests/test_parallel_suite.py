@@ -189,7 +189,7 @@ def run_in_parallel(scratch: Path, files: dict[str, str]) -> tuple[subprocess.Co
     return done, suite / "bt"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # one test reads it: not module-scoped, so it is not grouped with clean_run's tests
 def crashing_run(tmp_path_factory):
     return run_in_parallel(tmp_path_factory.mktemp("crashing-suite"), CRASHING)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from conftest import require
+from conftest import LLM_THREADS, require
 from proxy_helpers import serve, settled
 
 from ctxpolicy.agent.record import rebuild_prompts
@@ -31,7 +31,7 @@ MODEL_CFG = {
     "served_name": "qwen05b-proxy",
     "gguf": GGUF,
     "ctx_size": 4096,
-    "threads": 2,
+    "threads": LLM_THREADS,
     "parallel": 2,
     "prefix_caching": True,
     "seed": 1,

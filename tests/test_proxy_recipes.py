@@ -109,13 +109,11 @@ def _free_port() -> int:
 
 
 @pytest.mark.llm
-def test_the_mini_recipe_for_the_embedded_model_runs_as_written_and_compresses(tmp_path):
+def test_the_mini_recipe_for_the_embedded_model_runs_as_written_and_compresses(embedded_llm, tmp_path):
     """Both blocks of the embedded recipe as written (only the addresses swapped), against the
     embedded model: the proxy compresses the conversation (TR fires) and the record validates."""
     import time
     import urllib.request
-
-    from conftest import embedded_llm_server
 
     mini = REPO / ".venv" / "bin" / "mini"
     ctxpolicy = REPO / ".venv" / "bin" / "ctxpolicy"
@@ -126,33 +124,32 @@ def test_the_mini_recipe_for_the_embedded_model_runs_as_written_and_compresses(t
         (work / ".venv" / "bin" / tool.name).symlink_to(found)
     port = f"127.0.0.1:{_free_port()}"
     env = {**_env(), "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "mini-config")}
-    with embedded_llm_server(tmp_path / "llama.log") as llama:
-        start = recipe("mini-embedded-proxy").replace("http://127.0.0.1:8080/v1", llama.base_url)
-        proxy = subprocess.Popen(["bash", "-c", "exec " + start.replace("127.0.0.1:8100", port)], cwd=work, env=env)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://{port}/health", timeout=2)
-                    break
-                except OSError:
-                    assert proxy.poll() is None and time.monotonic() < deadline, "the proxy did not start"
-                    time.sleep(0.3)
-            script = recipe("mini-embedded").replace(DOCUMENTED, f"http://{port}")
-            began = time.monotonic()
-            done = subprocess.run(
-                ["bash", "-euo", "pipefail", "-c", script],
-                cwd=work,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-            print(f"the mini recipe took {time.monotonic() - began:.0f} s")
-        finally:
-            proxy.terminate()
-            proxy.wait(timeout=60)
+    start = recipe("mini-embedded-proxy").replace("http://127.0.0.1:8080/v1", embedded_llm.base_url)
+    proxy = subprocess.Popen(["bash", "-c", "exec " + start.replace("127.0.0.1:8100", port)], cwd=work, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{port}/health", timeout=2)
+                break
+            except OSError:
+                assert proxy.poll() is None and time.monotonic() < deadline, "the proxy did not start"
+                time.sleep(0.3)
+        script = recipe("mini-embedded").replace(DOCUMENTED, f"http://{port}")
+        began = time.monotonic()
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        print(f"the mini recipe took {time.monotonic() - began:.0f} s")
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=60)
     [run_dir] = (work / "results" / "proxy").glob("*/*__a1")
     run = read_json(run_dir / "run.json")
     calls = list(read_jsonl(run_dir / "calls.jsonl"))

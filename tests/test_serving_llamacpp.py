@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import require
+from conftest import LLM_THREADS, require
 
 from ctxpolicy.serving import health
 from ctxpolicy.serving.models import cached_model
@@ -27,7 +27,7 @@ MODEL_CFG = {
     "served_name": "qwen05b-test",
     "gguf": GGUF,
     "ctx_size": 2048,
-    "threads": 2,
+    "threads": LLM_THREADS,
     "parallel": 1,
     "prefix_caching": True,
     "seed": 1,

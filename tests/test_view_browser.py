@@ -18,7 +18,7 @@ from ctxpolicy.view.browser import chromium, open_page, screenshot
 ARTIFACTS = Path(os.environ.get("CTXPOLICY_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # not module-scoped: the page tests need no shared state and may run on two workers
 def browser():
     require(chromium() is not None, "chromium (Debian package chromium) for the page tests")
 

@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from workflow_helpers import ROOT, bubblewrap_ready, embedded_model_ready, snakemake_command, workflow_env, write_study
+from workflow_helpers import (
+    ROOT,
+    SMALL_MODEL_RUNS,
+    bubblewrap_ready,
+    embedded_model_ready,
+    snakemake_command,
+    workflow_env,
+    write_study,
+)
 
 TASKS = ["hello-world", "count-errors", "csv-sum"]
 CELL = "results/runs/local/qwen05b/FC"
@@ -53,7 +61,7 @@ def group_alive(pgid: int) -> bool:
 def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
     require(embedded_model_ready(), "the embedded model (scripts/bootstrap.sh assembles it)")
     require(bubblewrap_ready(), "bubblewrap (Debian package bubblewrap)")
-    config = write_study(tmp_path, "test_workflow.yaml", {"main": TASKS, "sweep": TASKS[:1]})
+    config = write_study(tmp_path, "test_workflow.yaml", {"main": TASKS, "sweep": TASKS[:1]}, **SMALL_MODEL_RUNS)
     command = snakemake_command(tmp_path, config, f"{CELL}/cell.json", "--cores", "2")
     cell_dir = tmp_path / CELL
 

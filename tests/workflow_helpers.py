@@ -13,9 +13,13 @@ import sys
 from pathlib import Path
 
 import yaml
+from conftest import LLM_THREADS
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+# write_study's overrides for a workflow test that runs the embedded model: one step per run (what
+# is under test is the workflow, not the model's work) and the server on conftest's LLM_THREADS
+SMALL_MODEL_RUNS = {"benchmarks.local.limits.step_limit": 1, "models.qwen05b.threads": LLM_THREADS}
 
 
 def write_study(workdir: Path, base: str, cohorts: dict[str, list[str]], **overrides) -> Path:

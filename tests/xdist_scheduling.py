@@ -52,10 +52,10 @@ GUESSED_S = {"llm": 30.0, "module": 3.0, "free": 0.3}
 
 def item_group(item) -> str | None:
     """A test's group: its ``xdist_group`` mark's name; else ``embedded-llm`` for a test marked
-    ``llm`` (each starts the embedded model on llama.cpp, which takes both cores: two at once
-    starve each other into their timeouts); else its module's path when it uses a module-scoped
-    fixture (built once, on one worker: every notebook executed, a workflow run); else none (the
-    test goes wherever there is room)."""
+    ``llm`` (each starts the embedded model on llama.cpp or asks the one server they share,
+    ``conftest.embedded_llm``: two model runs at once starve each other into their timeouts);
+    else its module's path when it uses a module-scoped fixture (built once, on one worker: every
+    notebook executed, a workflow run); else none (the test goes wherever there is room)."""
     mark = item.get_closest_marker("xdist_group")
     if mark is not None:
         return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))

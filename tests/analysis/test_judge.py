@@ -5,7 +5,6 @@ from __future__ import annotations
 
 
 import pytest
-from conftest import embedded_llm_server
 from fake_llm_server import FakeLLMServer, closed_port_url
 from transcripts import summarised_run
 
@@ -76,10 +75,10 @@ def test_verdicts_are_recorded_cached_and_reproducible(tmp_path):
 
 
 @pytest.mark.llm
-def test_embedded_model_judges_a_restated_rule(tmp_path):
-    with embedded_llm_server(tmp_path / "server.log") as server:
-        judge = EndpointJudge(server.base_url, server.served_name, cache=VerdictCache(tmp_path / "v.jsonl"))
-        verdict = judge.judge("Never run git push.", "Progress: tests fixed. The agent must never run git push.")
+def test_embedded_model_judges_a_restated_rule(embedded_llm, tmp_path):
+    server = embedded_llm
+    judge = EndpointJudge(server.base_url, server.served_name, cache=VerdictCache(tmp_path / "v.jsonl"))
+    verdict = judge.judge("Never run git push.", "Progress: tests fixed. The agent must never run git push.")
     assert verdict.verdict in ("preserved", "lost", "contradicted")
     assert verdict.raw.strip() and verdict.model == server.served_name and verdict.endpoint == server.base_url
     assert (tmp_path / "v.jsonl").read_text().count("\n") == 1
