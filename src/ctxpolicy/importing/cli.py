@@ -25,9 +25,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import CtxpolicyError, UsageError
 
+ERROR_PREFIX = "import: "  # cli.main starts our error lines with it
 SEARCHED = ("*.traj.json", "*.traj", "*.jsonl")
+
+
+class ImportArgumentError(UsageError):
+    """Bad arguments or a --verdicts report that cannot be used: one line, exit code 2."""
 
 
 def add_arguments(parser) -> None:
@@ -164,17 +169,14 @@ def main(args) -> int:
     from ctxpolicy.importing.writer import existing_attempt, write_imported_run
 
     if args.format not in (AUTO, *names()):
-        print(f"import: --format is {args.format!r}; allowed: {AUTO}, {', '.join(names())}", file=sys.stderr)
-        return 2
+        raise ImportArgumentError(f"--format is {args.format!r}; allowed: {AUTO}, {', '.join(names())}")
     for name, value in (("--benchmark", args.benchmark), ("--model", args.model)):
         if not value or "/" in value or value.startswith("."):
-            print(f"import: {name} is {value!r}; expected a plain name (no '/')", file=sys.stderr)
-            return 2
+            raise ImportArgumentError(f"{name} is {value!r}; expected a plain name (no '/')")
     try:
         verdicts = read_verdicts(args.verdicts) if args.verdicts else None
-    except VerdictsError as exc:
-        print(f"import: {exc}", file=sys.stderr)
-        return 2
+    except VerdictsError as exc:  # a --verdicts report we cannot use: the user's to fix
+        raise ImportArgumentError(str(exc)) from None
     root = Path(args.out)
     files, problems = trajectory_files(args.input, args.format)
     for line in problems:
