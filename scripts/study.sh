@@ -20,6 +20,10 @@ children_cpu() { awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); prin
 times > "$times_file"
 cpu_before=$(children_cpu)
 load_before=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v busy="$load_before" -v cores="$(nproc)" 'BEGIN { exit !(busy > cores) }'; then
+  echo "study.sh: warning: load average $load_before on $(nproc) cores: other work holds the cores, and the" \
+    "model server's threads slow down far more than their share (docs/workflow.md, 'On a slow or busy machine')" >&2
+fi
 start=$SECONDS
 status=0
 .venv/bin/snakemake --cores 2 "$@" || status=$?
