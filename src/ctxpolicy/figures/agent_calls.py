@@ -108,21 +108,17 @@ def compute(
 def plot(data: Prepared, name: str = "fig21"):
     title = (
         f"{style.figure_name(name)}: agent calls relative to FC on shared solved tasks "
-        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold, D = 0.5)"
+        f"({ax_.setting_words(data.meta)} threshold, D = 0.5)"
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
-    models = len({m for _, m in combos})
-    fig, panels = ax_.pair_facets(
-        combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
-    )
+    specs = ax_.policies_drawn(data)
+    fig, panels = ax_.policy_facets(combos, specs)
     y = np.arange(len(specs))[::-1]
     limits: dict[str, list[float]] = {}
     for (benchmark, model), ax in panels.items():
-        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        rows = rows.drop_duplicates("policy").set_index(rows["policy"].astype(str).drop_duplicates()).reindex(specs)
+        rows = ax_.pair_rows(data.table, benchmark, model, specs, first=True)
         ax.barh(
             y,
             ax_.value(rows, "calls_change", 100.0),
@@ -132,23 +128,8 @@ def plot(data: Prepared, name: str = "fig21"):
             error_kw={"elinewidth": 0.7, "ecolor": "#333333"},
         )
         ax.axvline(0, color="#666666", linewidth=0.6)
-        ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, style.row_labels(specs))
-        ax.grid(axis="y", visible=False)
-        for yi, n in zip(y, rows["calls_change_n_tasks"]):
-            if pd.notna(n):
-                ax.annotate(
-                    f"{n:.0f}",
-                    (1.0, yi),
-                    xycoords=("axes fraction", "data"),
-                    xytext=(2, 0),
-                    textcoords="offset points",
-                    ha="left",
-                    va="center",
-                    fontsize=5.5,
-                    color="#444444",
-                    annotation_clip=False,
-                )
+        ax_.policy_rows(ax, y, specs)
+        ax_.right_of_rows(ax, y, ax_.counts(rows["calls_change_n_tasks"]))
         ends = np.concatenate(
             [
                 rows[c].astype(float).to_numpy() * 100

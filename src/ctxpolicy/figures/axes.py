@@ -1,4 +1,12 @@
-"""Small drawing helpers shared by the figures: interval points, legends, reference lines."""
+"""The figures' kit: the drawing scaffolds the figure modules share.
+
+Interval points and bars (``value``, ``interval``, ``policy_point``, ``interval_points``), legends,
+reference lines, model × benchmark panels (``pair_facets``, sized for one row per policy by
+``policy_facets``), the policies drawn (``policies_drawn``) and a pair's rows in their order
+(``pair_rows``), a panel's policy rows (``policy_rows``), bars side by side (``side_by_side``),
+counts and factors printed right of a panel (``right_of_rows``), and the titles' threshold words
+(``setting_words``).
+"""
 
 from __future__ import annotations
 
@@ -246,3 +254,118 @@ def figure_title(name: str, text: str) -> str:
     (``cost_sensitivity``, ``retention``)."""
     label = style.figure_name(name)
     return f"{label}: {text}" if label != name else text[:1].upper() + text[1:]
+
+
+# ---------------------------------------------------------------- one row per policy
+
+
+def policies_drawn(data) -> list[str]:
+    """The policies a figure's table has rows for, in the study's policy order."""
+    return style.order_policies(data.table["policy"].astype(str).unique())
+
+
+def setting_words(meta: dict) -> str:
+    """``primary`` / ``loose (20K)``: the threshold setting a figure's title names, lower case."""
+    return style.threshold_label(meta.get("setting", "primary")).lower()
+
+
+def pair_rows(
+    table: pd.DataFrame, benchmark: str, model: str, specs: list[str], *, first: bool = False
+) -> pd.DataFrame:
+    """One pair's rows of a figure's table indexed by policy in ``specs`` order (a policy without a
+    row: NaN); ``first``: only the first row of a policy that has several."""
+    rows = table[(table["benchmark"] == benchmark) & (table["model"] == model)]
+    if first:
+        rows = rows.drop_duplicates("policy")
+    return rows.set_index(rows["policy"].astype(str)).reindex(specs)
+
+
+def policy_facets(
+    combos,
+    specs: list[str],
+    *,
+    per_policy: float = 0.2,
+    base: float = 0.6,
+    least: float = 1.3,
+    per_model: float = 2.4,
+    margin: float = 0.9,
+):
+    """``pair_facets`` for panels with one row per policy: each panel ``per_policy`` inches a policy
+    plus ``base`` (at least ``least``) high, the figure ``per_model`` inches a model plus ``margin``
+    wide (at most the page)."""
+    models = len({m for _, m in combos})
+    return pair_facets(
+        combos,
+        panel_height=max(least, per_policy * len(specs) + base),
+        width=min(style.FULL_WIDTH, per_model * models + margin),
+    )
+
+
+def policy_rows(ax, y, specs: list[str], *, labels: bool = True) -> None:
+    """A panel with one row per policy at heights ``y``: its limits, the rows' labels (``labels``)
+    and no grid line across the rows."""
+    ax.set_ylim(-0.6, len(specs) - 0.4)
+    if labels:
+        ax.set_yticks(y, style.row_labels(specs))
+    ax.grid(axis="y", visible=False)
+
+
+def side_by_side(y: np.ndarray, n: int) -> tuple[list[np.ndarray], float]:
+    """The heights of ``n`` bars side by side in each row at ``y`` (the first on top), and their
+    thickness."""
+    height = 0.8 / max(n, 1)
+    return [y + ((n - 1) / 2 - k) * height for k in range(n)], height
+
+
+def counts(values) -> list[str | None]:
+    """Counts as printed beside a row: whole numbers, None where unknown."""
+    return [f"{n:.0f}" if pd.notna(n) else None for n in values]
+
+
+def right_of_rows(ax, y, texts, *, fontsize: float = 5.5) -> None:
+    """A short text right of the panel at each row height (n tasks, a factor); None: nothing there."""
+    for yi, text in zip(y, texts):
+        if text is not None:
+            ax.annotate(
+                text,
+                (1.0, yi),
+                xycoords=("axes fraction", "data"),
+                xytext=(2, 0),
+                textcoords="offset points",
+                ha="left",
+                va="center",
+                fontsize=fontsize,
+                color="#444444",
+                annotation_clip=False,
+            )
+
+
+def interval_points(
+    ax,
+    rows: pd.DataFrame,
+    key: str,
+    specs: list[str],
+    y,
+    *,
+    marker: str = "o",
+    size: float = 4.5,
+    hollow: bool = True,
+    elinewidth: float = 0.8,
+) -> None:
+    """One point per policy at heights ``y`` (``rows`` indexed like ``specs``): the key's estimate
+    and its interval in the policy's colour, white inside when ``hollow``; none where unknown."""
+    est, err = value(rows, key), interval(rows, key)
+    for i, spec in enumerate(specs):
+        if np.isnan(est.iloc[i]):
+            continue
+        ax.errorbar(
+            [est.iloc[i]],
+            [y[i]],
+            xerr=None if err is None else err[:, i : i + 1],
+            fmt=marker,
+            color=style.policy_color(spec),
+            markersize=size,
+            markerfacecolor="white" if hollow else style.policy_color(spec),
+            elinewidth=elinewidth,
+            zorder=3,
+        )

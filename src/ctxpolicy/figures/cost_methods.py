@@ -94,27 +94,22 @@ def compute(runs: pd.DataFrame, study: Study, pairs: list[tuple[str, str]] | Non
 def plot(data: Prepared, name: str = STEM):
     title = ax_.figure_title(
         name,
-        f"billed input per run: {', '.join(m for m, _, _ in methods())} "
-        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)",
+        f"billed input per run: {', '.join(m for m, _, _ in methods())} ({ax_.setting_words(data.meta)} threshold)",
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.said())
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
-    models = len({m for _, m in combos})
-    fig, panels = ax_.pair_facets(
-        combos, panel_height=max(1.3, 0.28 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
-    )
+    specs = ax_.policies_drawn(data)
+    fig, panels = ax_.policy_facets(combos, specs, per_policy=0.28)
     METHODS = [m for m in methods() if m[0] in data.table]
-    height = 0.8 / len(METHODS)
     y = np.arange(len(specs))[::-1].astype(float)
+    heights, height = ax_.side_by_side(y, len(METHODS))
     for (benchmark, model), ax in panels.items():
-        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
-        for k, (method, _, hatch) in enumerate(METHODS):
+        rows = ax_.pair_rows(data.table, benchmark, model, specs)
+        for at, (method, _, hatch) in zip(heights, METHODS):
             values = rows[method].astype(float).to_numpy() / 1000.0
             ax.barh(
-                y + ((len(METHODS) - 1) / 2 - k) * height,
+                at,
                 np.nan_to_num(values),
                 height,
                 hatch=hatch,
@@ -122,9 +117,7 @@ def plot(data: Prepared, name: str = STEM):
                 edgecolor="white",
                 linewidth=0.4,
             )
-        ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, style.row_labels(specs))
-        ax.grid(axis="y", visible=False)
+        ax_.policy_rows(ax, y, specs)
         notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
     ax_.hide_inner_labels(panels)
     fig.supxlabel("mean billed input per run (k tokens)", fontsize=7)

@@ -113,10 +113,10 @@ def break_even_text(value: float) -> str:
 def _models_panel(ax, rows: pd.DataFrame, specs: list[str], y: np.ndarray) -> list[str]:
     """Bars per cache model; returns the models without a ratio in this panel."""
     drawn = [m for m in methods() if f"{m[0]}_est" in rows and rows[f"{m[0]}_est"].notna().any()]
-    height = 0.8 / max(len(drawn), 1)
-    for k, (key, label, hatch) in enumerate(drawn):
+    heights, height = ax_.side_by_side(y, len(drawn))
+    for at, (key, label, hatch) in zip(heights, drawn):
         ax.barh(
-            y + ((len(drawn) - 1) / 2 - k) * height,
+            at,
             ax_.value(rows, key) - 1.0,
             height,
             left=1.0,
@@ -134,23 +134,9 @@ def _models_panel(ax, rows: pd.DataFrame, specs: list[str], y: np.ndarray) -> li
 def _discount_panel(ax, rows: pd.DataFrame, specs: list[str], y: np.ndarray, method: str) -> None:
     """Points per discount, joined per policy; the break-even discount at the right."""
     for k, d in enumerate(DISCOUNTS):
-        key = discount_ratio(d)
-        est, err = ax_.value(rows, key), ax_.interval(rows, key)
         offset = ((len(DISCOUNTS) - 1) / 2 - k) * 0.16
-        for i, spec in enumerate(specs):
-            if np.isnan(est.iloc[i]):
-                continue
-            ax.errorbar(
-                [est.iloc[i]],
-                [y[i] + offset],
-                xerr=None if err is None else err[:, i : i + 1],
-                fmt=MARKERS[k % len(MARKERS)],
-                color=style.policy_color(spec),
-                markersize=3.5,
-                markerfacecolor="white" if d == 1.0 else style.policy_color(spec),
-                elinewidth=0.6,
-                zorder=3,
-            )
+        look = {"marker": MARKERS[k % len(MARKERS)], "size": 3.5, "hollow": d == 1.0, "elinewidth": 0.6}
+        ax_.interval_points(ax, rows, discount_ratio(d), specs, y + offset, **look)
     column = f"break_even_{method}"
     for i in range(len(specs)):
         value = rows[column].iloc[i] if column in rows else math.nan
@@ -163,24 +149,21 @@ def plot(data: Prepared, name: str = STEM):
     title = ax_.figure_title(
         name,
         f"{replayed}billed input / FC by cache model and cache-read discount "
-        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)",
+        f"({ax_.setting_words(data.meta)} threshold)",
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.said())
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    specs = ax_.policies_drawn(data)
     fig, grid = ax_.grid(len(combos), 2, row_height=max(1.8, 0.28 * len(specs) + 0.6), sharey=True)
     y = np.arange(len(specs))[::-1].astype(float)
     for r, ((benchmark, model), (left, right)) in enumerate(zip(combos, grid)):
-        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        rows = rows.drop_duplicates("policy")
-        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        rows = ax_.pair_rows(data.table, benchmark, model, specs, first=True)
         missing = _models_panel(left, rows, specs, y)
         _discount_panel(right, rows, specs, y, method)
         for ax in (left, right):
             ax.axvline(1.0, color="#666666", linewidth=0.6)
-            ax.set_ylim(-0.6, len(specs) - 0.4)
-            ax.grid(axis="y", visible=False)
+            ax_.policy_rows(ax, y, specs, labels=False)
             notes.note_if_empty(ax, notes.about(data.notes, model, benchmark))
         left.set_yticks(y, style.row_labels(specs))
         left.set_ylabel(f"{model}\n{benchmark}", fontweight="bold")

@@ -109,52 +109,24 @@ def plot(data: Prepared, name: str = STEM):
     title = ax_.figure_title(
         name,
         "cost decomposition: mechanical saving (replay) vs behavioural factor "
-        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} "
+        f"({ax_.setting_words(data.meta)} "
         "threshold, D = 0.5)",
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    specs = ax_.policies_drawn(data)
     fig, grid = ax_.grid(len(combos), len(RESOURCES), row_height=0.2 * len(specs) + 0.7, sharey=True)
     y = np.arange(len(specs))[::-1].astype(float)
     for r, (row_axes, (benchmark, model)) in enumerate(zip(grid, combos)):
-        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        rows = ax_.pair_rows(data.table, benchmark, model, specs)
         for ax, (resource, label) in zip(row_axes, RESOURCES):
             for k, (part, marker, _) in enumerate(PARTS):
-                column = f"{resource}_{part}"
-                est = ax_.value(rows, column)
-                err = ax_.interval(rows, column)
                 offset = 0.15 if k == 0 else -0.15
-                for i, spec in enumerate(specs):
-                    if np.isnan(est.iloc[i]):
-                        continue
-                    ax.errorbar(
-                        [est.iloc[i]],
-                        [y[i] + offset],
-                        xerr=None if err is None else err[:, i : i + 1],
-                        fmt=marker,
-                        color=style.policy_color(spec),
-                        markersize=4.5,
-                        markerfacecolor="white" if part == "mechanical" else style.policy_color(spec),
-                        elinewidth=0.8,
-                        zorder=3,
-                    )
+                hollow = part == "mechanical"
+                ax_.interval_points(ax, rows, f"{resource}_{part}", specs, y + offset, marker=marker, hollow=hollow)
             factor = rows[f"{resource}_behavioural_est"].astype(float)
-            for i, value in enumerate(factor):
-                if not np.isnan(value):
-                    ax.annotate(
-                        f"×{value:.2f}",
-                        (1.0, y[i]),
-                        xycoords=("axes fraction", "data"),
-                        xytext=(2, 0),
-                        textcoords="offset points",
-                        fontsize=6,
-                        va="center",
-                        color="#444444",
-                        annotation_clip=False,
-                    )
+            ax_.right_of_rows(ax, y, [None if np.isnan(v) else f"×{v:.2f}" for v in factor], fontsize=6)
             ax.axvline(1.0, color="#666666", linewidth=0.6)
             ax.grid(axis="y", visible=False)
             if r == 0:

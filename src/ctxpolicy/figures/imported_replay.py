@@ -144,23 +144,9 @@ def ratio_rows(
 
 
 def ratio_points(ax, rows: pd.DataFrame, key: str, specs: list[str], y: np.ndarray, marker: str = "o") -> None:
-    """One point per policy (``rows`` indexed like ``specs``, at heights ``y``) with its interval,
-    and the FC line at 1."""
-    est, err = ax_.value(rows, key), ax_.interval(rows, key)
-    for i, spec in enumerate(specs):
-        if np.isnan(est.iloc[i]):
-            continue
-        ax.errorbar(
-            [est.iloc[i]],
-            [y[i]],
-            xerr=None if err is None else err[:, i : i + 1],
-            fmt=marker,
-            color=style.policy_color(spec),
-            markersize=4.5,
-            markerfacecolor="white",
-            elinewidth=0.8,
-            zorder=3,
-        )
+    """One hollow point per policy (``rows`` indexed like ``specs``, at heights ``y``) with its
+    interval (``axes.interval_points``), and the FC line at 1."""
+    ax_.interval_points(ax, rows, key, specs, y, marker=marker)
     ax.axvline(1.0, color="#666666", linewidth=0.6)
     ax.grid(axis="y", visible=False)
 
@@ -192,18 +178,17 @@ def compute(replays: pd.DataFrame, study: Study, *, n_boot: int, seed: int) -> P
 def plot(data: Prepared, name: str = STEM):
     title = ax_.figure_title(
         name,
-        f"imported corpus replayed: mechanical ratio to FC ({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)",
+        f"imported corpus replayed: mechanical ratio to FC ({ax_.setting_words(data.meta)} threshold)",
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.said())
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    specs = ax_.policies_drawn(data)
     models = cache_model_resources() if data.meta.get("cache_models") else ()
     fig, grid = ax_.grid(len(combos), len(RESOURCES) + bool(models), row_height=0.2 * len(specs) + 0.7, sharey=True)
     y = np.arange(len(specs))[::-1].astype(float)
     for r, (row_axes, (benchmark, model)) in enumerate(zip(grid, combos)):
-        rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+        rows = ax_.pair_rows(data.table, benchmark, model, specs)
         for ax, (resource, label, _) in zip(row_axes, RESOURCES):
             ratio_points(ax, rows, f"{resource}_ratio", specs, y)
             if r == 0:

@@ -59,7 +59,7 @@ def plot(data: Prepared, name: str = STEM):
     settings = data.meta.get("settings") or []
     if not combos or not settings:
         return notes.note_figure(title, data.notes)
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    specs = ax_.policies_drawn(data)
     nrows = len(combos) * len(SWEEP_RESOURCES)
     fig, grid = ax_.grid(nrows, len(settings), row_height=0.2 * len(specs) + 0.9, sharey=True, sharex="row")
     y = np.arange(len(specs))[::-1].astype(float)
@@ -69,8 +69,7 @@ def plot(data: Prepared, name: str = STEM):
             r = c * len(SWEEP_RESOURCES) + k
             key = f"{resource}_ratio"
             for ax, setting in zip(grid[r], settings):
-                rows = own[own["setting"] == setting]
-                rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+                rows = ax_.pair_rows(own[own["setting"] == setting], benchmark, model, specs)
                 ratio_points(ax, rows, key, specs, y)
                 if r == 0:
                     ax.set_title(f"{style.threshold_label(setting)} threshold")

@@ -88,16 +88,13 @@ def compute(
 def plot(data: Prepared, name: str = "fig20"):
     title = (
         f"{style.figure_name(name)}: run outcomes at the primary configurations "
-        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold, D = 0.5)"
+        f"({ax_.setting_words(data.meta)} threshold, D = 0.5)"
     )
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
     specs = style.order_policies(data.table["policy"])
-    models = len({m for _, m in combos})
-    fig, panels = ax_.pair_facets(
-        combos, panel_height=max(1.3, 0.2 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.6 * models + 0.8)
-    )
+    fig, panels = ax_.policy_facets(combos, specs, per_model=2.6, margin=0.8)
     y = np.arange(len(specs))[::-1]
     labels = []
     for (benchmark, model), ax in panels.items():
@@ -131,9 +128,7 @@ def plot(data: Prepared, name: str = "fig20"):
                     )
             left += values
         ax.set_xlim(0, 100)
-        ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, style.row_labels(specs))
-        ax.grid(axis="y", visible=False)
+        ax_.policy_rows(ax, y, specs)
         n = f"n = {planned[0]:.0f} per bar" if len(planned) == 1 else "n differs per bar (data.csv)"
         ax.set_title(f"{model} ({n})")
     ax_.hide_inner_labels(panels)

@@ -128,28 +128,12 @@ def compute_peaks(runs: pd.DataFrame, study: Study, *, pairs=None, **_) -> Prepa
     return Prepared(table, said, {"combos": combos}, extra, n=notes.sample_size(drawn, " (FC runs)"))
 
 
-def _policy_rows(data: Prepared, benchmark: str, model: str, specs: list[str]) -> pd.DataFrame:
-    rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-    rows = rows.drop_duplicates("policy")
-    return rows.set_index(rows["policy"].astype(str)).reindex(specs)
-
-
 def _title(data: Prepared, name: str, text: str) -> str:
-    setting = style.threshold_label(data.meta.get("setting", "primary")).lower()
-    return f"{style.figure_name(name)}: {text} ({setting} threshold)"
+    return f"{style.figure_name(name)}: {text} ({ax_.setting_words(data.meta)} threshold)"
 
 
-def _facets(data: Prepared, specs: list[str], combos):
-    models = len({m for _, m in combos})
-    return ax_.pair_facets(
-        combos, panel_height=max(1.8, 0.22 * len(specs) + 0.9), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
-    )
-
-
-def _label_rows(ax, y, specs) -> None:
-    ax.set_ylim(-0.6, len(specs) - 0.4)
-    ax.set_yticks(y, style.row_labels(specs))
-    ax.grid(axis="y", visible=False)
+def _facets(specs: list[str], combos):
+    return ax_.policy_facets(combos, specs, per_policy=0.22, base=0.9, least=1.8)
 
 
 def plot_calls(data: Prepared, name: str = "quoted_calls"):
@@ -166,11 +150,11 @@ def _ratios(data: Prepared, title: str, ratios):
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
-    fig, panels = _facets(data, specs, combos)
+    specs = ax_.policies_drawn(data)
+    fig, panels = _facets(specs, combos)
     y = np.arange(len(specs))[::-1].astype(float)
     for (benchmark, model), ax in panels.items():
-        rows = _policy_rows(data, benchmark, model, specs)
+        rows = ax_.pair_rows(data.table, benchmark, model, specs, first=True)
         offsets = (0.15, -0.15) if len(ratios) > 1 else (0.0,)
         for offset, (key, _, marker) in zip(offsets, ratios):
             ax.errorbar(
@@ -185,7 +169,7 @@ def _ratios(data: Prepared, title: str, ratios):
                 linestyle="none",
             )
         ax.axvline(1.0, color="#666666", linewidth=0.6)
-        _label_rows(ax, y, specs)
+        ax_.policy_rows(ax, y, specs)
     ax_.hide_inner_labels(panels)
     fig.supxlabel("ratio to FC (successful attempts on tasks both solve, task means; 1 = as FC)", fontsize=7)
     handles = [Line2D([], [], marker=m, color="#333333", linestyle="none", label=label) for _, label, m in ratios]
@@ -197,29 +181,16 @@ def _bars(data: Prepared, name: str, title: str, key: str, scale: float, xlabel:
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
-    fig, panels = _facets(data, specs, combos)
+    specs = ax_.policies_drawn(data)
+    fig, panels = _facets(specs, combos)
     y = np.arange(len(specs))[::-1]
     top = max(float(np.nanmax(data.table[key].astype(float).to_numpy() * scale, initial=0.0)), 1e-9)
     for (benchmark, model), ax in panels.items():
-        rows = _policy_rows(data, benchmark, model, specs)
+        rows = ax_.pair_rows(data.table, benchmark, model, specs, first=True)
         ax.barh(y, ax_.value(rows, key, scale).fillna(0.0), color=[style.policy_color(p) for p in specs], height=0.65)
-        for yi, n in zip(y, rows[count]):
-            if pd.notna(n):
-                ax.annotate(
-                    f"{n:.0f}",
-                    (1.0, yi),
-                    xycoords=("axes fraction", "data"),
-                    xytext=(2, 0),
-                    textcoords="offset points",
-                    ha="left",
-                    va="center",
-                    fontsize=5.5,
-                    color="#444444",
-                    annotation_clip=False,
-                )
+        ax_.right_of_rows(ax, y, ax_.counts(rows[count]))
         ax.set_xlim(0, top * 1.08)
-        _label_rows(ax, y, specs)
+        ax_.policy_rows(ax, y, specs)
     ax_.hide_inner_labels(panels)
     fig.supxlabel(xlabel, fontsize=7)
     ax_.legend_top(fig, ax_.policy_handles(specs), ncol=min(len(specs), 5), title=title)

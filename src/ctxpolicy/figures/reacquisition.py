@@ -57,7 +57,7 @@ def plot(data: Prepared, name: str = "reacquisition"):
     title = ax_.figure_title(
         name,
         "reacquisition: retrieval and execution commands relative to FC "
-        f"({style.threshold_label(data.meta.get('setting', 'primary')).lower()} "
+        f"({ax_.setting_words(data.meta)} "
         "threshold, D = 0.5)",
     )
     per_step = data.extra.get(PER_STEP)
@@ -77,13 +77,10 @@ def plot(data: Prepared, name: str = "reacquisition"):
     if step_combos:
         specs += [p for p in style.order_policies(per_step["policy"].astype(str).unique()) if p not in specs]
     facets = [(f"{b}\n{RATIOS}", m) for b, m in combos] + [(f"{b}\n{STEPS}", m) for b, m in step_combos]
-    models = len({m for _, m in facets})
     # sorted by part, then benchmark, in config order: the ratios' rows above the per-step rows
     order = {c: i for i, c in enumerate(dict.fromkeys(b for b, _ in [*combos, *step_combos]))}
     facets.sort(key=lambda f: (f[0].endswith(STEPS), order[f[0].split("\n")[0]]))
-    fig, panels = ax_.pair_facets(
-        facets, panel_height=max(1.3, 0.2 * len(specs) + 0.6), width=min(style.FULL_WIDTH, 2.4 * models + 0.9)
-    )
+    fig, panels = ax_.policy_facets(facets, specs)
     y = np.arange(len(specs))[::-1]
     for (row_name, model), ax in panels.items():
         benchmark, part = row_name.split("\n", 1)
@@ -91,9 +88,7 @@ def plot(data: Prepared, name: str = "reacquisition"):
             _plot_ratios(ax, data, benchmark, model, specs, y)
         else:
             _plot_per_step(ax, per_step, benchmark, model, specs, y)
-        ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, style.row_labels(specs))
-        ax.grid(axis="y", visible=False)
+        ax_.policy_rows(ax, y, specs)
     ax_.hide_inner_labels(panels)
     fig.supxlabel("x: the row label's measure", fontsize=7)
     handles = (
@@ -112,8 +107,7 @@ def plot(data: Prepared, name: str = "reacquisition"):
 
 
 def _plot_ratios(ax, data: Prepared, benchmark: str, model: str, specs, y) -> None:
-    rows = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-    rows = rows.set_index(rows["policy"].astype(str)).reindex(specs)
+    rows = ax_.pair_rows(data.table, benchmark, model, specs)
     for k, (ratio, _label, hatch) in enumerate(KINDS):
         if f"{ratio}_est" not in rows:
             continue
@@ -136,8 +130,7 @@ def _plot_ratios(ax, data: Prepared, benchmark: str, model: str, specs, y) -> No
 def _plot_per_step(ax, per_step: pd.DataFrame, benchmark: str, model: str, specs, y) -> None:
     """Bars per policy; the step count, anchors lost per step and the median number of steps to
     the first read-back are in the data.csv (too many numbers to print per bar at scale)."""
-    part = per_step[(per_step["benchmark"] == benchmark) & (per_step["model"] == model)]
-    rows = part.set_index(part["policy"].astype(str)).reindex(specs)
+    rows = ax_.pair_rows(per_step, benchmark, model, specs)
     total = rows["reacq_per_event"].astype(float)
     of_lost = (total * rows["reacq_of_lost_share"].astype(float)).fillna(0.0)
     ax.barh(

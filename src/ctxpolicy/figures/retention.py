@@ -149,7 +149,7 @@ def plot(data: Prepared, name: str = "retention"):
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
-    specs = style.order_policies(data.table["policy"].astype(str).unique())
+    specs = ax_.policies_drawn(data)
     panels_of = [p for p in PANELS if not data.table[p[0]].isna().all()] or PANELS[:1]
     # one block of benchmark rows per measure: a FacetGrid over (measure, benchmark) × model
     rows_of = [(label, b) for _, _, label in panels_of for b in dict.fromkeys(b for b, _ in combos)]
@@ -163,8 +163,7 @@ def plot(data: Prepared, name: str = "retention"):
     for (row_name, model), ax in panels.items():
         benchmark, label = row_name.split("\n", 1)
         column, hatched, _ = next(p for p in panels_of if p[2] == label)
-        part = data.table[(data.table["benchmark"] == benchmark) & (data.table["model"] == model)]
-        rows = part.set_index(part["policy"].astype(str)).reindex(specs)
+        rows = ax_.pair_rows(data.table, benchmark, model, specs)
         rows["n_events"] = rows["n_events"].fillna(0)
         if rows[column].isna().all():
             notes.note_on_axes(
@@ -177,9 +176,7 @@ def plot(data: Prepared, name: str = "retention"):
             continue
         _bars(ax, rows, y, specs, column, hatched)
         ax.set_xlim(0, 1.02)
-        ax.set_ylim(-0.6, len(specs) - 0.4)
-        ax.set_yticks(y, style.row_labels(specs))
-        ax.grid(axis="y", visible=False)
+        ax_.policy_rows(ax, y, specs)
     ax_.hide_inner_labels(panels)
     fig.supxlabel("share of the items at risk in a step that survive it (row label: which items)", fontsize=7)
     ax_.legend_top(

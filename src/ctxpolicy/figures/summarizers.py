@@ -143,10 +143,7 @@ def compute(
 
 def plot(data: Prepared, name: str = "fig19"):
     policies = ", ".join(data.meta.get("policies") or [])
-    title = (
-        f"{style.figure_name(name)}: summarizer sensitivity ({policies}; "
-        f"{style.threshold_label(data.meta.get('setting', 'primary')).lower()} threshold)"
-    )
+    title = f"{style.figure_name(name)}: summarizer sensitivity ({policies}; {ax_.setting_words(data.meta)} threshold)"
     combos = ax_.combos_with_data(data, data.meta.get("combos") or [])
     if not combos:
         return notes.note_figure(title, data.notes)
