@@ -479,7 +479,7 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | N
         except rundir.RunRecordError as exc:
             raise RecordError(path, exc.reason) from None
         segments = [None if ids is None else orjson.dumps(ids)[1:-1] for ids in prompts]
-    if not all(isinstance(c, dict) and c.get("index") is not None and c.get("kind") in CALL_KINDS for c in calls):
+    if not _calls_have_index_and_kind(calls):
         _blame_call(calls, path)
     values = _check_call_types(calls, path)
     indexes = values["index"]
@@ -489,6 +489,18 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | N
         values = {name: [column[i] for i in order] for name, column in values.items()}
     _check_unique_indexes(values["index"], path)
     return calls, values, segments
+
+
+_INDEX, _KIND = operator.itemgetter("index"), operator.itemgetter("kind")
+
+
+def _calls_have_index_and_kind(calls: list) -> bool:
+    """Every call is an object with an index and a kind of ``CALL_KINDS``: checked over all calls
+    at once, each line's own check only where that fails (``_blame_call`` then names the line)."""
+    try:
+        return None not in map(_INDEX, calls) and set(map(_KIND, calls)) <= set(CALL_KINDS)
+    except (KeyError, TypeError):
+        return all(isinstance(c, dict) and c.get("index") is not None and c.get("kind") in CALL_KINDS for c in calls)
 
 
 def _check_unique_indexes(indexes: list, path: Path) -> None:
