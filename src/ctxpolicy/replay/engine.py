@@ -93,15 +93,6 @@ class _Store:
             self.pieces[line["id"]] = pieces
 
 
-def _sent_ids(store: _Store, context: list[dict], events: list[dict], before: list[str], added: int) -> list[str]:
-    """The ids of ``context``: a step without an event sends the context it sent before plus the
-    ``added`` messages (``PolicySession``: a stage that changes the context records an event), so
-    only those are looked up; after an event, every message is."""
-    if events or len(context) != len(before) + added:
-        return store.ids(context)
-    return before + store.ids(context[len(before) :])
-
-
 def replay_source(
     source: SourceRun,
     policy: PolicySpec,
@@ -127,13 +118,11 @@ def replay_source(
     summarizes = session.policy.needs_summarizer
     calls: list[CallRecord] = []
     absorbed = 0
-    sent: list[str] = []  # the ids of the context the last step sent
     summary_s = 0.0
     clock = time.perf_counter
     for step, (call, reply) in enumerate(zip(source.agent_calls, source.reply_tokens), 1):
         began = clock()
         ids = call["message_ids"]
-        added = len(ids) - absorbed
         session.append(source.store[mid] for mid in ids[absorbed:])
         absorbed = len(ids)
         history = session.context + session.pending if summarizes else None
@@ -147,7 +136,6 @@ def replay_source(
                     summary, step=step, latency_s=latency, message_ids=request, attempts=None, index=len(calls)
                 )
             )
-        sent = _sent_ids(store, turn.messages, turn.events, sent, added)
         now = time.time()
         ok = call.get("status", "ok") == "ok"
         calls.append(
@@ -164,7 +152,7 @@ def replay_source(
                 cached_tokens=None,
                 est_tokens_before=turn.tokens_before,
                 est_tokens_after=turn.tokens_after,
-                message_ids=sent,
+                message_ids=store.ids(turn.messages),
                 events=turn.events,
             )
         )
