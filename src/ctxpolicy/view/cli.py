@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ctxpolicy.study import Study
 
+ERROR_PREFIX = "view: "  # cli.main starts our error lines with it
 DEFAULT_OUT_RUN = "{name}.html"
 DEFAULT_OUT_INDEX = "{name}/index.html"
 
@@ -86,99 +87,91 @@ def _method(args, study: Study | None) -> str:
 
 def _price(args, study: Study | None) -> str | None:
     """--price, else the config's ``metrics.price``; checked against litellm's map."""
-    from ctxpolicy.metrics.prices import price_card
+    from ctxpolicy.errors import UsageError
+    from ctxpolicy.metrics.prices import PriceError, price_card
 
     price = getattr(args, "price", None)
     if price is None and study is not None:
         price = study.price
     if price is not None:
-        price_card(price)  # PriceError names close matches
+        try:
+            price_card(price)
+        except PriceError as exc:  # a price the user gave: bad input, naming close matches
+            raise UsageError(str(exc)) from exc
     return price
 
 
 def main(args) -> int:
-    from ctxpolicy.study.config import ConfigError
-    from ctxpolicy.metrics.prices import PriceError
     from ctxpolicy.view.pages import write_against_page, write_index, write_run_page
     from ctxpolicy.view.source import ViewInputError
 
     if args.out_dir is not None or len(args.runs) > 1:
         return _main_folders(args)
     target = args.runs[0]
-    try:
-        study = _study(args)
-        method = _method(args, study)
-        price = _price(args, study)
-        if not target.is_dir():
-            raise ViewInputError(f"{target}: no such directory")
-        if (target / "run.json").exists():
-            from ctxpolicy.rundir import incomplete_reason
+    study = _study(args)
+    method = _method(args, study)
+    price = _price(args, study)
+    if not target.is_dir():
+        raise ViewInputError(f"{target}: no such directory")
+    if (target / "run.json").exists():
+        from ctxpolicy.rundir import incomplete_reason
 
-            reason = incomplete_reason(target)
-            if reason is not None:  # shown as it stands (a conversation in progress, a run killed), flagged
-                print(f"view: warning: {target}: {reason}", file=sys.stderr)
-            out = args.out or Path(DEFAULT_OUT_RUN.format(name=target.name))
-            if args.against is not None:
-                written = write_against_page(target, args.against, out, method, price)
-            else:
-                written = write_run_page(target, out, method, price)
+        reason = incomplete_reason(target)
+        if reason is not None:  # shown as it stands (a conversation in progress, a run killed), flagged
+            print(f"view: warning: {target}: {reason}", file=sys.stderr)
+        out = args.out or Path(DEFAULT_OUT_RUN.format(name=target.name))
+        if args.against is not None:
+            written = write_against_page(target, args.against, out, method, price)
         else:
-            if args.against is not None:
-                raise ViewInputError(f"--against: {target} is no run directory (it holds no run.json)")
-            out = args.out or Path(DEFAULT_OUT_INDEX.format(name=target.resolve().name))
-            written, left_out = write_index(
-                target, out, method, run_pages=not args.index_only, embed=args.embed_runs, price=price
-            )
-            for problem in left_out:  # the same report as aggregate's, audit's and cost --runs'
-                print(f"view: left out: {problem}", file=sys.stderr)
-    except (ViewInputError, ConfigError, PriceError) as exc:
-        print(f"view: {exc}", file=sys.stderr)
-        return 2
+            written = write_run_page(target, out, method, price)
+    else:
+        if args.against is not None:
+            raise ViewInputError(f"--against: {target} is no run directory (it holds no run.json)")
+        out = args.out or Path(DEFAULT_OUT_INDEX.format(name=target.resolve().name))
+        written, left_out = write_index(
+            target, out, method, run_pages=not args.index_only, embed=args.embed_runs, price=price
+        )
+        for problem in left_out:  # the same report as aggregate's, audit's and cost --runs'
+            print(f"view: left out: {problem}", file=sys.stderr)
     print(written)
     return 0
 
 
 def _main_folders(args) -> int:
     """Folders of runs (--out-dir): each one's index at DIR/NAME/index.html, one process for all."""
-    from ctxpolicy.study.config import ConfigError
-    from ctxpolicy.metrics.prices import PriceError
     from ctxpolicy.rundir import RUN_JSON
     from ctxpolicy.view.pages import write_index
     from ctxpolicy.view.source import ViewInputError
 
-    try:
-        if args.out_dir is None:
-            raise ViewInputError(
-                f"--runs: {len(args.runs)} folders: give --out-dir DIR (each index at DIR/NAME/index.html)"
-            )
-        if args.out is not None:
-            raise ViewInputError("--out and --out-dir: give one (--out-dir for folders of runs)")
-        if args.against is not None:
-            raise ViewInputError("--against takes one run directory in --runs, not folders with --out-dir")
-        names = [folder.resolve().name for folder in args.runs]
-        shared = sorted({name for name in names if names.count(name) > 1})
-        if shared:
-            raise ViewInputError(f"--runs: folders of the same name would share an index: {', '.join(shared)}")
-        for folder in args.runs:
-            if not folder.is_dir():
-                raise ViewInputError(f"{folder}: no such directory")
-            if (folder / RUN_JSON).exists():
-                raise ViewInputError(f"{folder}: a run directory; with --out-dir each --runs is a folder of runs")
-        study = _study(args)
-        method, price = _method(args, study), _price(args, study)
-        for folder, name in zip(args.runs, names):
-            written, left_out = write_index(
-                folder,
-                args.out_dir / DEFAULT_OUT_INDEX.format(name=name),
-                method,
-                run_pages=not args.index_only,
-                embed=args.embed_runs,
-                price=price,
-            )
-            for problem in left_out:
-                print(f"view: left out: {problem}", file=sys.stderr)
-            print(written)
-    except (ViewInputError, ConfigError, PriceError) as exc:
-        print(f"view: {exc}", file=sys.stderr)
-        return 2
+    if args.out_dir is None:
+        raise ViewInputError(
+            f"--runs: {len(args.runs)} folders: give --out-dir DIR (each index at DIR/NAME/index.html)"
+        )
+    if args.out is not None:
+        raise ViewInputError("--out and --out-dir: give one (--out-dir for folders of runs)")
+    if args.against is not None:
+        raise ViewInputError("--against takes one run directory in --runs, not folders with --out-dir")
+    names = [folder.resolve().name for folder in args.runs]
+    shared = sorted({name for name in names if names.count(name) > 1})
+    if shared:
+        raise ViewInputError(f"--runs: folders of the same name would share an index: {', '.join(shared)}")
+    for folder in args.runs:
+        if not folder.is_dir():
+            raise ViewInputError(f"{folder}: no such directory")
+        if (folder / RUN_JSON).exists():
+            raise ViewInputError(f"{folder}: a run directory; with --out-dir each --runs is a folder of runs")
+    study = _study(args)
+    method, price = _method(args, study), _price(args, study)
+    for folder, name in zip(args.runs, names):
+        written, left_out = write_index(
+            folder,
+            args.out_dir / DEFAULT_OUT_INDEX.format(name=name),
+            method,
+            run_pages=not args.index_only,
+            embed=args.embed_runs,
+            price=price,
+        )
+        for problem in left_out:
+            print(f"view: left out: {problem}", file=sys.stderr)
+        print(written)
     return 0

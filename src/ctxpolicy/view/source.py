@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import UsageError
 from ctxpolicy.rundir import (
     CALLS_JSONL,
     RunRecordError,
@@ -23,7 +23,7 @@ from ctxpolicy.rundir import (
 )
 
 
-class ViewInputError(CtxpolicyError, ValueError):
+class ViewInputError(UsageError, ValueError):
     """A run or cell directory the view cannot show; the message names the file and the reason."""
 
 
