@@ -67,6 +67,20 @@ def test_an_error_raised_in_a_command_reaches_the_user_through_cli_main(monkeypa
     assert captured.err == "ctxpolicy compress: error: history.json: something went wrong; on the second line\n"
 
 
+def test_a_prefix_may_name_the_arguments_and_an_error_may_keep_its_lines(monkeypatch, capsys):
+    from ctxpolicy.provenance import cli_bundle
+
+    class Refused(errors.UsageError):
+        keeps_lines = True
+
+    def fails(args):
+        raise Refused("t.tar.gz: refused, 2 problem(s):\n  a\n  b")
+
+    monkeypatch.setattr(cli_bundle, "main", fails)
+    assert cli.main(["bundle", "check", "t.tar.gz"]) == 2
+    assert capsys.readouterr().err == "ctxpolicy bundle check: t.tar.gz: refused, 2 problem(s):\n  a\n  b\n"
+
+
 def test_a_usage_error_exits_2_and_other_errors_1():
     assert errors.UsageError("x").exit_code == 2 and errors.CtxpolicyError("x").exit_code == 1
     assert compress_cli.InputError("bad").exit_code == 2

@@ -142,11 +142,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def error_prefix(command: str, module: object) -> str:
+def error_prefix(args: argparse.Namespace) -> str:
     """What starts a command's error line: ``ctxpolicy COMMAND: error: ``, or the command module's
     own ``ERROR_PREFIX`` where its messages have always begun otherwise (``ctxpolicy: `` for run and
-    run-cell, ``calibrate: ``, ...): the words a user or a script reads stay as they were."""
-    return getattr(module, "ERROR_PREFIX", None) or f"ctxpolicy {command}: error: "
+    run-cell, ``calibrate: ``, ``ctxpolicy bundle {action}: `` filled from the arguments, ...): the
+    words a user or a script reads stay as they were."""
+    prefix = getattr(args._module, "ERROR_PREFIX", None)
+    return prefix.format_map(vars(args)) if prefix else f"ctxpolicy {args.command}: error: "
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._module.main(args) or 0)
     except CtxpolicyError as exc:  # the one mapping of our errors to what the user sees
-        print(f"{error_prefix(args.command, args._module)}{exc.message}", file=sys.stderr)
+        print(f"{error_prefix(args)}{exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

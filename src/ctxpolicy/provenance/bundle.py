@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import UsageError
 from ctxpolicy import rundir
 from ctxpolicy.atomic import atomic_output
 from ctxpolicy.rundir import WORKSPACE, open_regular
@@ -53,8 +53,10 @@ DEFAULT_MAX_BYTES = 64 << 30
 MANIFEST_MAX_BYTES = 256 << 20
 
 
-class BundleError(CtxpolicyError, ValueError):
+class BundleError(UsageError, ValueError):
     """A bundle that cannot be written, trusted or restored; the message names every offending file."""
+
+    keeps_lines = True  # one offending file a line
 
 
 @dataclass(frozen=True)

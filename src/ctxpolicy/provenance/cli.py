@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+ERROR_PREFIX = "ctxpolicy provenance {action}: "  # cli.main fills in the action and starts our error lines with it
+
+
 class UsageError(errors.UsageError, ValueError):
     pass
 
@@ -169,15 +172,14 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def main(args: argparse.Namespace) -> int:
-    from .sidecar import SidecarError
+def file_error(exc: OSError) -> UsageError:
+    """A file the command was given that cannot be read or written, as bad input naming it."""
+    return UsageError(f"{exc.filename or ''}: {exc.strerror or exc}")
 
+
+def main(args: argparse.Namespace) -> int:
     action = {"record": _record, "show": _show, "verify": _verify}[args.action]
     try:
         return action(args)
-    except (SidecarError, UsageError) as exc:
-        print(f"ctxpolicy provenance {args.action}: {exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
-        print(f"ctxpolicy provenance {args.action}: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        raise file_error(exc) from exc

@@ -22,6 +22,8 @@ import signal
 import sys
 from collections.abc import Iterator
 
+ERROR_PREFIX = "ctxpolicy bundle {action}: "  # cli.main fills in the action and starts our error lines with it
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ctxpolicy.cli_args import add_out
@@ -121,14 +123,10 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .bundle import BundleError
+    from .cli import file_error
 
     action = {"export": _export, "check": _check, "import": _import}[args.action]
     try:
         return action(args)
-    except BundleError as exc:
-        print(f"ctxpolicy bundle {args.action}: {exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
-        print(f"ctxpolicy bundle {args.action}: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        raise file_error(exc) from exc

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ctxpolicy.errors import CtxpolicyError
+from ctxpolicy.errors import UsageError
 from ctxpolicy.atomic import atomic_write_json
 
 from .environment import code_state, package_versions, python_version
@@ -35,7 +35,7 @@ SIDECAR_SUFFIX = ".prov.json"
 SCHEMA_VERSION = 1
 
 
-class SidecarError(CtxpolicyError, ValueError):
+class SidecarError(UsageError, ValueError):
     """A sidecar or one of the files it should describe is missing or malformed."""
 
 
