@@ -19,7 +19,6 @@ import ipaddress
 import logging
 import os
 import signal
-import sys
 from urllib.parse import urlsplit
 
 from ctxpolicy import errors
@@ -100,6 +99,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="start even if the upstream does not answer GET /models yet",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+ERROR_PREFIX = "ctxpolicy proxy: "  # cli.main starts our error lines with it
 
 
 class UsageError(errors.UsageError):
@@ -227,19 +229,15 @@ def check_upstream(url: str, api_key: str | None) -> None:
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per forwarded request is noise
-    try:
-        host, port = parse_listen(args.listen)
-        config = build_config(args)
-        if not is_loopback(host) and config.client_token is None:
-            raise UsageError(
-                f"--listen: {host} is not a loopback address; anyone who reaches it could use the upstream, "
-                "so give clients a token (--client-token-env VAR) or listen on 127.0.0.1"
-            )
-        if args.upstream_check:
-            check_upstream(config.upstream_url, config.api_key)
-    except UsageError as exc:
-        print(f"ctxpolicy proxy: {exc}", file=sys.stderr)
-        return 2
+    host, port = parse_listen(args.listen)
+    config = build_config(args)
+    if not is_loopback(host) and config.client_token is None:
+        raise UsageError(
+            f"--listen: {host} is not a loopback address; anyone who reaches it could use the upstream, "
+            "so give clients a token (--client-token-env VAR) or listen on 127.0.0.1"
+        )
+    if args.upstream_check:
+        check_upstream(config.upstream_url, config.api_key)
     import uvicorn
 
     from ctxpolicy.proxy.app import Proxy, build_app

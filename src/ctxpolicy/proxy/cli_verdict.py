@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+ERROR_PREFIX = "ctxpolicy proxy-verdict: "  # cli.main starts our error lines with it
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ctxpolicy.cli_args import add_runs
@@ -29,17 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ctxpolicy.errors import UsageError
     from ctxpolicy.proxy.recording import VerdictError, attach_verdict
     from ctxpolicy.rundir import find_run_dirs, is_complete_run, read_verdict
 
     missing = [str(p) for p in args.runs if not p.exists()]
     if missing:
-        print(f"ctxpolicy proxy-verdict: --runs: no such path: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--runs: no such path: {', '.join(missing)}")
     runs = find_run_dirs(args.runs)
     if not runs:
-        print("ctxpolicy proxy-verdict: --runs: no run directories found", file=sys.stderr)
-        return 2
+        raise UsageError("--runs: no run directories found")
     refused = 0
     for run in runs:
         named = run in {Path(p) for p in args.runs}
@@ -48,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             path = attach_verdict(run, args.resolved, args.note)
         except (VerdictError, OSError, ValueError) as exc:
-            print(f"ctxpolicy proxy-verdict: {exc}", file=sys.stderr)
+            print(f"{ERROR_PREFIX}{exc}", file=sys.stderr)  # one line a refused run; the others are graded
             refused += 1
             continue
         print(path)
