@@ -16,6 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
+
+ERROR_PREFIX = "ctxpolicy serve: "  # cli.main starts our error lines with it
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ctxpolicy.cli_args import URL_METAVAR, add_config
@@ -35,8 +39,7 @@ def main(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args.check, args.wait)
     if not args.config or not args.model:
-        print("ctxpolicy serve: give --config and --model, or --check URL", file=sys.stderr)
-        return 2
+        raise UsageError("give --config and --model, or --check URL")
     return _serve(args)
 
 
@@ -57,7 +60,7 @@ def _load_model_cfg(config_path: Path, model: str) -> dict:
     config = load_config(config_path)
     models = config["models"]
     if model not in models:
-        raise KeyError(f"{config_path}: models.{model} not found; known: {', '.join(sorted(models))}")
+        raise UsageError(f"{config_path}: models.{model} not found; known: {', '.join(sorted(models))}")
     cfg = dict(models[model])
     if cfg.get("seed") is None:  # the model's server seed, else the study's (the schema gives one)
         cfg["seed"] = config["seed"]
@@ -70,17 +73,11 @@ def _serve(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from ctxpolicy.study.config import ConfigError
     from ctxpolicy.atomic import atomic_write_json
-    from ctxpolicy.serving.models import ModelError
     from ctxpolicy.serving.server import ServerError, log_tail, start_server
     from ctxpolicy.serving.shared import alive
 
-    try:
-        model_cfg = _load_model_cfg(args.config, args.model)
-    except (ConfigError, KeyError) as exc:
-        print(f"ctxpolicy serve: {exc.args[0]}", file=sys.stderr)
-        return 2
+    model_cfg = _load_model_cfg(args.config, args.model)
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -105,19 +102,12 @@ def _serve(args: argparse.Namespace) -> int:
                         print(f"ctxpolicy serve: owner {args.owner_pid} is gone; stopping", file=sys.stderr)
                         break
                     if server.process is not None and server.process.poll() is not None:
-                        print(
-                            f"ctxpolicy serve: server exited with code {server.process.returncode}; "
-                            f"log {log_path}:\n{log_tail(log_path)}",
-                            file=sys.stderr,
+                        raise ServerError(
+                            f"server exited with code {server.process.returncode}; log {log_path}:\n{log_tail(log_path)}"
                         )
-                        return 1
             finally:
                 if args.ready_file:
                     args.ready_file.unlink(missing_ok=True)
-    except (ServerError, ModelError) as exc:
-        print(f"ctxpolicy serve: {exc}", file=sys.stderr)
-        return 1
-    except ValueError as exc:  # ModelConfigError
-        print(f"ctxpolicy serve: {args.config}: models.{args.model}: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # ModelConfigError: the model's block, named as the config's
+        raise UsageError(f"{args.config}: models.{args.model}: {exc}") from exc
     return 0

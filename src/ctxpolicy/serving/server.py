@@ -35,6 +35,8 @@ LOG_TAIL_LINES = 25
 class ServerError(CtxpolicyError, RuntimeError):
     """A server that did not start, died, or never became healthy; the message has the log tail."""
 
+    keeps_lines = True  # the log's tail, line by line
+
 
 def server_info(
     kind: str,
