@@ -38,6 +38,7 @@ def main() -> int:
     from ctxpolicy.rundir import read_json, read_jsonl
     from ctxpolicy.agent.runner import execute_run
     from ctxpolicy.agent.settings import build_settings
+    from ctxpolicy.study import Study
     from ctxpolicy.benchmarks import get_adapter
     from ctxpolicy.study.config import load_config
     from ctxpolicy.policies import parse_spec
@@ -52,7 +53,7 @@ def main() -> int:
     task = adapter.tasks("main")[0]
     policy = parse_spec(args.policy)
     settings = build_settings(
-        config, "local", args.model, overrides={"step_limit": args.steps, "max_tokens": args.max_tokens}
+        Study(config), "local", args.model, overrides={"step_limit": args.steps, "max_tokens": args.max_tokens}
     )
     identity = make_identity(
         seed=config["seed"],

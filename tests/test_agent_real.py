@@ -15,6 +15,7 @@ from ctxpolicy.agent.runner import OUTCOMES, execute_run
 from ctxpolicy.agent.settings import build_settings
 from ctxpolicy.agent.validate import run_dir_problems
 from ctxpolicy.study.config import load_config
+from ctxpolicy.study import Study
 from ctxpolicy.policies import parse_spec
 
 MODEL = "qwen05b"
@@ -42,7 +43,7 @@ def embedded_run(embedded_llm, tmp_path_factory):
     task = adapter.tasks("main")[0]
     policy = parse_spec("TR/Th/0.5")
     settings = build_settings(
-        config, "local", MODEL, overrides={"step_limit": 2, "max_tokens": 128, "wall_time_limit_s": 1200}
+        Study(config), "local", MODEL, overrides={"step_limit": 2, "max_tokens": 128, "wall_time_limit_s": 1200}
     )
     identity = make_identity(
         seed=config["seed"],

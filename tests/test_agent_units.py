@@ -11,6 +11,7 @@ from ctxpolicy.agent.client import cached_tokens_of, is_context_overflow
 from ctxpolicy.agent.model import parse_text_action
 from ctxpolicy.agent.runner import outcome_of, run_seed, totals_of
 from ctxpolicy.agent.settings import RunSettings, SettingsError, build_settings, load_agent_file
+from ctxpolicy.study import Study
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,15 +68,15 @@ def test_cached_tokens_from_usage_details_or_llamacpp_timings():
 
 
 def test_settings_take_limits_model_and_task_timeout():
-    settings = build_settings(CONFIG, "b", "m", task_timeout_s=90, overrides={"step_limit": 3, "mode": None})
+    settings = build_settings(Study(CONFIG), "b", "m", task_timeout_s=90, overrides={"step_limit": 3, "mode": None})
     assert (settings.step_limit, settings.wall_time_limit_s, settings.max_tokens) == (3, 90, 512)
     assert settings.mode == "text" and settings.temperature == 0.2
-    assert build_settings(CONFIG, "b", "m").wall_time_limit_s == 240
+    assert build_settings(Study(CONFIG), "b", "m").wall_time_limit_s == 240
 
 
 def test_settings_reject_an_unknown_mode():
     with pytest.raises(SettingsError, match="'chat'"):
-        build_settings(CONFIG, "b", "m", overrides={"mode": "chat"})
+        build_settings(Study(CONFIG), "b", "m", overrides={"mode": "chat"})
 
 
 def test_exit_statuses_map_to_outcomes():
@@ -161,7 +162,7 @@ def test_the_agent_file_is_validated_naming_file_key_and_value(tmp_path, text, e
 def test_run_settings_have_one_set_of_defaults_and_record_the_same_keys(tmp_path):
     (tmp_path / "agent.yaml").write_text("templates: {text: t.yaml}\n")
     bare = {"models": {"m": {"server": "llamacpp", "served_name": "m"}}, "benchmarks": {"b": {"limits": {}}}}
-    settings = build_settings(bare, "b", "m", agent_dir=tmp_path)
+    settings = build_settings(Study(bare), "b", "m", agent_dir=tmp_path)
     assert settings == RunSettings()
     assert list(settings.record()) == [
         "temperature",
@@ -219,7 +220,7 @@ def test_the_agent_is_built_with_its_summarizer_on_the_summary_client(tmp_path):
     from ctxpolicy.policies import parse_spec
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
-    settings = build_settings(config, "local", "qwen05b")
+    settings = build_settings(Study(config), "local", "qwen05b")
     task = type("Task", (), {"task_id": "t", "stratum": "s"})()
     policy = parse_spec("OTRC+S-p/St+Th/0.5")
     identity = make_identity(

@@ -14,6 +14,7 @@ from fake_llm_server import closed_port_url
 from ctxpolicy import cli
 from ctxpolicy.agent.settings import SettingsError, build_settings
 from ctxpolicy.study.config import ConfigError, load_config
+from ctxpolicy.study import Study
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config" / "config.yaml"
@@ -149,4 +150,4 @@ def test_the_per_request_limit_must_be_a_positive_number(tmp_path):
     (agent_dir / "agent.yaml").write_text("mode: text\nrequest_timeout_s: soon\n")
     good = load_config(CONFIG)
     with pytest.raises(SettingsError, match="request_timeout_s: 'soon'"):
-        build_settings(good, "local", "qwen05b", agent_dir=agent_dir)
+        build_settings(Study(good), "local", "qwen05b", agent_dir=agent_dir)

@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
     task, cohort = find_task(adapter, study, cell.benchmark, args.task, args.cohort)
     cell = dataclasses.replace(cell, cohort=cohort)
     settings = build_settings(
-        study.config, cell.benchmark, cell.model, task_timeout_s=task.timeout_s, overrides=settings_overrides(args)
+        study, cell.benchmark, cell.model, task_timeout_s=task.timeout_s, overrides=settings_overrides(args)
     )
     identity = cell_identity(
         study,

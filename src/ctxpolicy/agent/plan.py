@@ -113,7 +113,7 @@ def plan_cell(
     chosen = [t for t in adapter.tasks(cell.cohort) if t.task_id in set(wanted)]
     settings_of = {
         t.task_id: build_settings(
-            study.config, cell.benchmark, cell.model, task_timeout_s=t.timeout_s, overrides=overrides or {}
+            study, cell.benchmark, cell.model, task_timeout_s=t.timeout_s, overrides=overrides or {}
         )
         for t in chosen
     }

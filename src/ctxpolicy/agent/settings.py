@@ -11,13 +11,16 @@ command line. Neither the config schema nor the agent file repeats a default.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxpolicy.errors import UsageError
 from ctxpolicy.agent.versions import REPO_ROOT
+
+if TYPE_CHECKING:
+    from ctxpolicy.study import Study
 
 AGENT_DIR = REPO_ROOT / "config" / "agent"
 MODES = ("text", "tool")
@@ -190,7 +193,7 @@ LIMIT_KEYS = ("step_limit", "wall_time_limit_s", "command_timeout_s", "format_er
 
 
 def build_settings(
-    config: dict,
+    study: Study,
     benchmark: str,
     model: str,
     *,
@@ -201,8 +204,8 @@ def build_settings(
     """Settings for one run: RunSettings' defaults, then the agent file, the model's and the
     benchmark's config, a task's own timeout (Terminal-Bench) and ``overrides`` (None: not given)."""
     agent_file = load_agent_file(agent_dir)
-    model_cfg = config["models"][model]
-    limits = config["benchmarks"][benchmark]["limits"]  # the schema fills in {}
+    model_cfg = study.model(model)
+    limits = study.benchmark(benchmark)["limits"]  # the schema fills in {}
     layers = [
         (f"{Path(agent_dir) / 'agent.yaml'}", agent_file.settings()),
         (f"models.{model}", {field: model_cfg[key] for key, field in MODEL_KEYS.items() if key in model_cfg}),

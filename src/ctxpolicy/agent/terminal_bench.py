@@ -132,7 +132,7 @@ def run_task(
     except Exception:  # no dataset at hand (or not this task): the harness's instruction is enough
         pass
     overrides = {"mode": mode, "step_limit": _int(step_limit), "max_tokens": _int(max_tokens)}
-    settings = build_settings(study.config, benchmark, model, task_timeout_s=task.timeout_s, overrides=overrides)
+    settings = build_settings(study, benchmark, model, task_timeout_s=task.timeout_s, overrides=overrides)
     identity = cell_identity(study, cell, task=task, attempt=int(attempt), threshold=threshold)
     summary = None
     if summarizer and summarizer != model and summarizer_endpoint:
