@@ -19,6 +19,8 @@ import pandas as pd
 import pytest
 
 from ctxpolicy.figures import imported_replay, imported_sweep
+from ctxpolicy.study import Study
+from ctxpolicy.testing.studies import study_of
 
 ROWS = [
     # policy, setting, task, outcome, total_tokens, agent_calls, summary_calls, billed_est, billed_exact
@@ -36,16 +38,19 @@ REPLAYS = pd.DataFrame(ROWS, columns=[*COLUMNS, "billed_est", "billed_exact"]).a
 REPLAYS["time_limited"] = REPLAYS["outcome"] == "time_limit"
 
 
-def config(method: str) -> dict:
-    return {
-        "study": "x",
-        "imported": {"path": "c", "benchmark": "swebench", "model": "frontier"},
-        "metrics": {"cost_method": method},
-        "grid": {
-            "full_comparison": {"setting": "primary", "policies": ["FC", "TR/Th/0.5"]},
-            "sweeps": {"settings": ["primary"], "depths": [0.5], "tunable": ["TR"], "invariant": []},
-        },
-    }
+def config(method: str) -> Study:
+    """An imported-only study whose figures price by ``method``."""
+    return study_of(
+        {
+            "study": "x",
+            "imported": {"path": "c", "benchmark": "swebench", "model": "frontier"},
+            "metrics": {"cost_method": method},
+            "grid": {
+                "full_comparison": {"setting": "primary", "policies": ["FC", "TR/Th/0.5"]},
+                "sweeps": {"settings": ["primary"], "depths": [0.5], "tunable": ["TR"], "invariant": []},
+            },
+        }
+    )
 
 
 def test_tokens_and_calls_count_eligible_tasks_on_both_sides_and_agent_calls_only():

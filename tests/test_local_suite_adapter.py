@@ -13,6 +13,7 @@ from ctxpolicy.benchmarks import BenchmarkError, Task, get_adapter
 from ctxpolicy.benchmarks.cli_evaluate import main as evaluate_main
 from ctxpolicy.benchmarks.local_suite import repo_instances, terminal_tasks
 from ctxpolicy.cli import build_parser
+from ctxpolicy.cli import main as cli_main
 from ctxpolicy.sandbox import bwrap_available, run_sandboxed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -172,12 +173,10 @@ def test_evaluate_rejects_unknown_tasks_and_benchmarks(tmp_path, monkeypatch, ca
     monkeypatch.chdir(REPO)
     cell = tmp_path / "cell"
     write_run(cell, "no-such-task", patch="")
-    args = build_parser().parse_args(["evaluate", "--config", str(CONFIG), "--benchmark", "local", str(cell)])
     monkeypatch.setattr("ctxpolicy.sandbox.bwrap_available", lambda: True)
-    assert evaluate_main(args) == 2
+    assert cli_main(["evaluate", "--config", str(CONFIG), "--benchmark", "local", str(cell)]) == 2
     assert "unknown task id 'no-such-task'" in capsys.readouterr().err
-    args = build_parser().parse_args(["evaluate", "--config", str(CONFIG), "--benchmark", "nope", str(cell)])
-    assert evaluate_main(args) == 2
+    assert cli_main(["evaluate", "--config", str(CONFIG), "--benchmark", "nope", str(cell)]) == 2
     assert "benchmarks.nope not found" in capsys.readouterr().err
 
 

@@ -5,9 +5,10 @@ replayed step by step through each policy, as the harness would have applied it,
 in the run-record format with identity track `replay` and the source run named, under
 OUT/{benchmark}/{model}/{cell}/. No model server: prompt sizes are local token counts. Without
 --summarizer-url a summary is a stand-in of the requested length (run.json:
-replay.replay_summaries = placeholder); with it, summaries are real calls, recorded as such. A policy written SPEC@SETTING is replayed at that
-threshold setting of --thresholds (several settings in one call); --shard K/N replays only the
-K-th of N parts of the runs, balanced by their agent calls (replay.shards).
+replay.replay_summaries = placeholder); with it, summaries are real calls, recorded as such. A
+policy written SPEC@SETTING is replayed at that threshold setting of --thresholds (several
+settings in one call); --shard K/N replays only the K-th of N parts of the runs, balanced by
+their agent calls (replay.shards).
 
 examples:
   ctxpolicy replay --runs results/runs/local/qwen05b/FC --policies FC TR/Th/0.5 \\
@@ -152,16 +153,13 @@ def main(args) -> int:
     from ctxpolicy.policies import EndpointSummarizer
     from ctxpolicy.replay.output import ReplayBatch
     from ctxpolicy.replay.placeholder import PlaceholderSummarizer
-    from ctxpolicy.replay.shards import ShardError, parse_shard, shard_of
+    from ctxpolicy.replay.shards import parse_shard, shard_of
     from ctxpolicy.replay.source import find_source_runs, read_source_run
 
     configurations = _configurations(args)
     if bool(args.summarizer_url) != bool(args.summarizer_model):
         raise ReplayArgumentError("--summarizer-url and --summarizer-model go together")
-    try:
-        shard = parse_shard(args.shard) if args.shard is not None else None
-    except ShardError as exc:
-        raise ReplayArgumentError(str(exc)) from None
+    shard = parse_shard(args.shard) if args.shard is not None else None  # ShardError: exit code 2
     sources = find_source_runs(args.runs)  # SourceError: exit code 2, through cli.main
     if shard is not None:
         sources = shard_of(sources, *shard)

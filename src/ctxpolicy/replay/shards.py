@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ctxpolicy.errors import UsageError
 from ctxpolicy.rundir import RUN_JSON, read_json
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
 
 
-class ShardError(ValueError):
-    pass
+class ShardError(UsageError, ValueError):
+    """A --shard value or a number of shards that cannot be: exit code 2."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
