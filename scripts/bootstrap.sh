@@ -38,10 +38,28 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 stamp=.venv/.ctxpolicy-installed
+
+# uv (locked, a dev dependency) installs the lock in seconds where pip takes minutes: it fetches and
+# unpacks in parallel and compiles modules on first import, not all ahead. uv reads no pip.conf, so
+# where it cannot reach the index (a pip-only mirror) pip installs the same lock; CTXPOLICY_PIP=1
+# asks for pip outright.
+install_with_uv() {
+  [ -z "${CTXPOLICY_PIP:-}" ] || return 1
+  local uv_req
+  uv_req=$(mktemp)
+  awk '/^uv==/ {p = 1; print; next} p && /^[[:space:]]/ {print; next} {p = 0}' requirements.lock >"$uv_req"
+  .venv/bin/python -m pip install -q --require-hashes -r "$uv_req" || { rm -f "$uv_req"; return 1; }
+  rm -f "$uv_req"
+  .venv/bin/uv pip install -q --python .venv/bin/python --require-hashes -r requirements.lock &&
+    .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
+}
 if [ ! -f "$stamp" ] || [ requirements.lock -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "==> installing requirements.lock and ctxpolicy into .venv"
-  .venv/bin/python -m pip install -q --require-hashes -r requirements.lock
-  .venv/bin/python -m pip install -q --no-deps -e .
+  if ! install_with_uv; then
+    [ -n "${CTXPOLICY_PIP:-}" ] || echo "==> uv could not install the lock; installing it with pip"
+    .venv/bin/python -m pip install -q --require-hashes -r requirements.lock
+    .venv/bin/python -m pip install -q --no-deps -e .
+  fi
   touch "$stamp"
 fi
 
