@@ -10,6 +10,7 @@ scratch directory with this suite's conftest.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -281,6 +282,27 @@ def test_measured_times_are_summed_per_test_and_merged_into_the_cache():
     recorder.store(config)
     assert xdist_scheduling.measured_durations(config) == {"old": 9.0, "t": 2.75}  # a test not run keeps its time
     xdist_scheduling.DurationRecorder().store(type("NoCache", (), {})())  # -p no:cacheprovider: nothing kept
+
+
+def test_a_clean_clone_orders_by_the_committed_seed_and_a_checkout_by_its_own_last_run(tmp_path):
+    measured = tmp_path / "durations"
+    measured.write_text(json.dumps({"slow": 143.96, "quick": 0.4, "edge": 1.0}))
+    seed = tmp_path / "seed.json"
+    assert xdist_scheduling.write_seed(measured, seed) == 2  # the quick test is left to the guesses
+    assert json.loads(seed.read_text()) == {"edge": 1.0, "slow": 144.0}
+    clean = type("NoCache", (), {})()
+    assert xdist_scheduling.known_durations(clean, seed) == {"edge": 1.0, "slow": 144.0}
+    ran = type("Config", (), {"cache": FakeCache({xdist_scheduling.DURATIONS_KEY: {"slow": 20.0}})})()
+    assert xdist_scheduling.known_durations(ran, seed) == {"edge": 1.0, "slow": 20.0}
+    assert xdist_scheduling.known_durations(clean, tmp_path / "absent.json") == {}
+
+
+def test_the_committed_seed_names_tests_that_exist():
+    seed = json.loads(xdist_scheduling.SEED_FILE.read_text())
+    assert seed and all(s >= xdist_scheduling.SEED_FLOOR_S for s in seed.values())
+    repo = xdist_scheduling.SEED_FILE.parent.parent
+    gone = sorted(path for path in {test.split("::", 1)[0] for test in seed} if not (repo / path).is_file())
+    assert not gone, f"tests/durations.json names files that are gone: {gone} (refresh it)"
 
 
 def test_a_tests_cost_is_its_measured_time_else_a_guess_from_its_kind():

@@ -21,8 +21,8 @@ And it hands the units out longest first (xdist's own order is the collection's)
 workers finish together: a long group started last (the embedded model's, a workflow run's)
 leaves the other workers idle while it runs. A unit's length is the sum of its tests' costs:
 each test's last measured time (setup, call and teardown; the controller keeps them in pytest's
-cache, ``ctxpolicy/durations``, after every run that has the cache), else a guess from its kind
-(``GUESSED_S``). The units go out one at a time to whichever worker is nearly idle, so the worker
+cache, ``ctxpolicy/durations``, after every run that has the cache), else its time in the seed a
+clean clone starts from (``tests/durations.json``), else a guess from its kind (``GUESSED_S``). The units go out one at a time to whichever worker is nearly idle, so the worker
 that took the model's long group gets nothing else until it is nearly done: each worker takes
 its fair share of the rest by finishing its own.
 Drop the parts xdist fixes once a fixed xdist is locked (the order stays ours).
@@ -45,6 +45,10 @@ _FOLDER = pytest.StashKey[str]()
 
 LLM_GROUP = "embedded-llm"
 DURATIONS_KEY = "ctxpolicy/durations"  # pytest's cache: {test id: seconds} of the last runs
+# A clean clone has no cache: it orders by the slow tests' times of a whole run, committed here
+# (refresh after a run that moved them: python tests/xdist_scheduling.py .pytest_cache/v/ctxpolicy/durations)
+SEED_FILE = Path(__file__).with_name("durations.json")
+SEED_FLOOR_S = 1.0  # quicker tests are guessed (GUESSED_S) as well as measured, and keep the file short
 # A test's cost before any run measured it: the model's tests start llama.cpp and run agents;
 # a module fixture's tests share a built tree (a workflow run, a server); the rest are quick.
 GUESSED_S = {"llm": 30.0, "module": 3.0, "free": 0.3}
@@ -93,6 +97,26 @@ def measured_durations(config) -> dict[str, float]:
     return dict(cache.get(DURATIONS_KEY, {})) if cache is not None else {}
 
 
+def known_durations(config, seed: Path = SEED_FILE) -> dict[str, float]:
+    """Each test's expected seconds: this checkout's last run (pytest's cache) over the seed that
+    a clean clone starts from (``SEED_FILE``: the slow tests' times of a whole run, committed)."""
+    try:
+        seeded = json.loads(seed.read_text())
+    except FileNotFoundError:
+        seeded = {}
+    return {**seeded, **measured_durations(config)}
+
+
+def write_seed(cache_file: Path, seed: Path = SEED_FILE, floor_s: float = SEED_FLOOR_S) -> int:
+    """Rewrite SEED from the durations of the last whole run in CACHE_FILE (pytest's cache, as
+    written by ``DurationRecorder``): the tests of at least FLOOR_S seconds, to a tenth of a second.
+    Returns how many it kept."""
+    measured = json.loads(cache_file.read_text())
+    kept = {test: round(s, 1) for test, s in sorted(measured.items()) if s >= floor_s}
+    seed.write_text(json.dumps(kept, indent=0) + "\n")
+    return len(kept)
+
+
 class DurationRecorder:
     """On the controller: each test's seconds (setup + call + teardown) of this run, merged into
     pytest's cache at the end for the next run's order (a test not run keeps its old time)."""
@@ -130,7 +154,7 @@ def write_groups(config, items) -> None:
     if not folder:
         return
     groups = {item.nodeid: group for item in items if (group := item_group(item)) is not None}
-    measured = measured_durations(config)
+    measured = known_durations(config)
     costs = {item.nodeid: item_cost(item, measured) for item in items}
     target = Path(folder) / f"{config.workerinput['workerid']}.json"
     tmp = target.with_suffix(".tmp")
@@ -217,3 +241,11 @@ class GroupScheduling(LoadScopeScheduling):
 def folder_of(config) -> str | None:
     """The controller's groups folder (None without xdist's loadgroup, or on a worker)."""
     return config.stash.get(_FOLDER, None)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tests/xdist_scheduling.py .pytest_cache/v/ctxpolicy/durations")
+    print(f"{SEED_FILE}: {write_seed(Path(sys.argv[1]))} tests of at least {SEED_FLOOR_S:g} s")
