@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,13 +108,26 @@ def test_a_missing_local_copy_names_both_ways_to_provide_the_dataset(tmp_path):
     assert "benchmarks.swebench.dataset.path" in message and "hub" in message
 
 
-def test_an_unreachable_hub_names_both_ways_to_provide_the_dataset(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(BenchmarkError) as err:
-        load_instances("swebench", "SWE-bench/SWE-bench_Verified", "test", None)
-    message = str(err.value)
+# in a fresh interpreter: huggingface_hub and datasets read HF_HUB_OFFLINE and HF_HOME when they are
+# imported, so in a worker where another test imported them first the variables came too late:
+# the hub was asked over the network (five retries, about 25 s) and the machine's own cache read
+UNREACHABLE_HUB = """
+from ctxpolicy.benchmarks import BenchmarkError
+from ctxpolicy.benchmarks.instances import load_instances
+try:
+    load_instances("swebench", "SWE-bench/SWE-bench_Verified", "test", None)
+except BenchmarkError as err:
+    print(err)
+else:
+    raise SystemExit("the hub dataset was loaded")
+"""
+
+
+def test_an_unreachable_hub_names_both_ways_to_provide_the_dataset(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    done = subprocess.run([sys.executable, "-c", UNREACHABLE_HUB], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    message = done.stdout
     assert "the hub dataset SWE-bench/SWE-bench_Verified cannot be loaded" in message
     assert "benchmarks.swebench.dataset.path" in message
 

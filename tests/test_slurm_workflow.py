@@ -13,7 +13,7 @@ from datetime import datetime
 
 import pytest
 
-from conftest import require
+from conftest import LLM_THREADS, require
 from workflow_helpers import ROOT, SMALL_MODEL_RUNS, bubblewrap_ready, embedded_model_ready, snakemake, write_study
 
 ACCOUNT = "ctxpolicy"  # created by scripts/slurm-local.sh, named in config/test_workflow.yaml
@@ -58,8 +58,15 @@ def test_figure_through_the_slurm_profile(tmp_path):
     require(slurm_ready(), "the local single-node SLURM (bash scripts/slurm-local.sh start)")
     require(embedded_model_ready(), "the embedded model (scripts/bootstrap.sh assembles it)")
     require(bubblewrap_ready(), "bubblewrap (Debian package bubblewrap)")
+    # a cell asks SLURM for the CPUs of its model's server, one thread here: the two cells share
+    # the 2-CPU node instead of waiting for each other
+    one_cpu = {"models.qwen05b.resources.cpus": LLM_THREADS}
     config = write_study(
-        tmp_path, "test_workflow.yaml", {"main": ["hello-world"], "sweep": ["hello-world"]}, **SMALL_MODEL_RUNS
+        tmp_path,
+        "test_workflow.yaml",
+        {"main": ["hello-world"], "sweep": ["hello-world"]},
+        **SMALL_MODEL_RUNS,
+        **one_cpu,
     )
     since = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
     time.sleep(1)

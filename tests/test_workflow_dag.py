@@ -24,6 +24,17 @@ def study(tmp_path):
     return tmp_path, write_study(tmp_path, "config.yaml", {"main": MAIN, "sweep": SWEEP})
 
 
+@pytest.fixture(scope="module")
+def default_plan(tmp_path_factory) -> tuple:
+    """(config, the finished dry run) of the default target, planned once for the tests that read
+    it (each Snakemake start costs seconds)."""
+    workdir = tmp_path_factory.mktemp("default-plan")
+    config = write_study(workdir, "config.yaml", {"main": MAIN, "sweep": SWEEP})
+    done = snakemake(workdir, config, "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return config, done
+
+
 def dry_run(workdir, config, *targets):
     done = snakemake(workdir, config, *targets, "--dry-run")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -39,10 +50,8 @@ def test_all_tables_plan_one_job_per_cell(study):
     assert jobs["thresholds"] == 1 and jobs["aggregate"] == 1
 
 
-def test_cells_start_longest_first_after_thresholds_and_calibration_and_before_every_light_job(study):
-    workdir, config = study
-    done = snakemake(workdir, config, "--dry-run")
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_cells_start_longest_first_after_thresholds_and_calibration_and_before_every_light_job(default_plan):
+    _config, done = default_plan
     jobs = planned_priorities(done.stdout)
     by_rule: dict[str, list[float]] = {}
     for (rule, _), priority in jobs.items():
@@ -92,11 +101,11 @@ def figure_rule(target: str) -> str:
     return "figure_" + re.sub(r"\W", "_", target)
 
 
-def test_default_target_makes_every_figure_and_table_from_any_working_directory(study):
+def test_default_target_makes_every_figure_and_table_from_any_working_directory(default_plan):
     from ctxpolicy.figures.catalog import TARGETS, is_imported
 
-    workdir, config = study
-    jobs = dry_run(workdir, config)
+    config, done = default_plan
+    jobs = planned_jobs(done.stdout + done.stderr)
     study_targets = {name for name, spec in TARGETS.items() if not is_imported(spec)}  # it imports no corpus
     assert {rule for rule in jobs if rule.startswith("figure_")} == {figure_rule(name) for name in study_targets}
     assert not {rule for rule in jobs if "imported" in rule}

@@ -4,10 +4,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from independent import pipeline, records
 from independent.study import Study
+
+GROUP = "independent-counts"
+SHARED = {"paper_tables", "edge_frames"}  # what the fixtures below derive from
+
+
+@pytest.hookimpl(tryfirst=True)  # before the root conftest hands the workers their groups
+def pytest_collection_modifyitems(items) -> None:
+    """The tests on these session fixtures run on one worker (an xdist group): every worker that
+    ran one would recount the run records and recompute every figure's frame itself (a minute of
+    CPU each), where once serves them all."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here) and SHARED & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(GROUP))
 
 
 @pytest.fixture(scope="session")
