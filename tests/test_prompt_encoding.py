@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -328,6 +329,26 @@ def test_a_replay_whose_source_is_gone_or_changed_is_named(replays, tmp_path):
     with pytest.raises(RecordError, match="has no messages.jsonl"):
         read_run(v2)
     assert any("message_base" in p for p in run_dir_problems(v2))
+
+
+def test_a_changed_run_json_is_read_again_for_the_store_chain(replays, tmp_path):
+    # message_base keeps a source's run.json while the file is unchanged (one read for all its replays)
+    results, source, pairs = replays
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy)
+    v2, source_dir = copy / pairs[1][3].relative_to(results), copy / source.run_dir.relative_to(results)
+    assert rundir.message_store_files(v2) == [v2 / MESSAGES_JSONL, source_dir / MESSAGES_JSONL]
+    record = rundir.read_run_json(source_dir)
+    record[rundir.MESSAGE_BASE] = {"run": os.path.relpath(v2, source_dir)}  # the source now names its replay
+    rundir.write_run_json(source_dir, record)
+    with pytest.raises(RunRecordError, match="a loop or too deep"):
+        rundir.message_store_files(v2)
+    record = rundir.read_run_json(v2)
+    del record[rundir.MESSAGE_BASE]
+    rundir.write_run_json(v2, record)
+    assert rundir.message_base(v2) is None and rundir.message_store_files(v2) == [v2 / MESSAGES_JSONL]
+    (v2 / RUN_JSON).unlink()
+    assert rundir.message_base(v2) is None
 
 
 def test_bundles_carry_and_check_a_replays_source_runs(replays, tmp_path):

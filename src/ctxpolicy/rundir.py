@@ -15,6 +15,7 @@ import it.
 from __future__ import annotations
 
 import errno
+import functools
 import gzip
 import io
 import json
@@ -844,15 +845,27 @@ def message_base(run: str | Path, record: dict | None = None) -> Path | None:
     run = Path(run)
     path = run / RUN_JSON
     if record is None:
-        if not path.is_file():
+        try:
+            status = os.stat(path)
+        except (OSError, ValueError):  # as Path.is_file: no such file, no run.json yet
             return None
-        record = read_record(path)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        record = _run_record(path, status.st_mtime_ns, status.st_size, status.st_ino)
     base = record.get(MESSAGE_BASE)
     if base is None:
         return None
     if not isinstance(base, dict) or not isinstance(base.get("run"), str) or not base["run"]:
         raise RunRecordError(path, f"field {MESSAGE_BASE} is {base!r}: not an object with a run path")
     return Path(os.path.normpath(run / base["run"]))
+
+
+@functools.lru_cache(maxsize=64)
+def _run_record(path: Path, mtime_ns: int, size: int, inode: int) -> dict:
+    """``read_record`` of a run.json, once per process while the file is unchanged: a source run's
+    is read for every one of its replays (one per configuration). Only ``message_base`` reads
+    it, and only for the chain, so the shared dict is never changed."""
+    return read_record(path)
 
 
 def message_store_files(run: str | Path, record: dict | None = None) -> list[Path]:

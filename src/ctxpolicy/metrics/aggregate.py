@@ -118,7 +118,8 @@ def aggregate(
     calls_in_order = _gather(lengths, order)
     merged_columns = {}
     for k in call_columns():
-        parts = [r[2][k] for r in results if len(r[1])]  # a chunk of runs all left out has no columns to add
+        # each chunk's column is let go once merged: the whole calls table is held once, not twice
+        parts = [r[2].pop(k) for r in results if len(r[1])]  # a chunk of runs all left out has none to add
         merged = np.concatenate(parts) if parts else np.zeros(0)
         merged_columns[k] = merged if calls_in_order is None else merged[calls_in_order]
     return Tables(runs, calls_frame(runs, lengths[order], merged_columns), problems)
@@ -176,7 +177,7 @@ def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.n
     for name in call_columns():
         data[name] = columns[name]
     data["kind"] = pd.Categorical.from_codes(columns["kind"].astype(np.int8), CALL_KINDS)
-    return pd.DataFrame(data)
+    return pd.DataFrame(data, copy=False)  # the merged columns as they are, not copied into blocks
 
 
 def write_tables(tables: Tables, out_dir: Path) -> tuple[Path, Path]:

@@ -334,14 +334,20 @@ def _source_calls(path: Path, mtime_ns: int, size: int) -> SourceCalls:
 
 def own_source(calls: list[dict], values: dict[str, list]) -> SourceCalls:
     """A run's own agent calls as a source (a run that was really served is its own profile)."""
-    agent = [i for i, c in enumerate(calls) if c["kind"] == "agent"]
+    agent = np.array([c["kind"] == "agent" for c in calls], dtype=bool)
 
-    def pick(name: str, missing: float) -> np.ndarray:
-        return np.array([missing if values[name][i] is None else values[name][i] for i in agent], dtype=np.float64)
+    def column(name: str) -> np.ndarray:
+        return np.array(values[name], dtype=np.float64).reshape(len(calls))  # null -> NaN
 
-    prompts = pick("prompt_tokens", 0)
-    local = pick("est_tokens_after", np.nan)
-    return SourceCalls(prompts, pick("cached_tokens", np.nan), np.where(np.isnan(local), prompts, local))
+    return _source_of(agent, column("prompt_tokens"), column("cached_tokens"), column("est_tokens_after"))
+
+
+def _source_of(agent: np.ndarray, prompts: np.ndarray, cached: np.ndarray, after: np.ndarray) -> SourceCalls:
+    """``own_source`` from the calls' numeric columns (NaN: not reported): a prompt not reported
+    counts 0, a local count not reported is the prompt's."""
+    prompts = np.where(np.isnan(prompts), 0.0, prompts)[agent]
+    local = after[agent]
+    return SourceCalls(prompts, cached[agent], np.where(np.isnan(local), prompts, local))
 
 
 def action_format_of(run: dict, path: Path) -> str:
@@ -641,7 +647,7 @@ def _call_columns(
         after=np.where(np.isnan(after), -1, after)[agent].astype(np.int64),
         start=column("start")[agent],
         sequences=sequences,
-        source=own_source(calls, values) if source is None else source,
+        source=_source_of(agent, prompt_column, column("cached_tokens"), after) if source is None else source,
     )
     derived = {}
     for method, counts in cost_methods.count_all(run_calls, block).items():
