@@ -26,6 +26,7 @@ import pytest
 
 from ctxpolicy.figures.catalog import TARGETS, is_imported, papermill_args
 from ctxpolicy.figures.output import CHECK_LAYOUT
+from figure_helpers import legend_look_clashes
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path("tests/fixtures/figures")  # relative: the fixture config names paths from the root
@@ -94,15 +95,25 @@ def paper_parameters(name: str, out: Path, paper_tables) -> dict:
     }
 
 
-def execute_paper(name: str, tmp: Path, paper_tables) -> tuple[Path, subprocess.CompletedProcess]:
-    """The named target's notebook on the paper-shaped data set, its outputs in TMP/figures."""
+def execute_paper(name: str, tmp: Path, paper_tables) -> Path:
+    """The named target's notebook on the paper-shaped data set, its outputs in TMP/figures
+    (papermill's Python API, the layout check on: the edge runs above use its command line; this
+    saves a Python start and papermill's imports per notebook, the kernel is its own process)."""
+    import papermill as pm
+
     out, executed = tmp / "figures", tmp / "notebooks"
     executed.mkdir(parents=True)
-    params = paper_parameters(name, out, paper_tables)
-    paths = [a for key in ("tables_dir", "config_path", "out_dir") for a in ("-p", key, params.pop(key))]
-    notebook = TARGETS[name]["notebook"]
-    result = papermill([notebook, str(executed / f"{name}.ipynb"), *paths, "-y", json.dumps(params)])
-    return out, result
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(CHECK_LAYOUT, "1")  # the kernel inherits this process's environment
+        pm.execute_notebook(
+            str(ROOT / TARGETS[name]["notebook"]),
+            str(executed / f"{name}.ipynb"),
+            parameters=paper_parameters(name, out, paper_tables),
+            kernel_name="python3",
+            progress_bar=False,
+            cwd=str(ROOT),
+        )
+    return out
 
 
 def execute_here(notebook: str, params: dict) -> dict:
@@ -131,8 +142,7 @@ def produced(name: str, out_dir: Path) -> list[Path]:
 # notebooks spread over the xdist workers instead of queueing on one.
 @pytest.mark.parametrize("name", DRAWN)
 def test_notebook_writes_its_outputs_and_nothing_else(name, tmp_path, paper_tables):
-    out_dir, result = execute_paper(name, tmp_path / "first", paper_tables)
-    assert result.returncode == 0, f"{name} failed:\n{result.stderr[-3000:]}"
+    out_dir = execute_paper(name, tmp_path / "first", paper_tables)  # a failing cell raises
     for path in produced(name, out_dir):
         assert path.exists(), f"{name} did not write {path.name}"
         data = path.read_bytes()
@@ -151,8 +161,8 @@ def test_notebook_writes_its_outputs_and_nothing_else(name, tmp_path, paper_tabl
 
 def check_again_here(name: str, out_dir: Path, again: Path, paper_tables) -> None:
     """The target run again in this process writes the same bytes; its figure has the synthetic
-    mark and no visible panel without data and without a note (the layout check ran in the
-    notebook: the same bytes are the same picture)."""
+    mark, no two legend entries that look alike, and no visible panel without data and without a
+    note (the layout check ran in the notebook: the same bytes are the same picture)."""
     import matplotlib.pyplot as plt
 
     from ctxpolicy.figures import inputs, notes, style
@@ -165,6 +175,7 @@ def check_again_here(name: str, out_dir: Path, again: Path, paper_tables) -> Non
         if fig is None:
             return
         assert style.SYNTHETIC_MARK in {t.get_text() for t in fig.texts}
+        assert legend_look_clashes(fig) == []
         visible = [ax for ax in fig.axes if ax.get_visible()]
         assert [ax for ax in visible if not notes.has_plotted_data(ax) and not notes.has_note(ax)] == []
         if name in EVERY_PAIR:
