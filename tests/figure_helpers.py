@@ -106,3 +106,26 @@ def silent_empty_panels(fig) -> list[str]:
         for ax in fig.axes
         if not notes.has_plotted_data(ax) and not notes.has_note(ax)
     ]
+
+
+def legend_look_clashes(fig) -> list[str]:
+    """Legend entries drawn with the colour, marker, line style and fill of an earlier entry."""
+    from matplotlib.colors import to_hex
+    from matplotlib.lines import Line2D
+
+    seen: dict[tuple, str] = {}
+    clashes = []
+    for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]:
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            if not isinstance(handle, Line2D) or handle.get_marker() in (None, "None", "", " "):
+                continue
+            look = (
+                to_hex(handle.get_color()),
+                handle.get_marker(),
+                str(handle.get_linestyle()),
+                handle.get_fillstyle(),
+            )
+            if look in seen:
+                clashes.append(f"{text.get_text()!r} looks like {seen[look]!r}")
+            seen[look] = text.get_text()
+    return clashes

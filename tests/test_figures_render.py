@@ -1,5 +1,7 @@
-"""Every figure module renders the fixture deterministically, and renders a note (never an
-error) when the runs or the config lack what it needs."""
+"""Every figure module renders the fixture, saves it (PDF and PNG) without a colliding or clipped
+text, and renders a note (never an error) when the runs or the config lack what it needs. That a
+render is deterministic (the same bytes again) is checked at the study's scale, across processes,
+in tests/test_notebooks.py (REPEATED: a target of every figure module)."""
 
 from __future__ import annotations
 
@@ -27,13 +29,12 @@ def _from_root(figure_root):
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
-def test_figure_renders_identically_twice(fixture, name):
+def test_figure_renders_saves_and_lays_out_its_texts(fixture, name):
     runs, config, calls = fixture
-    first = FIGURES[name](runs, config, calls)
-    second = FIGURES[name](runs, config, calls)
-    for fmt in ("png", "pdf"):
-        assert output.figure_bytes(first, fmt) == output.figure_bytes(second, fmt), fmt
-    layout.check(second, name=name)  # no colliding or clipped text (after saving: drawing moves it)
+    fig = FIGURES[name](runs, config, calls)
+    for fmt, magic in (("png", b"\x89PNG"), ("pdf", b"%PDF")):
+        assert output.figure_bytes(fig, fmt).startswith(magic), fmt
+    layout.check(fig, name=name)  # no colliding or clipped text (after saving: drawing moves it)
 
 
 def test_fig2_draws_every_combo_with_runs_and_notes_the_one_without(fixture):
