@@ -6,7 +6,8 @@ DIR is the study's working directory (default: this repository). Reads the newes
 log in DIR/.snakemake/log/ (or --log): the wall time of the whole run and the summed wall time
 of the jobs of each rule (cells, grading, thresholds, tables, figures), then the run records:
 server waits (cell.json `server_wait_s`), agent LLM time and summary-call time (calls.jsonl
-`latency_s` by `kind`), tool time (run.json `timing.tool_s`), and the executed notebooks'
+`latency_s` by `kind`), how the agent calls ended (`finish_reason`: the cap, or the model's end or
+the stop sequence of `stop_after_action`) and what they generated, tool time (run.json `timing.tool_s`), and the executed notebooks'
 own durations (papermill metadata; the rest of a figure job is its kernel and Python start-up
 and the provenance sidecar), and the model servers' own speed (llama.cpp's per-request timings in
 RESULTS/.servers/*.log: prompt and generated tokens per second). Where the cores waited: each
@@ -176,6 +177,9 @@ def run_records(results: Path, spans: list[tuple[float, float]] | None = None) -
                 if spans is not None and call.get("start") and call.get("end"):
                     spans.append((float(call["start"]), float(call["end"])))
                 totals[f"{kind} calls"] += 1
+                if kind == "agent" and call.get("status") == "ok":
+                    totals[f"agent calls ended by {call.get('finish_reason')}"] += 1
+                    totals["agent completion tokens"] += float(call.get("completion_tokens") or 0)
     return totals
 
 
@@ -248,6 +252,15 @@ def main() -> int:
     ):
         print(f"  {key:<38} {totals[key]:>8.0f} s")
     print(f"  {'calls: agent / summary':<38} {totals['agent calls']:>8.0f} / {totals['summary calls']:.0f}")
+    ended = {
+        key.rsplit(" ", 1)[1]: int(n) for key, n in sorted(totals.items()) if key.startswith("agent calls ended by")
+    }
+    answered = sum(ended.values())
+    if answered:  # "stop": the model's end of turn or the stop sequence; "length": the max_tokens cap
+        print(
+            f"  {'answered agent calls ended by':<38} {', '.join(f'{k} {n}' for k, n in ended.items())}; "
+            f"{totals['agent completion tokens']:.0f} tokens generated, {totals['agent completion tokens'] / answered:.0f} a call"
+        )
     in_flight = requests_in_flight(spans, args.slots)
     if in_flight:
         span = sum(in_flight.values())

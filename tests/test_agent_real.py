@@ -25,26 +25,22 @@ THRESHOLD = 300  # low enough that truncation fires within two steps
 pytestmark = pytest.mark.llm
 
 
-@pytest.fixture(scope="module")
-def embedded_run(embedded_llm, tmp_path_factory):
-    """One run on the shared embedded model server (config/config.yaml's qwen05b), two steps."""
+def _real_run(llm, out: Path, task_id: str, spec: str, cell: str, threshold: int | None, overrides: dict):
+    """One run of ``task_id`` on the shared embedded model server (config/config.yaml's qwen05b)."""
     from ctxpolicy.benchmarks import get_adapter
     from ctxpolicy.sandbox import bwrap_available
 
     config = load_config(repo_root() / "config" / "config.yaml")
     require(bwrap_available(), "bubblewrap (Debian package bubblewrap)")
 
-    tmp = tmp_path_factory.mktemp("real")
-    cohort = tmp / "cohort.txt"
-    cohort.write_text(f"{TASK}\n")
+    cohort = out / "cohort.txt"
+    cohort.write_text(f"{task_id}\n")
     bench_cfg = {**config["benchmarks"]["local"], "cohorts": {"main": str(cohort)}}
     adapter = get_adapter("local", bench_cfg, repo_root())
     adapter.check_environment()
     task = adapter.tasks("main")[0]
-    policy = parse_spec("TR/Th/0.5")
-    settings = build_settings(
-        Study(config), "local", MODEL, overrides={"step_limit": 2, "max_tokens": 128, "wall_time_limit_s": 1200}
-    )
+    policy = parse_spec(spec)
+    settings = build_settings(Study(config), "local", MODEL, overrides=overrides)
     identity = make_identity(
         seed=config["seed"],
         benchmark="local",
@@ -54,9 +50,9 @@ def embedded_run(embedded_llm, tmp_path_factory):
         task=task,
         attempt=1,
         threshold_setting="fixed",
-        threshold_tokens=THRESHOLD,
+        threshold_tokens=threshold,
         summarizer=None,
-        cell="TR_Th_0.5__fixed",
+        cell=cell,
         track="full",
     )
     return execute_run(
@@ -65,8 +61,39 @@ def embedded_run(embedded_llm, tmp_path_factory):
         task=task,
         adapter=adapter,
         settings=settings,
-        endpoint=endpoint_for_server(embedded_llm),
-        run_dir=tmp / f"{TASK}__a1",
+        endpoint=endpoint_for_server(llm),
+        run_dir=out / f"{task_id}__a1",
+    )
+
+
+@pytest.fixture(scope="module")
+def embedded_run(embedded_llm, tmp_path_factory):
+    """Two steps of a repository task under truncation."""
+    overrides = {"step_limit": 2, "max_tokens": 128, "wall_time_limit_s": 1200}
+    return _real_run(
+        embedded_llm, tmp_path_factory.mktemp("real"), TASK, "TR/Th/0.5", "TR_Th_0.5__fixed", THRESHOLD, overrides
+    )
+
+
+def test_real_calls_stop_at_the_closing_fence_and_record_it_closed(embedded_llm, tmp_path):
+    """config/config.yaml's stop_after_action, for real: the model writes its command and a blank
+    line, llama.cpp stops there (finish_reason "stop", the stop sequence left out, well below the
+    cap) and the recorded message has its block closed again."""
+    from ctxpolicy.agent.model import FENCE_STOP, parse_text_action
+
+    run = _real_run(
+        embedded_llm, tmp_path, "hello-world", "FC", "FC", None, {"step_limit": 1, "wall_time_limit_s": 1200}
+    )
+    record = read_json(run.run_dir / "run.json")
+    assert record["settings"]["stop_after_action"] is True and record["settings"]["max_tokens"] == 128
+    [call] = list(read_calls(run.run_dir))
+    assert call["finish_reason"] == "stop" and call["completion_tokens"] < 128
+    [message] = [m for m in read_json(run.run_dir / "trajectory.json")["messages"] if m["role"] == "assistant"]
+    sent = message["extra"]["response"]["choices"][0]["message"]["content"]
+    assert message["extra"]["fence_restored"] is True
+    assert FENCE_STOP not in sent and message["content"] == sent + "\n```"
+    assert (
+        parse_text_action(sent) is None and parse_text_action(message["content"]) == 'echo "Hello, world!" > hello.txt'
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ctxpolicy.agent.client import cached_tokens_of, is_context_overflow
-from ctxpolicy.agent.model import parse_text_action
+from ctxpolicy.agent.model import FENCE_STOP, EndpointModel, close_stopped_fence, parse_text_action
 from ctxpolicy.agent.runner import outcome_of, run_seed, totals_of
 from ctxpolicy.agent.settings import RunSettings, SettingsError, build_settings, load_agent_file
 from ctxpolicy.study import Study
@@ -40,6 +40,75 @@ CONFIG = {
 )
 def test_text_actions_tolerate_small_model_formats(content, command):
     assert parse_text_action(content) == command
+
+
+@pytest.mark.parametrize(
+    "content, finish_reason, closed",
+    [
+        # the server stopped at FENCE_STOP: the block is open, and closed again
+        ("THOUGHT: x\n```mswea_bash_command\nls -la", "stop", "THOUGHT: x\n```mswea_bash_command\nls -la\n```"),
+        (
+            "```python\nprint(1)\n```\nrun it:\n```bash\npython a.py",
+            "stop",
+            "```python\nprint(1)\n```\nrun it:\n```bash\npython a.py\n```",
+        ),
+        # the model ended its turn after its block, or was cut off: nothing to put back
+        ("THOUGHT: x\n```mswea_bash_command\nls -la\n```", "stop", None),
+        ("THOUGHT: x\n```mswea_bash_command\nls -la", "length", None),
+        ("no code at all", "stop", None),
+        ("THOUGHT: x\n```bash", "stop", None),  # an empty block ("```bash\n```\n\n"): stays unparseable
+        ("", "stop", None),
+    ],
+)
+def test_a_fence_the_stop_sequence_ate_is_put_back(content, finish_reason, closed):
+    assert close_stopped_fence(content, finish_reason) == closed
+    if closed is not None:  # what the server would have sent without the stop sequence, up to it
+        assert parse_text_action(closed) == parse_text_action(closed + FENCE_STOP[len("\n```") :] + "more text")
+
+
+def _endpoint_model(**overrides) -> EndpointModel:
+    kwargs = {
+        "model_name": "m",
+        "base_url": "http://127.0.0.1:1/v1",
+        "mode": "text",
+        "temperature": 0.2,
+        "max_tokens": 128,
+        "format_error_template": "{{error}}",
+        "observation_template": "{{output.output}}",
+    }
+    return EndpointModel(None, **(kwargs | overrides))
+
+
+def _response(content: str, finish_reason: str):
+    from ctxpolicy.agent.client import parse_chat_payload
+
+    payload = {
+        "choices": [{"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}],
+        "model": "m",
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+    return parse_chat_payload(payload, start=0.0, end=1.0, latency_s=1.0, attempts=1)
+
+
+def test_stop_after_action_sends_the_fence_stop_in_text_mode_only():
+    assert _endpoint_model(stop_after_action=True).request_body([])["stop"] == [FENCE_STOP]
+    assert "stop" not in _endpoint_model().request_body([])
+    assert "stop" not in _endpoint_model(stop_after_action=True, mode="tool").request_body([])
+
+
+def test_the_recorded_message_holds_the_closed_block_and_the_raw_answer_as_sent():
+    from minisweagent.exceptions import FormatError
+
+    stopped = _response("THOUGHT: look\n```mswea_bash_command\nls -la", "stop")
+    message = _endpoint_model(stop_after_action=True).parse(stopped)
+    assert message["content"] == "THOUGHT: look\n```mswea_bash_command\nls -la\n```"
+    assert message["extra"]["actions"] == [{"command": "ls -la"}]
+    assert message["extra"]["fence_restored"] is True
+    assert message["extra"]["response"]["choices"][0]["message"]["content"].endswith("ls -la")
+    ended = _endpoint_model(stop_after_action=True).parse(_response("```bash\npwd\n```", "stop"))
+    assert ended["content"] == "```bash\npwd\n```" and "fence_restored" not in ended["extra"]
+    with pytest.raises(FormatError):  # without the setting, an open block is no command
+        _endpoint_model().parse(stopped)
 
 
 @pytest.mark.parametrize(
@@ -167,6 +236,7 @@ def test_run_settings_have_one_set_of_defaults_and_record_the_same_keys(tmp_path
     assert list(settings.record()) == [
         "temperature",
         "max_tokens",
+        "stop_after_action",
         "step_limit",
         "wall_time_limit_s",
         "command_timeout_s",

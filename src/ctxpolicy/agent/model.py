@@ -32,6 +32,9 @@ from ctxpolicy.policies.messages import message_problem
 FENCED_BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 HARNESS_TAG = actions.MSWEA  # the text mode's action format (ctxpolicy.policies.actions)
 SHELL_TAGS = ("bash", "sh", "shell", "console", "")  # what small models write instead of the harness tag
+# The stop sequence of ``stop_after_action``: a closing fence and the blank line after it. A bare
+# "\n```\n" would also match the opening of an untagged block ("```\n" and the command at once).
+FENCE_STOP = "\n```\n\n"
 
 
 class EndpointModelConfig(BaseModel):
@@ -50,6 +53,8 @@ class EndpointModelConfig(BaseModel):
     """``RunSettings.temperature``."""
     max_tokens: int
     """``RunSettings.max_tokens``."""
+    stop_after_action: bool = False
+    """``RunSettings.stop_after_action``: text mode sends ``FENCE_STOP`` as the call's stop sequence."""
     seed: int | None = None
     """Sampling seed sent with every call; None: none sent."""
     extra_body: dict[str, Any] = {}
@@ -71,6 +76,22 @@ def parse_text_action(content: str) -> str | None:
     return None
 
 
+def close_stopped_fence(content: str, finish_reason: str | None) -> str | None:
+    """The content with the closing fence put back when the server stopped at ``FENCE_STOP``, else None.
+
+    The server leaves the stop sequence out and says only ``finish_reason`` "stop", as for an
+    end-of-turn token; what tells the two apart is the content: a stop at the closing fence leaves
+    a command block open (an opening fence without its closing one), a model that ended its turn
+    has closed its block. (An end-of-turn token inside an open block would look the same; the
+    model's command ends there either way.)"""
+    if finish_reason != "stop" or not content:
+        return None
+    last_open = content.rfind("```")
+    if last_open < 0 or content.count("```") % 2 == 0 or "\n" not in content[last_open:]:
+        return None
+    return content + FENCE_STOP.rstrip("\n")
+
+
 def format_error(template: str, error: str, finish_reason: str | None, content: str) -> FormatError:
     text = Template(template, undefined=StrictUndefined).render(
         error=error, actions=[], finish_reason=finish_reason, has_tool_calls=False
@@ -85,6 +106,10 @@ class EndpointModel:
         self.config = EndpointModelConfig(**kwargs)
         self.client = client
 
+    @property
+    def stops_at_fence(self) -> bool:
+        return self.config.stop_after_action and self.config.mode == "text"
+
     def request_body(self, messages: list[dict]) -> dict:
         body: dict[str, Any] = {
             "model": self.config.model_name,
@@ -93,6 +118,8 @@ class EndpointModel:
             "max_tokens": self.config.max_tokens,
             "stream": False,
         }
+        if self.stops_at_fence:
+            body["stop"] = [FENCE_STOP]
         if self.config.seed is not None:
             body["seed"] = self.config.seed
         if self.config.mode == "tool":
@@ -105,7 +132,10 @@ class EndpointModel:
     def parse(self, response: ChatResponse) -> dict:
         """The assistant message with its parsed actions; raises FormatError when there is none."""
         message = response.assistant_message()
-        extra = {"response": response.raw, "cost": 0.0, "timestamp": response.end}
+        extra: dict[str, Any] = {"response": response.raw, "cost": 0.0, "timestamp": response.end}
+        if self.stops_at_fence and (closed := close_stopped_fence(message["content"] or "", response.finish_reason)):
+            message["content"] = closed
+            extra["fence_restored"] = True  # the raw response (extra.response) has the content as sent
         try:
             problem = message_problem(message, "message")  # the policies' one check (policies.messages)
             if problem is not None:  # a malformed tool call never enters the history: the model is told
@@ -115,13 +145,13 @@ class EndpointModel:
                     response.finish_reason,
                     response.content or "",
                 )
-            actions = self._actions(response)
+            actions = self._actions(response, message["content"] or "")
         except FormatError as exc:
             exc.messages[0]["extra"].update(extra)
             raise
         return message | {"extra": {"actions": actions, **extra}}
 
-    def _actions(self, response: ChatResponse) -> list[dict]:
+    def _actions(self, response: ChatResponse, content: str) -> list[dict]:
         if self.config.mode == "tool" and response.tool_calls:
             calls = [_namespace(call) for call in response.tool_calls]
             return parse_toolcall_actions(
@@ -130,7 +160,6 @@ class EndpointModel:
                 template_kwargs={"finish_reason": response.finish_reason},
             )
         # Text mode, and tool mode when the model wrote its command as text instead of a tool call.
-        content = response.content or ""
         command = parse_text_action(content)
         if command is None:
             raise format_error(

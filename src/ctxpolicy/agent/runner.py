@@ -262,6 +262,7 @@ def build_agent(run: RunInputs, parts: AgentParts):
         mode=settings.mode,
         temperature=settings.temperature,
         max_tokens=settings.max_tokens,
+        stop_after_action=settings.stop_after_action,
         seed=identity.seed,
         format_error_template=templates.format_error_template,
         observation_template=templates.observation_template,

@@ -4,7 +4,7 @@ settings, one docstring per field, and the one set of defaults.
 ``RunSettings`` is what shapes a run besides its identity (recorded in run.json ``settings``).
 Its values come, later ones winning, from its defaults, the agent file (config/agent/agent.yaml,
 validated as ``AgentFile``), the study config (``models.<name>``: temperature, max_tokens,
-cache_block_tokens, agent_mode; ``benchmarks.<name>.limits``), a task's own timeout and the
+stop_after_action, cache_block_tokens, agent_mode; ``benchmarks.<name>.limits``), a task's own timeout and the
 command line. Neither the config schema nor the agent file repeats a default.
 """
 
@@ -57,6 +57,10 @@ class RunSettings(_Settings):
     """Sampling temperature of the agent's and the summarizer's calls (config: ``models.<name>.temperature``)."""
     max_tokens: Annotated[int, Field(ge=1)] = 4096
     """Most output tokens of one call (config: ``models.<name>.max_tokens``; ``--max-tokens``)."""
+    stop_after_action: bool = False
+    """Text mode: end each call at the closing fence of its command block (an OpenAI ``stop`` sequence),
+    not at ``max_tokens``; the fence the server leaves out is put back in the recorded message
+    (config: ``models.<name>.stop_after_action``)."""
     step_limit: Annotated[int, Field(ge=0)] = 250
     """Most LLM calls of a run; 0: no limit (config: ``benchmarks.<name>.limits.step_limit``; ``--step-limit``)."""
     wall_time_limit_s: Annotated[int, Field(ge=1)] | None = 1500
@@ -186,6 +190,7 @@ def load_templates(mode: str, agent_dir: Path = AGENT_DIR) -> Templates:
 MODEL_KEYS = {
     "temperature": "temperature",
     "max_tokens": "max_tokens",
+    "stop_after_action": "stop_after_action",
     "cache_block_tokens": "cache_block_tokens",
     "agent_mode": "mode",
 }  # models.<name> key -> RunSettings field
