@@ -178,10 +178,9 @@ def _same_cohort(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return not cohorts_a or not cohorts_b or cohorts_a == cohorts_b
 
 
-def _attempt_counts(runs: pd.DataFrame, attempts: int) -> pd.DataFrame:
-    """Per task: recorded planned attempts and their successes."""
-    planned = planned_runs(runs, attempts)
-    grouped = planned.assign(task_id=planned["task_id"].astype(str)).groupby("task_id")["resolved"]
+def _attempt_counts(planned: pd.DataFrame) -> pd.DataFrame:
+    """Per task of ``planned_runs``: recorded planned attempts and their successes."""
+    grouped = planned["resolved"].groupby(planned["task_id"].astype(str))
     return pd.DataFrame({"recorded": grouped.size(), "successes": grouped.sum().astype(int)})
 
 
@@ -193,7 +192,11 @@ def task_success(runs: pd.DataFrame, attempts: int | None = None) -> pd.Series:
     divided by A (a missing attempt counts as unresolved). A defaults to the table's largest
     attempt number."""
     attempts = attempts or attempts_in_table(runs)
-    return (_attempt_counts(runs, attempts)["successes"] / attempts).astype(float)
+    return _success_of(_attempt_counts(planned_runs(runs, attempts)), attempts)
+
+
+def _success_of(counts: pd.DataFrame, attempts: int) -> pd.Series:
+    return (counts["successes"] / attempts).astype(float)
 
 
 def resource_eligible(runs: pd.DataFrame) -> pd.DataFrame:
@@ -205,8 +208,21 @@ def resource_eligible(runs: pd.DataFrame) -> pd.DataFrame:
 
 def task_resource_means(runs: pd.DataFrame, column: str) -> pd.Series:
     """Per-task mean of one resource over eligible runs that have a value for it."""
+    return task_resource_means_of(runs, [column])[column]
+
+
+def task_resource_means_of(runs: pd.DataFrame, columns: list[str]) -> dict[str, pd.Series]:
+    """``task_resource_means`` of several columns, the runs grouped once. Each column is averaged
+    on its own: a frame's mean can differ from a column's in the last bit."""
     eligible = resource_eligible(runs)
-    return eligible.groupby(eligible["task_id"].astype(str))[column].mean().dropna()
+    grouped = eligible.groupby(eligible["task_id"].astype(str))
+    return {column: grouped[column].mean().dropna() for column in dict.fromkeys(columns)}
+
+
+def resource_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Per-task means of resource columns over eligible runs (NaN where none has a value)."""
+    eligible = resource_eligible(runs)
+    return eligible.groupby(eligible["task_id"].astype(str))[columns].mean()
 
 
 def resolve_rate(runs: pd.DataFrame, attempts: int | None = None) -> float:
@@ -247,7 +263,10 @@ def solved_tasks(
     attempts recorded are left out."""
     attempts = attempts or attempts_in_table(runs)
     solved_min = solved_min or solved_threshold(attempts)
-    counts = _attempt_counts(runs, attempts)
+    return _solved_of(_attempt_counts(planned_runs(runs, attempts)), attempts, solved_min, require_all)
+
+
+def _solved_of(counts: pd.DataFrame, attempts: int, solved_min: int, require_all: bool = True) -> pd.Series:
     if require_all:
         counts = counts[counts["recorded"] >= attempts]
     return counts["successes"] >= solved_min
@@ -256,16 +275,13 @@ def solved_tasks(
 def calls_when_solved(runs: pd.DataFrame, attempts: int, solved_min: int) -> pd.Series:
     """Per solved task (at least ``solved_min`` successes among attempts 1..A): the mean agent
     calls of its successful attempts."""
-    planned = planned_runs(runs, attempts)
+    return _calls_of(planned_runs(runs, attempts), solved_min)
+
+
+def _calls_of(planned: pd.DataFrame, solved_min: int) -> pd.Series:
     successes = planned[planned["resolved"].to_numpy(dtype=bool)]
     per_task = successes.groupby(successes["task_id"].astype(str))["agent_calls"].agg(["size", "mean"])
     return per_task.loc[per_task["size"] >= solved_min, "mean"]
-
-
-def _resource_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """Per-task means of resource columns over eligible runs (NaN where none has a value)."""
-    eligible = resource_eligible(runs)
-    return eligible.groupby(eligible["task_id"].astype(str))[columns].mean()
 
 
 def ratio_with_interval(tasks: pd.Index, policy: pd.Series, base: pd.Series, counts: np.ndarray) -> dict:
@@ -324,17 +340,22 @@ def compare_to_baseline(
     if base.empty:
         raise ValueError(f"no {baseline} runs for model {model!r} on benchmark {benchmark!r}")
     columns = list(columns_of_ratios.values())
-    base_success = task_success(base, attempts)
-    base_means = _resource_means(base, columns)
-    base_solved = solved_tasks(base, attempts=attempts, solved_min=solved_min)
-    base_calls = calls_when_solved(base, attempts, solved_min)
+    # each cell's planned runs are found once and its three per-task values read from them
+    base_planned = planned_runs(base, attempts)
+    base_counts = _attempt_counts(base_planned)
+    base_success = _success_of(base_counts, attempts)
+    base_means = resource_means(base, columns)
+    base_solved = _solved_of(base_counts, attempts, solved_min)
+    base_calls = _calls_of(base_planned, solved_min)
     rows = []
     for cell, group in policy_cells(selected, exclude=base):
         if track is not None and "track" in group and (group["track"].astype("object") != track).all():
             continue
         tasks = comparison_tasks(group, base)
         counts = resample_counts(len(tasks), n_boot, seed)
-        a = task_success(group, attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
+        planned = planned_runs(group, attempts)
+        attempt_counts = _attempt_counts(planned)
+        a = _success_of(attempt_counts, attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
         b = base_success.reindex(tasks, fill_value=0.0).to_numpy(float)
         lo, hi = percentile_interval(boot_means(counts, a - b))
         row = {
@@ -352,7 +373,7 @@ def compare_to_baseline(
         row.update(
             _interval("resolve_delta", {"est": float((a - b).mean()) if len(tasks) else np.nan, "lo": lo, "hi": hi})
         )
-        means = _resource_means(group, columns)
+        means = resource_means(group, columns)
         ratios = {
             name: ratio_with_interval(tasks, means[column], base_means[column], counts)
             for name, column in columns_of_ratios.items()
@@ -360,12 +381,8 @@ def compare_to_baseline(
         row.update(_interval("tokens_ratio", ratios["tokens_ratio"]))
         row.update(_interval("latency_ratio", ratios["latency_ratio"]))
         row.update(_interval("cost_ratio", ratios[f"cost_ratio_{cost_method}"]), cost_ratio_method=cost_method)
-        row.update(_gains_losses(solved_tasks(group, attempts=attempts, solved_min=solved_min), base_solved, tasks))
-        row.update(
-            _interval(
-                "calls_change", _calls_change(calls_when_solved(group, attempts, solved_min), base_calls, n_boot, seed)
-            )
-        )
+        row.update(_gains_losses(_solved_of(attempt_counts, attempts, solved_min), base_solved, tasks))
+        row.update(_interval("calls_change", _calls_change(_calls_of(planned, solved_min), base_calls, n_boot, seed)))
         for name, values in ratios.items():
             if name not in ("tokens_ratio", "latency_ratio"):
                 row.update(_interval(name, values))

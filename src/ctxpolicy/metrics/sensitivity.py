@@ -37,7 +37,7 @@ from ctxpolicy.metrics.compare import (
     policy_cells,
     ratio_with_interval,
     select,
-    task_resource_means,
+    task_resource_means_of,
 )
 from ctxpolicy.metrics.cost_methods import DEFAULT as DEFAULT_METHOD
 from ctxpolicy.metrics.cost_methods.base import CostMethod
@@ -95,16 +95,26 @@ def with_parts(runs: pd.DataFrame, cost_method: str) -> pd.DataFrame:
     return runs.assign(**columns)
 
 
-def _break_even_of(group: pd.DataFrame, base: pd.DataFrame, tasks: pd.Index, method: CostMethod) -> float:
-    """``break_even`` of the parts' means over the tasks both sides priced under ``method``."""
+def _mean_columns(ratios: dict[str, str]) -> list[str]:
+    """The columns whose per-task means a cell's row reads: each ratio's (every method's billed
+    column among them) and each method's parts."""
+    parts = [f"{part}_{m.key}" for m in cost_methods.methods() for part in ("fixed", "part_cached")]
+    return list(dict.fromkeys([*ratios.values(), *parts]))
+
+
+def _break_even_of(
+    group: dict[str, pd.Series], base: dict[str, pd.Series], tasks: pd.Index, method: CostMethod
+) -> float:
+    """``break_even`` of the parts' means over the tasks both sides priced under ``method``;
+    ``group`` and ``base`` are the two sides' ``compare.task_resource_means_of``."""
     billed = method.billed_column
-    shared = tasks.intersection(task_resource_means(group, billed).index)
-    shared = shared.intersection(task_resource_means(base, billed).index)
+    shared = tasks.intersection(group[billed].index)
+    shared = shared.intersection(base[billed].index)
     if not len(shared):
         return math.nan
 
-    def mean(runs: pd.DataFrame, part: str) -> float:
-        return float(task_resource_means(runs, f"{part}_{method.key}").reindex(shared).mean())
+    def mean(means: dict[str, pd.Series], part: str) -> float:
+        return float(means[f"{part}_{method.key}"].reindex(shared).mean())
 
     return break_even(mean(group, "fixed"), mean(group, "part_cached"), mean(base, "fixed"), mean(base, "part_cached"))
 
@@ -146,7 +156,8 @@ def cost_sensitivity(
         raise ValueError(f"no {which} for model {model!r} on benchmark {benchmark!r}")
     ratios = {f"cost_ratio_{m.name}": m.billed_column for m in cost_methods.methods()}
     ratios.update({discount_ratio(d): f"billed_at_{d:g}" for d in DISCOUNTS})
-    base_means = {name: task_resource_means(base, column) for name, column in ratios.items()}
+    columns = _mean_columns(ratios)  # each cell's runs grouped once for all of them
+    base_means = task_resource_means_of(base, columns)
     rows = []
     for cell, group in policy_cells(selected, exclude=base):
         if track is not None and "track" in group and (group["track"].astype("object") != track).all():
@@ -163,10 +174,11 @@ def cost_sensitivity(
             "n_tasks": len(tasks),
             "cost_ratio_method": cost_method,
         }
+        means = task_resource_means_of(group, columns)
         for name, column in ratios.items():
-            values = ratio_with_interval(tasks, task_resource_means(group, column), base_means[name], counts)
+            values = ratio_with_interval(tasks, means[column], base_means[column], counts)
             row.update({f"{name}_{part}": value for part, value in values.items()})
         for method in cost_methods.methods():
-            row[f"break_even_{method.name}"] = _break_even_of(group, base, tasks, method)
+            row[f"break_even_{method.name}"] = _break_even_of(means, base_means, tasks, method)
         rows.append(row)
     return pd.DataFrame(rows)
