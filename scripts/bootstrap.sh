@@ -39,8 +39,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.ctxpolicy-installed
 
-# uv (locked, a dev dependency) installs the lock in seconds where pip takes minutes: it fetches and
-# unpacks in parallel and compiles modules on first import, not all ahead. uv reads no pip.conf, so
+# uv (locked, a dev dependency) installs the lock in seconds where pip takes minutes: it fetches,
+# unpacks and compiles in parallel. --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is
+# set, every process (each notebook kernel, each Snakemake job) would compile its imports again.
+# uv reads no pip.conf, so
 # where it cannot reach the index (a pip-only mirror) pip installs the same lock; CTXPOLICY_PIP=1
 # asks for pip outright.
 install_with_uv() {
@@ -50,7 +52,7 @@ install_with_uv() {
   awk '/^uv==/ {p = 1; print; next} p && /^[[:space:]]/ {print; next} {p = 0}' requirements.lock >"$uv_req"
   .venv/bin/python -m pip install -q --require-hashes -r "$uv_req" || { rm -f "$uv_req"; return 1; }
   rm -f "$uv_req"
-  .venv/bin/uv pip install -q --python .venv/bin/python --require-hashes -r requirements.lock &&
+  .venv/bin/uv pip install -q --python .venv/bin/python --compile-bytecode --require-hashes -r requirements.lock &&
     .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
 }
 if [ ! -f "$stamp" ] || [ requirements.lock -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
