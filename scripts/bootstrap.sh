@@ -42,9 +42,8 @@ stamp=.venv/.ctxpolicy-installed
 # uv (locked, a dev dependency) installs the lock in seconds where pip takes minutes: it fetches,
 # unpacks and compiles in parallel. --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is
 # set, every process (each notebook kernel, each Snakemake job) would compile its imports again.
-# uv reads no pip.conf, so
-# where it cannot reach the index (a pip-only mirror) pip installs the same lock; CTXPOLICY_PIP=1
-# asks for pip outright.
+# uv reads no pip.conf, so where it cannot reach the index (a pip-only mirror) pip installs the same
+# lock; CTXPOLICY_PIP=1 asks for pip outright.
 install_with_uv() {
   [ -z "${CTXPOLICY_PIP:-}" ] || return 1
   local uv_req
