@@ -59,8 +59,9 @@ def test_figure_through_the_slurm_profile(tmp_path):
     require(embedded_model_ready(), "the embedded model (scripts/bootstrap.sh assembles it)")
     require(bubblewrap_ready(), "bubblewrap (Debian package bubblewrap)")
     # a cell asks SLURM for the CPUs of its model's server, one thread here: the two cells share
-    # the 2-CPU node instead of waiting for each other
-    one_cpu = {"models.qwen05b.resources.cpus": LLM_THREADS}
+    # the 2-CPU node instead of waiting for each other; a few tokens a call make a run (what the
+    # figure draws is no concern here), so the cell jobs end sooner
+    one_cpu = {"models.qwen05b.resources.cpus": LLM_THREADS, "models.qwen05b.max_tokens": 16}
     config = write_study(
         tmp_path,
         "test_workflow.yaml",
