@@ -25,8 +25,11 @@ from workflow_helpers import (
     write_study,
 )
 
-# two runs: the kill comes after the first completes, the restart has the second to do
-TASKS = ["hello-world", "count-errors"]
+# three short runs (a few tokens a call): the kill comes after the first completes, while the
+# other two are still to do (a third run keeps the kill inside the cell even when the second is
+# quick), and the restart has them to do
+TASKS = ["hello-world", "count-errors", "fix-permissions"]
+SHORT_CALLS = {"models.qwen05b.max_tokens": 24}
 CELL = "results/runs/local/qwen05b/FC"
 
 
@@ -62,7 +65,9 @@ def group_alive(pgid: int) -> bool:
 def test_kill_mid_cell_then_restart_keeps_every_completed_run(tmp_path):
     require(embedded_model_ready(), "the embedded model (scripts/bootstrap.sh assembles it)")
     require(bubblewrap_ready(), "bubblewrap (Debian package bubblewrap)")
-    config = write_study(tmp_path, "test_workflow.yaml", {"main": TASKS, "sweep": TASKS[:1]}, **SMALL_MODEL_RUNS)
+    config = write_study(
+        tmp_path, "test_workflow.yaml", {"main": TASKS, "sweep": TASKS[:1]}, **SMALL_MODEL_RUNS, **SHORT_CALLS
+    )
     command = snakemake_command(tmp_path, config, f"{CELL}/cell.json", "--cores", "2")
     cell_dir = tmp_path / CELL
 
