@@ -196,6 +196,33 @@ def test_id_arrays_are_cut_out_once_per_line_whatever_the_spacing():
     assert split_id_arrays(b'{"index":0}\n', 1) is None
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"index":0,"message_ids":["aaaaaaaaaaaaaaaa","bbbbbbbbbbbbbbbb"],"x":1}\n{"message_ids":[]}\n',
+        b"",
+        b'{"index":0}\n',
+        b'{"message_ids": ["aaaaaaaaaaaaaaaa"]}\n{"message_ids":["bbbbbbbbbbbbbbbb"]}\n',
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"],"events":[{"message_ids":[]}]}\n',
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"]}\n\n{"message_ids":["bbbbbbbbbbbbbbbb"]}\n',  # an empty line
+        b'{"message_ids":["aaaa\n","b"]}\n',  # a newline inside an array
+        b'{"message_ids":["message_ids"]}\n',  # the key's name as an id
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"],"y":"\\"message_ids\\""}\n',
+        b'{"a":"x\\"message_ids","message_ids":["aaaaaaaaaaaaaaaa"]}\n',
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"],"b":1}\n{"message_ids":["aaaa',  # cut short
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"]}{"message_ids":["bbbbbbbbbbbbbbbb"]}\n',  # two on a line
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"]}\n{"message_ids": null}\n',
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"],"e":[{"message_ids": ["bbbbbbbbbbbbbbbb"]}]}\n',  # spaced, nested
+    ],
+)
+def test_lines_are_split_as_by_counting_the_whole_file(data):
+    """``split_lines`` counts newlines and keys between the arrays only: the same cut (or None)
+    as counting them over the whole file."""
+    from ctxpolicy.metrics.call_ids import split_id_arrays, split_lines
+
+    assert split_lines(data) == (split_id_arrays(data, data.count(b"\n")) if b"\n\n" not in data else None)
+
+
 def test_fixed_width_keys_agree_between_compact_and_spaced_arrays():
     from ctxpolicy.metrics.call_ids import fixed_width_keys
 

@@ -467,7 +467,7 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | N
     them in bulk (``call_ids``) is what keeps the aggregate of 35,000 runs short.
     """
     data = _read_bytes(path)
-    cut = call_ids.split_id_arrays(data, data.count(b"\n")) if b"\n\n" not in data else None
+    cut = call_ids.split_lines(data)
     if cut is not None:  # one id array per line
         rest, segments = cut
         calls = _parse_lines(b'"message_ids":null'.join(rest), path)
