@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -236,3 +237,25 @@ def test_fixed_width_keys_agree_between_compact_and_spaced_arrays():
     assert fixed_width_keys([b'"0123456789abcde"']) is None  # 15 characters: not the contract's ids
     # rows of the compact width whose separator is not a comma are no compact array
     assert fixed_width_keys([b'"0123456789abcdef"x"0123456789abcdef"']) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "values"),
+    [
+        (b'{"a":1}\n{"a":2}\n', [{"a": 1}, {"a": 2}]),
+        (b'\n{"a":1}\n\n\n{"a":2}\n\n', [{"a": 1}, {"a": 2}]),  # empty lines are skipped
+        (b'{"a":1}\n   \n{"a":2}\n', "corrupt JSON lines"),  # a line of blanks alone is no empty line
+        (b'{"a":1}\n\n   \n{"a":2}\n', [{"a": 1}, {"a": 2}]),  # but goes with one
+        (b"", []),
+        (b'{"a":1}\n{"a":\n', "corrupt line 2"),
+        (b'\n\n{"a":1}\n{oops}\n', "corrupt line 4"),
+        (b'{"a":1}', "partial: last line has no newline"),
+    ],
+)
+def test_json_lines_parse_in_one_call_and_name_the_corrupt_line(data, values):
+    path = Path("calls.jsonl")
+    if isinstance(values, list):
+        assert records._parse_lines(data, path) == values
+    else:
+        with pytest.raises(records.RecordError, match=values):
+            records._parse_lines(data, path)

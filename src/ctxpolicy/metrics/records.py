@@ -445,12 +445,16 @@ def _parse_lines(data: bytes, path: Path) -> list:
     if data and not data.endswith(b"\n"):
         raise RecordError(path, "partial: last line has no newline")
     body = data.rstrip(b"\n")
-    if b"\n\n" in body or body.startswith(b"\n"):
-        body = b"\n".join(line for line in body.split(b"\n") if line.strip())
-    try:
+    try:  # an empty line makes the array invalid: only then are the empty lines looked for
         return orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
     except orjson.JSONDecodeError:
         pass
+    if b"\n\n" in body or body.startswith(b"\n"):
+        body = b"\n".join(line for line in body.split(b"\n") if line.strip())
+        try:
+            return orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        except orjson.JSONDecodeError:
+            pass
     for number, line in enumerate(data.splitlines(), 1):  # find the line to blame
         try:
             orjson.loads(line) if line.strip() else None
