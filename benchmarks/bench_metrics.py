@@ -169,7 +169,7 @@ def where_time_goes(root: Path, runs: int) -> None:
         "  store + command counts": records._read_stores,
         "    command counting": commands.count_commands,
         "  calls.jsonl (_read_calls)": records._read_calls,
-        "    id arrays cut out": call_ids.split_id_arrays,
+        "    id arrays cut out": call_ids.split_lines,
         "    call field checks": records._check_call_types,
         "  call columns (_call_columns)": records._call_columns,
         "    id arrays -> codes": records._sequences,

@@ -204,13 +204,18 @@ def main() -> int:
     parser.add_argument("--config", default="config/config.yaml", help="relative to DIR unless absolute")
     parser.add_argument("--log", type=Path, help="the Snakemake log (default: the newest in DIR/.snakemake/log/)")
     parser.add_argument("--cores", type=int, default=2, help="the cores the run had (scripts/study.sh: 2)")
-    parser.add_argument("--slots", type=int, default=2, help="the model server's slots (config: parallel)")
+    parser.add_argument(
+        "--slots", type=int, help="the model server's slots (default: the largest `parallel` of the config's models)"
+    )
     args = parser.parse_args()
 
     import yaml
 
     config_path = args.config if Path(args.config).is_absolute() else args.directory / args.config
-    results = args.directory / (yaml.safe_load(Path(config_path).read_text()).get("results_dir") or "results")
+    config = yaml.safe_load(Path(config_path).read_text())
+    results = args.directory / (config.get("results_dir") or "results")
+    if args.slots is None:
+        args.slots = max((m.get("parallel") or 1 for m in (config.get("models") or {}).values()), default=1)
     log = args.log or newest_log(args.directory)
     print(
         f"study: {args.directory}   log: {log}   load average (1/5/15 min): "

@@ -94,3 +94,28 @@ def test_measured_profile_caps_each_call_at_what_the_provider_served_on_the_sour
         )
         is None
     )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_anthropic_counts_the_same_whether_every_call_is_in_time_or_the_calls_are_walked(seed):
+    # calls seconds apart all read their longest prefix within its write's lifetime (counted at
+    # once); one more call an hour later, repeating the first prompt, finds its entries expired and
+    # makes the count walk every call in order: the earlier calls' counts must not change.
+    rng = np.random.default_rng(seed)
+    sizes = {m: int(rng.integers(100, 900)) for m in "sabcdefghij"}
+    sequences, prompt = [], ["s"]
+    for _ in range(12):
+        prompt = prompt + list(rng.choice(list("abcdefghij"), size=2))
+        if rng.random() < 0.3:  # a compression: a message dropped from the middle
+            prompt = prompt[:1] + prompt[2:]
+        sequences.append(prompt)
+    prompts = [sum(sizes[m] for m in s) + int(rng.integers(0, 50)) for s in sequences]
+    start = np.cumsum(rng.integers(1, 30, size=len(sequences))).tolist()
+    in_time = counts("anthropic", calls_of(prompts, sequences, sizes, start=start))
+    walked = counts(
+        "anthropic",
+        calls_of([*prompts, prompts[0]], [*sequences, sequences[0]], sizes, start=[*start, start[-1] + 3600]),
+    )
+    assert walked.cached[:-1].tolist() == in_time.cached.tolist() and walked.cached[-1] == 0
+    assert walked.written[:-1].tolist() == in_time.written.tolist()
+    assert in_time.cached[1:].any()  # the runs do read the cache

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,6 +197,33 @@ def test_id_arrays_are_cut_out_once_per_line_whatever_the_spacing():
     assert split_id_arrays(b'{"index":0}\n', 1) is None
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"index":0,"message_ids":["aaaaaaaaaaaaaaaa","bbbbbbbbbbbbbbbb"],"x":1}\n{"message_ids":[]}\n',
+        b"",
+        b'{"index":0}\n',
+        b'{"message_ids": ["aaaaaaaaaaaaaaaa"]}\n{"message_ids":["bbbbbbbbbbbbbbbb"]}\n',
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"],"events":[{"message_ids":[]}]}\n',
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"]}\n\n{"message_ids":["bbbbbbbbbbbbbbbb"]}\n',  # an empty line
+        b'{"message_ids":["aaaa\n","b"]}\n',  # a newline inside an array
+        b'{"message_ids":["message_ids"]}\n',  # the key's name as an id
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"],"y":"\\"message_ids\\""}\n',
+        b'{"a":"x\\"message_ids","message_ids":["aaaaaaaaaaaaaaaa"]}\n',
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"],"b":1}\n{"message_ids":["aaaa',  # cut short
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"]}{"message_ids":["bbbbbbbbbbbbbbbb"]}\n',  # two on a line
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"]}\n{"message_ids": null}\n',
+        b'{"message_ids":["aaaaaaaaaaaaaaaa"],"e":[{"message_ids": ["bbbbbbbbbbbbbbbb"]}]}\n',  # spaced, nested
+    ],
+)
+def test_lines_are_split_as_by_counting_the_whole_file(data):
+    """``split_lines`` counts newlines and keys between the arrays only: the same cut (or None)
+    as counting them over the whole file."""
+    from ctxpolicy.metrics.call_ids import split_id_arrays, split_lines
+
+    assert split_lines(data) == (split_id_arrays(data, data.count(b"\n")) if b"\n\n" not in data else None)
+
+
 def test_fixed_width_keys_agree_between_compact_and_spaced_arrays():
     from ctxpolicy.metrics.call_ids import fixed_width_keys
 
@@ -209,3 +237,25 @@ def test_fixed_width_keys_agree_between_compact_and_spaced_arrays():
     assert fixed_width_keys([b'"0123456789abcde"']) is None  # 15 characters: not the contract's ids
     # rows of the compact width whose separator is not a comma are no compact array
     assert fixed_width_keys([b'"0123456789abcdef"x"0123456789abcdef"']) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "values"),
+    [
+        (b'{"a":1}\n{"a":2}\n', [{"a": 1}, {"a": 2}]),
+        (b'\n{"a":1}\n\n\n{"a":2}\n\n', [{"a": 1}, {"a": 2}]),  # empty lines are skipped
+        (b'{"a":1}\n   \n{"a":2}\n', "corrupt JSON lines"),  # a line of blanks alone is no empty line
+        (b'{"a":1}\n\n   \n{"a":2}\n', [{"a": 1}, {"a": 2}]),  # but goes with one
+        (b"", []),
+        (b'{"a":1}\n{"a":\n', "corrupt line 2"),
+        (b'\n\n{"a":1}\n{oops}\n', "corrupt line 4"),
+        (b'{"a":1}', "partial: last line has no newline"),
+    ],
+)
+def test_json_lines_parse_in_one_call_and_name_the_corrupt_line(data, values):
+    path = Path("calls.jsonl")
+    if isinstance(values, list):
+        assert records._parse_lines(data, path) == values
+    else:
+        with pytest.raises(records.RecordError, match=values):
+            records._parse_lines(data, path)

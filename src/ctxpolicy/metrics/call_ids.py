@@ -36,6 +36,34 @@ def split_id_arrays(data: bytes, lines: int) -> tuple[list[bytes], list[bytes]] 
     each array's inside, when there is exactly one array per line (``lines`` lines), else None.
     Written without blanks (every writer of ours), the arrays are found with ``bytes.find``;
     any other spacing goes through ``IDS_ARRAY`` (the same arrays, found more slowly)."""
+    rest, arrays = _found_arrays(data)
+    if len(arrays) != lines or data.count(KEY[:-2]) != lines:  # another spacing, or a key inside a value
+        parts = IDS_ARRAY.split(data)
+        rest, arrays = parts[0::2], parts[1::2]
+    return (rest, arrays) if len(arrays) == lines else None
+
+
+def split_lines(data: bytes) -> tuple[list[bytes], list[bytes]] | None:
+    """``split_id_arrays(data, data.count(b"\\n"))``, and None where ``data`` has an empty line,
+    without scanning the arrays' bytes three times: ids of hex digits hold no newline and no
+    ``_`` (every ``"message_ids"`` has one), so where the arrays hold neither, the newlines, the
+    empty lines and the keys of ``data`` are those of the text between the arrays (joined with a
+    NUL byte, which none of them holds, so that no join makes one)."""
+    rest, arrays = _found_arrays(data)
+    inside = b"".join(arrays)
+    if b"_" in inside or b"\n" in inside:
+        return split_id_arrays(data, data.count(b"\n")) if b"\n\n" not in data else None
+    between = b"\0".join(rest)
+    if b"\n\n" in between:
+        return None
+    lines = between.count(b"\n")
+    if len(arrays) == lines and KEY[:-2] not in between:  # then data holds the key once a line
+        return rest, arrays
+    return split_id_arrays(data, lines)
+
+
+def _found_arrays(data: bytes) -> tuple[list[bytes], list[bytes]]:
+    """The text between the compact ``"message_ids":[`` arrays and the arrays' insides."""
     rest, arrays = [], []
     at = 0
     while (start := data.find(KEY, at)) >= 0:
@@ -46,10 +74,7 @@ def split_id_arrays(data: bytes, lines: int) -> tuple[list[bytes], list[bytes]] 
         arrays.append(data[start + len(KEY) : end])
         at = end + 1
     rest.append(data[at:])
-    if len(arrays) != lines or data.count(KEY[:-2]) != lines:  # another spacing, or a key inside a value
-        parts = IDS_ARRAY.split(data)
-        rest, arrays = parts[0::2], parts[1::2]
-    return (rest, arrays) if len(arrays) == lines else None
+    return rest, arrays
 
 
 def fixed_width_keys(arrays: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:

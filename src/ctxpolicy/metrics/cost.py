@@ -111,7 +111,7 @@ def prefix_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def _first_occurrence(numbers: np.ndarray) -> np.ndarray:
     """For each element of ``numbers`` (numbered in order of first appearance, ``prefix_codes``),
     the position of the first element equal to it."""
-    is_new = np.r_[True, numbers[1:] > np.maximum.accumulate(numbers)[:-1]]
+    is_new = np.concatenate(([True], numbers[1:] > np.maximum.accumulate(numbers)[:-1]))
     return np.flatnonzero(is_new)[numbers]
 
 
@@ -203,7 +203,7 @@ def estimated_cached(
     a = unknown if tokens_after is None else np.asarray(tokens_after, dtype=np.int64)
     placed = (u >= 0) & (t > 0)
     in_own_prompt = placed & (a > 0)
-    prev = np.r_[0, p[:-1]]
+    prev = np.concatenate((np.zeros(1, p.dtype), p[:-1]))
     # an OTRC step whose event says where it changed the history is placed by its event, however
     # far its prompt fell: the large-reduction rule is for changes of unknown position
     placed_event = is_otrc & placed

@@ -445,12 +445,16 @@ def _parse_lines(data: bytes, path: Path) -> list:
     if data and not data.endswith(b"\n"):
         raise RecordError(path, "partial: last line has no newline")
     body = data.rstrip(b"\n")
-    if b"\n\n" in body or body.startswith(b"\n"):
-        body = b"\n".join(line for line in body.split(b"\n") if line.strip())
-    try:
+    try:  # an empty line makes the array invalid: only then are the empty lines looked for
         return orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
     except orjson.JSONDecodeError:
         pass
+    if b"\n\n" in body or body.startswith(b"\n"):
+        body = b"\n".join(line for line in body.split(b"\n") if line.strip())
+        try:
+            return orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        except orjson.JSONDecodeError:
+            pass
     for number, line in enumerate(data.splitlines(), 1):  # find the line to blame
         try:
             orjson.loads(line) if line.strip() else None
@@ -467,7 +471,7 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | N
     them in bulk (``call_ids``) is what keeps the aggregate of 35,000 runs short.
     """
     data = _read_bytes(path)
-    cut = call_ids.split_id_arrays(data, data.count(b"\n")) if b"\n\n" not in data else None
+    cut = call_ids.split_lines(data)
     if cut is not None:  # one id array per line
         rest, segments = cut
         calls = _parse_lines(b'"message_ids":null'.join(rest), path)
@@ -575,11 +579,12 @@ def _sequences(
     keys = call_ids.fixed_width_keys([b'"' + '","'.join(store).encode() + b'"']) if store else None
     if fast is not None and keys is not None:
         codes, lengths = fast
-        order = np.argsort(keys[0])
-        sorted_keys = keys[0][order]
+        signed = codes.view(np.int64)  # numpy searches int64 faster than uint64; only equality matters
+        order = np.argsort(keys[0].view(np.int64))
+        sorted_keys = keys[0].view(np.int64)[order]
         sorted_tokens = np.fromiter(store.values(), np.int64, len(store))[order]
-        where = np.minimum(np.searchsorted(sorted_keys, codes), len(sorted_keys) - 1)
-        if (sorted_keys[where] == codes).all():
+        where = np.minimum(np.searchsorted(sorted_keys, signed), len(sorted_keys) - 1)
+        if (sorted_keys[where] == signed).all():
             return codes, sorted_tokens[where], lengths
     return _sequences_by_name(segments, store, path, indexes)  # also names any unknown id
 

@@ -42,7 +42,7 @@ def count(calls: RunCalls, block: int) -> Counts:
     n = len(calls)
     prompts = calls.prompts
     ends = np.cumsum(s.lengths)
-    through = np.r_[0, np.cumsum(s.tokens)]  # local tokens before each position, run-wide
+    through = np.cumsum(np.concatenate((np.zeros(1, s.tokens.dtype), s.tokens)))  # tokens before each position
     before, totals = through[ends - s.lengths], through[ends] - through[ends - s.lengths]
 
     def server(positions: np.ndarray, owner: np.ndarray) -> np.ndarray:
@@ -68,21 +68,21 @@ def count(calls: RunCalls, block: int) -> Counts:
     times = calls.filled("start", np.nan).astype(float)
     # a call's longest readable prefix is read when the call comes within the lifetime of its
     # write (an earlier read only extends it): the call's shorter ones are then never looked at
-    longest = np.r_[owner[1:] != owner[:-1], True][: len(owner)]
+    longest = np.concatenate((owner[1:] != owner[:-1], [True]))[: len(owner)]
     now, written_at = times[owner], times[writer]
     sure = longest & (np.isnan(now) | np.isnan(written_at) | (now - written_at <= TTL_S))
     settled = np.zeros(n, dtype=bool)
     settled[owner[sure]] = True
     looked_at = longest | ~settled[owner]
     positions, owner, writer = positions[looked_at], owner[looked_at], writer[looked_at]
-    cached = _reads(
-        owner,
-        writer=writer,
-        prefix=codes[positions],
-        served=np.minimum(server(positions, owner), prompts[owner]),
-        times=times,
-        n=n,
-    )
+    served = np.minimum(server(positions, owner), prompts[owner])
+    if settled[owner].all():
+        # every call reads its longest prefix within its write's lifetime: a read only extends an
+        # entry's life, so the walk below would take each call's longest prefix too
+        cached = np.zeros(n, dtype=np.int64)
+        cached[owner] = served
+    else:
+        cached = _reads(owner, writer=writer, prefix=codes[positions], served=served, times=times, n=n)
     return Counts(cached, np.where(prompts >= MIN_PREFIX, prompts - cached, 0))
 
 
