@@ -62,6 +62,10 @@ def test_every_format_imports_as_a_valid_fc_run(corpus, task, fmt, action_format
     assert record["imported"]["source_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
     calls = list(read_jsonl(run / "calls.jsonl"))
     assert all(c["kind"] == "agent" for c in calls)
+    from ctxpolicy.tokens import count_messages
+
+    # each message is counted once however many prompts repeat it: the sum is still each prompt's
+    assert [c["est_tokens_before"] for c in calls] == [count_messages(p) for p in rebuild_prompts(run)]
     if counts == "local":  # SWE-agent keeps totals only: local counts, unknown times null
         assert all(c["usage_source"] == "local" and c["cached_tokens"] is None for c in calls)
         assert all(c["prompt_tokens"] == c["est_tokens_before"] for c in calls)

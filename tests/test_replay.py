@@ -265,3 +265,29 @@ def test_a_batch_of_replays_writes_each_run_json_only_after_its_files_are_synced
     for name in ("messages.jsonl", "calls.jsonl"):
         assert (single / name).read_bytes() == (dirs[1] / name).read_bytes()
     assert run_dir_problems(dirs[1]) == []
+
+
+@pytest.mark.parametrize("spec", ["FC", "TR/Th/0.5", "SU/Th", "OTRC+TR/St+Th/0.5", "SU-p/Tn4/k2"])
+def test_calls_before_a_threshold_is_crossed_are_the_sessions_own(tmp_path, monkeypatch, spec):
+    """replay_source skips the policy on the calls it cannot act on yet (the prompt under its
+    threshold, no step or turn part): the replay is the one a session run on every call gives."""
+    from ctxpolicy.policies import parse_spec
+    from ctxpolicy.replay import engine
+    from ctxpolicy.replay.placeholder import PlaceholderSummarizer
+    from ctxpolicy.replay.source import read_source_run
+    from ctxpolicy.testing.transcripts import write_fc_run
+
+    source = read_source_run(write_fc_run(tmp_path / "FC" / "t__a1", seed=5, task_id="t", steps=14))
+    threshold = source.prompt_tokens[len(source.prompt_tokens) // 2]
+    assert source.prompt_tokens[0] < threshold < source.prompt_tokens[-1]
+
+    def replay():
+        run = engine.replay_source(source, parse_spec(spec), threshold=threshold, summarizer=PlaceholderSummarizer())
+        calls = [{k: v for k, v in c.to_json().items() if k not in ("start", "end", "latency_s")} for c in run.calls]
+        return calls, run.messages, run.content_pieces
+
+    skipping = replay()
+    monkeypatch.setattr(engine, "_untriggered_limit", lambda policy, threshold: None)
+    assert skipping == replay()
+    if spec != "FC":
+        assert any(c["events"] for c in skipping[0])  # the policy did act after the threshold

@@ -33,7 +33,7 @@ from ctxpolicy.rundir import (
     write_run_json,
     write_verdict,
 )
-from ctxpolicy.tokens import count_message, count_messages
+from ctxpolicy.tokens import count_message
 
 SCHEMA_VERSION = 2
 TRACK = "imported"
@@ -139,10 +139,16 @@ def _write_run(
     verdict: dict | None,
 ) -> None:
     lines: list[dict] = []
+    known: dict[int, tuple[dict, str, int]] = {}  # id(message) -> (message, its id, its tokens)
     with RunRecorder(folder, count_message) as recorder:
         for step, call in enumerate(trajectory.calls, 1):
-            ids = recorder.store(call.prompt)
-            local = count_messages(call.prompt)
+            # each prompt repeats the messages of the one before as the same objects: each is
+            # hashed and counted once, not once per call
+            fresh = list({id(m): m for m in call.prompt if id(m) not in known}.values())
+            for message, mid in zip(fresh, recorder.store(fresh)):
+                known[id(message)] = (message, mid, count_message(message))
+            ids = [known[id(m)][1] for m in call.prompt]
+            local = sum(known[id(m)][2] for m in call.prompt)
             usage = call.has_usage
             lines.append(
                 recorder.record_call(

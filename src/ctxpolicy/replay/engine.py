@@ -7,16 +7,23 @@ that step's agent call, after the summary calls the policy made. Prompt sizes ar
 counts (``prompt_tokens`` = ``est_tokens_after``); a completion is the local size of the
 source's answer, which the replay holds fixed; nothing is cached by a server (``cached_tokens``
 null), so the metrics price a replay with the exact prefix simulation in local counts.
+
+A call the policy cannot act on (no part runs before every call or on a turn count, and the
+source's prompt is within the threshold: always so for FC) is the source's prompt as it is,
+without running the session: most of a corpus's replays are at thresholds few of its prompts
+cross, and before the first call that crosses it every such replay is the FC one.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 from ctxpolicy.agent.messages import api_message, message_id
 from ctxpolicy.agent.record import summary_call_record
 from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer, actions
+from ctxpolicy.policies.history import protected_prefix_length
 from ctxpolicy.replay.source import SourceRun
 from ctxpolicy.rundir import MIN_PIECE_CHARS, CallRecord, content_pieces
 from ctxpolicy.tokens import count_message
@@ -114,6 +121,9 @@ def replay_source(
         action_format=actions.of_record(source.record),
         prefix_length=settings.get("protected_prefix"),
     )
+    untriggered = _untriggered_limit(session.policy, threshold)
+    if untriggered is not None and source.agent_calls:
+        protected_prefix_length((), settings.get("protected_prefix"))  # what the policy's first call would check
     store = _Store(source)
     summarizes = session.policy.needs_summarizer
     calls: list[CallRecord] = []
@@ -123,7 +133,17 @@ def replay_source(
     for step, (call, reply) in enumerate(zip(source.agent_calls, source.reply_tokens), 1):
         began = clock()
         ids = call["message_ids"]
-        session.append(source.store[mid] for mid in ids[absorbed:])
+        added = [source.store[mid] for mid in ids[absorbed:]]
+        session.append(added)
+        if untriggered is not None and source.prompt_tokens[step - 1] <= untriggered:
+            # the policy cannot act yet: the working context is the source's prompt, unchanged
+            store.ids(added)
+            absorbed = len(ids)
+            calls.append(_agent_call(call, reply, step, len(calls), source.prompt_tokens[step - 1], list(ids), []))
+            if step_seconds is not None:
+                step_seconds.append(clock() - began)
+            continue
+        untriggered = None  # from the first call it may act on, the session's context is its own
         absorbed = len(ids)
         history = session.context + session.pending if summarizes else None
         turn = session.prepare(calls=step - 1)
@@ -136,28 +156,54 @@ def replay_source(
                     summary, step=step, latency_s=latency, message_ids=request, attempts=None, index=len(calls)
                 )
             )
-        now = time.time()
-        ok = call.get("status", "ok") == "ok"
+        sent = store.ids(turn.messages)
         calls.append(
-            CallRecord.answered(
-                index=len(calls),
-                step=step,
-                start=now,
-                end=now,
-                latency_s=0.0,
-                status="ok" if ok else "error",
-                error=None if ok else call.get("error"),
-                prompt_tokens=turn.tokens_after,
-                completion_tokens=reply,
-                cached_tokens=None,
-                est_tokens_before=turn.tokens_before,
-                est_tokens_after=turn.tokens_after,
-                message_ids=store.ids(turn.messages),
-                events=turn.events,
-            )
+            _agent_call(call, reply, step, len(calls), turn.tokens_after, sent, turn.events, turn.tokens_before)
         )
         if step_seconds is not None:
             step_seconds.append(clock() - began)
     return ReplayedRun(
         source, session.policy, threshold, calls, store.lines, store.pieces, start, time.time(), summary_s
+    )
+
+
+def _untriggered_limit(policy: PolicySpec, threshold: int | None) -> float | None:
+    """The prompt size up to which ``policy`` leaves a full-context prompt as it is (no stage runs
+    before every call or on a turn count; a threshold part acts only above its threshold), or
+    None when it may act on any call."""
+    if policy.step_stages or policy.turn_stages:
+        return None
+    if not policy.threshold_stages:
+        return math.inf
+    return threshold
+
+
+def _agent_call(
+    call: dict,
+    reply: int,
+    step: int,
+    index: int,
+    tokens: int,
+    message_ids: list[str],
+    events: list[dict],
+    tokens_before: int | None = None,
+) -> CallRecord:
+    """The replay's agent call of one step: ``tokens`` sent (``tokens_before`` before the policy ran)."""
+    now = time.time()
+    ok = call.get("status", "ok") == "ok"
+    return CallRecord.answered(
+        index=index,
+        step=step,
+        start=now,
+        end=now,
+        latency_s=0.0,
+        status="ok" if ok else "error",
+        error=None if ok else call.get("error"),
+        prompt_tokens=tokens,
+        completion_tokens=reply,
+        cached_tokens=None,
+        est_tokens_before=tokens if tokens_before is None else tokens_before,
+        est_tokens_after=tokens,
+        message_ids=message_ids,
+        events=events,
     )

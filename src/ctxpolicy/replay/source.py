@@ -7,6 +7,7 @@ last call is in no prompt; it is taken from ``trajectory.json`` when that file h
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,22 @@ class SourceRun:
     @property
     def steps(self) -> int:
         return len(self.agent_calls)
+
+    @functools.cached_property
+    def prompt_tokens(self) -> list[int]:
+        """Local tokens of each agent call's prompt as recorded (``count_message`` of each message,
+        as a policy counts them): shared by every replay of the source."""
+        counted: dict[str, int] = {}
+        out = []
+        for call in self.agent_calls:
+            total = 0
+            for mid in call["message_ids"]:
+                tokens = counted.get(mid)
+                if tokens is None:
+                    tokens = counted[mid] = count_message(self.store[mid])
+                total += tokens
+            out.append(total)
+        return out
 
 
 def find_source_runs(cell_dirs: list[Path]) -> list[Path]:
