@@ -99,6 +99,9 @@ def execute_paper(name: str, out: Path, paper_tables) -> Path:
     executed.mkdir(parents=True)
     with pytest.MonkeyPatch.context() as env:
         env.setenv(CHECK_LAYOUT, "1")  # the kernel inherits this process's environment
+        # no inline copy of each figure in the executed notebook (ipykernel's default backend draws
+        # every open figure again, as a PNG, after each cell): the test reads the files written
+        env.setenv("MPLBACKEND", "Agg")
         pm.execute_notebook(
             str(ROOT / TARGETS[name]["notebook"]),
             str(executed / f"{name}.ipynb"),
