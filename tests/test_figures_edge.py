@@ -1,8 +1,9 @@
 """Every figure renders from any data: property-based runs of each figure's compute and plot
 functions on random subsets of the figure fixture, damaged in the ways a real study damages
 its data (every FC run time-limited, one task and one attempt, no solved task, no compression
-event, no FC runs, unknown measurements, too few prompt counts). Each must complete, draw,
-and leave no panel without data and without a note saying why."""
+event, no FC runs, unknown measurements, too few prompt counts), and on the three fixed edge
+sets every notebook must render (explicit examples). Each must complete, draw, and leave no panel
+without data and without a note saying why; one drawn from no runs says so."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from ctxpolicy.figures import notes  # noqa: E402
@@ -26,7 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests/fixtures/figures"))
 import edge_cases  # noqa: E402
 
-EXAMPLES = 8  # per figure: 13 figures × 8 draws stay within the figure tests' CI budget
+# Per figure: the three fixed edge sets (EDGE_SETS, explicit examples: every figure renders each
+# of them, whatever hypothesis draws) and this many random draws.
+EXAMPLES = 5
+# The fixed edge sets as draws of ``perturb``: all runs (keep 1.0: no draw dropped) or none.
+FIXED = {"empty": (0.0, []), "fc_time_limited": (1.0, ["fc_time_limited"])}
+FIXED["one_task_one_attempt"] = (1.0, ["one_task_one_attempt"])
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +66,9 @@ def render(name: str, runs, calls, config):
     keep=st.sampled_from([0.0, 0.04, 0.3, 0.8, 1.0]),
     damages=st.lists(st.sampled_from(sorted(edge_cases.DAMAGES)), max_size=3, unique=True),
 )
+@example(seed=0, keep=FIXED["empty"][0], damages=FIXED["empty"][1])
+@example(seed=0, keep=FIXED["fc_time_limited"][0], damages=FIXED["fc_time_limited"][1])
+@example(seed=0, keep=FIXED["one_task_one_attempt"][0], damages=FIXED["one_task_one_attempt"][1])
 def test_figure_renders_any_subset_and_explains_empty_panels(study, name, seed, keep, damages):
     runs, calls, config = study
     runs, calls = edge_cases.perturb(runs, calls, seed=seed, keep=keep, damages=damages)
@@ -66,19 +76,22 @@ def test_figure_renders_any_subset_and_explains_empty_panels(study, name, seed, 
     assert silent_empty_panels(fig) == [], (name, damages, keep)
     if data.notes:  # what the data lacks is said on the figure, and recorded for notes.json
         assert set(data.notes) <= set(notes.recorded(fig))
+    if runs.empty:
+        assert notes.recorded(fig), "a figure drawn from no runs says so"
     plt.close(fig)
 
 
 @pytest.mark.parametrize("edge", sorted(edge_cases.EDGE_SETS))
-@pytest.mark.parametrize("name", sorted(COMPUTE))
-def test_figure_renders_each_fixed_edge_set(study, name, edge):
-    runs, calls, config = study
-    runs, calls = edge_cases.EDGE_SETS[edge](runs, calls)
-    data, fig = render(name, runs, calls, config)
-    assert silent_empty_panels(fig) == []
-    if edge == "empty":
-        assert notes.recorded(fig), "a figure drawn from no runs says so"
-    plt.close(fig)
+def test_fixed_edge_sets_are_draws_of_perturb(study, edge):
+    """The explicit examples above are the fixed edge sets themselves."""
+    runs, calls, _ = study
+    keep, damages = FIXED[edge]
+    fixed, drawn = (
+        edge_cases.EDGE_SETS[edge](runs, calls),
+        edge_cases.perturb(runs, calls, seed=0, keep=keep, damages=damages),
+    )
+    for a, b in zip(fixed, drawn):
+        pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
 
 
 def test_all_fc_time_limited_says_why_resource_ratios_are_missing(study):

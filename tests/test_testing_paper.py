@@ -12,7 +12,15 @@ from ctxpolicy.analysis.audit import audit_run
 from ctxpolicy.study.grid import cohort_tasks, expand_grid
 from ctxpolicy.metrics.aggregate import aggregate
 from ctxpolicy.policies import parse_spec
-from ctxpolicy.testing.paper import CONFIG, load_paper_config, make_paper_dataset, missing_attempt
+from ctxpolicy.testing.paper import (
+    CONFIG,
+    load_paper_config,
+    make_paper_dataset,
+    missing_attempt,
+    run_specs,
+    write_thresholds,
+)
+from ctxpolicy.testing.runs import write_runs
 
 REAL_NAMES = re.compile(r"qwen|devstral|glm|gemma|mistral|llama", re.IGNORECASE)
 
@@ -33,8 +41,11 @@ def test_same_seed_same_bytes_whatever_the_processes(small, tmp_path):
     again = tmp_path / "again"
     make_paper_dataset(again, task_cap=2, seed=3, processes=1)
     assert _files(out / "runs") == _files(again / "runs")
+    # another seed: the first run of the grid alone is enough to differ
     other = tmp_path / "other"
-    make_paper_dataset(other, task_cap=1, seed=4, processes=1)
+    config = load_paper_config(CONFIG, task_cap=1, results_dir=other)
+    write_thresholds(config)
+    write_runs(run_specs(config, seed=4)[:1])
     first = next(p for p in sorted((other / "runs").rglob("calls.jsonl")))
     assert first.read_bytes() != (out / "runs" / first.relative_to(other / "runs")).read_bytes()
 

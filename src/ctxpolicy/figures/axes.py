@@ -191,14 +191,12 @@ def pair_facets(
     siblings' too; ``hide_inner_labels`` prints tick labels once instead. Returns (figure, {(benchmark, model): axes}); a pair of the
     grid that ``combos`` lacks gets no axes (it is removed). The figure uses the constrained layout,
     so ``legend_top`` and ``fig.supxlabel`` keep clear of the panels."""
-    import seaborn as sns
-
     benchmarks = list(dict.fromkeys(b for b, _ in combos))
     models = list(dict.fromkeys(m for _, m in combos))
     frame = pd.DataFrame(list(combos), columns=["benchmark", "model"])
     height = panel_height
     aspect = (width / max(len(models), 1)) / height
-    grid = sns.FacetGrid(
+    grid = style.seaborn().FacetGrid(
         frame,
         row="benchmark",
         col="model",

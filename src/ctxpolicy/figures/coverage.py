@@ -13,7 +13,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
@@ -230,7 +229,7 @@ def _draw_grid(ax, grid: pd.DataFrame, n_solved: int, row_labels: list[str], row
     policy's counts at the right."""
     cmap = ListedColormap([colour for _, colour, _ in STATES])
     values = grid.astype(float)
-    sns.heatmap(
+    style.seaborn().heatmap(
         values,
         ax=ax,
         cmap=cmap,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.patches import Rectangle
 
 from ctxpolicy.figures import axes as ax_
@@ -236,7 +235,7 @@ def _heatmap(ax, table: pd.DataFrame, combos, specs) -> None:
         grid[:, j] = rows[f"{c}_rank"].reindex(specs).to_numpy(dtype=float)
     worst = max(2.0, float(np.nanmax(grid)) if np.isfinite(grid).any() else 2.0)
     frame = pd.DataFrame(grid, index=[style.short_label(s) for s in specs], columns=[label for *_, label in columns])
-    sns.heatmap(
+    style.seaborn().heatmap(
         frame,
         ax=ax,
         cmap=RANK_CMAP,

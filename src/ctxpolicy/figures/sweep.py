@@ -12,7 +12,6 @@ from collections.abc import Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.lines import Line2D
 
 from ctxpolicy.figures import axes as ax_
@@ -457,7 +456,7 @@ def plot_ablation(data: Prepared, name: str):
     labels = _setting_labels(data)
     depths = _depths(policies)
     long = _ablation_long(data, labels)
-    grid = sns.FacetGrid(
+    grid = style.seaborn().FacetGrid(
         long,
         row="measure",
         col="setting",

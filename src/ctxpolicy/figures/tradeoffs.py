@@ -12,7 +12,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from ctxpolicy.figures import axes as ax_
 from ctxpolicy.figures import comparisons, inputs, notes, style
@@ -125,7 +124,7 @@ def plot(data: Prepared, name: str = "fig2"):
     specs = style.order_policies(data.table["policy"])
     # seaborn lays out the pair × measure panels; the drawing itself is per point (asymmetric
     # intervals from ctxpolicy.metrics, never seaborn's own estimates)
-    grid = sns.FacetGrid(
+    grid = style.seaborn().FacetGrid(
         long,
         row="pair",
         col="panel",
