@@ -291,3 +291,18 @@ def test_calls_before_a_threshold_is_crossed_are_the_sessions_own(tmp_path, monk
     assert skipping == replay()
     if spec != "FC":
         assert any(c["events"] for c in skipping[0])  # the policy did act after the threshold
+
+
+@pytest.mark.parametrize("spec", ["FC", "TR/Th/0.5"])
+def test_a_bad_recorded_prefix_fails_the_replay_even_where_no_call_runs_the_policy(tmp_path, spec):
+    """A run.json whose settings.protected_prefix is no count fails its replay for every policy,
+    FC included (whose calls never run the session): the session checks it when it is made."""
+    from ctxpolicy.policies import parse_spec
+    from ctxpolicy.replay import engine
+    from ctxpolicy.replay.source import read_source_run
+    from ctxpolicy.testing.transcripts import write_fc_run
+
+    source = read_source_run(write_fc_run(tmp_path / "FC" / "t__a1", seed=5, task_id="t", steps=4))
+    source.record.setdefault("settings", {})["protected_prefix"] = -1
+    with pytest.raises(ValueError, match="protected prefix: expected a non-negative integer, got -1"):
+        engine.replay_source(source, parse_spec(spec), threshold=10**9)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ctxpolicy.policies import actions
 from ctxpolicy.policies.dump import HistoryDump
 from ctxpolicy.policies.engine import apply_policy, check_messages
+from ctxpolicy.policies.history import protected_prefix_length
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
 from ctxpolicy.tokens import count_messages
@@ -72,6 +73,7 @@ class PolicySession:
         self.dump = dump
         self.action_format = actions.check_format(action_format)
         """How the agent writes its commands; None: detected from the context (and kept once found)."""
+        protected_prefix_length((), prefix_length)  # a bad recorded prefix fails here, not at some later call
         self.prefix_length = prefix_length
         """The run's recorded protected prefix; None: system and task message."""
         self._context: list[dict] = []

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from ctxpolicy.agent.messages import api_message, message_id
 from ctxpolicy.agent.record import summary_call_record
 from ctxpolicy.policies import HistoryDump, PolicySession, PolicySpec, Summarizer, actions
-from ctxpolicy.policies.history import protected_prefix_length
 from ctxpolicy.replay.source import SourceRun
 from ctxpolicy.rundir import MIN_PIECE_CHARS, CallRecord, content_pieces
 from ctxpolicy.tokens import count_message
@@ -122,8 +121,6 @@ def replay_source(
         prefix_length=settings.get("protected_prefix"),
     )
     untriggered = _untriggered_limit(session.policy, threshold)
-    if untriggered is not None and source.agent_calls:
-        protected_prefix_length((), settings.get("protected_prefix"))  # what the policy's first call would check
     store = _Store(source)
     summarizes = session.policy.needs_summarizer
     calls: list[CallRecord] = []
