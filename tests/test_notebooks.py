@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxpolicy.figures.catalog import TARGETS, is_imported
+from ctxpolicy.figures.catalog import TARGETS, is_imported, papermill_parameters
 from ctxpolicy.figures.output import CHECK_LAYOUT
 from figure_helpers import legend_look_clashes, silent_empty_panels
 
@@ -53,19 +53,6 @@ EVERY_PAIR = ("fig19", "fig20", "fig21", "reacquisition", "retention", "cost_sen
 EDGE_NOTEBOOKS = ("fig2", "fig3", "fig20")
 sys.path.insert(0, str(ROOT / FIXTURE))
 import edge_cases  # noqa: E402
-
-
-def edge_parameters(name: str, out_dir: Path, tables_dir: Path) -> dict:
-    """The parameters of a main target on the fixture's config (``catalog.papermill_args``'s:
-    its name, every pair)."""
-    return {
-        "tables_dir": str(tables_dir),
-        "config_path": str(FIXTURE / "config.yaml"),
-        "out_dir": str(out_dir),
-        **TARGETS[name]["params"],
-        "name": name,
-        "n_boot": TEST_BOOT,
-    }
 
 
 @functools.cache
@@ -237,7 +224,16 @@ def execute_edge_set(edge: str, tmp: Path) -> dict[str, dict]:
     with pytest.MonkeyPatch.context() as env:
         env.setenv(CHECK_LAYOUT, "1")  # save_figure raises on colliding or cut-off texts
         for name in EDGE_NOTEBOOKS:
-            done[name] = execute_here(TARGETS[name]["notebook"], edge_parameters(name, tmp / "figures", tables))
+            done[name] = execute_here(
+                TARGETS[name]["notebook"],
+                papermill_parameters(
+                    name,
+                    config_path=str(FIXTURE / "config.yaml"),
+                    tables_dir=str(tables),
+                    out_dir=str(tmp / "figures"),
+                    extra={"n_boot": TEST_BOOT},
+                ),
+            )
     return done
 
 

@@ -38,7 +38,8 @@ Targets whose pairs come ``from: imported`` are drawn from the config's ``import
 (its replay table, ``{results_dir}/tables/imported/replay/``) and exist only when the config has
 one; the study's own targets exist only when it has models (an imported-only config has none).
 
-``papermill_args(name, ...)`` builds that argument list for a main target without a config.
+``papermill_args(name, ...)`` builds that argument list for a main target without a config
+(``papermill_parameters``: its parameters alone).
 """
 
 from __future__ import annotations
@@ -342,6 +343,26 @@ def _variant(main: dict, model: str, benchmark: str, results_dir: str, figures_d
     return spec
 
 
+def papermill_parameters(
+    name: str,
+    *,
+    config_path: str,
+    tables_dir: str = "results/tables",
+    out_dir: str = "figures",
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The notebook parameters of one main target, every pair shown (what ``papermill_args`` passes)."""
+    spec = TARGETS[name]
+    return {
+        "tables_dir": tables_dir,
+        "config_path": config_path,
+        "out_dir": out_dir,
+        **spec["params"],
+        **({"name": name} if spec["pairs"] else {}),
+        **(extra or {}),
+    }
+
+
 def papermill_args(
     name: str,
     *,
@@ -352,21 +373,8 @@ def papermill_args(
     extra: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """The papermill command line (without the program name) for one main target, every pair shown."""
-    spec = TARGETS[name]
-    params = {**spec["params"], **({"name": name} if spec["pairs"] else {}), **(extra or {})}
-    args = [
-        spec["notebook"],
-        executed or spec["executed"],
-        "-p",
-        "tables_dir",
-        tables_dir,
-        "-p",
-        "config_path",
-        config_path,
-        "-p",
-        "out_dir",
-        out_dir,
-    ]
+    params = papermill_parameters(name, config_path=config_path, tables_dir=tables_dir, out_dir=out_dir, extra=extra)
+    args = [TARGETS[name]["notebook"], executed or TARGETS[name]["executed"]]
     for key, value in params.items():
         args += ["-p", key, str(value)]
     return args
