@@ -84,6 +84,18 @@ def test_prefix_intact_input_untouched_and_api_valid(spec, history, threshold):
         assert event["first_changed_index"] is None or event["first_changed_index"] >= prefix
     if result.events:
         assert result.events[-1]["total_tokens_after"] == count_messages(result.messages)
+    if result.message_tokens is not None:
+        assert result.message_tokens == [count_message(m) for m in result.messages]
+    # the counts a caller hands over (as PolicySession does) change nothing but the work
+    counted = apply_policy(
+        spec,
+        history,
+        threshold=threshold,
+        summarizer=DeterministicSummarizer(),
+        message_tokens=[count_message(m) for m in history],
+    )
+    assert (counted.messages, counted.events) == (result.messages, result.events)
+    assert counted.message_tokens == [count_message(m) for m in counted.messages]
 
 
 @pytest.mark.parametrize("spec", ["TR/Th/0.5", "SU/Th/0.5", "TRC/Th", "CC/Th", "OTRC+S-p/St+Th/0.5"])

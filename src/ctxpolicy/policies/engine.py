@@ -24,7 +24,7 @@ from ctxpolicy.policies.rewrite import PolicyError, Rewrite, StageContext
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
 from ctxpolicy.policies.summarizing import turn_starts
-from ctxpolicy.tokens import count_messages
+from ctxpolicy.tokens import count_message
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,16 @@ class PolicyResult:
     messages: list[dict]
     events: list[dict] = field(default_factory=list)
     summary_calls: list[SummaryCall] = field(default_factory=list)
+    message_tokens: list[int] | None = None
+    """``count_message`` of each of ``messages`` where the engine counted them (a threshold or a
+    depth needed the counts); None otherwise."""
+
+
+def _recounted(after: list[dict], before: list[dict], before_tokens: list[int]) -> list[int]:
+    """The token counts of ``after``: a message kept from ``before`` (the same object: stages
+    never mutate one) keeps its count, a new one is counted."""
+    known = {id(m): n for m, n in zip(before, before_tokens)}
+    return [known[id(m)] if id(m) in known else count_message(m) for m in after]
 
 
 def _run_stage(
@@ -53,12 +63,14 @@ def _event(
     before: list[dict],
     after: list[dict],
     rewrite: Rewrite,
+    before_tokens: list[int],
+    after_tokens: list[int],
 ) -> dict:
-    prefix_tokens = count_messages(before[:prefix_length])
-    window_before = count_messages(before[prefix_length:])
-    window_after = count_messages(after[prefix_length:])
+    prefix_tokens = sum(before_tokens[:prefix_length])
+    window_before = sum(before_tokens[prefix_length:])
+    window_after = sum(after_tokens[prefix_length:])
     first_changed = first_difference(before, after)
-    unchanged = before if first_changed is None else before[:first_changed]
+    unchanged_tokens = before_tokens if first_changed is None else before_tokens[:first_changed]
     return {
         "primitive": stage,
         "trigger": trigger,
@@ -72,7 +84,7 @@ def _event(
         "messages_cleared": rewrite.cleared,
         "summary_tokens": rewrite.summary_tokens,
         "first_changed_index": first_changed,
-        "unchanged_prefix_tokens": count_messages(unchanged),
+        "unchanged_prefix_tokens": sum(unchanged_tokens),
         "fallback": rewrite.fallback,
     }
 
@@ -88,6 +100,7 @@ def apply_policy(
     action_format: str | None = None,
     prefix_length: int | None = None,
     checked: bool = False,
+    message_tokens: Sequence[int] | None = None,
 ) -> PolicyResult:
     """Apply ``spec`` once to ``messages`` (never mutated) as it would run before the next call.
 
@@ -97,7 +110,8 @@ def apply_policy(
     recorded protected prefix (None: system and task message, ``history.protected_prefix_length``).
     Unchanged messages are returned as the same objects; changed ones are new dicts. ``checked``:
     the caller has checked every message already (``PolicySession`` checks each once, as it is
-    appended, instead of the whole history before every call).
+    appended, instead of the whole history before every call). ``message_tokens``: the caller's
+    ``count_message`` of each message, so that the history is not counted again here.
     """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
     if not checked:
@@ -105,6 +119,9 @@ def apply_policy(
     if spec.needs_threshold and threshold is None:
         raise PolicyError(f"policy {spec} is threshold-triggered and needs a threshold")
     history = list(messages)
+    tokens = list(message_tokens) if message_tokens is not None else None
+    if tokens is not None and len(tokens) != len(history):
+        raise PolicyError(f"{len(tokens)} message token counts for {len(history)} messages")
     if calls is None:
         calls = sum(1 for m in history if m.get("role") == "assistant")
     prefix_length = protected_prefix_length(history, prefix_length)
@@ -117,11 +134,13 @@ def apply_policy(
     for trigger, chain in parts:
         if not chain or len(history) == prefix_length:
             continue  # no stage here, or nothing compressible
-        if trigger == "Th" and count_messages(history) <= threshold:
+        if tokens is None and (trigger == "Th" or spec.depth is not None):
+            tokens = [count_message(m) for m in history]
+        if trigger == "Th" and sum(tokens) <= threshold:
             continue
         if trigger == "Tn" and len(turn_starts(history[prefix_length:])) < spec.turns:
             continue
-        target = int((1 - spec.depth) * count_messages(history[prefix_length:])) if spec.depth is not None else None
+        target = int((1 - spec.depth) * sum(tokens[prefix_length:])) if spec.depth is not None else None
         dump_path = None
         for position, stage in enumerate(chain):
             if stages.lookup(stage).run is None:  # DUMP: the history written to a file, no rewrite
@@ -138,7 +157,26 @@ def apply_policy(
                 continue
             after = history[:prefix_length] + rewrite.window
             if after != history or rewrite.summary_calls:
-                events.append(_event(stage, trigger, spec.depth, stage_target, prefix_length, history, after, rewrite))
+                if tokens is None:
+                    tokens = [count_message(m) for m in history]
+                after_tokens = _recounted(after, history, tokens)
+                events.append(
+                    _event(
+                        stage,
+                        trigger,
+                        spec.depth,
+                        stage_target,
+                        prefix_length,
+                        history,
+                        after,
+                        rewrite,
+                        tokens,
+                        after_tokens,
+                    )
+                )
                 summary_calls.extend(rewrite.summary_calls)
+                tokens = after_tokens
+            elif tokens is not None:
+                tokens = _recounted(after, history, tokens)
             history = after
-    return PolicyResult(history, events, summary_calls)
+    return PolicyResult(history, events, summary_calls, tokens)

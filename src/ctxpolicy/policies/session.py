@@ -27,7 +27,7 @@ from ctxpolicy.policies.engine import apply_policy, check_messages
 from ctxpolicy.policies.history import protected_prefix_length
 from ctxpolicy.policies.spec import PolicySpec, parse_spec
 from ctxpolicy.policies.summarizer import Summarizer, SummaryCall
-from ctxpolicy.tokens import count_messages
+from ctxpolicy.tokens import count_message
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,10 @@ class PolicySession:
         """
         calls = self.calls_made if calls is None else calls
         working = self._context + self._pending
-        before = count_messages(working)
+        # counted once here; the engine reuses the counts (and returns those of its result)
+        # instead of counting the whole history again for the trigger, the target and the events
+        tokens = [count_message(m) for m in working]
+        before = sum(tokens)
         if self.action_format is None:
             self.action_format = actions.detect(self._pending)  # stays None until an action is seen
         result = apply_policy(
@@ -117,11 +120,12 @@ class PolicySession:
             action_format=self.action_format or actions.DEFAULT,
             prefix_length=self.prefix_length,
             checked=True,  # by append, each message once
+            message_tokens=tokens,
         )
         self._context, self._pending = list(result.messages), []
         self.calls_made += 1
         # a stage that changes the context always records an event: no event, nothing to recount
-        after = count_messages(result.messages) if result.events else before
+        after = sum(result.message_tokens) if result.events else before
         return Turn(
             list(result.messages),
             [dict(event) for event in result.events],
