@@ -63,6 +63,11 @@ if [ ! -f "$stamp" ] || [ requirements.lock -nt "$stamp" ] || [ pyproject.toml -
   fi
   touch "$stamp"
 fi
+# ctxpolicy is installed editable, so uv compiled none of its own modules: where
+# PYTHONDONTWRITEBYTECODE is set, every Snakemake job, notebook kernel and test subprocess would
+# compile them again. Compiled here instead (a second or two; up-to-date files are skipped, and
+# an edited module's stale bytecode is never used: Python checks the source's time and size).
+.venv/bin/python -m compileall -q -j 0 src >/dev/null
 
 echo "==> assembling the embedded model"
 .venv/bin/python -m ctxpolicy.serving.models ensure --install qwen2.5-coder-0.5b-instruct-q4_k_m
