@@ -25,22 +25,30 @@ def run_record_files(root: str | Path) -> list[Path]:
     if not Path(root).is_dir():
         return []
     files: set[Path] = set()
-    for run_dir in rundir.find_run_dirs(root, markers=(RUN_JSON,)):
+    base_files: dict[Path, list[Path]] = {}
+    # by run name first: a source run's replays (one per configuration, same name) come one after
+    # another, so rundir's cache of run.json records keeps the source's while they are walked
+    for run_dir in sorted(rundir.find_run_dirs(root, markers=(RUN_JSON,)), key=lambda d: d.name):
         files.update(run_dir / name for name in RUN_RECORD_FILES if (run_dir / name).is_file())
-        files.update(source_store_files(run_dir))
-    return sorted(files)
+        files.update(source_store_files(run_dir, base_files))
+    return sorted(files, key=lambda path: path.parts)  # Path's own order, without its slow comparisons
 
 
-def source_store_files(run_dir: str | Path) -> list[Path]:
+def source_store_files(run_dir: str | Path, known: dict[Path, list[Path]] | None = None) -> list[Path]:
     """For a run whose message store extends others' (run.json ``message_base``): its own
     ``messages.jsonl`` and each base run's ``messages.jsonl`` and record files; empty for any
-    other run. ``RunRecordError`` when the chain names a run that is not there."""
+    other run. ``RunRecordError`` when the chain names a run that is not there. ``known``: the
+    record files of base runs already looked up (filled in here), shared by a walk's runs."""
     stores = rundir.message_store_files(run_dir)
     if len(stores) == 1:
         return []
+    known = {} if known is None else known
     files = list(stores)
     for store in stores[1:]:
-        files += [store.parent / name for name in RUN_RECORD_FILES if (store.parent / name).is_file()]
+        base = store.parent
+        if base not in known:
+            known[base] = [base / name for name in RUN_RECORD_FILES if (base / name).is_file()]
+        files += known[base]
     return files
 
 

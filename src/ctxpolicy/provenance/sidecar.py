@@ -15,8 +15,10 @@ for it changes the table's sidecar, which the figure's sidecar recorded. Sidecar
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,7 +31,9 @@ from ctxpolicy.atomic import atomic_write_json
 from .environment import code_state, package_versions, python_version
 from .hashing import sha256_file
 from .lockfile import lock_record
-from .runs import RUN_JSON, load_run_json, run_model
+from ctxpolicy.rundir import open_regular
+
+from .runs import RUN_JSON, run_model
 
 SIDECAR_SUFFIX = ".prov.json"
 SCHEMA_VERSION = 1
@@ -45,7 +49,8 @@ def sidecar_path(target: str | Path) -> Path:
 
 def relative_path(path: str | Path, start: str | Path) -> str:
     """``path`` relative to directory ``start``, POSIX-style, without resolving symlinks."""
-    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(start))).as_posix()
+    # string operations only: a study's replay tables record a hundred thousand inputs
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(start)).replace(os.sep, "/")
 
 
 def recorded_path(sidecar: Path, recorded: str) -> Path:
@@ -58,9 +63,11 @@ def _canonical(value) -> str:
 
 
 def _existing_file(path: Path, role: str) -> Path:
-    if not path.exists():
-        raise SidecarError(f"{path}: {role} does not exist")
-    if not path.is_file():
+    try:
+        mode = os.stat(path).st_mode  # one stat: a study's replay tables have a hundred thousand inputs
+    except OSError:
+        raise SidecarError(f"{path}: {role} does not exist") from None
+    if not stat.S_ISREG(mode):
         raise SidecarError(f"{path}: {role} is not a regular file")
     return path
 
@@ -70,18 +77,50 @@ def _unique_paths(paths: Iterable[str | Path]) -> list[Path]:
     return [unique[key] for key in sorted(unique)]
 
 
-def _models_of_inputs(inputs: list[Path]) -> list[dict]:
-    """Model records carried by the inputs: run.json ``versions.model`` and input sidecars' models."""
+def _hash_input(path: Path) -> tuple[str, dict | None]:
+    """An input's sha256 and, for a run.json, the model record it carries (``versions.model``;
+    None for any other file, or a run.json that is not a readable JSON object): one read of the
+    file for both, a study's replays having tens of thousands of run.json inputs."""
+    if path.name != RUN_JSON:
+        return sha256_file(path), None
+    try:
+        with open_regular(path, within=path.parent) as handle:  # the guard load_run_json reads through
+            data = handle.read()
+    except OSError:
+        return sha256_file(path), None  # its hash as any file's; no model, as load_run_json gives none
+    try:
+        record = json.loads(data)
+    except ValueError:
+        record = None
+    return hashlib.sha256(data).hexdigest(), run_model(record) if isinstance(record, dict) else None
+
+
+def _models_of_inputs(
+    inputs: list[Path], run_models: dict[Path, dict | None], with_sidecars: Iterable[Path]
+) -> list[dict]:
+    """Model records carried by the inputs: run.json ``versions.model`` (``run_models``, read
+    while hashing) and the models of the input sidecars (of the inputs ``with_sidecars``)."""
     models = []
     for path in inputs:
         if path.name == RUN_JSON:
-            record = load_run_json(path)
-            model = run_model(record) if record else None
+            model = run_models.get(path)
             if model:
                 models.append(model)
-        elif sidecar_path(path).is_file():
+        elif path in with_sidecars:
             models.extend(read_sidecar(sidecar_path(path)).get("models") or [])
     return models
+
+
+def _input_entries(input_paths: list[Path], base: Path, hashes: dict, sidecar_hashes: dict) -> list[dict]:
+    start = os.path.abspath(base)
+    entries = []
+    for path in input_paths:
+        entry = {"path": relative_path(path, start), "sha256": hashes[path]}
+        if path in sidecar_hashes:
+            entry["sidecar"] = relative_path(sidecar_path(path), start)
+            entry["sidecar_sha256"] = sidecar_hashes[path]
+        entries.append(entry)
+    return entries
 
 
 def _distinct(records: Iterable[dict]) -> list[dict]:
@@ -115,14 +154,13 @@ def write_sidecars(
         except (TypeError, ValueError) as exc:
             raise SidecarError(f"extra: not JSON-serializable: {exc}") from None
 
-    hashes = {
-        p: sha256_file(p)
-        for p in tqdm(input_paths, desc="hashing inputs", unit="file", disable=None if progress else True)
-    }
-    sidecar_hashes = {p: sha256_file(sidecar_path(p)) for p in input_paths if sidecar_path(p).is_file()}
+    hashes, run_models = {}, {}
+    for p in tqdm(input_paths, desc="hashing inputs", unit="file", disable=None if progress else True):
+        hashes[p], run_models[p] = _hash_input(p)
+    sidecar_hashes = {p: sha256_file(sidecar_path(p)) for p in input_paths if os.path.isfile(sidecar_path(p))}
     shared = {
         "code": code_state(repo_root),
-        "models": _distinct([*(models or []), *_models_of_inputs(input_paths)]),
+        "models": _distinct([*(models or []), *_models_of_inputs(input_paths, run_models, sidecar_hashes)]),
         "packages": package_versions(),
         "lock": lock_record(),
         "python": python_version(),
@@ -131,15 +169,12 @@ def write_sidecars(
     config_hash = sha256_file(config) if config else None
     notebook_hash = sha256_file(nb) if nb else None
     written = []
+    entries_by_base: dict[Path, list[dict]] = {}  # the targets of one rule share their folder
     for target in targets:
         base = target.parent
-        entries = []
-        for path in input_paths:
-            entry = {"path": relative_path(path, base), "sha256": hashes[path]}
-            if path in sidecar_hashes:
-                entry["sidecar"] = relative_path(sidecar_path(path), base)
-                entry["sidecar_sha256"] = sidecar_hashes[path]
-            entries.append(entry)
+        if base not in entries_by_base:
+            entries_by_base[base] = _input_entries(input_paths, base, hashes, sidecar_hashes)
+        entries = entries_by_base[base]
         sidecar = {
             "schema_version": SCHEMA_VERSION,
             "target": {"path": target.name, "sha256": sha256_file(target)},
