@@ -121,6 +121,7 @@ METHOD = CostMethod(
     label="Anthropic cache",
     description="Anthropic's cache: 3 agent breakpoints, prefixes from 1,024 tokens, 5-minute TTL, writes at 1.25x",
     count=count,
+    count_runs=count,  # runs apart in the prefix numbers (``RunCalls.prefix_codes``), so calls of two runs share no entry
     needs=(SEQUENCES, TIMES),
     writes=True,
     write_premium=WRITE_PREMIUM,
