@@ -150,3 +150,28 @@ def test_runs_laid_end_to_end_share_no_prefix_and_keep_their_own_estimate():
     calls = RunCalls(prompts, sequences=Sequences(codes, tokens, lengths), runs=runs)
     assert cost_methods.method("exact").count_runs(calls, 16).cached.tolist() == got.tolist()
     assert run_sums(np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]), runs).tolist() == [10, 0, 18, 50]
+
+
+def test_the_anthropic_cache_of_runs_laid_end_to_end_walks_only_the_runs_that_need_it():
+    # three runs of one growing conversation each: the first and third with calls minutes apart
+    # (entries expire, the calls are walked in order), the second within the cache's lifetime
+    runs = np.array([5, 4, 6])
+    lengths = np.concatenate([np.arange(1, k + 1) * 2 for k in runs])
+    codes = np.concatenate([np.arange(k) for k in lengths])
+    tokens = np.full(len(codes), 700)
+    prompts = lengths * 700
+    gaps = np.concatenate([[0, 400, 10, 500, 20], [0, 5, 5, 5], [0, 350, 10, 10, 700, 10]])
+    starts = np.concatenate([np.cumsum(gaps[e - k : e]) for e, k in zip(np.cumsum(runs), runs)]).astype(float)
+    anthropic = cost_methods.method("anthropic")
+    sequences = Sequences(codes, tokens, lengths)
+    together = anthropic.count_runs(RunCalls(prompts, start=starts, sequences=sequences, runs=runs), 16)
+    seq_ends = np.concatenate(([0], np.cumsum(lengths)))
+    alone_cached, alone_written = [], []
+    for end, k in zip(np.cumsum(runs), runs):
+        at = slice(seq_ends[end - k], seq_ends[end])
+        one = Sequences(codes[at], tokens[at], lengths[end - k : end])
+        counts = anthropic.counts(RunCalls(prompts[end - k : end], start=starts[end - k : end], sequences=one), 16)
+        alone_cached += counts.cached.tolist()
+        alone_written += counts.written.tolist()
+    assert together.cached.tolist() == alone_cached and together.written.tolist() == alone_written
+    assert 0 in alone_cached[1:5] and 0 not in alone_cached[6:9]  # the first run's entries expired, not the second's

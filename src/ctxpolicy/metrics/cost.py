@@ -90,13 +90,20 @@ def exact_cached_flat(
     return floor_block(np.minimum(rescaled, prompts), block)
 
 
-def prefix_hashes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def prefix_hashes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray:
     """For each position of the calls' sequences laid end to end, a 64-bit hash of the call's
-    prefix through it (equal hashes, equal whole-message prefixes, up to collisions)."""
+    prefix through it (equal hashes, equal whole-message prefixes, up to collisions). ``runs``:
+    the calls belong to several runs, ``runs[r]`` calls each, and a prefix's hash holds its run
+    too (a term of the run's added to the first term of each of its calls)."""
     codes = np.asarray(codes).astype(np.uint64)
     lengths = np.asarray(lengths, dtype=np.int64)
-    position = (np.arange(len(codes)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
+    starts = np.cumsum(lengths) - lengths
+    position = (np.arange(len(codes)) - np.repeat(starts, lengths)).astype(np.uint64)
     terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
+    if runs is not None and len(runs) > 1:
+        run_of_call = np.repeat(np.arange(1, len(runs) + 1, dtype=np.uint64), runs)
+        sent = lengths > 0
+        terms[starts[sent]] += run_of_call[sent] * _RUN_MIX
     return _segmented_cumsum(terms, lengths)
 
 
@@ -104,14 +111,10 @@ def prefix_codes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | None
     """``prefix_hashes`` numbered 0, 1, 2, ... in order of first appearance: equal numbers,
     equal whole-message prefixes (the exact and Anthropic simulations share them). ``runs``:
     the calls belong to several runs, ``runs[r]`` calls each; equal prefixes of different runs
-    then get different numbers (each run's hashes are offset by its own term)."""
+    then get different numbers."""
     import pandas as pd
 
-    hashes = prefix_hashes(codes, lengths)
-    if runs is not None and len(runs) > 1:
-        run_of_call = np.repeat(np.arange(1, len(runs) + 1, dtype=np.uint64), runs)
-        hashes += np.repeat(run_of_call, lengths) * _RUN_MIX
-    numbers, _ = pd.factorize(hashes)
+    numbers, _ = pd.factorize(prefix_hashes(codes, lengths, runs))
     return numbers
 
 

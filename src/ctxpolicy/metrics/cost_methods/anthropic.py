@@ -76,13 +76,20 @@ def count(calls: RunCalls, block: int) -> Counts:
     looked_at = longest | ~settled[owner]
     positions, owner, writer = positions[looked_at], owner[looked_at], writer[looked_at]
     served = np.minimum(server(positions, owner), prompts[owner])
-    if settled[owner].all():
-        # every call reads its longest prefix within its write's lifetime: a read only extends an
-        # entry's life, so the walk below would take each call's longest prefix too
-        cached = np.zeros(n, dtype=np.int64)
-        cached[owner] = served
-    else:
-        cached = _reads(owner, writer=writer, prefix=codes[positions], served=served, times=times, n=n)
+    # where every call of a run reads its longest prefix within its write's lifetime, a read only
+    # extends an entry's life, so the walk below would take each call's longest prefix too: only
+    # the runs (``calls.runs``; one without) with another call are walked
+    cached = np.zeros(n, dtype=np.int64)
+    cached[owner] = served  # the longest prefix where settled (the only position looked at)
+    if not settled[owner].all():
+        run_of_call = np.zeros(n, np.int64) if calls.runs is None else np.repeat(np.arange(len(calls.runs)), calls.runs)
+        walked = np.zeros(int(run_of_call.max(initial=0)) + 1, dtype=bool)
+        walked[run_of_call[owner[~settled[owner]]]] = True
+        walk = walked[run_of_call[owner]]
+        reads = _reads(
+            owner[walk], writer=writer[walk], prefix=codes[positions[walk]], served=served[walk], times=times, n=n
+        )
+        cached = np.where(walked[run_of_call], reads, cached)
     return Counts(cached, np.where(prompts >= MIN_PREFIX, prompts - cached, 0))
 
 
