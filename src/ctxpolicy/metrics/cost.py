@@ -63,6 +63,7 @@ def exact_cached_flat(
     block: int = DEFAULT_BLOCK,
     *,
     prefixes: np.ndarray | None = None,
+    call: np.ndarray | None = None,
 ) -> np.ndarray:
     """``exact_cached`` on the calls' sequences laid end to end (``lengths[k]`` codes each).
 
@@ -71,7 +72,8 @@ def exact_cached_flat(
     length of its longest shared prefix. Prefixes are compared by a 64-bit hash of
     (code, position) terms summed along the sequence (``prefix_codes``; ``prefixes``: those
     codes, already computed); calls are laid out in order, so the first occurrence of a prefix
-    belongs to the earliest call that sent that prefix.
+    belongs to the earliest call that sent that prefix (``call``: each position's call, already
+    computed).
 
     The shared prefix is found and measured in local tokens (L_shared of the call's L_total);
     it is then rescaled to the server's tokenizer as floor(P_k * L_shared / L_total), floored to
@@ -82,7 +84,7 @@ def exact_cached_flat(
     if n == 0 or lengths.sum() == 0:
         return np.zeros(n, dtype=np.int64)
     prefixes = prefix_codes(codes, lengths) if prefixes is None else prefixes
-    call = np.repeat(np.arange(n), lengths)
+    call = np.repeat(np.arange(n), lengths) if call is None else call
     shared = call[_first_occurrence(prefixes)] < call
     shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
     local_tokens = np.bincount(call, weights=tokens, minlength=n).astype(np.int64)

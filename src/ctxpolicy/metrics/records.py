@@ -403,12 +403,25 @@ def _with_repeats(commands, assistant: dict[str, dict], calls: list[dict], segme
     """The command counts with each repeated reply counted every time it was given."""
     agent = [k for k, call in enumerate(calls) if call["kind"] == "agent"]
     longest = max((segments[k] for k in agent if segments[k] is not None), key=len, default=b"")
-    ids = [piece.strip().strip(b'"').decode() for piece in longest.split(b",") if piece.strip()]
+    ids = _ids_of(longest)
     times = reply_times(ids, [calls[k].get("reply_id") for k in agent])
     if not times:
         return commands
     r, e = count_repeats(assistant, times, action_format)
     return commands[0] + r, commands[1] + e
+
+
+def _ids_of(segment: bytes) -> list[str]:
+    """The ids of an id array's inside: each comma-separated piece, blanks and quotes around it
+    cut. Where every piece is one quoted string (``"a","b"``: split at each ``","``, no comma or
+    quote left inside a piece), in one split."""
+    if segment[:1] == b'"' and segment[-1:] == b'"' and len(segment) > 1 and segment.isascii():
+        inner = segment[1:-1]
+        commas = inner.count(b",")
+        ids = inner.decode().split('","')
+        if len(ids) == commas + 1 and inner.count(b'"') == 2 * commas:
+            return ids
+    return [piece.strip().strip(b'"').decode() for piece in segment.split(b",") if piece.strip()]
 
 
 def _read_stores(

@@ -51,14 +51,14 @@ def count(calls: RunCalls, block: int) -> Counts:
 
     codes = calls.prefix_codes()
     marks = breakpoint_positions(s.lengths)
-    mark_call = np.searchsorted(ends, marks, side="right")
+    mark_call = calls.call_of()[marks]
     writes = server(marks, mark_call) >= MIN_PREFIX
     written_codes, written_by = codes[marks[writes]], mark_call[writes]
     # the positions whose prefix some call wrote, and for each the latest earlier call that did
     was_written = np.zeros(int(codes.max(initial=-1)) + 1, dtype=bool)
     was_written[written_codes] = True
     positions = np.flatnonzero(was_written[codes])
-    owner = np.searchsorted(ends, positions, side="right")
+    owner = calls.call_of()[positions]
     written_keys = np.sort(written_codes.astype(np.int64) * (n + 1) + written_by)
     keys = codes[positions].astype(np.int64) * (n + 1) + owner
     at = np.searchsorted(written_keys, keys, side="left") - 1

@@ -96,7 +96,7 @@ class RunCalls:
         if "ideal" not in self._memo:
             s = self.sequences
             self._memo["ideal"] = exact_cached_flat(
-                s.codes, s.tokens, s.lengths, self.prompts, 1, prefixes=self.prefix_codes()
+                s.codes, s.tokens, s.lengths, self.prompts, 1, prefixes=self.prefix_codes(), call=self.call_of()
             )
         return self._memo["ideal"]
 
@@ -109,6 +109,12 @@ class RunCalls:
             s = self.sequences
             self._memo["prefixes"] = prefix_codes(s.codes, s.lengths, None if self.runs is None else self.runs)
         return self._memo["prefixes"]
+
+    def call_of(self) -> np.ndarray:
+        """Per position of the sequences, the call it belongs to, computed once per run."""
+        if "call" not in self._memo:
+            self._memo["call"] = np.repeat(np.arange(len(self.sequences.lengths)), self.sequences.lengths)
+        return self._memo["call"]
 
     def __len__(self) -> int:
         return len(self.prompts)
