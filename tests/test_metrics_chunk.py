@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ctxpolicy import rundir
-from ctxpolicy.metrics import chunk, cost_methods
+from ctxpolicy.metrics import chunk, cost_methods, records
 from ctxpolicy.metrics.cost import estimated_cached, exact_cached_flat, prefix_codes
 from ctxpolicy.metrics.cost_methods.base import CostMethod, Counts, RunCalls, Sequences, run_sums
 from ctxpolicy.metrics.records import find_run_dirs, read_run, read_runs
@@ -71,7 +71,7 @@ def _same(one, alone) -> None:
         np.testing.assert_array_equal(column, expected, err_msg=name)
 
 
-def test_a_chunk_of_runs_reads_as_each_run_alone(mixed):
+def test_a_chunk_of_runs_reads_as_each_run_alone(mixed, monkeypatch):
     alone = [read_run(d) for d in mixed]
     rows = {r.row["run_dir"]: r.row for r in alone}
     assert any(row["billed_profile"] is None for row in rows.values())  # the mismatched source: no profile
@@ -81,6 +81,9 @@ def test_a_chunk_of_runs_reads_as_each_run_alone(mixed):
     assert any(row["agent_calls"] == 0 for row in rows.values())
     assert any(row["summary_calls"] > 0 for row in rows.values())
     _same(read_runs(mixed, 16, 0.1), alone)
+    monkeypatch.setattr(records, "BATCH_POSITIONS", 300)  # a batch of a few runs at a time
+    _same(read_runs(mixed, 16, 0.1), alone)
+    monkeypatch.undo()
     with_ids = [d for d, r in zip(mixed, alone) if r.row["billed_exact"] is not None]  # every method at once
     _same(read_runs(with_ids, 16, 0.1), [r for r in alone if r.row["billed_exact"] is not None])
 

@@ -63,6 +63,12 @@ def source_of(agent: np.ndarray, prompts: np.ndarray, cached: np.ndarray, after:
     return SourceCalls(prompts, cached[agent], np.where(np.isnan(local), prompts, local))
 
 
+# the message positions to count at once (``records.read_runs`` counts a chunk in batches of about
+# as many): the arrays are a few dozen per position, and a batch's runs are held parsed until it is
+# counted, so a worker's memory stays near what reading run by run took (500 runs at once took 4 times more)
+BATCH_POSITIONS = 1 << 18
+
+
 def tables(parsed: list[ParsedRun], block: int, discount: float):
     """The runs' rows, their numbers of calls and their call columns laid end to end (``parsed``
     not empty)."""

@@ -29,7 +29,7 @@ from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_time
 from ctxpolicy.policies import actions
 from ctxpolicy.metrics import call_ids, cost_methods
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, has_otrc, unchanged_prefix
-from ctxpolicy.metrics.chunk import ParsedRun, agent_time, source_of, tables  # noqa: F401 (agent_time: read from here)
+from ctxpolicy.metrics.chunk import BATCH_POSITIONS, ParsedRun, agent_time, source_of, tables  # noqa: F401 (agent_time: read from here)
 from ctxpolicy.metrics.cost_methods import Sequences, SourceCalls
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
@@ -263,40 +263,47 @@ def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAUL
 
 def read_runs(run_dirs: list[Path], block: int = DEFAULT_BLOCK, discount: float = DEFAULT_DISCOUNT):
     """``read_run`` of many runs, each read and checked on its own (``parse_run``), their columns
-    counted together (``metrics.chunk.tables``): the rows, the runs' numbers of calls, their call
-    columns laid end to end, the runs left out as (position in ``run_dirs``, ``RecordError``) and
-    the positions of the runs read. Where counting the chunk fails unexpectedly, each run is
-    counted alone, so that only the run that fails is left out, named."""
-    parsed, read, problems = [], [], []
+    counted together (``metrics.chunk.tables``, in batches of about ``chunk.BATCH_POSITIONS``
+    message positions): the rows, the runs' numbers of calls, their call columns laid end to
+    end, the runs left out as (position in ``run_dirs``, ``RecordError``) and the positions of
+    the runs read. Where counting a batch fails unexpectedly, each of its runs is counted alone,
+    so that only the run that fails is left out, named."""
+    problems, counted = [], []
+    batch, numbers, positions = [], [], 0
     for number, run_dir in enumerate(run_dirs):
         try:
-            parsed.append(parse_run(run_dir))
+            parsed = parse_run(run_dir)
         except RecordError as exc:
             problems.append((number, exc))
             continue
-        read.append(number)
-    if not parsed:
-        return [], np.zeros(0, np.int64), _no_columns(), problems, read
-    try:
-        return (*tables(parsed, block, discount), problems, read)
-    except Exception:  # a reader bug or a shape no check foresaw: found run by run, named, left out
-        if len(parsed) == 1:
-            return [], np.zeros(0, np.int64), _no_columns(), [*problems, (read[0], _unexpected(parsed[0].run_dir))], []
-    rows, sizes, parts, kept = [], [], [], []
-    for p, number in zip(parsed, read):
-        one = read_runs([p.run_dir], block, discount)
-        if one[3]:
-            problems.append((number, one[3][0][1]))
-            continue
-        rows += one[0]
-        sizes.append(one[1])
-        parts.append(one[2])
-        kept.append(number)
+        batch.append(parsed)
+        numbers.append(number)
+        positions += 0 if parsed.sequences is None else len(parsed.sequences.codes)
+        if positions >= BATCH_POSITIONS:
+            counted += _counted(batch, numbers, block, discount, problems)
+            batch, numbers, positions = [], [], 0
+    counted += _counted(batch, numbers, block, discount, problems)
     problems.sort(key=lambda problem: problem[0])
-    if not parts:
+    if not counted:
         return [], np.zeros(0, np.int64), _no_columns(), problems, []
-    columns = {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
-    return rows, np.concatenate(sizes), columns, problems, kept
+    rows = [row for part in counted for row in part[0]]
+    columns = {k: np.concatenate([part[2][k] for part in counted]) for k in counted[0][2]}
+    read = [number for part in counted for number in part[3]]
+    return rows, np.concatenate([part[1] for part in counted]), columns, problems, read
+
+
+def _counted(parsed: list[ParsedRun], numbers: list[int], block: int, discount: float, problems: list) -> list:
+    """``tables`` of the parsed runs (numbered ``numbers``) as [(rows, sizes, columns, numbers)];
+    run by run where counting them together fails, each failing run added to ``problems``."""
+    if not parsed:
+        return []
+    try:
+        return [(*tables(parsed, block, discount), numbers)]
+    except Exception:  # a reader bug or a shape no check foresaw
+        if len(parsed) == 1:
+            problems.append((numbers[0], _unexpected(parsed[0].run_dir)))
+            return []
+    return [part for p, number in zip(parsed, numbers) for part in _counted([p], [number], block, discount, problems)]
 
 
 def _no_columns() -> dict[str, np.ndarray]:
