@@ -1,11 +1,12 @@
-"""Many runs' rows and call columns at once: the numbers of a chunk of runs, each read and checked
+"""Many runs' rows and call columns at once: the numbers of a batch of runs, each read and checked
 on its own (``records.parse_run``), laid end to end and counted in one pass of array operations.
 
-Per-run Python work (a few hundred numpy calls a run for the cost methods and the row) was most
-of the aggregate's time; here each step runs once a chunk, runs kept apart by their boundaries
-(``run_sums``; the prefix numbers are offset per run, ``cost.prefix_codes``). A cost method without
-``count_runs`` (one a test registers) is counted run by run, as ``read_run`` always did. The
-tables are the same as those of reading each run alone.
+Counted run by run, the cost methods and the row took a few hundred small numpy calls a run; here
+each step runs once a batch (``records.read_runs`` cuts a chunk into batches of about
+``BATCH_POSITIONS`` message positions), runs kept apart by their boundaries (``run_sums``; the
+prefix numbers are offset per run, ``cost.prefix_codes``). A cost method without ``count_runs``
+(one a test registers) is counted run by run, as ``read_run`` always did. The tables are the same
+as those of reading each run alone.
 """
 
 from __future__ import annotations
