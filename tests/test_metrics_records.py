@@ -394,3 +394,25 @@ def test_a_harness_timeout_in_the_verdict_makes_an_unresolved_run_time_limited(t
     )
     row = aggregate([tmp_path], processes=1).runs.iloc[0]
     assert (row.outcome, row.outcome_class) == ("submitted", expected)
+
+
+def test_an_id_arrays_ids_split_in_one_call_as_piece_by_piece():
+    import itertools
+    import re
+
+    from ctxpolicy.metrics.records import _ids_of
+
+    def piece_by_piece(segment: bytes) -> list[str]:
+        return [piece.strip().strip(b'"').decode() for piece in segment.split(b",") if piece.strip()]
+
+    alphabet = [b'"', b",", b"a", b" ", b"\\", b"\xc3"]
+    segments = [b"".join(p) for n in range(6) for p in itertools.product(alphabet, repeat=n)]
+    segments += [b'"0123456789abcdef","fedcba9876543210"', b'"\xc3\xa9","b"', b'"a", "b"']
+    for segment in segments:
+        try:
+            expected = piece_by_piece(segment)
+        except UnicodeDecodeError as exc:
+            with pytest.raises(UnicodeDecodeError, match=re.escape(str(exc))):
+                _ids_of(segment)
+        else:
+            assert _ids_of(segment) == expected, segment

@@ -26,7 +26,7 @@ from ctxpolicy.metrics.records import (
     RecordError,
     call_columns,
     find_run_dirs,
-    read_run,
+    read_runs,
     run_columns,
 )
 
@@ -58,19 +58,11 @@ class Tables:
 def _read_chunk(run_dirs: list[tuple[int, Path]], block: int, discount: float):
     """Read (number, run directory) pairs: the rows, call counts and merged call columns of the
     runs read and their numbers, and the (number, path, reason) of those left out."""
-    rows, calls, read, problems = [], [], [], []
-    for number, run_dir in run_dirs:
-        try:
-            record = read_run(run_dir, block, discount)
-        except RecordError as exc:
-            problems.append((number, str(exc.path), exc.reason))
-            continue
-        rows.append(record.row)
-        calls.append(record.calls)
-        read.append(number)
-    lengths = np.array([len(c["index"]) for c in calls], dtype=np.int64)
-    merged = {k: np.concatenate([c[k] for c in calls]) if calls else np.zeros(0) for k in call_columns()}
-    return rows, lengths, merged, problems, read
+    numbers = [number for number, _ in run_dirs]
+    rows, lengths, merged, problems, read = read_runs([run_dir for _, run_dir in run_dirs], block, discount)
+    problems = [(numbers[at], str(exc.path), exc.reason) for at, exc in problems]
+    merged = {k: merged[k] if len(lengths) else np.zeros(0) for k in call_columns()}
+    return rows, lengths, merged, problems, [numbers[at] for at in read]
 
 
 def reading_order(run_dirs: list[Path]) -> list[tuple[int, Path]]:
@@ -79,6 +71,11 @@ def reading_order(run_dirs: list[Path]) -> list[tuple[int, Path]]:
     each worker parses the source's store once (``records._base_store``); the tables keep the
     sorted order whatever the reading order."""
     return sorted(enumerate(run_dirs), key=lambda pair: (pair[1].name, pair[0]))
+
+
+def chunk_size(runs: int, processes: int) -> int:
+    """The runs a worker reads at once (``records.read_runs``): eight chunks a process, at most 500 runs."""
+    return max(1, min(500, runs // (processes * 8) + 1))
 
 
 def aggregate(
@@ -93,7 +90,7 @@ def aggregate(
 
     run_dirs = find_run_dirs([Path(r) for r in roots])
     processes = processes or min(len(os.sched_getaffinity(0)), 8)
-    chunk = max(1, min(500, len(run_dirs) // (processes * 8) + 1))
+    chunk = chunk_size(len(run_dirs), processes)
     numbered = reading_order(run_dirs)
     chunks = [numbered[i : i + chunk] for i in range(0, len(numbered), chunk)]
     work = partial(_read_chunk, block=block, discount=discount)

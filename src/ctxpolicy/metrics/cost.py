@@ -33,6 +33,7 @@ OTRC = "OTRC"
 
 # Random odd multipliers make the position-weighted sum below a 64-bit hash of each prefix.
 _MIX = np.random.default_rng(20260101).integers(1, 2**63, size=2, dtype=np.uint64) | np.uint64(1)
+_RUN_MIX = np.uint64(0xD6E8FEB86659FD93)  # odd: a run's offset, so that runs share no prefix number
 
 
 def floor_block(tokens: np.ndarray | int, block: int) -> np.ndarray:
@@ -62,6 +63,7 @@ def exact_cached_flat(
     block: int = DEFAULT_BLOCK,
     *,
     prefixes: np.ndarray | None = None,
+    call: np.ndarray | None = None,
 ) -> np.ndarray:
     """``exact_cached`` on the calls' sequences laid end to end (``lengths[k]`` codes each).
 
@@ -70,7 +72,8 @@ def exact_cached_flat(
     length of its longest shared prefix. Prefixes are compared by a 64-bit hash of
     (code, position) terms summed along the sequence (``prefix_codes``; ``prefixes``: those
     codes, already computed); calls are laid out in order, so the first occurrence of a prefix
-    belongs to the earliest call that sent that prefix.
+    belongs to the earliest call that sent that prefix (``call``: each position's call, already
+    computed).
 
     The shared prefix is found and measured in local tokens (L_shared of the call's L_total);
     it is then rescaled to the server's tokenizer as floor(P_k * L_shared / L_total), floored to
@@ -81,7 +84,7 @@ def exact_cached_flat(
     if n == 0 or lengths.sum() == 0:
         return np.zeros(n, dtype=np.int64)
     prefixes = prefix_codes(codes, lengths) if prefixes is None else prefixes
-    call = np.repeat(np.arange(n), lengths)
+    call = np.repeat(np.arange(n), lengths) if call is None else call
     shared = call[_first_occurrence(prefixes)] < call
     shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
     local_tokens = np.bincount(call, weights=tokens, minlength=n).astype(np.int64)
@@ -89,22 +92,31 @@ def exact_cached_flat(
     return floor_block(np.minimum(rescaled, prompts), block)
 
 
-def prefix_hashes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def prefix_hashes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray:
     """For each position of the calls' sequences laid end to end, a 64-bit hash of the call's
-    prefix through it (equal hashes, equal whole-message prefixes, up to collisions)."""
+    prefix through it (equal hashes, equal whole-message prefixes, up to collisions). ``runs``:
+    the calls belong to several runs, ``runs[r]`` calls each, and a prefix's hash holds its run
+    too (a term of the run's added to the first term of each of its calls)."""
     codes = np.asarray(codes).astype(np.uint64)
     lengths = np.asarray(lengths, dtype=np.int64)
-    position = (np.arange(len(codes)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
+    starts = np.cumsum(lengths) - lengths
+    position = (np.arange(len(codes)) - np.repeat(starts, lengths)).astype(np.uint64)
     terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
+    if runs is not None and len(runs) > 1:
+        run_of_call = np.repeat(np.arange(1, len(runs) + 1, dtype=np.uint64), runs)
+        sent = lengths > 0
+        terms[starts[sent]] += run_of_call[sent] * _RUN_MIX
     return _segmented_cumsum(terms, lengths)
 
 
-def prefix_codes(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def prefix_codes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray:
     """``prefix_hashes`` numbered 0, 1, 2, ... in order of first appearance: equal numbers,
-    equal whole-message prefixes (the exact and Anthropic simulations share them)."""
+    equal whole-message prefixes (the exact and Anthropic simulations share them). ``runs``:
+    the calls belong to several runs, ``runs[r]`` calls each; equal prefixes of different runs
+    then get different numbers."""
     import pandas as pd
 
-    numbers, _ = pd.factorize(prefix_hashes(codes, lengths))
+    numbers, _ = pd.factorize(prefix_hashes(codes, lengths, runs))
     return numbers
 
 
@@ -165,6 +177,7 @@ def estimated_cached(
     unchanged_tokens: np.ndarray | None = None,
     tokens_before: np.ndarray | None = None,
     tokens_after: np.ndarray | None = None,
+    runs: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The study's reconstruction (A.5.2) of each agent call's cached tokens.
 
@@ -189,13 +202,17 @@ def estimated_cached(
 
     Every cached count is floored to whole ``block``-token blocks; call 1 has nothing cached.
     TR, TRC and summary stages get no position rule: their steps fall under rules 1, 3 and 4.
-    Returns (cached, rule) with rule one of RULES per call.
+    Returns (cached, rule) with rule one of RULES per call. ``runs``: the calls are those of
+    several runs laid end to end, ``runs[r]`` calls each (each run counted on its own).
     """
     p = np.asarray(prompts, dtype=np.int64)
     n = len(p)
     rule = np.full(n, "growth", dtype=object)
     if n == 0:
         return np.zeros(0, dtype=np.int64), rule
+    sizes = np.array([n]) if runs is None else np.asarray(runs, dtype=np.int64)
+    sizes = sizes[sizes > 0]
+    firsts = np.cumsum(sizes) - sizes
     is_otrc = np.zeros(n, dtype=bool) if otrc is None else np.asarray(otrc, dtype=bool)
     unknown = np.full(n, -1, dtype=np.int64)
     u = unknown if unchanged_tokens is None else np.asarray(unchanged_tokens, dtype=np.int64)
@@ -204,6 +221,7 @@ def estimated_cached(
     placed = (u >= 0) & (t > 0)
     in_own_prompt = placed & (a > 0)
     prev = np.concatenate((np.zeros(1, p.dtype), p[:-1]))
+    prev[firsts] = 0
     # an OTRC step whose event says where it changed the history is placed by its event, however
     # far its prompt fell: the large-reduction rule is for changes of unknown position
     placed_event = is_otrc & placed
@@ -211,14 +229,14 @@ def estimated_cached(
     by_event = is_otrc & ~large
     growth = ~large & ~by_event & (p >= prev)
     small = ~large & ~by_event & ~growth
-    stable = np.minimum(p[0], p)
+    stable = np.minimum(np.repeat(p[firsts], sizes), p)  # S: the run's first prompt
     # floor(s * P_{k-1}) in integers, so that a prefix ending on a block boundary keeps its block
     reused = np.minimum(u, t) * prev // np.where(placed, t, 1)
     own = np.minimum(np.minimum(u, a) * p // np.where(in_own_prompt, a, 1), prev)
     event_cached = np.where(in_own_prompt, np.minimum(p, own), np.where(placed, np.minimum(p, reused), stable))
     cached = floor_block(np.select([large, by_event, growth], [stable, event_cached, prev], stable), block)
     rule[large], rule[by_event], rule[small] = "large_reduction", "otrc", "small_reduction"
-    cached[0], rule[0] = 0, "first"
+    cached[firsts], rule[firsts] = 0, "first"
     return cached, rule
 
 

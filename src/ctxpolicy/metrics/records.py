@@ -28,9 +28,9 @@ from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_times
 from ctxpolicy.policies import actions
 from ctxpolicy.metrics import call_ids, cost_methods
-from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, billed, has_otrc, unchanged_prefix
-from ctxpolicy.metrics.cost_methods import RunCalls, Sequences, SourceCalls
-from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
+from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, has_otrc, unchanged_prefix
+from ctxpolicy.metrics.chunk import BATCH_POSITIONS, ParsedRun, agent_time, source_of, tables  # noqa: F401 (agent_time: read from here)
+from ctxpolicy.metrics.cost_methods import Sequences, SourceCalls
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
 from ctxpolicy.schemas import describe, field_rule, quick_check, reading_view, schema
@@ -150,22 +150,6 @@ RUN_BASE_COLUMNS = (  # the runs table, in order (docs/schema.md), each cost met
 )
 
 
-def agent_time(timing: dict) -> float | None:
-    """The run's latency as A.5 measures it, from the agent's start to the run's end: ``agent_s``
-    (the agent loop; the wall-time limit starts at the same instant), else ``wall_s - setup_s``
-    for records that have only those, else ``wall_s`` (a record without a setup time has none
-    to leave out); None when the record has no time."""
-    agent = timing.get("agent_s")
-    if isinstance(agent, (int, float)) and not isinstance(agent, bool):
-        return float(agent)
-    wall, setup = timing.get("wall_s"), timing.get("setup_s")
-    if not isinstance(wall, (int, float)) or isinstance(wall, bool):
-        return None
-    if isinstance(setup, (int, float)) and not isinstance(setup, bool):
-        return max(float(wall) - float(setup), 0.0)
-    return float(wall)
-
-
 COST_AFTER = "format_errors"  # the runs table's cost columns follow this one
 
 
@@ -271,12 +255,69 @@ def _field(record: dict, key: str, path: Path, where: str):
 def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAULT_DISCOUNT) -> RunRows:
     """One run's row and call columns. Raises ``RecordError`` for every way the run can be
     unreadable, an unexpected one included: one bad record never stops a whole aggregate."""
+    rows, _, columns, problems, _ = read_runs([Path(run_dir)], block, discount)
+    if problems:
+        raise problems[0][1]
+    return RunRows(rows[0], columns)
+
+
+def read_runs(run_dirs: list[Path], block: int = DEFAULT_BLOCK, discount: float = DEFAULT_DISCOUNT):
+    """``read_run`` of many runs, each read and checked on its own (``parse_run``), their columns
+    counted together (``metrics.chunk.tables``, in batches of about ``chunk.BATCH_POSITIONS``
+    message positions): the rows, the runs' numbers of calls, their call columns laid end to
+    end, the runs left out as (position in ``run_dirs``, ``RecordError``) and the positions of
+    the runs read. Where counting a batch fails unexpectedly, each of its runs is counted alone,
+    so that only the run that fails is left out, named."""
+    problems, counted = [], []
+    batch, numbers, positions = [], [], 0
+    for number, run_dir in enumerate(run_dirs):
+        try:
+            parsed = parse_run(run_dir)
+        except RecordError as exc:
+            problems.append((number, exc))
+            continue
+        batch.append(parsed)
+        numbers.append(number)
+        positions += 0 if parsed.sequences is None else len(parsed.sequences.codes)
+        if positions >= BATCH_POSITIONS:
+            counted += _counted(batch, numbers, block, discount, problems)
+            batch, numbers, positions = [], [], 0
+    counted += _counted(batch, numbers, block, discount, problems)
+    problems.sort(key=lambda problem: problem[0])
+    if not counted:
+        return [], np.zeros(0, np.int64), _no_columns(), problems, []
+    rows = [row for part in counted for row in part[0]]
+    columns = {k: np.concatenate([part[2][k] for part in counted]) for k in counted[0][2]}
+    read = [number for part in counted for number in part[3]]
+    return rows, np.concatenate([part[1] for part in counted]), columns, problems, read
+
+
+def _counted(parsed: list[ParsedRun], numbers: list[int], block: int, discount: float, problems: list) -> list:
+    """``tables`` of the parsed runs (numbered ``numbers``) as [(rows, sizes, columns, numbers)];
+    run by run where counting them together fails, each failing run added to ``problems``."""
+    if not parsed:
+        return []
     try:
-        return _read_run(Path(run_dir), block, discount)
-    except RecordError:
-        raise
-    except Exception as exc:  # a reader bug or a shape no check foresaw
-        raise RecordError(Path(run_dir), f"unreadable ({type(exc).__name__}: {exc})") from exc
+        return [(*tables(parsed, block, discount), numbers)]
+    except Exception:  # a reader bug or a shape no check foresaw
+        if len(parsed) == 1:
+            problems.append((numbers[0], _unexpected(parsed[0].run_dir)))
+            return []
+    return [part for p, number in zip(parsed, numbers) for part in _counted([p], [number], block, discount, problems)]
+
+
+def _no_columns() -> dict[str, np.ndarray]:
+    return {k: np.zeros(0) for k in call_columns()}
+
+
+def _unexpected(run_dir: Path) -> RecordError:
+    """The exception being handled as the ``RecordError`` that leaves ``run_dir`` out."""
+    import sys
+
+    exc = sys.exc_info()[1]
+    error = RecordError(Path(run_dir), f"unreadable ({type(exc).__name__}: {exc})")
+    error.__cause__ = exc
+    return error
 
 
 # The reason an open proxy conversation (run.json rewritten after every call, docs/proxy.md) is
@@ -284,7 +325,17 @@ def read_run(run_dir: Path, block: int = DEFAULT_BLOCK, discount: float = DEFAUL
 OPEN_CONVERSATION = rundir.STILL_OPEN
 
 
-def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
+def parse_run(run_dir: Path) -> ParsedRun:
+    """``read_run``'s reading and checks of one run, without its columns."""
+    try:
+        return _parse_run(Path(run_dir))
+    except RecordError:
+        raise
+    except Exception as exc:  # a reader bug or a shape no check foresaw
+        raise RecordError(Path(run_dir), f"unreadable ({type(exc).__name__}: {exc})") from exc
+
+
+def _parse_run(run_dir: Path) -> ParsedRun:
     run_path = run_dir / RUN_JSON
     run = _load_json(run_path)
     if isinstance(run, dict) and run.get("complete") is False and (run.get("proxy") or {}).get("open") is True:
@@ -293,7 +344,6 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
         value = run.get("complete") if isinstance(run, dict) else run
         raise RecordError(run_path, f"field complete is {value!r}, not true")
     _check_record("run", run, run_path)
-    identity = run["identity"]
 
     verdict_path = run_dir / VERDICT_JSON
     verdict = _load_json(verdict_path, optional=True)
@@ -302,14 +352,20 @@ def _read_run(run_dir: Path, block: int, discount: float) -> RunRows:
 
     action_format = action_format_of(run, run_path)
     store, commands, assistant = _read_stores(run_dir, action_format, run)
-    calls, values, id_segments = _read_calls(run_dir / CALLS_JSONL)
+    calls_path = run_dir / CALLS_JSONL
+    calls, values, id_segments = _read_calls(calls_path)
     commands = _with_repeats(commands, assistant, calls, id_segments, action_format)
-    _check_call_counts(calls, run.get("totals"), run_dir / CALLS_JSONL)
+    _check_call_counts(calls, run.get("totals"), calls_path)
     source = source_calls(run_dir, run) if rundir.message_base(run_dir, run) is not None else None
-    columns = _call_columns(calls, values, id_segments, store, run_dir / CALLS_JSONL, block, source)
-    row = _run_row(run_dir, run, identity, verdict, columns, discount)
-    row["retrieval_cmds"], row["execution_cmds"] = commands
-    return RunRows(row, columns)
+    agent = [kind == "agent" for kind in map(_KIND, calls)]
+    events = _events(calls, values["events"], calls_path)
+    agent_segments = [segment for segment, is_agent in zip(id_segments, agent) if is_agent]
+    sequences = None
+    if None not in agent_segments:  # without message sequences no prefix is known
+        indexes = [index for index, is_agent in zip(values["index"], agent) if is_agent]
+        codes, tokens, lengths = _sequences(agent_segments, store, calls_path, indexes)
+        sequences = Sequences(codes.astype(np.uint64, copy=False), tokens, lengths)
+    return ParsedRun(run_dir, run, verdict, commands, values, agent, events, sequences, source)
 
 
 def source_calls(run_dir: Path, run: dict | None = None) -> SourceCalls:
@@ -339,15 +395,7 @@ def own_source(calls: list[dict], values: dict[str, list]) -> SourceCalls:
     def column(name: str) -> np.ndarray:
         return np.array(values[name], dtype=np.float64).reshape(len(calls))  # null -> NaN
 
-    return _source_of(agent, column("prompt_tokens"), column("cached_tokens"), column("est_tokens_after"))
-
-
-def _source_of(agent: np.ndarray, prompts: np.ndarray, cached: np.ndarray, after: np.ndarray) -> SourceCalls:
-    """``own_source`` from the calls' numeric columns (NaN: not reported): a prompt not reported
-    counts 0, a local count not reported is the prompt's."""
-    prompts = np.where(np.isnan(prompts), 0.0, prompts)[agent]
-    local = after[agent]
-    return SourceCalls(prompts, cached[agent], np.where(np.isnan(local), prompts, local))
+    return source_of(agent, column("prompt_tokens"), column("cached_tokens"), column("est_tokens_after"))
 
 
 def action_format_of(run: dict, path: Path) -> str:
@@ -362,12 +410,25 @@ def _with_repeats(commands, assistant: dict[str, dict], calls: list[dict], segme
     """The command counts with each repeated reply counted every time it was given."""
     agent = [k for k, call in enumerate(calls) if call["kind"] == "agent"]
     longest = max((segments[k] for k in agent if segments[k] is not None), key=len, default=b"")
-    ids = [piece.strip().strip(b'"').decode() for piece in longest.split(b",") if piece.strip()]
+    ids = _ids_of(longest)
     times = reply_times(ids, [calls[k].get("reply_id") for k in agent])
     if not times:
         return commands
     r, e = count_repeats(assistant, times, action_format)
     return commands[0] + r, commands[1] + e
+
+
+def _ids_of(segment: bytes) -> list[str]:
+    """The ids of an id array's inside: each comma-separated piece, blanks and quotes around it
+    cut. Where every piece is one quoted string (``"a","b"``: split at each ``","``, no comma or
+    quote left inside a piece), in one split."""
+    if segment[:1] == b'"' and segment[-1:] == b'"' and len(segment) > 1 and segment.isascii():
+        inner = segment[1:-1]
+        commas = inner.count(b",")
+        ids = inner.decode().split('","')
+        if len(ids) == commas + 1 and inner.count(b'"') == 2 * commas:
+            return ids
+    return [piece.strip().strip(b'"').decode() for piece in segment.split(b",") if piece.strip()]
 
 
 def _read_stores(
@@ -607,196 +668,16 @@ def _sequences_by_name(
     )
 
 
-_FLOAT_FIELDS = tuple(c for c in CALL_RECORDED if c not in CALL_FIELDS)  # the numeric ones, in order
-
-
-def _call_columns(
-    calls: list[dict],
-    values: dict[str, list],
-    segments: list[bytes | None],
-    store: dict[str, int],
-    path: Path,
-    block: int,
-    source=None,
-) -> dict[str, np.ndarray]:
-    n = len(calls)
-    # every numeric field in one conversion (null -> NaN: the server or the record did not say)
-    numeric = np.array([values[key] for key in _FLOAT_FIELDS], dtype=np.float64).reshape(len(_FLOAT_FIELDS), n)
-    floats = dict(zip(_FLOAT_FIELDS, numeric))
-
-    def column(key: str) -> np.ndarray:
-        return floats[key]
-
-    agent = np.array([c["kind"] == "agent" for c in calls], dtype=bool)
-    prompt_column = column("prompt_tokens")
-    counted = ~np.isnan(prompt_column)
-    prompts = np.nan_to_num(prompt_column).astype(np.int64)
-    events, unchanged, before = _event_columns(calls, values["events"], path)
-
-    where = np.flatnonzero(agent)
-    agent_segments = [segments[i] for i in where]
-    sequences = None
-    if all(s is not None for s in agent_segments):  # without message sequences no prefix is known
-        codes, tokens, lengths = _sequences(agent_segments, store, path, [values["index"][i] for i in where])
-        sequences = Sequences(codes, tokens, lengths)
-    otrc = np.zeros(n, dtype=bool)
-    for i in np.flatnonzero(events):  # only a call with events can have an OTRC one
-        otrc[i] = has_otrc(calls[i].get("events"))
-    after = column("est_tokens_after")
-    run_calls = RunCalls(
-        prompts[agent],
-        reported_cached=column("cached_tokens")[agent],
-        otrc=otrc[agent],
-        unchanged=unchanged[agent],
-        before=before[agent],
-        after=np.where(np.isnan(after), -1, after)[agent].astype(np.int64),
-        start=column("start")[agent],
-        sequences=sequences,
-        source=_source_of(agent, prompt_column, column("cached_tokens"), after) if source is None else source,
-    )
-    derived = {}
-    for method, counts in cost_methods.count_all(run_calls, block).items():
-        entry = cost_methods.method(method)
-        for name, part in zip(entry.calls_columns, ("cached", "written")):
-            full = np.zeros(n, dtype=np.float64)
-            if counts is None:
-                full[agent] = np.nan
-            else:
-                full[agent] = counts.cached if part == "cached" else counts.written_or_zero()
-            derived[name] = full
-
-    return {
-        "index": np.array(values["index"], dtype=np.int64),
-        "kind": np.where(agent, 0, 1).astype(np.int8),  # codes into CALL_KINDS
-        "step": column("step"),
-        "start": column("start"),
-        "end": column("end"),
-        "latency_s": column("latency_s"),
-        "prompt_tokens": prompts,
-        "prompt_counted": counted,
-        "completion_tokens": np.nan_to_num(column("completion_tokens")).astype(np.int64),
-        # clamped to the call's prompt, as the runs table's measured cost clamps it (metrics.cost.billed):
-        # a server that reports more cached than prompt tokens is not believed past the prompt
-        "cached_tokens": _at_most(column("cached_tokens"), prompt_column),
-        "est_tokens_before": column("est_tokens_before"),
-        "est_tokens_after": column("est_tokens_after"),
-        "n_events": events,
-        **derived,
-    }
-
-
-def _at_most(cached: np.ndarray, prompts: np.ndarray) -> np.ndarray:
-    """``cached`` cut to ``prompts`` where both are known (NaN, not reported, stays NaN)."""
-    with np.errstate(invalid="ignore"):
-        return np.where(cached > prompts, prompts, cached)
-
-
-def _event_columns(calls: list[dict], events_of: list, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per call: the number of compression events, and the step's (U, T) from ``unchanged_prefix``
-    (-1 where there are no events or they do not say where the change was). ``events_of`` holds
-    each call's ``events``, already checked to be a list or null."""
-    n = len(calls)
-    counts = np.zeros(n, dtype=np.int64)
-    unchanged, before = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+def _events(calls: list[dict], events_of: list, path: Path) -> list[tuple[int, int, int, int, bool]]:
+    """Per call with compression events: (its position, the number of events, the step's (U, T)
+    from ``unchanged_prefix`` (-1, -1 where they do not say where the change was), whether one
+    is OTRC). ``events_of`` holds each call's ``events``, already checked to be a list or null."""
+    found = []
     for i in [i for i, events in enumerate(events_of) if events]:  # most calls have none
-        counts[i] = len(events_of[i])
         try:
             where = unchanged_prefix(events_of[i])
         except ValueError as exc:
             raise RecordError(path, f"call {calls[i]['index']}: {exc}") from None
-        if where is not None:
-            unchanged[i], before[i] = where
-    return counts, unchanged, before
-
-
-def method_bills(
-    calls: dict[str, np.ndarray], agent: np.ndarray, prompts: np.ndarray, summary_input: int, discount: float
-) -> dict[str, float | int | None]:
-    """Each cost method's runs-table columns for one run (None where the method cannot price it:
-    a per-call count is NaN, or the run has no agent call and the method needs the server's)."""
-    out: dict[str, float | int | None] = {}
-    for method in cost_methods.methods():
-        cached = calls[method.call_column or method.cached_column][agent]
-        written = calls[method.written_column][agent] if method.writes else None
-        known = not np.isnan(cached).any() and (len(cached) > 0 or method.call_column is None)
-        bill = (
-            billed(
-                prompts,
-                cached.astype(np.int64),
-                summary_input,
-                discount,
-                written=None if written is None else written.astype(np.int64),
-                write_premium=method.write_premium,
-            )
-            if known
-            else None
-        )
-        values = (
-            (None,) * len(method.run_columns)
-            if bill is None
-            else (bill.billed_input, bill.fresh, bill.cached, *((bill.written,) if method.writes else ()))
-        )
-        out.update(zip(method.run_columns, values))
-    return out
-
-
-def _run_row(
-    run_dir: Path, run: dict, identity: dict, verdict: dict | None, calls: dict[str, np.ndarray], discount: float
-) -> dict:
-    agent = calls["kind"] == 0
-    prompts = calls["prompt_tokens"][agent]
-    summary_input = int(calls["prompt_tokens"][~agent].sum())
-    totals = run.get("totals") or {}
-    timing = run["timing"]
-    n_agent = int(agent.sum())
-    n_counted = int((agent & calls["prompt_counted"]).sum())
-    n_events = int(calls["n_events"].sum())
-    bills = method_bills(calls, agent, prompts, summary_input, discount)
-    resolved = bool(verdict and verdict["resolved"])
-    outcome = run.get("outcome")
-    prompt_total = int(calls["prompt_tokens"].sum())
-    completion_total = int(calls["completion_tokens"].sum())
-    return {
-        "run_dir": str(run_dir),
-        "cell": identity.get("cell") or run_dir.parent.name,
-        "track": identity.get("track"),
-        "benchmark": identity["benchmark"],
-        "cohort": identity.get("cohort"),
-        "model": identity["model"],
-        "policy": identity["policy"],
-        "primitive": identity.get("primitive"),
-        "trigger": identity.get("trigger"),
-        "depth": identity.get("depth"),
-        "setting": identity.get("threshold_setting"),
-        "threshold_tokens": identity.get("threshold_tokens"),
-        "summarizer": identity.get("summarizer"),
-        "task_id": str(identity["task_id"]),
-        "stratum": identity.get("stratum"),
-        "attempt": int(identity["attempt"]),
-        "seed": identity.get("seed"),
-        "outcome": outcome,
-        "error": run.get("error"),
-        "resolved": resolved,
-        "has_verdict": verdict is not None,
-        "outcome_class": outcome_class(outcome, resolved, harness_timed_out(verdict)),
-        "time_limited": is_time_limited(outcome, harness_timed_out(verdict)),
-        "wall_s": timing.get("wall_s"),
-        "agent_time_s": agent_time(timing),
-        "setup_s": timing.get("setup_s"),
-        "steps": n_agent if totals.get("steps") is None else totals["steps"],
-        "agent_calls": n_agent,
-        "summary_calls": int((~agent).sum()),
-        "prompt_tokens": prompt_total,
-        "completion_tokens": completion_total,
-        "total_tokens": prompt_total + completion_total,
-        "peak_prompt_tokens": int(prompts.max()) if n_counted else None,
-        "n_prompt_counts": n_counted,
-        "compression_events": n_events,
-        "compression_freq": n_events / n_agent if n_agent else None,
-        "format_errors": totals.get("format_errors"),
-        **bills,
-        "summary_input": summary_input,
-        "agent_latency_s": float(np.nansum(calls["latency_s"][agent])) if n_agent else None,
-        "summary_latency_s": float(np.nansum(calls["latency_s"][~agent])),
-        "compressions": int((calls["n_events"] > 0).sum()),
-    }
+        unchanged, before = (-1, -1) if where is None else where
+        found.append((i, len(events_of[i]), unchanged, before, has_otrc(calls[i].get("events"))))
+    return found

@@ -51,14 +51,14 @@ def count(calls: RunCalls, block: int) -> Counts:
 
     codes = calls.prefix_codes()
     marks = breakpoint_positions(s.lengths)
-    mark_call = np.searchsorted(ends, marks, side="right")
+    mark_call = calls.call_of()[marks]
     writes = server(marks, mark_call) >= MIN_PREFIX
     written_codes, written_by = codes[marks[writes]], mark_call[writes]
     # the positions whose prefix some call wrote, and for each the latest earlier call that did
     was_written = np.zeros(int(codes.max(initial=-1)) + 1, dtype=bool)
     was_written[written_codes] = True
     positions = np.flatnonzero(was_written[codes])
-    owner = np.searchsorted(ends, positions, side="right")
+    owner = calls.call_of()[positions]
     written_keys = np.sort(written_codes.astype(np.int64) * (n + 1) + written_by)
     keys = codes[positions].astype(np.int64) * (n + 1) + owner
     at = np.searchsorted(written_keys, keys, side="left") - 1
@@ -76,13 +76,20 @@ def count(calls: RunCalls, block: int) -> Counts:
     looked_at = longest | ~settled[owner]
     positions, owner, writer = positions[looked_at], owner[looked_at], writer[looked_at]
     served = np.minimum(server(positions, owner), prompts[owner])
-    if settled[owner].all():
-        # every call reads its longest prefix within its write's lifetime: a read only extends an
-        # entry's life, so the walk below would take each call's longest prefix too
-        cached = np.zeros(n, dtype=np.int64)
-        cached[owner] = served
-    else:
-        cached = _reads(owner, writer=writer, prefix=codes[positions], served=served, times=times, n=n)
+    # where every call of a run reads its longest prefix within its write's lifetime, a read only
+    # extends an entry's life, so the walk below would take each call's longest prefix too: only
+    # the runs (``calls.runs``; one without) with another call are walked
+    cached = np.zeros(n, dtype=np.int64)
+    cached[owner] = served  # the longest prefix where settled (the only position looked at)
+    if not settled[owner].all():
+        run_of_call = np.zeros(n, np.int64) if calls.runs is None else np.repeat(np.arange(len(calls.runs)), calls.runs)
+        walked = np.zeros(int(run_of_call.max(initial=0)) + 1, dtype=bool)
+        walked[run_of_call[owner[~settled[owner]]]] = True
+        walk = walked[run_of_call[owner]]
+        reads = _reads(
+            owner[walk], writer=writer[walk], prefix=codes[positions[walk]], served=served[walk], times=times, n=n
+        )
+        cached = np.where(walked[run_of_call], reads, cached)
     return Counts(cached, np.where(prompts >= MIN_PREFIX, prompts - cached, 0))
 
 
@@ -121,6 +128,7 @@ METHOD = CostMethod(
     label="Anthropic cache",
     description="Anthropic's cache: 3 agent breakpoints, prefixes from 1,024 tokens, 5-minute TTL, writes at 1.25x",
     count=count,
+    count_runs=count,  # runs apart in the prefix numbers (``RunCalls.prefix_codes``), so calls of two runs share no entry
     needs=(SEQUENCES, TIMES),
     writes=True,
     write_premium=WRITE_PREMIUM,

@@ -23,6 +23,14 @@ SOURCE = "source"  # the source run's agent calls, for a replay (or the run itse
 NEEDS = (SEQUENCES, REPORTED, TIMES, SOURCE)
 
 
+def run_sums(values: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """Per run, the sum of its calls' integer (or boolean) ``values``: several runs' calls laid
+    end to end, ``runs[r]`` calls each (0 for a run of none)."""
+    total = np.concatenate((np.zeros(1, np.int64), np.cumsum(values, dtype=np.int64)))
+    ends = np.cumsum(runs)
+    return total[ends] - total[ends - runs]
+
+
 @dataclass(frozen=True)
 class Sequences:
     """The agent calls' message sequences laid end to end: ``lengths[k]`` codes per call (equal
@@ -71,6 +79,9 @@ class RunCalls:
     start: np.ndarray | None = None  # float seconds, NaN where unknown
     sequences: Sequences | None = None
     source: SourceCalls | None = None
+    # several runs' agent calls laid end to end, ``runs[r]`` calls each (None: one run); only a
+    # method with ``count_runs`` is handed such calls (``cost_methods.count_runs``)
+    runs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompts", np.asarray(self.prompts, dtype=np.int64))
@@ -85,7 +96,7 @@ class RunCalls:
         if "ideal" not in self._memo:
             s = self.sequences
             self._memo["ideal"] = exact_cached_flat(
-                s.codes, s.tokens, s.lengths, self.prompts, 1, prefixes=self.prefix_codes()
+                s.codes, s.tokens, s.lengths, self.prompts, 1, prefixes=self.prefix_codes(), call=self.call_of()
             )
         return self._memo["ideal"]
 
@@ -95,8 +106,15 @@ class RunCalls:
         from ctxpolicy.metrics.cost import prefix_codes
 
         if "prefixes" not in self._memo:
-            self._memo["prefixes"] = prefix_codes(self.sequences.codes, self.sequences.lengths)
+            s = self.sequences
+            self._memo["prefixes"] = prefix_codes(s.codes, s.lengths, None if self.runs is None else self.runs)
         return self._memo["prefixes"]
+
+    def call_of(self) -> np.ndarray:
+        """Per position of the sequences, the call it belongs to, computed once per run."""
+        if "call" not in self._memo:
+            self._memo["call"] = np.repeat(np.arange(len(self.sequences.lengths)), self.sequences.lengths)
+        return self._memo["call"]
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -143,6 +161,10 @@ class CostMethod:
     write_premium: float = 0.0
     call_column: str | None = field(default=None)
     compared: bool = False  # ``ctxpolicy cost`` warns where it is far from the reference bill
+    # ``count`` for several runs at once (``RunCalls.runs``), every run having what ``needs`` names
+    # but REPORTED: the cached counts as floats, NaN for the calls of a run it cannot price; None:
+    # the method is counted run by run
+    count_runs: object | None = None
 
     def counts(self, calls: RunCalls, block: int) -> Counts | None:
         """The per-call counts, or None where the run lacks what the method needs."""

@@ -17,6 +17,7 @@ def count(calls: RunCalls, block: int) -> Counts:
         unchanged_tokens=calls.filled("unchanged", -1).astype(np.int64),
         tokens_before=calls.filled("before", -1).astype(np.int64),
         tokens_after=calls.filled("after", -1).astype(np.int64),
+        runs=calls.runs,
     )
     return Counts(cached)
 
@@ -27,5 +28,6 @@ METHOD = CostMethod(
     label="estimated",
     description="the study's estimate (A.5.2) from server-reported prompt sizes and OTRC events",
     count=count,
+    count_runs=count,
     compared=True,
 )

@@ -18,6 +18,7 @@ METHOD = CostMethod(
     label="exact",
     description="prefix-cache simulation over whole messages, local cl100k_base shares rescaled to server tokens",
     count=count,
+    count_runs=count,
     needs=(SEQUENCES,),
     compared=True,
 )

@@ -12,12 +12,17 @@ def count(calls: RunCalls, block: int) -> Counts:
     return Counts(np.asarray(calls.reported_cached, dtype=np.float64).astype(np.int64))
 
 
+def count_runs(calls: RunCalls, block: int) -> Counts:
+    return Counts(np.trunc(np.asarray(calls.reported_cached, dtype=np.float64)))  # NaN: not reported
+
+
 METHOD = CostMethod(
     name="measured",
     key="measured",
     label="measured",
     description="server-reported cached tokens",
     count=count,
+    count_runs=count_runs,
     needs=(REPORTED,),
     call_column="cached_tokens",
 )

@@ -31,5 +31,6 @@ METHOD = CostMethod(
     label="OpenAI cache",
     description="OpenAI's automatic cache: shared prefixes from 1,024 tokens, in 128-token increments",
     count=count,
+    count_runs=count,
     needs=(SEQUENCES,),
 )

@@ -21,19 +21,34 @@ from __future__ import annotations
 import numpy as np
 
 from ctxpolicy.metrics.cost import floor_block
-from ctxpolicy.metrics.cost_methods.base import SEQUENCES, SOURCE, CostMethod, Counts, RunCalls
+from ctxpolicy.metrics.cost_methods.base import SEQUENCES, SOURCE, CostMethod, Counts, RunCalls, run_sums
 
 
 def count(calls: RunCalls, block: int) -> Counts | None:
     source = calls.source
     if len(source.prompts) != len(calls) or np.isnan(np.asarray(source.reported_cached, dtype=float)).any():
         return None
+    return Counts(_capped(calls, block))
+
+
+def count_runs(calls: RunCalls, block: int) -> Counts:
+    """``count`` of several runs (``RunCalls.runs``), the source's calls aligned with the calls:
+    NaN for a run whose source lacks a provider count (or whose source calls are NaN, not as many)."""
+    reported = np.asarray(calls.source.reported_cached, dtype=float)
+    with np.errstate(invalid="ignore"):
+        cached = _capped(calls, block).astype(np.float64)
+    cached[np.repeat(run_sums(np.isnan(reported), calls.runs) > 0, calls.runs)] = np.nan
+    return Counts(cached)
+
+
+def _capped(calls: RunCalls, block: int) -> np.ndarray:
+    source = calls.source
     s = calls.sequences
     ideal = calls.ideal_shared()
     local = np.bincount(np.repeat(np.arange(len(calls)), s.lengths), weights=s.tokens, minlength=len(calls))
     served_local = np.asarray(source.reported_cached, dtype=float) * source.local / np.maximum(source.prompts, 1)
     cap = np.floor(served_local * calls.prompts / np.maximum(local, 1)).astype(np.int64)
-    return Counts(floor_block(np.minimum(np.minimum(ideal, cap), calls.prompts), block))
+    return floor_block(np.minimum(np.minimum(ideal, cap), calls.prompts), block)
 
 
 METHOD = CostMethod(
@@ -42,5 +57,6 @@ METHOD = CostMethod(
     label="measured profile",
     description="the ideal cache, capped per call at what the provider served on the source run's call",
     count=count,
+    count_runs=count_runs,
     needs=(SEQUENCES, SOURCE),
 )
