@@ -178,7 +178,7 @@ def comparison_tasks(policy: pd.DataFrame, baseline: pd.DataFrame) -> pd.Index:
 def _same_cohort(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     if "cohort" not in a or "cohort" not in b:
         return True
-    cohorts_a, cohorts_b = set(a["cohort"].dropna().astype(str)), set(b["cohort"].dropna().astype(str))
+    cohorts_a, cohorts_b = (set(map(str, t["cohort"].dropna().unique())) for t in (a, b))  # each value once
     return not cohorts_a or not cohorts_b or cohorts_a == cohorts_b
 
 
