@@ -218,14 +218,21 @@ def task_resource_means(runs: pd.DataFrame, column: str) -> pd.Series:
 def task_resource_means_of(runs: pd.DataFrame, columns: list[str]) -> dict[str, pd.Series]:
     """``task_resource_means`` of several columns, the runs grouped once. Each column is averaged
     on its own: a frame's mean can differ from a column's in the last bit."""
-    eligible = resource_eligible(runs)
+    eligible = _eligible_of(runs, columns)
     grouped = eligible.groupby(eligible["task_id"].astype(str))
     return {column: grouped[column].mean().dropna() for column in dict.fromkeys(columns)}
 
 
+def _eligible_of(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``resource_eligible(runs)`` holding only the task id, ``columns`` and what the rule reads:
+    the rows of a wide table are cut once, in a few columns."""
+    read = ("task_id", "outcome", "time_limited", "n_prompt_counts", *columns)
+    return resource_eligible(runs[[c for c in dict.fromkeys(read) if c in runs]])
+
+
 def resource_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """Per-task means of resource columns over eligible runs (NaN where none has a value)."""
-    eligible = resource_eligible(runs)
+    eligible = _eligible_of(runs, columns)
     return eligible.groupby(eligible["task_id"].astype(str))[columns].mean()
 
 
