@@ -7,6 +7,7 @@ with many events weighs by its events, and all events of a task travel together.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ctxpolicy.metrics.bootstrap import boot_ratio, percentile_interval, resample_counts
@@ -25,20 +26,33 @@ RATES = {
 
 def _per_task(events: pd.DataFrame) -> pd.DataFrame:
     columns = sorted({c for num, den in RATES.values() for c in (*num, *den)})
-    table = events.assign(**{c: pd.to_numeric(events[c], errors="coerce").fillna(0) for c in columns})
-    return table.groupby("task_id", sort=True).agg(n_events=("task_id", "size"), **{c: (c, "sum") for c in columns})
+    # the task id and the rates' columns alone (not every column of the audit table), summed per
+    # task: agg(n_events=("task_id", "size"), c=(c, "sum"), ...) without its per-column path
+    table = pd.DataFrame({c: pd.to_numeric(events[c], errors="coerce").fillna(0) for c in columns})
+    grouped = table.groupby(events["task_id"], sort=True)
+    per_task = grouped.sum()
+    per_task.insert(0, "n_events", grouped.size())
+    return per_task
 
 
 def rate_with_interval(
     per_task: pd.DataFrame, numerator: tuple[str, ...], denominator: tuple[str, ...], *, n_boot: int, seed: int
 ) -> tuple[float, float, float]:
-    num = per_task[list(numerator)].sum(axis=1).to_numpy(float)
-    den = (per_task[list(denominator)].sum(axis=1) if denominator else per_task["n_events"]).to_numpy(float)
+    num = _row_sums(per_task, numerator)
+    den = _row_sums(per_task, denominator) if denominator else per_task["n_events"].to_numpy(float)
     total = den.sum()
     point = float(num.sum() / total) if total > 0 else float("nan")
     counts = resample_counts(len(per_task), n_boot, seed)
     lo, hi = percentile_interval(boot_ratio(counts, num, den, den > 0))
     return point, lo, hi
+
+
+def _row_sums(per_task: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    """``per_task[list(columns)].sum(axis=1)`` as floats, the columns added one by one."""
+    total = per_task[columns[0]].to_numpy(float)
+    for column in columns[1:]:
+        total = total + per_task[column].to_numpy(float)
+    return total
 
 
 def by_policy(

@@ -159,7 +159,11 @@ def planned_runs(runs: pd.DataFrame, attempts: int) -> pd.DataFrame:
     first when repeated)."""
     attempt = runs["attempt"].to_numpy()
     key = [c for c in ("benchmark", "model", "cell") if c in runs] + ["task_id", "attempt"]
-    return runs[(attempt >= 1) & (attempt <= attempts)].drop_duplicates(key)
+    keep = (attempt >= 1) & (attempt <= attempts)
+    # drop_duplicates(key) of those, the key's columns looked at alone (it walks every column of
+    # the table) and the wide table cut once
+    keep[keep] = ~runs[key][keep].duplicated().to_numpy()
+    return runs[keep]
 
 
 def comparison_tasks(policy: pd.DataFrame, baseline: pd.DataFrame) -> pd.Index:
@@ -174,7 +178,7 @@ def comparison_tasks(policy: pd.DataFrame, baseline: pd.DataFrame) -> pd.Index:
 def _same_cohort(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     if "cohort" not in a or "cohort" not in b:
         return True
-    cohorts_a, cohorts_b = set(a["cohort"].dropna().astype(str)), set(b["cohort"].dropna().astype(str))
+    cohorts_a, cohorts_b = (set(map(str, t["cohort"].dropna().unique())) for t in (a, b))  # each value once
     return not cohorts_a or not cohorts_b or cohorts_a == cohorts_b
 
 
@@ -214,14 +218,21 @@ def task_resource_means(runs: pd.DataFrame, column: str) -> pd.Series:
 def task_resource_means_of(runs: pd.DataFrame, columns: list[str]) -> dict[str, pd.Series]:
     """``task_resource_means`` of several columns, the runs grouped once. Each column is averaged
     on its own: a frame's mean can differ from a column's in the last bit."""
-    eligible = resource_eligible(runs)
+    eligible = _eligible_of(runs, columns)
     grouped = eligible.groupby(eligible["task_id"].astype(str))
     return {column: grouped[column].mean().dropna() for column in dict.fromkeys(columns)}
 
 
+def _eligible_of(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``resource_eligible(runs)`` holding only the task id, ``columns`` and what the rule reads:
+    the rows of a wide table are cut once, in a few columns."""
+    read = ("task_id", "outcome", "time_limited", "n_prompt_counts", *columns)
+    return resource_eligible(runs[[c for c in dict.fromkeys(read) if c in runs]])
+
+
 def resource_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """Per-task means of resource columns over eligible runs (NaN where none has a value)."""
-    eligible = resource_eligible(runs)
+    eligible = _eligible_of(runs, columns)
     return eligible.groupby(eligible["task_id"].astype(str))[columns].mean()
 
 
@@ -280,15 +291,20 @@ def calls_when_solved(runs: pd.DataFrame, attempts: int, solved_min: int) -> pd.
 
 def _calls_of(planned: pd.DataFrame, solved_min: int) -> pd.Series:
     successes = planned[planned["resolved"].to_numpy(dtype=bool)]
-    per_task = successes.groupby(successes["task_id"].astype(str))["agent_calls"].agg(["size", "mean"])
-    return per_task.loc[per_task["size"] >= solved_min, "mean"]
+    grouped = successes["agent_calls"].groupby(successes["task_id"].astype(str))
+    mean = grouped.mean().rename("mean")  # agg(["size", "mean"])'s column, without its slow path
+    return mean[(grouped.size() >= solved_min).to_numpy()]
 
 
 def ratio_with_interval(tasks: pd.Index, policy: pd.Series, base: pd.Series, counts: np.ndarray) -> dict:
     """A.5's ratio over ``tasks``: the policy's mean / the baseline's mean over the tasks where
     both per-task values are known (a task missing or NaN on either side counts on neither),
     with its task-bootstrap interval (``counts`` from ``resample_counts(len(tasks), …)``)."""
-    pa, pb = policy.reindex(tasks).to_numpy(float), base.reindex(tasks).to_numpy(float)
+    return _ratio_interval(policy.reindex(tasks).to_numpy(float), base.reindex(tasks).to_numpy(float), counts)
+
+
+def _ratio_interval(pa: np.ndarray, pb: np.ndarray, counts: np.ndarray) -> dict:
+    """``ratio_with_interval`` of per-task values already laid out in the tasks' order."""
     both = ~np.isnan(pa) & ~np.isnan(pb)
     base_mean = pb[both].mean() if both.any() else np.nan
     point = pa[both].mean() / base_mean if both.any() and base_mean > 0 else np.nan
@@ -373,9 +389,10 @@ def compare_to_baseline(
         row.update(
             _interval("resolve_delta", {"est": float((a - b).mean()) if len(tasks) else np.nan, "lo": lo, "hi": hi})
         )
-        means = resource_means(group, columns)
+        # every ratio's per-task means laid out on the tasks once (ratio_with_interval's reindex)
+        means, on_tasks = resource_means(group, columns).reindex(tasks), base_means.reindex(tasks)
         ratios = {
-            name: ratio_with_interval(tasks, means[column], base_means[column], counts)
+            name: _ratio_interval(means[column].to_numpy(float), on_tasks[column].to_numpy(float), counts)
             for name, column in columns_of_ratios.items()
         }
         row.update(_interval("tokens_ratio", ratios["tokens_ratio"]))

@@ -77,7 +77,9 @@ def planned_runs_of(runs: pd.DataFrame, tasks: Iterable[str], attempts: int) -> 
     (task, attempt)."""
     planned = {str(t) for t in tasks}
     inside = runs[runs["task_id"].astype(str).isin(planned) & (runs["attempt"] >= 1) & (runs["attempt"] <= attempts)]
-    return inside.assign(task_id=inside["task_id"].astype(str)).drop_duplicates(["task_id", "attempt"])
+    inside = inside.assign(task_id=inside["task_id"].astype(str))
+    # drop_duplicates(["task_id", "attempt"]), the two columns looked at alone, not every column
+    return inside[~inside[["task_id", "attempt"]].duplicated().to_numpy()]
 
 
 def planned_outcome_counts(runs: pd.DataFrame, tasks: Iterable[str], attempts: int) -> dict[str, int]:

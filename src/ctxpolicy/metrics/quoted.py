@@ -48,15 +48,21 @@ VIEWS = ("calls", "summary-share", "shared-tokens", "compressions")
 ID_COLUMNS = ("benchmark", "model", "policy", "setting", "summarizer", "cell")
 
 
-def _cells(runs: pd.DataFrame, model: str, benchmark: str, track: str | None):
+def _cells(
+    runs: pd.DataFrame, model: str, benchmark: str, track: str | None
+) -> tuple[pd.DataFrame, list[tuple[str, pd.DataFrame]]]:
+    """The pair's FC runs, and (cell, runs) of each other cell (of ``track`` when given): FC's side
+    of a comparison is then found once for all cells."""
     selected = select(runs, model=model, benchmark=benchmark)
     base = baseline_runs(selected, FC)
     if base.empty:
         raise ValueError(f"no {FC} runs for model {model!r} on benchmark {benchmark!r}")
-    for cell, group in policy_cells(selected, exclude=base):
-        if track is not None and "track" in group and (group["track"].astype("object") != track).all():
-            continue
-        yield cell, group, base
+    cells = [
+        (cell, group)
+        for cell, group in policy_cells(selected, exclude=base)
+        if track is None or "track" not in group or (group["track"].astype("object") == track).any()
+    ]
+    return base, cells
 
 
 def _identity(benchmark: str, model: str, cell: str, group: pd.DataFrame) -> dict:
@@ -74,12 +80,15 @@ def _attempts(runs: pd.DataFrame, model: str, benchmark: str, attempts: int | No
     return attempts or attempts_in_table(select(runs, model=model, benchmark=benchmark))
 
 
-def _shared_solved(group: pd.DataFrame, base: pd.DataFrame, attempts: int) -> pd.Index:
-    """The tasks both the cell and FC solve (at least ⌈2A/3⌉ successes among attempts 1..A), sorted."""
-    needed = solved_threshold(attempts)
-    mine = solved_tasks(group, attempts=attempts, solved_min=needed, require_all=False)
-    theirs = solved_tasks(base, attempts=attempts, solved_min=needed, require_all=False)
-    return mine[mine].index.intersection(theirs[theirs].index).sort_values()
+def _solved(runs: pd.DataFrame, attempts: int) -> pd.Index:
+    """The tasks a cell solves (at least ⌈2A/3⌉ successes among attempts 1..A)."""
+    solved = solved_tasks(runs, attempts=attempts, solved_min=solved_threshold(attempts), require_all=False)
+    return solved[solved].index
+
+
+def _shared_solved(group: pd.DataFrame, fc_solved: pd.Index, attempts: int) -> pd.Index:
+    """The tasks both the cell and FC solve (``fc_solved``: ``_solved`` of FC's runs), sorted."""
+    return _solved(group, attempts).intersection(fc_solved).sort_values()
 
 
 def _successful(runs: pd.DataFrame, attempts: int) -> pd.DataFrame:
@@ -117,9 +126,11 @@ def calls_latency(
     on A.5's step rule: successful attempts on the tasks both solve, task means first."""
     rows = []
     planned = _attempts(runs, model, benchmark, attempts)
-    for cell, group, base in _cells(runs, model, benchmark, track):
-        tasks = _shared_solved(group, base, planned)
-        mine, theirs = _success_means(group, planned, CALL_VALUES), _success_means(base, planned, CALL_VALUES)
+    base, cells = _cells(runs, model, benchmark, track)
+    fc_solved, theirs = _solved(base, planned), _success_means(base, planned, CALL_VALUES)
+    for cell, group in cells:
+        tasks = _shared_solved(group, fc_solved, planned)
+        mine = _success_means(group, planned, CALL_VALUES)
         counts = resample_counts(len(tasks), n_boot, seed)
         row = {**_identity(benchmark, model, cell, group), "shared_solved_tasks": len(tasks)}
         for name, column in (("calls_ratio", "agent_calls"), ("per_call_latency_ratio", "per_call_latency_s")):
@@ -143,10 +154,12 @@ def summary_share(
     of the runs' latency (``compare.LATENCY``, the agent's own time)."""
     rows = []
     planned = _attempts(runs, model, benchmark, attempts)
-    for cell, group, base in _cells(runs, model, benchmark, track):
+    base, cells = _cells(runs, model, benchmark, track)
+    fc_solved = _solved(base, planned)
+    for cell, group in cells:
         if str(group["primitive"].iloc[0]) not in SUMMARY_PRIMITIVES:
             continue
-        tasks = _shared_solved(group, base, planned)
+        tasks = _shared_solved(group, fc_solved, planned)
         per_task = _success_means(group, planned, SHARE_VALUES).reindex(tasks).dropna()
         successes = _successful(group, planned)
         summary, latency = float(per_task["summary_s"].mean()), float(per_task[LATENCY].mean())
@@ -181,9 +194,11 @@ def shared_tokens(
     those tasks / FC's (``tokens_ratio`` est/lo/hi/n_tasks, task bootstrap)."""
     rows = []
     planned = _attempts(runs, model, benchmark, attempts)
-    for cell, group, base in _cells(runs, model, benchmark, track):
-        tasks = _shared_solved(group, base, planned)
-        mine, theirs = _success_means(group, planned, TOKEN_VALUES), _success_means(base, planned, TOKEN_VALUES)
+    base, cells = _cells(runs, model, benchmark, track)
+    fc_solved, theirs = _solved(base, planned), _success_means(base, planned, TOKEN_VALUES)
+    for cell, group in cells:
+        tasks = _shared_solved(group, fc_solved, planned)
+        mine = _success_means(group, planned, TOKEN_VALUES)
         values = ratio_with_interval(
             tasks, mine["total_tokens"], theirs["total_tokens"], resample_counts(len(tasks), n_boot, seed)
         )
@@ -204,8 +219,10 @@ def compressions_shared(
     rows = []
     planned = _attempts(runs, model, benchmark, attempts)
     values = {"compressions": lambda r: _floats(r["compressions"])}
-    for cell, group, base in _cells(runs, model, benchmark, track):
-        shared = _shared_solved(group, base, planned)
+    base, cells = _cells(runs, model, benchmark, track)
+    fc_solved = _solved(base, planned)
+    for cell, group in cells:
+        shared = _shared_solved(group, fc_solved, planned)
         per_task = _success_means(group, planned, values)["compressions"].reindex(shared)
         rows.append(
             {

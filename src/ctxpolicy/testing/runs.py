@@ -22,6 +22,7 @@ import json
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -111,8 +112,11 @@ class RunSpec:
     unsolvable: bool = False  # a task no policy solves
 
 
-def canonical(message: dict) -> str:
-    return json.dumps(message, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def canonical(role: str, content: str) -> str:
+    """The message ``{"role", "content"}`` as canonical JSON (``json.dumps(message,
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"))``), its two strings encoded as
+    json.dumps does without setting up an encoder for each message."""
+    return f'{{"content":{encode_basestring(content)},"role":{encode_basestring(role)}}}'
 
 
 def message_id(canonical_json: str) -> str:
@@ -251,7 +255,7 @@ class _Store:
         self.facts: dict[str, list[str]] = {}  # anchors a summary of the message may repeat
 
     def add(self, role: str, content: str, tokens: int, facts: Sequence[str] = ()) -> str:
-        text = canonical({"content": content, "role": role})
+        text = canonical(role, content)
         mid = message_id(text)
         if mid not in self.tokens:
             self.tokens[mid] = tokens
@@ -343,7 +347,8 @@ class _Text:
         return "\n".join(lines), facts
 
     def summary(self, facts: Sequence[str], step: int) -> str:
-        chosen = sorted({f for f in facts if self.rng.random() < 0.5})
+        draws = self.rng.random(len(facts))  # one draw per fact, in order, as many single draws give
+        chosen = sorted({f for f, u in zip(facts, draws) if u < 0.5})
         body = "; ".join(chosen) if chosen else "no details kept"
         return f"{SUMMARY_MARKER} Progress before step {step}: worked on {body}."
 
@@ -494,7 +499,7 @@ def write_run(spec: RunSpec) -> Path:
 
 
 def _history_tokens(history: list[str], store: _Store) -> int:
-    return sum(store.tokens[m] for m in history)
+    return sum(map(store.tokens.__getitem__, history))
 
 
 def _should_fire(pol: PolicySpec, prof: Profile, threshold: int | None, tokens: int, step: int) -> bool:
@@ -608,8 +613,12 @@ def _call_line(
         f'"prompt_tokens":{prompt},"completion_tokens":{completion},'
         f'"cached_tokens":{"null" if cached is None else cached},'
         f'"est_tokens_before":{est_before},"est_tokens_after":{est_after},'
-        f'"message_ids":["{ids}"],"events":{json.dumps(events, separators=(",", ":"))}{extra}}}\n'
+        f'"message_ids":["{ids}"],"events":{_events_json(events)}{extra}}}\n'
     )
+
+
+def _events_json(events: list[dict]) -> str:
+    return json.dumps(events, separators=(",", ":")) if events else "[]"  # most calls compress nothing
 
 
 def _setup_s(spec: RunSpec) -> float:
