@@ -176,7 +176,6 @@ def apply_policy(
                 )
                 summary_calls.extend(rewrite.summary_calls)
                 tokens = after_tokens
-            elif tokens is not None:
-                tokens = _recounted(after, history, tokens)
+            # else: after == history message for message, so the counts still hold
             history = after
     return PolicyResult(history, events, summary_calls, tokens)
