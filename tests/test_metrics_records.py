@@ -416,3 +416,25 @@ def test_an_id_arrays_ids_split_in_one_call_as_piece_by_piece():
                 _ids_of(segment)
         else:
             assert _ids_of(segment) == expected, segment
+
+
+@pytest.mark.parametrize("spread", [True, False])
+def test_key_positions_find_each_code_as_a_search_of_the_keys_does(spread):
+    import numpy as np
+
+    from ctxpolicy.metrics.call_ids import key_positions
+
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 9, 240, 1500):
+        if spread:  # as fixed_width_keys makes them
+            keys = np.unique(rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True))
+        else:  # every key in the same slot of the table: each found by the search
+            keys = np.uint64(0xABC) << np.uint64(52) | np.arange(n, dtype=np.uint64)
+        rng.shuffle(keys)
+        picked = rng.integers(0, len(keys), 5000)
+        assert key_positions(keys, keys[picked]).tolist() == picked.tolist()
+        for unknown in (keys[0] ^ np.uint64(1 << 40), keys[0] ^ np.uint64(1), np.uint64(2**64 - 1)):
+            if unknown not in keys:
+                assert key_positions(keys, np.append(keys[picked], unknown)) is None
+    assert key_positions(np.zeros(0, np.uint64), np.zeros(0, np.uint64)).tolist() == []
+    assert key_positions(np.zeros(0, np.uint64), np.ones(1, np.uint64)) is None

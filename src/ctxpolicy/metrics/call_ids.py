@@ -83,7 +83,7 @@ def fixed_width_keys(arrays: list[bytes]) -> tuple[np.ndarray, np.ndarray] | Non
     that shape. A key mixes the id's two 8-byte halves, so equal ids give equal keys."""
     lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
     if lengths.any() and not (((lengths + 1) % _STRIDE != 0) & (lengths > 0)).any():  # compact: "id","id",...
-        ids = np.frombuffer(b",".join(filter(None, arrays)) + b",", dtype=_COMPACT_ID)
+        ids = np.frombuffer(b",".join([*filter(None, arrays), b""]), dtype=_COMPACT_ID)  # a comma after each
         if (ids["open"] == _QUOTE).all() and (ids["close"] == _QUOTE).all() and (ids["comma"] == _COMMA).all():
             return ids["first"] * _MIX ^ ids["second"], (lengths + 1) // _STRIDE
     counts = np.fromiter((a.count(b'"') for a in arrays), dtype=np.int64, count=len(arrays)) // 2
@@ -92,3 +92,31 @@ def fixed_width_keys(arrays: list[bytes]) -> tuple[np.ndarray, np.ndarray] | Non
         return None
     halves = np.frombuffer(chars, dtype=np.uint64).reshape(-1, 2)
     return halves[:, 0] * _MIX ^ halves[:, 1], counts
+
+
+def key_positions(keys: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
+    """For each of ``codes``, the position in ``keys`` (distinct 64-bit keys, ``fixed_width_keys``)
+    of the key equal to it; None where a code is no key.
+
+    Looked up in a table indexed by a key's top bits (a key mixes its id's bytes, so its top bits
+    are spread), 16 times larger than ``keys``: one gather a code, where a binary search took a
+    dozen steps. The few keys that lost their slot to another are searched for, for the codes the
+    table did not match. An unused slot points past ``keys``, at the first key with its lowest bit
+    flipped: a value whose own slot is the first key's, so that no code matches an unused slot."""
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, np.int64) if len(codes) == 0 else None
+    shift = np.uint64(64 - (n.bit_length() + 4))
+    table = np.full(1 << (n.bit_length() + 4), n, dtype=np.int64)
+    table[keys >> shift] = np.arange(n)
+    at = table[codes >> shift]
+    missed = np.append(keys, keys[0] ^ np.uint64(1))[at] != codes
+    if missed.any():
+        signed = keys.view(np.int64)  # numpy searches int64 faster than uint64; only equality matters
+        order = np.argsort(signed)
+        rest = codes[missed].view(np.int64)
+        where = np.minimum(np.searchsorted(signed[order], rest), n - 1)
+        if not (signed[order][where] == rest).all():
+            return None
+        at[missed] = order[where]
+    return at

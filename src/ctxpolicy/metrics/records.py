@@ -640,13 +640,9 @@ def _sequences(
     keys = call_ids.fixed_width_keys([b'"' + '","'.join(store).encode() + b'"']) if store else None
     if fast is not None and keys is not None:
         codes, lengths = fast
-        signed = codes.view(np.int64)  # numpy searches int64 faster than uint64; only equality matters
-        order = np.argsort(keys[0].view(np.int64))
-        sorted_keys = keys[0].view(np.int64)[order]
-        sorted_tokens = np.fromiter(store.values(), np.int64, len(store))[order]
-        where = np.minimum(np.searchsorted(sorted_keys, signed), len(sorted_keys) - 1)
-        if (sorted_keys[where] == signed).all():
-            return codes, sorted_tokens[where], lengths
+        at = call_ids.key_positions(keys[0], codes)
+        if at is not None:
+            return codes, np.fromiter(store.values(), np.int64, len(store))[at], lengths
     return _sequences_by_name(segments, store, path, indexes)  # also names any unknown id
 
 
