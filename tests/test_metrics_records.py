@@ -438,3 +438,19 @@ def test_key_positions_find_each_code_as_a_search_of_the_keys_does(spread):
                 assert key_positions(keys, np.append(keys[picked], unknown)) is None
     assert key_positions(np.zeros(0, np.uint64), np.zeros(0, np.uint64)).tolist() == []
     assert key_positions(np.zeros(0, np.uint64), np.ones(1, np.uint64)) is None
+
+
+def test_parser_workers_that_keep_freed_memory_read_as_the_main_process(tmp_path):
+    import platform
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ctxpolicy.metrics.aggregate import keep_freed_memory
+
+    for number in range(4):
+        write_run(tmp_path / "runs" / "cell" / f"t{number}__a1", task_id=f"t{number}", resolved=number % 2 == 0)
+    if platform.libc_ver()[0] == "glibc":  # the settings are taken (in a process of its own, as a worker's)
+        with ProcessPoolExecutor(1) as pool:
+            assert pool.submit(keep_freed_memory).result() is True
+    serial, pooled = (aggregate([tmp_path / "runs"], processes=n) for n in (1, 2))
+    pd.testing.assert_frame_equal(serial.runs, pooled.runs)
+    pd.testing.assert_frame_equal(serial.calls, pooled.calls)
