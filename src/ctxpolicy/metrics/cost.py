@@ -85,9 +85,12 @@ def exact_cached_flat(
         return np.zeros(n, dtype=np.int64)
     prefixes = prefix_codes(codes, lengths) if prefixes is None else prefixes
     call = np.repeat(np.arange(n), lengths) if call is None else call
+    from ctxpolicy.metrics.cost_methods.base import run_sums  # not at the top: the methods import this module
+
     shared = call[_first_occurrence(prefixes)] < call
-    shared_tokens = np.bincount(call, weights=np.where(shared, tokens, 0), minlength=n).astype(np.int64)
-    local_tokens = np.bincount(call, weights=tokens, minlength=n).astype(np.int64)
+    # per call, the sums of its positions' tokens (whole numbers: the sums of a cumulative sum)
+    shared_tokens = run_sums(np.where(shared, tokens, 0), lengths)
+    local_tokens = run_sums(tokens, lengths)
     rescaled = shared_tokens * prompts // np.maximum(local_tokens, 1)
     return floor_block(np.minimum(rescaled, prompts), block)
 
@@ -97,11 +100,17 @@ def prefix_hashes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | Non
     prefix through it (equal hashes, equal whole-message prefixes, up to collisions). ``runs``:
     the calls belong to several runs, ``runs[r]`` calls each, and a prefix's hash holds its run
     too (a term of the run's added to the first term of each of its calls)."""
-    codes = np.asarray(codes).astype(np.uint64)
     lengths = np.asarray(lengths, dtype=np.int64)
     starts = np.cumsum(lengths) - lengths
-    position = (np.arange(len(codes)) - np.repeat(starts, lengths)).astype(np.uint64)
-    terms = ((codes + np.uint64(1)) * _MIX[0] ^ (position + np.uint64(1)) * _MIX[1]) * _MIX[0]
+    # ((code + 1) * m0 ^ (position + 1) * m1) * m0, computed in place (uint64, wrapping)
+    terms = np.asarray(codes).astype(np.uint64)
+    terms += np.uint64(1)
+    terms *= _MIX[0]
+    position = np.arange(1, len(terms) + 1, dtype=np.uint64)
+    position -= np.repeat(starts.astype(np.uint64), lengths)
+    position *= _MIX[1]
+    terms ^= position
+    terms *= _MIX[0]
     if runs is not None and len(runs) > 1:
         run_of_call = np.repeat(np.arange(1, len(runs) + 1, dtype=np.uint64), runs)
         sent = lengths > 0
@@ -132,7 +141,8 @@ def _segmented_cumsum(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     total = np.cumsum(values, dtype=np.uint64)
     starts = np.cumsum(lengths) - lengths
     before = np.where(starts > 0, total[np.maximum(starts - 1, 0)], np.uint64(0))
-    return total - np.repeat(before, lengths)
+    total -= np.repeat(before, lengths)
+    return total
 
 
 def unchanged_prefix(events: Sequence[Mapping]) -> tuple[int, int] | None:
