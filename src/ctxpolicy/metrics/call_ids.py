@@ -108,8 +108,8 @@ def key_positions(keys: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
         return np.zeros(0, np.int64) if len(codes) == 0 else None
     shift = np.uint64(64 - (n.bit_length() + 4))
     table = np.full(1 << (n.bit_length() + 4), n, dtype=np.int64)
-    table[keys >> shift] = np.arange(n)
-    at = table[codes >> shift]
+    table[(keys >> shift).view(np.int64)] = np.arange(n)  # slots below 2**24: int64 views index fastest
+    at = table[(codes >> shift).view(np.int64)]
     missed = np.append(keys, keys[0] ^ np.uint64(1))[at] != codes
     if missed.any():
         signed = keys.view(np.int64)  # numpy searches int64 faster than uint64; only equality matters
