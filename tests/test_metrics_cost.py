@@ -346,3 +346,65 @@ def test_cost_cli_prints_a_table_rounded_for_people_by_default(monkeypatch, caps
     for method in ("estimated", "exact"):
         assert rows[method][0] == f"{full[method]['billed_input']:,.1f}"
         assert rows[method][1] == f"{full[method]['fresh']:,}"
+
+
+def _anthropic_walked_call_by_call(sequences, tokens, prompts, start):
+    """The Anthropic cache as its documentation states it, one call after another: a call reads
+    the longest prefix of its prompt that an earlier call wrote and that is still alive (5 minutes
+    since its last write or read; without times nothing expires), then writes the prefix through
+    each breakpoint (first message, all but the newest two, whole prompt) of 1,024 tokens or more."""
+    from ctxpolicy.metrics.cost_methods.anthropic import MIN_PREFIX, TTL_S
+
+    touched: dict[tuple, float] = {}  # prefix -> time of its latest write or read
+    cached, written = [], []
+    for sequence, sizes, prompt, now in zip(sequences, tokens, prompts, start):
+
+        def server(length, sizes=sizes, prompt=prompt):
+            return sum(sizes[:length]) * prompt // max(sum(sizes), 1)
+
+        alive = [
+            length
+            for length in range(1, len(sequence) + 1)
+            if (key := tuple(sequence[:length])) in touched
+            and (np.isnan(now) or np.isnan(touched[key]) or now - touched[key] <= TTL_S)
+        ]
+        read = min(server(max(alive)), prompt) if alive else 0
+        if alive:
+            key = tuple(sequence[: max(alive)])
+            touched[key] = now if np.isnan(touched[key]) else max(touched[key], now)
+        for length in {1, len(sequence) - 2, len(sequence)}:
+            if 1 <= length <= len(sequence) and server(length) >= MIN_PREFIX:
+                key = tuple(sequence[:length])
+                touched[key] = now if key not in touched or np.isnan(touched[key]) else max(touched[key], now)
+        cached.append(read)
+        written.append(prompt - read if prompt >= MIN_PREFIX else 0)
+    return cached, written
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_anthropic_count_is_the_cache_walked_call_by_call(seed):
+    from ctxpolicy.metrics import cost_methods
+    from ctxpolicy.metrics.cost_methods.base import RunCalls, Sequences
+
+    rng = np.random.default_rng(seed)
+    size_of = {m: int(rng.integers(50, 700)) for m in range(12)}
+    sequences, prompt = [], [0]
+    for _ in range(int(rng.integers(1, 16))):
+        prompt = prompt + [int(m) for m in rng.integers(1, 12, size=2)]
+        if rng.random() < 0.3:  # a compression: a message dropped from the middle
+            prompt = prompt[:1] + prompt[2:]
+        if rng.random() < 0.15:  # a fresh start: the first message alone
+            prompt = prompt[:1]
+        sequences.append(prompt)
+    tokens = [[size_of[m] for m in s] for s in sequences]
+    prompts = [sum(t) + int(rng.integers(0, 80)) for t in tokens]
+    gaps = rng.choice([5.0, 60.0, 290.0, 400.0, 1000.0], size=len(sequences))
+    start = np.cumsum(gaps) if seed % 3 else np.full(len(sequences), np.nan)  # every third: no times
+    calls = RunCalls(
+        np.array(prompts),
+        start=np.array(start, dtype=float),
+        sequences=Sequences.of([np.array(s) for s in sequences], [np.array(t) for t in tokens]),
+    )
+    got = cost_methods.method("anthropic").counts(calls, 16)
+    cached, written = _anthropic_walked_call_by_call(sequences, tokens, prompts, list(start))
+    assert got.cached.tolist() == cached and got.written.tolist() == written

@@ -53,28 +53,31 @@ def count(calls: RunCalls, block: int) -> Counts:
     marks = breakpoint_positions(s.lengths)
     mark_call = calls.call_of()[marks]
     writes = server(marks, mark_call) >= MIN_PREFIX
-    written_codes, written_by = codes[marks[writes]], mark_call[writes]
-    # the positions whose prefix some call wrote, and for each the latest earlier call that did
-    was_written = np.zeros(int(codes.max(initial=-1)) + 1, dtype=bool)
-    was_written[written_codes] = True
-    positions = np.flatnonzero(was_written[codes])
+    written_keys = np.sort(codes[marks[writes]].astype(np.int64) * (n + 1) + mark_call[writes])
+    # the positions whose prefix an earlier call wrote: those whose prefix's first writer came before
+    written_code, written_by = written_keys // (n + 1), written_keys % (n + 1)
+    first = np.concatenate(([True], written_code[1:] != written_code[:-1]))[: len(written_code)]
+    first_writer = np.full(int(codes.max(initial=-1)) + 1, n, dtype=np.int64)
+    first_writer[written_code[first]] = written_by[first]
+    positions = np.flatnonzero(first_writer[codes] < calls.call_of())
     owner = calls.call_of()[positions]
-    written_keys = np.sort(written_codes.astype(np.int64) * (n + 1) + written_by)
-    keys = codes[positions].astype(np.int64) * (n + 1) + owner
-    at = np.searchsorted(written_keys, keys, side="left") - 1
-    candidate = written_keys[np.maximum(at, 0)] if len(written_keys) else np.full(len(keys), -1)
-    readable = (at >= 0) & (candidate // (n + 1) == codes[positions])
-    positions, owner, writer = positions[readable], owner[readable], candidate[readable] % (n + 1)
+
+    def latest_writer(at: np.ndarray) -> np.ndarray:
+        """The latest call before its own that wrote the prefix of each of ``positions[at]``."""
+        keys = codes[positions[at]].astype(np.int64) * (n + 1) + owner[at]
+        return written_keys[np.searchsorted(written_keys, keys, side="left") - 1] % (n + 1)
+
     times = calls.filled("start", np.nan).astype(float)
     # a call's longest readable prefix is read when the call comes within the lifetime of its
     # write (an earlier read only extends it): the call's shorter ones are then never looked at
     longest = np.concatenate((owner[1:] != owner[:-1], [True]))[: len(owner)]
-    now, written_at = times[owner], times[writer]
-    sure = longest & (np.isnan(now) | np.isnan(written_at) | (now - written_at <= TTL_S))
+    now, written_at = times[owner[longest]], times[latest_writer(longest)]
+    sure = np.isnan(now) | np.isnan(written_at) | (now - written_at <= TTL_S)
     settled = np.zeros(n, dtype=bool)
-    settled[owner[sure]] = True
+    settled[owner[longest][sure]] = True
     looked_at = longest | ~settled[owner]
-    positions, owner, writer = positions[looked_at], owner[looked_at], writer[looked_at]
+    writer = latest_writer(looked_at)
+    positions, owner = positions[looked_at], owner[looked_at]
     served = np.minimum(server(positions, owner), prompts[owner])
     # where every call of a run reads its longest prefix within its write's lifetime, a read only
     # extends an entry's life, so the walk below would take each call's longest prefix too: only
