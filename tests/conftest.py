@@ -230,12 +230,13 @@ def paper_tables(tmp_path_factory) -> tuple[Path, Path]:
     """The reduced paper-shaped synthetic data set, built once per session: (tables dir, config path).
 
     Every cell of config/synthetic-paper.yaml with the first ``PAPER_TASK_CAP`` tasks of each cohort
-    and 3 attempts; ``tables/`` holds runs, calls and (attempt 1 audited) events parquet files."""
+    and 3 attempts; ``tables/`` holds runs, calls and events parquet files: attempt 1 audited, and
+    of the tight and loose sweep cells (left out by every figure drawn from events) the first task."""
     from ctxpolicy.testing.paper import build_tables, make_paper_dataset
 
     def build(out: Path) -> list[str]:
         config = make_paper_dataset(out, task_cap=PAPER_TASK_CAP, processes=2)
-        return [str(build_tables(out, processes=2, audit_attempts=1)), str(config)]
+        return [str(build_tables(out, processes=2, audit_attempts=1, audit_sweep_tasks=1)), str(config)]
 
     tables, config = built_once(tmp_path_factory, "paper-data", build)
     return Path(tables), Path(config)

@@ -107,13 +107,14 @@ def test_every_reference_patch_resolves_and_an_empty_patch_resolves_none(adapter
 def test_every_reference_solution_solves_its_terminal_task_and_doing_nothing_none(adapter, sandbox_ok, tmp_path):
     def grade(tid):
         task = terminal_tasks()[tid]
-        solved, untouched = tmp_path / f"{tid}-solved" / "workspace", tmp_path / f"{tid}-untouched" / "workspace"
-        adapter.prepare_workspace(adapter.task(tid), solved)
-        adapter.prepare_workspace(adapter.task(tid), untouched)
-        solution = run_sandboxed((task["path"] / "solution.sh").read_text(), solved, timeout_s=60)
+        workspace = tmp_path / tid / "workspace"
+        adapter.prepare_workspace(adapter.task(tid), workspace)
+        # grading copies the state it grades, so the freshly prepared workspace is graded first
+        # (doing nothing) and then solved and graded again: one setup serves both verdicts
+        bad = adapter.grade_state(tid, workspace, _dir(tmp_path / f"{tid}-log-untouched"))
+        solution = run_sandboxed((task["path"] / "solution.sh").read_text(), workspace, timeout_s=60)
         assert solution.returncode == 0, f"{tid}: {solution.output}"
-        good = adapter.grade_state(tid, solved, _dir(tmp_path / f"{tid}-log-solved"))
-        return tid, good, adapter.grade_state(tid, untouched, _dir(tmp_path / f"{tid}-log-untouched"))
+        return tid, adapter.grade_state(tid, workspace, _dir(tmp_path / f"{tid}-log-solved")), bad
 
     for tid, good, bad in _in_parallel(grade, terminal_tasks()):
         assert good.resolved, f"{tid}: {Path(good.log).read_text()[-2000:]}"

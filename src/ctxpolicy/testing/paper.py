@@ -336,12 +336,20 @@ def make_paper_dataset(
 
 
 def build_tables(
-    out_dir: str | Path, *, processes: int = 1, audit: bool = True, audit_attempts: int | None = None
+    out_dir: str | Path,
+    *,
+    processes: int = 1,
+    audit: bool = True,
+    audit_attempts: int | None = None,
+    audit_sweep_tasks: int | None = None,
 ) -> Path:
     """``ctxpolicy aggregate`` (and the compression audit) of the data set -> ``out_dir/tables``.
 
     The audit is the slow part (one row per compression step, and OTRC compresses every step);
-    ``audit_attempts`` = N audits only attempts 1..N of every task, for quick test data."""
+    for quick test data, ``audit_attempts`` = N audits only attempts 1..N of every task, and
+    ``audit_sweep_tasks`` = N only the first N tasks of each cell at another threshold setting
+    than the primary one (the sweep's tight and loose cells, most of the steps: the retention and
+    reacquisition figures leave them out, so a few show that they do)."""
     from ctxpolicy.metrics.aggregate import aggregate, write_left_out, write_tables
 
     out_dir = Path(out_dir)
@@ -352,7 +360,8 @@ def build_tables(
     if tables.problems:
         raise PaperDataError(f"{len(tables.problems)} synthetic run(s) left out, e.g. {tables.problems[0]}")
     if audit:
-        _audit(out_dir / "runs", tables_dir / "events.parquet", processes, audit_attempts)
+        skipped = _sweep_runs_left_out(out_dir, audit_sweep_tasks) if audit_sweep_tasks is not None else set()
+        _audit(out_dir / "runs", tables_dir / "events.parquet", processes, audit_attempts, skipped)
     _write_replays(tables_dir)
     return tables_dir
 
@@ -378,7 +387,21 @@ def _audit_rows(run_dir: Path) -> list[dict]:
     return audit_run(run_dir)
 
 
-def _audit(runs_root: Path, out: Path, processes: int, attempts: int | None = None) -> None:
+def _sweep_runs_left_out(out_dir: Path, tasks: int) -> set[tuple[str, ...]]:
+    """(benchmark, model, cell slug, task id) of the runs of cells at a threshold setting other
+    than ``primary`` whose task is not among the first ``tasks`` of its cohort."""
+    config = load_paper_config(out_dir / "config.yaml")
+    return {
+        (*cell.key, task_id)
+        for cell in expand_grid(config)
+        if cell.setting not in (None, "primary")
+        for task_id in cohort_tasks(config, cell.benchmark, cell.cohort)[tasks:]
+    }
+
+
+def _audit(
+    runs_root: Path, out: Path, processes: int, attempts: int | None = None, skipped: set[tuple[str, ...]] = frozenset()
+) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
     from ctxpolicy.analysis.table import frame, write_events
@@ -387,6 +410,8 @@ def _audit(runs_root: Path, out: Path, processes: int, attempts: int | None = No
     run_dirs = find_run_dirs([runs_root])
     if attempts is not None:
         run_dirs = [d for d in run_dirs if int(d.name.rsplit("__a", 1)[1]) <= attempts]
+    if skipped:
+        run_dirs = [d for d in run_dirs if (*d.parts[-4:-1], d.name.rsplit("__a", 1)[0]) not in skipped]
     if processes > 1:
         with ProcessPoolExecutor(processes) as pool:
             chunks = list(pool.map(_audit_rows, run_dirs, chunksize=64))
@@ -416,6 +441,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="with --tables: audit only attempts 1..N (the audit is the slow part)",
     )
+    parser.add_argument(
+        "--audit-sweep-tasks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --tables: audit only the first N tasks of each cell at another threshold setting than primary",
+    )
     args = parser.parse_args(argv)
     if args.task_cap is not None and args.task_cap < 1:
         parser.error(f"--task-cap must be at least 1, got {args.task_cap}")
@@ -437,7 +469,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.tables:
         try:
             tables = build_tables(
-                args.out, processes=args.processes, audit=not args.no_audit, audit_attempts=args.audit_attempts
+                args.out,
+                processes=args.processes,
+                audit=not args.no_audit,
+                audit_attempts=args.audit_attempts,
+                audit_sweep_tasks=args.audit_sweep_tasks,
             )
         except PaperDataError as exc:
             print(f"paper data set: {exc}", file=sys.stderr)
