@@ -50,6 +50,8 @@ REPEATED = (
 LEGENDS = ("fig2", "fig3", "fig4", "fig5", "fig6", *(f"fig{n}" for n in range(9, 19)))
 # Figures drawn for every pair they are given ('' in the catalog: every pair of the full comparison)
 EVERY_PAIR = ("fig19", "fig20", "fig21", "reacquisition", "retention", "cost_sensitivity", "cost_decomposition")
+# The sweep ablations given one pair: their table holds that pair alone
+ONE_PAIR = ("fig9", "fig12", "fig13", "fig15")
 EDGE_NOTEBOOKS = ("fig2", "fig3", "fig20")
 sys.path.insert(0, str(ROOT / FIXTURE))
 import edge_cases  # noqa: E402
@@ -195,8 +197,9 @@ def run_again_here(name: str, out_dir: Path, again: Path, paper_tables) -> dict:
 
 def check_figure(name: str, here: dict, paper_tables) -> None:
     """The figure drawn in this process has the synthetic mark, no two legend entries that look
-    alike (LEGENDS), no visible panel without data and without a note, and (EVERY_PAIR) a pair
-    for each pair it was given."""
+    alike (LEGENDS), no visible panel without data and without a note, (EVERY_PAIR) a pair for
+    each pair it was given, (ONE_PAIR) only the pair it was given, and (Figure 5) ranks in (a) on
+    the first benchmark shown and differences of both benchmarks in (b)."""
     from ctxpolicy.figures import inputs, notes, style
 
     fig = here["fig"]
@@ -210,6 +213,16 @@ def check_figure(name: str, here: dict, paper_tables) -> None:
         given = inputs.parse_pairs(paper_targets(paper_tables[1])[name]["params"]["pairs"])
         expected = len(given) if given else len(inputs.combos(here["study"], "full_comparison"))
         assert len(set(zip(table["benchmark"], table["model"]))) == expected
+    if name in ONE_PAIR:
+        table = here["data"].table
+        given = inputs.parse_pairs(paper_targets(paper_tables[1])[name]["params"]["pairs"])
+        assert len(given) == 1 and set(zip(table["model"], table["benchmark"])) == set(given)
+    if name == "fig5":
+        data = here["data"]
+        assert data.meta["ranks_benchmark"] == "swebench" and set(data.table["benchmark"]) == {"swebench"}
+        assert set(data.meta["pairs"]["benchmark"]) == {"swebench", "terminalbench"}
+        assert {b for b, _ in data.meta["compared_combos"]} == {"swebench", "terminalbench"}
+        assert any("terminal" in ax.get_title(loc="left").lower() for ax in fig.axes)
 
 
 def execute_edge_set(edge: str, tmp: Path) -> dict[str, dict]:

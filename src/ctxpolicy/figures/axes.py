@@ -196,7 +196,7 @@ def pair_facets(
     frame = pd.DataFrame(list(combos), columns=["benchmark", "model"])
     height = panel_height
     aspect = (width / max(len(models), 1)) / height
-    grid = style.seaborn().FacetGrid(
+    grid = style.facet_grid(
         frame,
         row="benchmark",
         col="model",

@@ -311,6 +311,34 @@ def seaborn():
     return seaborn
 
 
+def facet_grid(data, **kwargs):
+    """seaborn's ``FacetGrid`` of ``data`` (its keyword arguments) without the tight layout seaborn
+    runs when it builds the grid (it lays out the text of every panel: most of building Figure 20's
+    grid), for a figure the constrained layout lays out
+    (``axes.pair_facets``), which places the panels again whatever they held. Not for a grid laid
+    out by its own ``tight_layout()`` (Figures 2, 9-15): that one starts from seaborn's, and without
+    it would move the panels."""
+    return _facet_grid_class()(data, **kwargs)
+
+
+@functools.cache
+def _facet_grid_class():
+    class FacetGrid(seaborn().FacetGrid):
+        _building = False
+
+        def __init__(self, *args, **kwargs):
+            self._building = True
+            try:
+                super().__init__(*args, **kwargs)
+            finally:
+                self._building = False
+
+        def tight_layout(self, *args, **kwargs):
+            return self if self._building else super().tight_layout(*args, **kwargs)
+
+    return FacetGrid
+
+
 def apply() -> None:
     """Set the shared theme (idempotent): seaborn's paper context and white grid, then the
     house settings seaborn has no word for (fonts embedded as TrueType, fixed SVG salt)."""
