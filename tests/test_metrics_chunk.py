@@ -16,7 +16,8 @@ import pytest
 from ctxpolicy import rundir
 from ctxpolicy.metrics import chunk, cost_methods, records
 from ctxpolicy.metrics.cost import estimated_cached, exact_cached_flat, prefix_codes
-from ctxpolicy.metrics.cost_methods.base import CostMethod, Counts, RunCalls, Sequences, run_sums
+from ctxpolicy.metrics.cost_methods.base import CostMethod, Counts, RunCalls, Sequences
+from ctxpolicy.metrics.segments import run_sums
 from ctxpolicy.metrics.records import find_run_dirs, read_run, read_runs
 from ctxpolicy.policies import parse_spec
 from ctxpolicy.replay import read_source_run, replay_source

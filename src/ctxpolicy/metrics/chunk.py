@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ctxpolicy.metrics import cost_methods
-from ctxpolicy.metrics.cost_methods.base import REPORTED, SEQUENCES, RunCalls, Sequences, SourceCalls, run_sums
+from ctxpolicy.metrics.cost_methods.base import REPORTED, SEQUENCES, RunCalls, Sequences, SourceCalls
+from ctxpolicy.metrics.segments import run_sums
 from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
 
 _NOT_NUMERIC = ("index", "events")  # the typed call fields that are no number

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxpolicy.metrics.segments import run_sums
+
 DEFAULT_BLOCK = 16
 DEFAULT_DISCOUNT = 0.1
 LARGE_DROP_TOKENS = 1000
@@ -85,7 +87,6 @@ def exact_cached_flat(
         return np.zeros(n, dtype=np.int64)
     prefixes = prefix_codes(codes, lengths) if prefixes is None else prefixes
     call = np.repeat(np.arange(n), lengths) if call is None else call
-    from ctxpolicy.metrics.cost_methods.base import run_sums  # not at the top: the methods import this module
 
     shared = call[_first_occurrence(prefixes)] < call
     # per call, the sums of its positions' tokens (whole numbers: the sums of a cumulative sum)

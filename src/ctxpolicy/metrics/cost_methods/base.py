@@ -23,14 +23,6 @@ SOURCE = "source"  # the source run's agent calls, for a replay (or the run itse
 NEEDS = (SEQUENCES, REPORTED, TIMES, SOURCE)
 
 
-def run_sums(values: np.ndarray, runs: np.ndarray) -> np.ndarray:
-    """Per run, the sum of its calls' integer (or boolean) ``values``: several runs' calls laid
-    end to end, ``runs[r]`` calls each (0 for a run of none)."""
-    total = np.concatenate((np.zeros(1, np.int64), np.cumsum(values, dtype=np.int64)))
-    ends = np.cumsum(runs)
-    return total[ends] - total[ends - runs]
-
-
 @dataclass(frozen=True)
 class Sequences:
     """The agent calls' message sequences laid end to end: ``lengths[k]`` codes per call (equal

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ctxpolicy.metrics.cost import floor_block
-from ctxpolicy.metrics.cost_methods.base import SEQUENCES, SOURCE, CostMethod, Counts, RunCalls, run_sums
+from ctxpolicy.metrics.cost_methods.base import SEQUENCES, SOURCE, CostMethod, Counts, RunCalls
+from ctxpolicy.metrics.segments import run_sums
 
 
 def count(calls: RunCalls, block: int) -> Counts | None:
