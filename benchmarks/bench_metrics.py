@@ -5,13 +5,17 @@ aggregation + all comparisons with 10,000-resample intervals, under 30 s and no 
 on 2 idle cores. After the timed figures, a profile of the reader on a few hundred runs says
 where its time goes (``--profile N``).
 
-    .venv/bin/python benchmarks/bench_metrics.py [--runs 35000] [--calls 100] [--processes 2]
+    .venv/bin/python benchmarks/bench_metrics.py [--runs 35000] [--calls 100] [--processes 2] [--calls-version 2]
+
+The corpus's calls.jsonl is written in schema version 2 by default, as every writer of ours
+(the harness, the proxy, the replay) writes it; ``--calls-version 1`` writes the whole-prompt
+version 1 of older records (about 7 GB at the default size, against about 2.5 GB).
 
 ``--identity REV`` (at a reduced ``--runs``) instead aggregates the corpus with the code of git
 revision REV and with this checkout's, and compares runs.parquet, calls.parquet and
 left_out.json byte for byte: a change to the reader must not change a table.
 
-The corpus (about 7 GB) is generated once into --workdir and reused while its parameters match;
+The corpus is generated once into --workdir and reused while its parameters match;
 generation is not part of the timed figures. Wall time depends on what else runs on the
 machine, so the CPU time of all processes and the load average are printed too. Peak memory is reported for the main process and
 for the largest parser worker; their sum (main + processes x worker) bounds the total.
@@ -46,7 +50,7 @@ TARGET_S = 30  # issue 33: the study's size on 2 idle cores (it was 104 s)
 TARGET_MB = 1946  # issue 33: no more than the 1.9 GB peak it had
 
 
-def corpus(workdir: Path, runs: int, calls: int, processes: int) -> Path:
+def corpus(workdir: Path, runs: int, calls: int, processes: int, calls_version: int = 2) -> Path:
     root = workdir / "runs"
     cells = len(MODELS) * len(BENCHMARKS) * len(POLICIES)
     tasks = math.ceil(runs / (cells * ATTEMPTS))
@@ -58,9 +62,10 @@ def corpus(workdir: Path, runs: int, calls: int, processes: int) -> Path:
         "policies": POLICIES,
         "attempts": ATTEMPTS,
         "version": 2,
+        "calls_version": calls_version,
     }
     marker = workdir / "params.json"
-    if marker.exists() and json.loads(marker.read_text()) == params:
+    if marker.exists() and {"calls_version": 1, **json.loads(marker.read_text())} == params:  # older markers: version 1
         print(f"reusing corpus in {root}")
         return root
     shutil.rmtree(workdir, ignore_errors=True)
@@ -78,6 +83,7 @@ def corpus(workdir: Path, runs: int, calls: int, processes: int) -> Path:
         seed=0,
         processes=processes,
         progress=sys.stderr.isatty(),
+        calls_version=calls_version,
     )
     marker.write_text(json.dumps(params))
     print(f"generated {len(written):,} runs in {time.perf_counter() - started:.0f} s (not timed below)")
@@ -232,6 +238,13 @@ def main() -> int:
     parser.add_argument("--n-boot", type=int, default=10_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ctxpolicy-bench-metrics"))
     parser.add_argument(
+        "--calls-version",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="calls.jsonl's schema version: 2, as every writer writes it (default), or 1 (whole prompts)",
+    )
+    parser.add_argument(
         "--identity",
         metavar="REV",
         help="compare the tables (runs.parquet, calls.parquet, left_out.json) byte for byte with those of "
@@ -246,7 +259,8 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    root = corpus(args.workdir, args.runs, args.calls, args.processes)
+    root = corpus(args.workdir, args.runs, args.calls, args.processes, args.calls_version)
+    print(f"calls.jsonl schema version {args.calls_version}")
     if args.identity:
         print(f"tables of {root} from {args.identity} and from this checkout:")
         same = identity(root, args.identity, args.workdir, args.processes)

@@ -225,6 +225,7 @@ def test_encoder_picks_the_longest_shared_prefix_of_the_last_line_of_each_kind()
     "lines, field",
     [
         ([_line(0, "agent", {"base": 3, "keep": 0, "add": []})], "prompt.base is 3: no earlier call line"),
+        ([_line(0, "agent", {"base": [], "keep": 0, "add": []})], "prompt.base is []: no earlier call line"),
         ([_line(0, "agent", {"base": None, "keep": 1, "add": []})], "prompt.keep is 1: not 0 without a base"),
         (
             [

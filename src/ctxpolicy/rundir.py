@@ -796,7 +796,8 @@ def resolve_prompts(lines: Iterable[dict], path: str | Path = CALLS_JSONL) -> li
                     raise _bad(path, number, line, "prompt.keep", keep, "not 0 without a base")
                 ids = add
             else:
-                earlier = by_index.get(base) if not isinstance(base, bool) else None
+                numeric = isinstance(base, (int, float)) and not isinstance(base, bool)  # [] or {} hash not
+                earlier = by_index.get(base) if numeric else None
                 if earlier is None:
                     raise _bad(path, number, line, "prompt.base", base, "no earlier call line has that index")
                 if keep > len(earlier):

@@ -94,6 +94,16 @@ def fixed_width_keys(arrays: list[bytes]) -> tuple[np.ndarray, np.ndarray] | Non
     return halves[:, 0] * _MIX ^ halves[:, 1], counts
 
 
+def id_keys(ids: list[str]) -> np.ndarray | None:
+    """``fixed_width_keys``' key of each id given as a string (a version-2 prompt's), or None
+    unless every id has exactly ``ID_CHARS`` ASCII characters."""
+    joined = "".join(ids)
+    if len(joined) != ID_CHARS * len(ids) or not joined.isascii() or any(len(i) != ID_CHARS for i in ids):
+        return None
+    halves = np.frombuffer(joined.encode("ascii"), dtype="=u8").reshape(-1, 2)
+    return halves[:, 0] * _MIX ^ halves[:, 1]
+
+
 def key_positions(keys: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
     """For each of ``codes``, the position in ``keys`` (distinct 64-bit keys, ``fixed_width_keys``)
     of the key equal to it; None where a code is no key.

@@ -27,10 +27,11 @@ import orjson
 from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_times
 from ctxpolicy.policies import actions
-from ctxpolicy.metrics import call_ids, cost_methods
+from ctxpolicy.metrics import call_ids, cost_methods, encoded_prompts
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, has_otrc, unchanged_prefix
 from ctxpolicy.metrics.chunk import BATCH_POSITIONS, ParsedRun, agent_time, source_of, tables  # noqa: F401 (agent_time: read from here)
 from ctxpolicy.metrics.cost_methods import Sequences, SourceCalls
+from ctxpolicy.metrics.encoded_prompts import EncodedPrompts
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
 from ctxpolicy.schemas import describe, field_rule, quick_check, reading_view, schema
@@ -353,19 +354,49 @@ def _parse_run(run_dir: Path) -> ParsedRun:
     action_format = action_format_of(run, run_path)
     store, commands, assistant = _read_stores(run_dir, action_format, run)
     calls_path = run_dir / CALLS_JSONL
-    calls, values, id_segments = _read_calls(calls_path)
-    commands = _with_repeats(commands, assistant, calls, id_segments, action_format)
+    calls, values, prompts = _read_calls(calls_path)
+    agent = [kind == "agent" for kind in map(_KIND, calls)]
+    commands = _with_repeats(commands, assistant, calls, _longest_agent_prompt(prompts, agent), action_format)
     _check_call_counts(calls, run.get("totals"), calls_path)
     source = source_calls(run_dir, run) if rundir.message_base(run_dir, run) is not None else None
-    agent = [kind == "agent" for kind in map(_KIND, calls)]
     events = _events(calls, values["events"], calls_path)
-    agent_segments = [segment for segment, is_agent in zip(id_segments, agent) if is_agent]
+    if isinstance(prompts, EncodedPrompts):
+        sequences = _encoded_sequences(prompts, np.array(agent, dtype=bool), store, calls_path, values["index"])
+        return ParsedRun(run_dir, run, verdict, commands, values, agent, events, sequences, source)
+    agent_segments = [segment for segment, is_agent in zip(prompts, agent) if is_agent]
     sequences = None
     if None not in agent_segments:  # without message sequences no prefix is known
         indexes = [index for index, is_agent in zip(values["index"], agent) if is_agent]
         codes, tokens, lengths = _sequences(agent_segments, store, calls_path, indexes)
         sequences = Sequences(codes.astype(np.uint64, copy=False), tokens, lengths)
     return ParsedRun(run_dir, run, verdict, commands, values, agent, events, sequences, source)
+
+
+def _longest_agent_prompt(prompts: EncodedPrompts | list[bytes | None], agent: list[bool]) -> list[str]:
+    """The ids of the first agent call's prompt holding the most messages ([] where none has one)."""
+    calls = [k for k, is_agent in enumerate(agent) if is_agent]
+    if isinstance(prompts, EncodedPrompts):
+        return prompts.longest(calls)
+    return _ids_of(max((prompts[k] for k in calls if prompts[k] is not None), key=len, default=b""))
+
+
+def _encoded_sequences(
+    prompts: EncodedPrompts, agent: np.ndarray, store: dict[str, int], path: Path, indexes: list[int]
+) -> Sequences:
+    """The agent calls' sequences from version-2 prompts; an id the store lacks is named with
+    the first agent call (in index order) whose prompt holds it, as ``_sequences`` names it."""
+    at, call, lengths = prompts.agent_positions(agent)
+    try:
+        tokens = np.fromiter(map(store.__getitem__, prompts.ids), np.int64, len(prompts.ids))
+    except KeyError:
+        unknown = np.fromiter((mid not in store for mid in prompts.ids), bool, len(prompts.ids))
+        first = int(np.argmax(unknown[at]))  # every id is in some prompt; an agent's, or none is named
+        if unknown[at[first]]:
+            raise RecordError(
+                path, f"call {indexes[call[first]]}: message id {prompts.ids[at[first]]} is not in messages.jsonl"
+            ) from None
+        tokens = np.fromiter((store.get(mid, 0) for mid in prompts.ids), np.int64, len(prompts.ids))
+    return Sequences(prompts.keys()[at], tokens[at], lengths)
 
 
 def source_calls(run_dir: Path, run: dict | None = None) -> SourceCalls:
@@ -406,12 +437,11 @@ def action_format_of(run: dict, path: Path) -> str:
         raise RecordError(path, str(exc)) from None
 
 
-def _with_repeats(commands, assistant: dict[str, dict], calls: list[dict], segments, action_format: str):
-    """The command counts with each repeated reply counted every time it was given."""
+def _with_repeats(commands, assistant: dict[str, dict], calls: list[dict], longest: list[str], action_format: str):
+    """The command counts with each repeated reply counted every time it was given (``longest``:
+    the ids of the longest agent prompt)."""
     agent = [k for k, call in enumerate(calls) if call["kind"] == "agent"]
-    longest = max((segments[k] for k in agent if segments[k] is not None), key=len, default=b"")
-    ids = _ids_of(longest)
-    times = reply_times(ids, [calls[k].get("reply_id") for k in agent])
+    times = reply_times(longest, [calls[k].get("reply_id") for k in agent])
     if not times:
         return commands
     r, e = count_repeats(assistant, times, action_format)
@@ -524,20 +554,24 @@ def _parse_lines(data: bytes, path: Path) -> list:
     raise RecordError(path, "corrupt JSON lines")
 
 
-def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | None]]:
+def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], EncodedPrompts | list[bytes | None]]:
     """Calls in index order, the values of their typed fields (checked, in the same order), and
-    each call's raw message_ids array text kept apart.
+    the calls' prompts: version 2's as written (``encoded_prompts``), else each call's raw
+    message_ids array text (None: no prompt).
 
-    The id arrays are most of a calls.jsonl; cutting them out before JSON parsing and decoding
-    them in bulk (``call_ids``) is what keeps the aggregate of 35,000 runs short.
+    A version-1 file's id arrays are most of it; cutting them out before JSON parsing and
+    decoding them in bulk (``call_ids``) is what keeps the aggregate of 35,000 runs short. A
+    version-2 file's prompts are expanded in bulk, never as lists of strings.
     """
     data = _read_bytes(path)
-    cut = call_ids.split_lines(data)
+    cut = call_ids.split_lines(data) if b'"message_ids"' in data else None
+    encoded = None
     if cut is not None:  # one id array per line
         rest, segments = cut
         calls = _parse_lines(b'"message_ids":null'.join(rest), path)
+    elif (encoded := encoded_prompts.expand(calls := _parse_lines(data, path))) is not None:
+        segments = encoded  # in index order: expand reads only lines in increasing index order
     else:
-        calls = _parse_lines(data, path)
         if not all(isinstance(c, dict) for c in calls):
             _blame_call(calls, path)
         for call in calls:
@@ -554,7 +588,7 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], list[bytes | N
         _blame_call(calls, path)
     values = _check_call_types(calls, path)
     indexes = values["index"]
-    if indexes != sorted(indexes):
+    if encoded is None and indexes != sorted(indexes):
         order = sorted(range(len(calls)), key=indexes.__getitem__)
         calls, segments = [calls[i] for i in order], [segments[i] for i in order]
         values = {name: [column[i] for i in order] for name, column in values.items()}

@@ -21,7 +21,7 @@ import hashlib
 import json
 import zlib
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -32,7 +32,7 @@ from ctxpolicy.atomic import atomic_write_text
 from ctxpolicy.study.grid import Cell
 from ctxpolicy.policies import PolicySpec, parse_spec
 from ctxpolicy.policies.history import PLACEHOLDER, SUMMARY_MARKER
-from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, VERDICT_JSON
+from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, RUN_JSON, VERDICT_JSON, PromptEncoder
 
 DEFAULT_POLICIES = ("FC", "TR/Th/0.5", "TRC/Th", "SU/Th/0.5", "OTRC+TR/St+Th/0.5")
 SETTING_SCALE = {"tight": 0.6, "primary": 0.8, "loose": 1.0}
@@ -110,6 +110,7 @@ class RunSpec:
     # edge shapes of a real study (the paper-shaped data set sets them; docs/synthetic.md)
     harness_timeouts: float = 0.0  # share of submitted runs a harness stops for time (report.failure_mode)
     unsolvable: bool = False  # a task no policy solves
+    calls_version: int = 1  # calls.jsonl's schema version: 1 (whole prompts) or 2 (encoded, as every writer writes)
 
 
 def canonical(role: str, content: str) -> str:
@@ -153,17 +154,23 @@ def make_runs(
     seed: int = 0,
     processes: int = 1,
     progress: bool = False,
+    calls_version: int = 1,
 ) -> list[Path]:
     """Write synthetic run directories under ``root`` and return them.
 
     Layout: ``root/{benchmark}/{model}/{cell slug}/{task_id}__a{attempt}/``. A policy with a
     threshold gets one cell per setting, any other policy (FC, ``OTRC/St``) one cell.
     ``tasks`` is a count or a list of task ids; ``processes`` > 1 writes in parallel with
-    identical output.
+    identical output. ``calls_version`` 2 writes calls.jsonl (and run.json's ``schema_version``)
+    as every writer of ours does (``rundir.PromptEncoder``); 1, the default, whole prompts.
     """
+    if calls_version not in (1, 2):
+        raise ValueError(f"calls_version is {calls_version!r}: 1 or 2")
     root = Path(root)
     task_ids = [f"task-{i:04d}" for i in range(tasks)] if isinstance(tasks, int) else list(tasks)
     specs = list(_run_specs(root, models, benchmarks, policies, settings, task_ids, attempts, calls_per_run, seed))
+    if calls_version != 1:
+        specs = [replace(spec, calls_version=calls_version) for spec in specs]
     write_runs(specs, processes=processes, progress=progress)
     return [s.run_dir for s in specs]
 
@@ -474,7 +481,7 @@ def write_run(spec: RunSpec) -> Path:
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / MESSAGES_JSONL).write_text("".join(store.lines))
-    (run_dir / CALLS_JSONL).write_text("".join(calls))
+    (run_dir / CALLS_JSONL).write_text("".join(calls) if spec.calls_version == 1 else _encoded(calls))
     agent_calls = len(calls) - summary_calls
     totals = {
         "steps": agent_calls,
@@ -626,12 +633,18 @@ def _setup_s(spec: RunSpec) -> float:
     return 40.0 + spec.task_index % 7 if spec.attempt == 1 else 2.0
 
 
+def _encoded(lines: list[str]) -> str:
+    """Version-1 call lines as version 2 (``rundir.PromptEncoder``), compact as ``_call_line``'s."""
+    encoder = PromptEncoder()
+    return "".join(json.dumps(encoder.encode_line(json.loads(line)), separators=(",", ":")) + "\n" for line in lines)
+
+
 def _run_record(spec: RunSpec, pol: PolicySpec, outcome: str, start: float, end: float, totals: dict) -> dict:
     versions = (
         dict(spec.versions) if spec.versions else {"ctxpolicy": "synthetic", "git_commit": None, "git_dirty": False}
     )
     return {
-        "schema_version": 1,
+        "schema_version": spec.calls_version,
         "complete": True,
         "identity": {
             "benchmark": spec.benchmark,

@@ -1,0 +1,123 @@
+"""Version-2 prompts (``prompt``: base, keep, add) expanded in bulk, for the aggregate.
+
+A version-2 ``calls.jsonl`` (``rundir.PromptEncoder``, what every writer of ours writes) gives each
+prompt as the first ``keep`` ids of an earlier line's prompt followed by the ids it adds, so a
+run names a few hundred ids while its prompts hold thousands of positions. ``rundir.resolve_prompts``
+rebuilds every prompt as a list of strings; here each distinct id is numbered once and every
+position is found by following its line's base back to the line that added it, with array
+operations over all positions at once (pointer doubling: as many passes as the log of the
+longest chain of bases). ``expand`` returns None for any file it does not read this way (a
+line with ``message_ids``, a line without a prompt, a base that is no earlier line, a bad keep or add,
+indexes out of order); the reader then takes its general path, which names what is wrong. Pure.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from itertools import chain, repeat
+
+import numpy as np
+
+from ctxpolicy.metrics import call_ids
+from ctxpolicy.rundir import MESSAGE_IDS, PROMPT
+
+
+@dataclass(frozen=True)
+class EncodedPrompts:
+    """Every call's prompt, in file order, as positions into ``ids``."""
+
+    ids: list[str]  # the distinct message ids, in order of first appearance
+    at: np.ndarray  # each call's prompt laid end to end: a position in ``ids`` per message
+    lengths: np.ndarray  # each call's number of messages
+
+    def offsets(self) -> np.ndarray:
+        return np.cumsum(self.lengths) - self.lengths
+
+    def prompt(self, call: int) -> list[str]:
+        """Call ``call``'s prompt as message ids."""
+        start = int(self.offsets()[call])
+        return [self.ids[k] for k in self.at[start : start + int(self.lengths[call])].tolist()]
+
+    def longest(self, calls: list[int]) -> list[str]:
+        """The prompt of the first call of ``calls`` holding the most messages ([] for no calls)."""
+        if not calls:
+            return []
+        sizes = self.lengths[calls]
+        return self.prompt(calls[int(np.argmax(sizes))])
+
+    def agent_positions(self, agent: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The agent calls' prompts laid end to end: positions into ``ids``, the call (in file
+        order) of each message, and each agent call's number of messages."""
+        call = np.repeat(np.arange(len(self.lengths)), self.lengths)
+        keep = agent[call]
+        return self.at[keep], call[keep], self.lengths[agent]
+
+    def keys(self) -> np.ndarray:
+        """A 64-bit code per id: the version-1 reader's key where every id has the contract's 16
+        characters (``call_ids.id_keys``), so both versions give the same codes; else its number."""
+        keys = call_ids.id_keys(self.ids)
+        return keys if keys is not None else np.arange(len(self.ids), dtype=np.uint64)
+
+
+def expand(calls: list) -> EncodedPrompts | None:
+    """The prompts of ``calls`` (parsed lines in file order), or None where a line is not a
+    well-formed version-2 line, its index is not above the line before's, or its base is no
+    earlier line. Checked a field at a time over all lines (each ``map`` one C loop)."""
+    try:
+        prompts = list(map(_PROMPT, calls))
+        indexes = list(map(_INDEX, calls))
+        bases, keeps, adds = map(list, zip(*map(_PARTS, prompts))) if calls else ([], [], [])
+    except (KeyError, TypeError):  # not an object, no prompt, a prompt without base, keep or add
+        return None
+    if (
+        not set(map(type, indexes)) <= {int}
+        or not all(map(operator.lt, indexes, indexes[1:]))
+        or any(map(dict.__contains__, calls, repeat(MESSAGE_IDS)))
+        or not set(map(type, keeps)) <= {int}
+        or not set(map(type, adds)) <= {list}
+        or not set(map(type, bases)) <= {int, type(None)}
+    ):
+        return None
+    added = list(chain.from_iterable(adds))
+    if not set(map(type, added)) <= {str}:
+        return None
+    n = len(calls)
+    line_of = dict(zip(indexes, range(n)))
+    lines = np.arange(n)
+    base_lines = np.fromiter((-1 if b is None else line_of.get(b, n) for b in bases), np.int64, n)
+    keep = np.array(keeps, dtype=np.int64).reshape(n)
+    lengths = keep + np.fromiter(map(len, adds), np.int64, n)
+    no_base = base_lines < 0
+    base_lines = np.where(no_base, lines, base_lines)  # no base: the line's own (empty) prefix
+    if (keep < 0).any() or (keep[no_base] != 0).any() or (base_lines[~no_base] >= lines[~no_base]).any():
+        return None
+    if (keep[~no_base] > lengths[base_lines[~no_base]]).any():
+        return None
+    ids = list(dict.fromkeys(added))
+    number = dict(zip(ids, range(len(ids))))
+    values = np.fromiter(map(number.__getitem__, added), np.int64, len(added))
+    return EncodedPrompts(ids, _resolve(lengths, base_lines, keep, values), lengths)
+
+
+_PROMPT, _INDEX = operator.itemgetter(PROMPT), operator.itemgetter("index")
+_PARTS = operator.itemgetter("base", "keep", "add")
+
+
+def _resolve(lengths: np.ndarray, base_lines: np.ndarray, keep: np.ndarray, added: np.ndarray) -> np.ndarray:
+    """Each position's id number: a kept position points at the same position of its base line,
+    an added one holds its number; pointers are followed, doubled each pass, to the added ones."""
+    total = int(lengths.sum())
+    offsets = np.cumsum(lengths) - lengths
+    line = np.repeat(np.arange(len(lengths)), lengths)
+    positions = np.arange(total)
+    within = positions - offsets[line]
+    kept = within < keep[line]
+    pointer = np.where(kept, offsets[base_lines][line] + within, positions)
+    value = np.zeros(total, dtype=np.int64)
+    value[~kept] = added  # in order: each line's added positions follow its kept ones
+    while True:
+        further = pointer[pointer]
+        if np.array_equal(further, pointer):
+            return value[pointer]
+        pointer = further

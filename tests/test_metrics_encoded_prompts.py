@@ -1,0 +1,132 @@
+"""The aggregate's bulk reading of version-2 prompts (``metrics.encoded_prompts``) resolves every
+prompt as ``rundir.resolve_prompts`` does, refuses every file that function refuses (the reader's
+general path then names the problem), and gives a version-2 run the same sequences, command
+counts and named errors as the same run written in version 1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxpolicy import rundir
+from ctxpolicy.metrics import call_ids, records
+from ctxpolicy.metrics.encoded_prompts import expand
+from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, PromptEncoder, resolve_prompts
+from ctxpolicy.testing.runs import make_runs
+
+IDS = [f"{n:016x}" for n in range(6)] + ["short", "é" * 16]
+
+
+def _resolved(lines):
+    try:
+        return resolve_prompts(lines)
+    except rundir.RunRecordError:
+        return None
+
+
+def _expanded(lines):
+    encoded = expand(lines)
+    return None if encoded is None else [encoded.prompt(k) for k in range(len(lines))]
+
+
+@st.composite
+def encoded_lines(draw):
+    """Lines encoded by ``PromptEncoder`` from random prompts (well formed), then perhaps one
+    field of one line changed to an odd value."""
+    encoder = PromptEncoder()
+    lines = []
+    for index in range(draw(st.integers(0, 7))):
+        kind = draw(st.sampled_from(["agent", "summary"]))
+        ids = draw(st.lists(st.sampled_from(IDS), max_size=6))
+        lines.append(encoder.encode_line({"index": index, "kind": kind, "message_ids": ids}))
+    if lines and draw(st.booleans()):
+        line = lines[draw(st.integers(0, len(lines) - 1))]
+        where = draw(st.sampled_from(["index", "base", "keep", "add", "prompt", "message_ids"]))
+        odd = draw(st.sampled_from([None, True, -1, 0, 1, 2, 3.0, 99, "x", [], ["x", 1], {}]))
+        if where in ("index", "prompt", "message_ids"):
+            line[where] = odd
+        else:
+            line["prompt"][where] = odd
+    return lines
+
+
+@settings(max_examples=400, deadline=None)
+@given(encoded_lines())
+def test_bulk_expansion_resolves_or_refuses_as_resolve_prompts(lines):
+    expanded, resolved = _expanded(lines), _resolved(lines)
+    if resolved is None:
+        assert expanded is None  # what resolve_prompts refuses goes to the general path, which names it
+    elif expanded is not None:
+        assert expanded == resolved
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(IDS), max_size=8), max_size=10))
+def test_every_well_formed_file_is_expanded_in_bulk(prompts):
+    encoder = PromptEncoder()
+    lines = [encoder.encode_line({"index": 2 * k, "kind": "agent", "message_ids": ids}) for k, ids in enumerate(prompts)]
+    assert _expanded(lines) == prompts
+
+
+def test_codes_of_fixed_width_ids_are_the_version_1_keys():
+    ids = [f"{n:016x}" for n in (3, 1, 4, 1, 5)]
+    keys, counts = call_ids.fixed_width_keys([",".join(f'"{i}"' for i in ids).encode()])
+    assert counts.tolist() == [5]
+    assert call_ids.id_keys(ids).tolist() == keys.tolist()
+    assert call_ids.id_keys(["short"]) is None and call_ids.id_keys(["é" * 16]) is None
+
+
+@pytest.fixture(scope="module")
+def run_pair(tmp_path_factory):
+    """One synthetic run with compressions and summary calls, in version 1 and in version 2."""
+    root = tmp_path_factory.mktemp("pair")
+    make_runs(root / "v1", policies=["TRC+SU/Th/0.5"], models=["m"], benchmarks=["b"], tasks=1, attempts=1, calls_per_run=30)
+    (v1,) = records.find_run_dirs([root / "v1"])
+    v2 = root / "v2"
+    shutil.copytree(v1, v2)
+    encoder = PromptEncoder()
+    text = "".join(json.dumps(encoder.encode_line(line)) + "\n" for line in rundir.read_call_lines(v1))
+    (v2 / CALLS_JSONL).write_text(text)
+    return v1, v2
+
+
+def test_a_version_2_run_reads_as_its_version_1_twin(run_pair):
+    v1, v2 = (records.parse_run(d) for d in run_pair)
+    assert v1.commands == v2.commands and v1.agent == v2.agent and v1.events == v2.events
+    assert v1.values == v2.values
+    for field in ("codes", "tokens", "lengths"):
+        assert np.array_equal(getattr(v1.sequences, field), getattr(v2.sequences, field)), field
+    assert "summary" in {c["kind"] for c in rundir.read_call_lines(run_pair[1])}
+
+
+def test_an_unknown_id_is_named_with_its_first_agent_call_in_both_versions(run_pair, tmp_path):
+    reasons = []
+    for run_dir in run_pair:
+        copy = tmp_path / run_dir.parent.name
+        shutil.copytree(run_dir, copy)
+        store = (copy / MESSAGES_JSONL).read_text().splitlines(keepends=True)
+        (copy / MESSAGES_JSONL).write_text("".join(store[:3] + store[4:]))  # a message every later prompt holds
+        with pytest.raises(records.RecordError) as caught:
+            records.parse_run(copy)
+        reasons.append(caught.value.reason)
+    assert reasons[0] == reasons[1] and "is not in messages.jsonl" in reasons[0]
+
+
+def test_a_broken_version_2_prompt_is_named_by_the_general_path(run_pair, tmp_path):
+    copy = tmp_path / "broken"
+    shutil.copytree(run_pair[1], copy)
+    lines = (copy / CALLS_JSONL).read_text().splitlines()
+    third = json.loads(lines[2])
+    third["prompt"]["keep"] = 10_000
+    lines[2] = json.dumps(third)
+    (copy / CALLS_JSONL).write_text("\n".join(lines) + "\n")
+    with pytest.raises(records.RecordError) as caught:
+        records.parse_run(copy)
+    assert "line 3" in caught.value.reason and "prompt.keep is 10000" in caught.value.reason
+    assert Path(caught.value.path).name == CALLS_JSONL
