@@ -70,7 +70,9 @@ def test_bulk_expansion_resolves_or_refuses_as_resolve_prompts(lines):
 @given(st.lists(st.lists(st.sampled_from(IDS), max_size=8), max_size=10))
 def test_every_well_formed_file_is_expanded_in_bulk(prompts):
     encoder = PromptEncoder()
-    lines = [encoder.encode_line({"index": 2 * k, "kind": "agent", "message_ids": ids}) for k, ids in enumerate(prompts)]
+    lines = [
+        encoder.encode_line({"index": 2 * k, "kind": "agent", "message_ids": ids}) for k, ids in enumerate(prompts)
+    ]
     assert _expanded(lines) == prompts
 
 
@@ -86,7 +88,9 @@ def test_codes_of_fixed_width_ids_are_the_version_1_keys():
 def run_pair(tmp_path_factory):
     """One synthetic run with compressions and summary calls, in version 1 and in version 2."""
     root = tmp_path_factory.mktemp("pair")
-    make_runs(root / "v1", policies=["TRC+SU/Th/0.5"], models=["m"], benchmarks=["b"], tasks=1, attempts=1, calls_per_run=30)
+    make_runs(
+        root / "v1", policies=["TRC+SU/Th/0.5"], models=["m"], benchmarks=["b"], tasks=1, attempts=1, calls_per_run=30
+    )
     (v1,) = records.find_run_dirs([root / "v1"])
     v2 = root / "v2"
     shutil.copytree(v1, v2)
