@@ -33,7 +33,8 @@ wait "$slurm_pid" || { echo "test.sh: the local SLURM did not start" >&2; exit 1
 [ "$lint_failed" = 0 ] || exit 1
 
 export CTXPOLICY_REQUIRE_ALL=1   # a missing LLM, sandbox or SLURM fails the tests instead of skipping them
-# every usable core (pytest-xdist; tests/conftest.py caps -n auto), each xdist_group on one worker;
+# every usable core (pytest-xdist; tests/conftest.py: -n auto is a worker per core and one more, at
+# most 4), each xdist_group on one worker;
 # a -n/--dist among the arguments wins (-n 0: one process), as does PYTEST_XDIST_AUTO_NUM_WORKERS
 PYTEST_PARALLEL=(-n auto --dist loadgroup)
 .venv/bin/python -m pytest "${PYTEST_PARALLEL[@]}" "$@"

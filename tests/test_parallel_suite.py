@@ -338,10 +338,12 @@ def test_built_once_without_workers_builds_into_its_own_folder(tmp_path_factory,
     assert len(built) == 1 and result == str(built[0]) and built[0].is_dir()
 
 
-def test_auto_workers_are_the_usable_cores_capped(monkeypatch):
+def test_auto_workers_are_one_more_than_the_usable_cores_capped(monkeypatch):
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     cores = len(os.sched_getaffinity(0))
-    assert conftest.pytest_xdist_auto_num_workers(None) == max(1, min(cores, conftest.MAX_WORKERS))
+    assert conftest.pytest_xdist_auto_num_workers(None) == min(cores + 1, conftest.MAX_WORKERS)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert conftest.pytest_xdist_auto_num_workers(None) == 3
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     assert conftest.pytest_xdist_auto_num_workers(None) == conftest.MAX_WORKERS
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "0")  # xdist's own variable: its hook reads it
