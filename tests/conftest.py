@@ -31,8 +31,8 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
     """``-n auto``: one worker more than the cores this process may use (its CPU affinity; xdist's
     own default counts physical cores, one on a 2-vCPU machine), at most ``MAX_WORKERS``. A worker
     often waits (the SLURM executor's polling, sandboxes starting, another worker's build of a
-    shared data set), so on 2 cores two workers kept them 145 % busy and three 159 %: 13 min 48 s
-    against 13 min 00 s for the whole of ``.ci/run`` (README, "Tests"). PYTEST_XDIST_AUTO_NUM_WORKERS
+    shared data set): on 2 cores two workers kept them 145 % busy, three 155-159 % (README,
+    "Tests and benchmarks"). PYTEST_XDIST_AUTO_NUM_WORKERS
     (xdist's variable, read by its own hook) sets the number instead; 0 runs in one process."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
