@@ -48,7 +48,7 @@ def encoded_lines(draw):
     if lines and draw(st.booleans()):
         line = lines[draw(st.integers(0, len(lines) - 1))]
         where = draw(st.sampled_from(["index", "base", "keep", "add", "prompt", "message_ids"]))
-        odd = draw(st.sampled_from([None, True, -1, 0, 1, 2, 3.0, 99, "x", [], ["x", 1], {}]))
+        odd = draw(st.sampled_from([None, True, -1, 0, 1, 2, 3.0, 99, 2**70, -(2**70), "x", [], ["x", 1], {}]))
         if where in ("index", "prompt", "message_ids"):
             line[where] = odd
         else:

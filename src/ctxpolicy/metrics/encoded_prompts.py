@@ -86,7 +86,10 @@ def expand(calls: list) -> EncodedPrompts | None:
     line_of = dict(zip(indexes, range(n)))
     lines = np.arange(n)
     base_lines = np.fromiter((-1 if b is None else line_of.get(b, n) for b in bases), np.int64, n)
-    keep = np.array(keeps, dtype=np.int64).reshape(n)
+    try:
+        keep = np.array(keeps, dtype=np.int64).reshape(n)
+    except OverflowError:  # a keep beyond 64 bits: more than any base holds
+        return None
     lengths = keep + np.fromiter(map(len, adds), np.int64, n)
     no_base = base_lines < 0
     base_lines = np.where(no_base, lines, base_lines)  # no base: the line's own (empty) prefix
