@@ -36,7 +36,7 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
     (xdist's variable, read by its own hook) sets the number instead; 0 runs in one process."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return max(1, min(len(os.sched_getaffinity(0)) + 1, MAX_WORKERS))
+    return min(len(os.sched_getaffinity(0)) + 1, MAX_WORKERS)
 
 
 # --dist loadgroup, done by tests/xdist_scheduling.py (xdist 3.8.0's own loses the groups and can hang)

@@ -86,18 +86,26 @@ def test_codes_of_fixed_width_ids_are_the_version_1_keys():
 
 @pytest.fixture(scope="module")
 def run_pair(tmp_path_factory):
-    """One synthetic run with compressions and summary calls, in version 1 and in version 2."""
+    """One synthetic run with compressions and summary calls, written in version 1 and in version 2."""
     root = tmp_path_factory.mktemp("pair")
-    make_runs(
-        root / "v1", policies=["TRC+SU/Th/0.5"], models=["m"], benchmarks=["b"], tasks=1, attempts=1, calls_per_run=30
+    pair = []
+    for version in (1, 2):
+        (run_dir,) = make_runs(
+            root / f"v{version}",
+            policies=["TRC+SU/Th/0.5"],
+            models=["m"],
+            benchmarks=["b"],
+            tasks=1,
+            attempts=1,
+            calls_per_run=30,
+            calls_version=version,
+        )
+        pair.append(run_dir)
+    assert (
+        b'"prompt":' in (pair[1] / CALLS_JSONL).read_bytes()
+        and b'"prompt":' not in (pair[0] / CALLS_JSONL).read_bytes()
     )
-    (v1,) = records.find_run_dirs([root / "v1"])
-    v2 = root / "v2"
-    shutil.copytree(v1, v2)
-    encoder = PromptEncoder()
-    text = "".join(json.dumps(encoder.encode_line(line)) + "\n" for line in rundir.read_call_lines(v1))
-    (v2 / CALLS_JSONL).write_text(text)
-    return v1, v2
+    return tuple(pair)
 
 
 def test_a_version_2_run_reads_as_its_version_1_twin(run_pair):
