@@ -119,8 +119,8 @@ def test_a_version_2_run_reads_as_its_version_1_twin(run_pair):
 
 def test_an_unknown_id_is_named_with_its_first_agent_call_in_both_versions(run_pair, tmp_path):
     reasons = []
-    for run_dir in run_pair:
-        copy = tmp_path / run_dir.parent.name
+    for version, run_dir in enumerate(run_pair, 1):
+        copy = tmp_path / f"v{version}"
         shutil.copytree(run_dir, copy)
         store = (copy / MESSAGES_JSONL).read_text().splitlines(keepends=True)
         (copy / MESSAGES_JSONL).write_text("".join(store[:3] + store[4:]))  # a message every later prompt holds
