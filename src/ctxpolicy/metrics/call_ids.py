@@ -98,7 +98,7 @@ def id_keys(ids: list[str]) -> np.ndarray | None:
     """``fixed_width_keys``' key of each id given as a string (a version-2 prompt's), or None
     unless every id has exactly ``ID_CHARS`` ASCII characters."""
     joined = "".join(ids)
-    if len(joined) != ID_CHARS * len(ids) or not joined.isascii() or any(len(i) != ID_CHARS for i in ids):
+    if len(joined) != ID_CHARS * len(ids) or not joined.isascii() or not set(map(len, ids)) <= {ID_CHARS}:
         return None
     halves = np.frombuffer(joined.encode("ascii"), dtype="=u8").reshape(-1, 2)
     return halves[:, 0] * _MIX ^ halves[:, 1]

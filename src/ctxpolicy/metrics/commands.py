@@ -11,6 +11,7 @@ own, so ``cd src && ls`` is retrieval.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import re
 from functools import lru_cache
 
@@ -131,15 +132,11 @@ def reply_times(longest_prompt: list[str], reply_ids: list[str | None]) -> dict[
     (``reply_id``, the proxy) that is exact; else a message's count within the run's longest
     agent prompt (all of a full-context run's replies but the last; a lower bound where a
     policy removed earlier copies)."""
-    times: dict[str, int] = {}
-    for mid in longest_prompt:
-        times[mid] = times.get(mid, 0) + 1
-    named: dict[str, int] = {}
-    for mid in reply_ids:
-        if mid is not None:
-            named[mid] = named.get(mid, 0) + 1
+    times = Counter(longest_prompt)
+    named = Counter(reply_ids)
+    named.pop(None, None)
     for mid, n in named.items():
-        times[mid] = max(times.get(mid, 0), n)
+        times[mid] = max(times[mid], n)
     return {mid: n for mid, n in times.items() if n > 1}
 
 
