@@ -11,8 +11,8 @@ own, so ``cd src && ls`` is retrieval.
 from __future__ import annotations
 
 import json
-from collections import Counter
 import re
+from collections import Counter
 from functools import lru_cache
 
 from ctxpolicy.policies import actions

@@ -5,9 +5,10 @@ prompt as the first ``keep`` ids of an earlier line's prompt followed by the ids
 run names a few hundred ids while its prompts hold thousands of positions. ``rundir.resolve_prompts``
 rebuilds every prompt as a list of strings; here each distinct id is numbered once and each
 line's positions are an array copied from its base line's (already resolved: a base is an
-earlier line) followed by the numbers of the ids it adds. ``expand`` returns None for any file it does not read this way (a
-line with ``message_ids``, a line without a prompt, a base that is no earlier line, a bad keep or add,
-indexes out of order); the reader then takes its general path, which names what is wrong. Pure.
+earlier line) followed by the numbers of the ids it adds. ``expand`` returns None for any file
+it does not read this way (a line with ``message_ids``, a line without a prompt, a base that is
+no earlier line, a bad keep or add, indexes out of order); the reader then takes its general
+path, which names what is wrong. Pure.
 """
 
 from __future__ import annotations
