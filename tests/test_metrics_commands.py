@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ctxpolicy.metrics.commands import commands_of, count_commands, is_retrieval
+from ctxpolicy.metrics.commands import commands_of, count_commands, is_retrieval, reply_times
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,11 @@ def test_commands_come_from_text_blocks_and_tool_calls():
     assert commands_of(tool) == ["pytest -q"]
     user = {"role": "user", "content": "```mswea_bash_command\nls\n```"}
     assert count_commands([text, tool, user]) == (1, 1)  # user messages are not commands
+
+
+def test_reply_times_take_the_larger_of_the_prompt_count_and_the_named_replies():
+    prompt = ["sys", "a", "b", "a", "c", "a", "b"]
+    named = [None, "b", "b", "b", "d", None, "e", "e"]
+    # a: 3 in the prompt; b: 2 there, 3 named; c: once; d: named once; e: named twice, not in the prompt
+    assert reply_times(prompt, named) == {"a": 3, "b": 3, "e": 2}
+    assert reply_times([], [None, None]) == {}
