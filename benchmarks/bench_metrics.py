@@ -17,7 +17,9 @@ left_out.json byte for byte: a change to the reader must not change a table.
 
 The corpus is generated once into --workdir and reused while its parameters match;
 generation is not part of the timed figures. Wall time depends on what else runs on the
-machine, so the CPU time of all processes and the load average are printed too. Peak memory is reported for the main process and
+machine, so the CPU time of all processes and the load average are printed too, and what the
+aggregate read from disk rather than from the page cache (a corpus just evicted by other work
+reads a third slower, in CPU time too: compare runs of a warm corpus). Peak memory is reported for the main process and
 for the largest parser worker; their sum (main + processes x worker) bounds the total.
 """
 
@@ -226,6 +228,12 @@ def main_cpu_seconds() -> float:
     return t.user + t.system
 
 
+def disk_blocks_read() -> int:
+    """512-byte blocks this process and its finished children (the parser workers) read from
+    disk rather than from the page cache."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_inblock + resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock
+
+
 def peak_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
@@ -268,11 +276,13 @@ def main() -> int:
         return 0 if same else 1
     phases = {}
     load_before = os.getloadavg()[0]
+    blocks_before = disk_blocks_read()
     cpu_started, main_started = cpu_seconds(), main_cpu_seconds()
     started = time.perf_counter()
     tables = aggregate([root], processes=args.processes, progress=sys.stderr.isatty())
     phases["aggregate (parse + tables)"] = (time.perf_counter() - started, cpu_seconds() - cpu_started)
     main_cpu = main_cpu_seconds() - main_started
+    disk_mb = (disk_blocks_read() - blocks_before) * 512 / 1e6
     phases["  of which parser workers"] = (math.nan, phases["aggregate (parse + tables)"][1] - main_cpu)
     phases["  of which main process"] = (math.nan, main_cpu)
     mark, cpu_mark = time.perf_counter(), cpu_seconds()
@@ -306,6 +316,10 @@ def main() -> int:
     print(
         f"CPU time, all processes: {cpu:.1f} s (on {args.processes} idle cores the wall time is at least "
         f"{cpu / args.processes:.1f} s); load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"read from disk by the aggregate: {disk_mb:,.0f} MB (0: the corpus was in the page cache; a corpus "
+        "read from disk took a third longer here, in CPU time too)"
     )
     print(
         f"peak memory: main {main_mb:,.0f} MB, largest worker {worker_mb:,.0f} MB, "
