@@ -19,8 +19,9 @@ The corpus is generated once into --workdir and reused while its parameters matc
 generation is not part of the timed figures. Wall time depends on what else runs on the
 machine, so the CPU time of all processes and the load average are printed too, and what the
 aggregate read from disk rather than from the page cache (a corpus just evicted by other work
-reads a third slower, in CPU time too: compare runs of a warm corpus). Peak memory is reported for the main process and
-for the largest parser worker; their sum (main + processes x worker) bounds the total.
+reads a third slower, in CPU time too: compare runs of a warm corpus). Peak memory is reported
+for the main process and for the largest parser worker; their sum (main + processes x worker)
+bounds the total.
 """
 
 from __future__ import annotations

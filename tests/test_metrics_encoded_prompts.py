@@ -142,3 +142,22 @@ def test_a_broken_version_2_prompt_is_named_by_the_general_path(run_pair, tmp_pa
         records.parse_run(copy)
     assert "line 3" in caught.value.reason and "prompt.keep is 10000" in caught.value.reason
     assert Path(caught.value.path).name == CALLS_JSONL
+
+
+def test_an_unknown_id_in_a_summary_prompt_alone_leaves_the_run_in_as_in_version_1(run_pair, tmp_path):
+    """Only agent prompts are priced: a summary call's id missing from the store is no reason to
+    leave a run out, in either version (the first summary call's prompt gets an id no store has)."""
+    sequences = []
+    for version, run_dir in enumerate(run_pair, 1):
+        copy = tmp_path / f"v{version}"
+        shutil.copytree(run_dir, copy)
+        lines = [json.loads(line) for line in (copy / CALLS_JSONL).read_text().splitlines()]
+        summary = next(line for line in lines if line["kind"] == "summary")
+        if version == 1:
+            summary["message_ids"].append("ffffffffffffffff")
+        else:  # at its end: a later line keeps no more than the prompt had
+            summary["prompt"]["add"].append("ffffffffffffffff")
+        (copy / CALLS_JSONL).write_text("".join(json.dumps(line) + "\n" for line in lines))
+        sequences.append(records.parse_run(copy).sequences)
+    for field in ("codes", "tokens", "lengths"):
+        assert np.array_equal(getattr(sequences[0], field), getattr(sequences[1], field)), field

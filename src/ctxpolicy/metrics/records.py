@@ -389,12 +389,10 @@ def _encoded_sequences(
     try:
         tokens = np.fromiter(map(store.__getitem__, prompts.ids), np.int64, len(prompts.ids))
     except KeyError:
-        unknown = np.fromiter((mid not in store for mid in prompts.ids), bool, len(prompts.ids))
-        first = int(np.argmax(unknown[at]))  # every id is in some prompt; an agent's, or none is named
-        if unknown[at[first]]:
-            raise RecordError(
-                path, f"call {indexes[call[first]]}: message id {prompts.ids[at[first]]} is not in messages.jsonl"
-            ) from None
+        unknown = np.fromiter((mid not in store for mid in prompts.ids), bool, len(prompts.ids))[at]
+        if unknown.any():  # else only summary calls hold an unknown id: the version-1 path reads it too
+            first = int(np.argmax(unknown))
+            raise _unknown_id(path, indexes[call[first]], prompts.ids[at[first]]) from None
         tokens = np.fromiter((store.get(mid, 0) for mid in prompts.ids), np.int64, len(prompts.ids))
     return Sequences(prompts.keys()[at], tokens[at], lengths)
 
@@ -688,7 +686,7 @@ def _sequences_by_name(
     for call, sequence in zip(indexes, ids):
         for mid in sequence:
             if mid not in store:
-                raise RecordError(path, f"call {call}: message id {mid} is not in messages.jsonl")
+                raise _unknown_id(path, call, mid)
             known.setdefault(mid, len(known))
     flat = [mid for sequence in ids for mid in sequence]
     return (
@@ -696,6 +694,11 @@ def _sequences_by_name(
         np.array([store[m] for m in flat], dtype=np.int64),
         np.array([len(s) for s in ids], dtype=np.int64),
     )
+
+
+def _unknown_id(path: Path, call, mid: str) -> RecordError:
+    """An agent call's prompt names a message the store lacks (both schema versions say it so)."""
+    return RecordError(path, f"call {call}: message id {mid} is not in messages.jsonl")
 
 
 def _events(calls: list[dict], events_of: list, path: Path) -> list[tuple[int, int, int, int, bool]]:
