@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from ctxpolicy import rundir
 from ctxpolicy.metrics import call_ids, records
+from ctxpolicy.metrics.cost_methods import PrefixTrees
 from ctxpolicy.metrics.encoded_prompts import expand
 from ctxpolicy.rundir import CALLS_JSONL, MESSAGES_JSONL, PromptEncoder, resolve_prompts
 from ctxpolicy.testing.runs import make_runs
@@ -115,6 +116,17 @@ def test_a_version_2_run_reads_as_its_version_1_twin(run_pair):
     for field in ("codes", "tokens", "lengths"):
         assert np.array_equal(getattr(v1.sequences, field), getattr(v2.sequences, field)), field
     assert "summary" in {c["kind"] for c in rundir.read_call_lines(run_pair[1])}
+
+
+def test_a_version_2_run_is_priced_over_its_prefix_tree_as_its_version_1_twin_over_positions(run_pair):
+    v1, v2 = (records.read_run(d) for d in run_pair)
+    assert isinstance(records.parse_run(run_pair[1]).sequences, PrefixTrees)
+    assert not isinstance(records.parse_run(run_pair[0]).sequences, PrefixTrees)
+    assert v1.calls.keys() == v2.calls.keys()
+    for name in v1.calls:
+        assert np.array_equal(v1.calls[name], v2.calls[name], equal_nan=v1.calls[name].dtype.kind == "f"), name
+    assert {k: v for k, v in v1.row.items() if k != "run_dir"} == {k: v for k, v in v2.row.items() if k != "run_dir"}
+    assert v2.row["cached_exact"] > 0 and v2.row["compressions"] > 0 and v2.row["summary_calls"] > 0
 
 
 def test_an_unknown_id_is_named_with_its_first_agent_call_in_both_versions(run_pair, tmp_path):

@@ -19,6 +19,7 @@ import functools
 import gzip
 import io
 import json
+import operator
 import os
 import shutil
 import secrets
@@ -102,7 +103,10 @@ def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[st
                 subdirs.clear()
             else:
                 subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.startswith(PARTIAL_PREFIX)]
-    return sorted(found.values())
+    return sorted(found.values(), key=_PARTS)  # a Path's order is its parts' (comparing the tuples skips its method)
+
+
+_PARTS = operator.attrgetter("parts")
 
 
 def runs_of_cell(cell: str | Path, markers: Iterable[str] = (RUN_JSON,)) -> list[Path]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxpolicy.metrics import cost_methods
-from ctxpolicy.metrics.cost_methods.base import REPORTED, SEQUENCES, RunCalls, Sequences, SourceCalls
+from ctxpolicy.metrics.cost_methods.base import REPORTED, SEQUENCES, PrefixTrees, RunCalls, Sequences, SourceCalls
 from ctxpolicy.metrics.segments import run_sums
 from ctxpolicy.metrics.outcomes import harness_timed_out, is_time_limited, outcome_class
 
@@ -37,7 +37,7 @@ class ParsedRun:
     values: dict[str, list]  # the calls' typed fields (``records.CALL_TYPED_FIELDS``), in index order
     agent: list[bool]  # per call: an agent call (else a summary call)
     events: list[tuple[int, int, int, int, bool]]  # per call with events: (call, events, U, T, OTRC)
-    sequences: Sequences | None  # the agent calls' message sequences (None: the calls name none)
+    sequences: Sequences | PrefixTrees | None  # the agent calls' prompts (None: the calls name none)
     source: SourceCalls | None  # a replay's source calls (None: the run is its own source)
 
 
@@ -148,12 +148,15 @@ def _event_columns(parsed: list[ParsedRun], offsets: np.ndarray, n: int):
     return counts, unchanged, before, otrc
 
 
-def _sequences(parsed: list[ParsedRun]) -> Sequences | None:
-    """The runs' agent-call sequences laid end to end (None where any run has none)."""
+def _sequences(parsed: list[ParsedRun]) -> Sequences | PrefixTrees | None:
+    """The runs' agent-call sequences laid end to end (None where any run has none): their prefix
+    trees where every run has one (a version-2 record's), else their positions."""
     if any(p.sequences is None for p in parsed):
         return None
     if len(parsed) == 1:
         return parsed[0].sequences
+    if all(isinstance(p.sequences, PrefixTrees) for p in parsed):
+        return PrefixTrees([tree for p in parsed for tree in p.sequences.trees])
     return Sequences(
         np.concatenate([p.sequences.codes for p in parsed]),
         np.concatenate([p.sequences.tokens for p in parsed]),

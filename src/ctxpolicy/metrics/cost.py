@@ -90,10 +90,39 @@ def exact_cached_flat(
 
     shared = call[_first_occurrence(prefixes)] < call
     # per call, the sums of its positions' tokens (whole numbers: the sums of a cumulative sum)
-    shared_tokens = run_sums(np.where(shared, tokens, 0), lengths)
-    local_tokens = run_sums(tokens, lengths)
-    rescaled = shared_tokens * prompts // np.maximum(local_tokens, 1)
-    return floor_block(np.minimum(rescaled, prompts), block)
+    return rescaled(run_sums(np.where(shared, tokens, 0), lengths), run_sums(tokens, lengths), prompts, block)
+
+
+def rescaled(shared_tokens: np.ndarray, local_tokens: np.ndarray, prompts: np.ndarray, block: int) -> np.ndarray:
+    """A shared prefix of ``shared_tokens`` local tokens of a call's ``local_tokens``, in server
+    tokens: floor(P_k * L_shared / L_total), never more than P_k, floored to whole blocks."""
+    prompts = np.asarray(prompts, dtype=np.int64)
+    cached = np.asarray(shared_tokens, dtype=np.int64) * prompts // np.maximum(local_tokens, 1)
+    return floor_block(np.minimum(cached, prompts), block)
+
+
+def shared_prefix_tokens(trees) -> tuple[np.ndarray, np.ndarray]:
+    """``exact_cached_flat``'s counts over prefix trees (``cost_methods.base.PrefixTree``, one a
+    run): per agent call, the local tokens of its longest prefix an earlier agent call of its run
+    sent, and of its whole prompt. The prefixes earlier calls sent are the nodes on their paths:
+    a call's path is walked up to the first such node, then marked on the way up, so that each
+    node is marked once and the work goes with the tree's nodes, not with the prompts' positions."""
+    shared, local = [], []
+    for tree in trees:
+        parent, tokens = tree.parent, tree.tokens
+        sent = [False] * len(parent)
+        sent[0] = True  # the empty prefix
+        for end in tree.ends:
+            node = end
+            while not sent[node]:
+                node = parent[node]
+            shared.append(tokens[node])
+            local.append(tokens[end])
+            node = end
+            while not sent[node]:
+                sent[node] = True
+                node = parent[node]
+    return np.array(shared, dtype=np.int64), np.array(local, dtype=np.int64)
 
 
 def prefix_hashes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray:
@@ -103,7 +132,7 @@ def prefix_hashes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | Non
     too (a term of the run's added to the first term of each of its calls)."""
     lengths = np.asarray(lengths, dtype=np.int64)
     starts = np.cumsum(lengths) - lengths
-    # ((code + 1) * m0 ^ (position + 1) * m1) * m0, computed in place (uint64, wrapping)
+    # mix(((code + 1) * m0 ^ (position + 1) * m1) * m0), computed in place (uint64, wrapping)
     terms = np.asarray(codes).astype(np.uint64)
     terms += np.uint64(1)
     terms *= _MIX[0]
@@ -112,6 +141,13 @@ def prefix_hashes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | Non
     position *= _MIX[1]
     terms ^= position
     terms *= _MIX[0]
+    # splitmix64's finalizer: the sum of the terms alone is near linear in the codes, and prefixes
+    # of codes a few low bits apart (ids one character apart) summed to the same hash
+    terms ^= terms >> np.uint64(30)
+    terms *= np.uint64(0xBF58476D1CE4E5B9)
+    terms ^= terms >> np.uint64(27)
+    terms *= np.uint64(0x94D049BB133111EB)
+    terms ^= terms >> np.uint64(31)
     if runs is not None and len(runs) > 1:
         run_of_call = np.repeat(np.arange(1, len(runs) + 1, dtype=np.uint64), runs)
         sent = lengths > 0
@@ -140,6 +176,8 @@ def _first_occurrence(numbers: np.ndarray) -> np.ndarray:
 def _segmented_cumsum(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Cumulative sum restarting at each segment (uint64, wrapping on purpose)."""
     total = np.cumsum(values, dtype=np.uint64)
+    if not len(total):  # segments all empty: nothing to restart
+        return total
     starts = np.cumsum(lengths) - lengths
     before = np.where(starts > 0, total[np.maximum(starts - 1, 0)], np.uint64(0))
     total -= np.repeat(before, lengths)

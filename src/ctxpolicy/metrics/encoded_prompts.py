@@ -1,18 +1,22 @@
-"""Version-2 prompts (``prompt``: base, keep, add) expanded in bulk, for the aggregate.
+"""Version-2 prompts (``prompt``: base, keep, add) read in bulk, for the aggregate.
 
 A version-2 ``calls.jsonl`` (``rundir.PromptEncoder``, what every writer of ours writes) gives each
 prompt as the first ``keep`` ids of an earlier line's prompt followed by the ids it adds, so a
 run names a few hundred ids while its prompts hold thousands of positions. ``rundir.resolve_prompts``
-rebuilds every prompt as a list of strings; here each distinct id is numbered once and each
-line's positions are an array copied from its base line's (already resolved: a base is an
-earlier line) followed by the numbers of the ids it adds. ``expand`` returns None for any file
-it does not read this way (a line with ``message_ids``, a line without a prompt, a base that is
-no earlier line, a bad keep or add, indexes out of order); the reader then takes its general
-path, which names what is wrong. Pure.
+rebuilds every prompt as a list of strings; here each distinct id is numbered once and the
+prompts become paths in a tree of whole-message prefixes, built from the ids the lines add (the
+cost methods that start from the ideal cache walk that tree, ``cost_methods.base.PrefixTree``).
+The prompts laid end to end, a position per message, are made only when asked for (``at``): each
+line's positions copied from its base line's (already resolved: a base is an earlier line),
+followed by the numbers of the ids it adds. ``expand`` returns None for any file it does not read
+this way (a line with ``message_ids``, a line without a prompt, a base that is no earlier line, a
+bad keep or add, indexes out of order); the reader then takes its general path, which names what
+is wrong. Pure.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -25,19 +29,34 @@ from ctxpolicy.rundir import MESSAGE_IDS, PROMPT
 
 @dataclass(frozen=True)
 class EncodedPrompts:
-    """Every call's prompt, in file order, as positions into ``ids``."""
+    """Every call's prompt, in file order, as a path in a tree of whole-message prefixes: node 0
+    is the empty prompt, every other node a prompt's prefix through one more message than its
+    parent's. Equal prefixes are one node, so the tree has a node per distinct prefix (about as
+    many as the ids the lines add), where the prompts laid end to end have a position per message."""
 
     ids: list[str]  # the distinct message ids, in order of first appearance
-    at: np.ndarray  # each call's prompt laid end to end: a position in ``ids`` per message
     lengths: np.ndarray  # each call's number of messages
+    parent: list[int]  # per node, its parent (-1 for node 0)
+    message: list[int]  # per node, its last message as a position in ``ids`` (-1 for node 0)
+    first: list[int]  # per node, its ancestor one message long (itself, at that depth; 0 for node 0)
+    ends: list[int]  # per call, the node of its whole prompt
+    encoding: tuple[np.ndarray, np.ndarray, np.ndarray]  # base lines, keeps, added ids' numbers
+
+    @functools.cached_property
+    def at(self) -> np.ndarray:
+        """Each call's prompt laid end to end: a position in ``ids`` per message (``_resolve``)."""
+        return _resolve(self.lengths, *self.encoding)
 
     def offsets(self) -> np.ndarray:
         return np.cumsum(self.lengths) - self.lengths
 
     def prompt(self, call: int) -> list[str]:
-        """Call ``call``'s prompt as message ids."""
-        start = int(self.offsets()[call])
-        return [self.ids[k] for k in self.at[start : start + int(self.lengths[call])].tolist()]
+        """Call ``call``'s prompt as message ids, read up its path in the tree."""
+        parent, message, node, numbers = self.parent, self.message, self.ends[call], []
+        while node:
+            numbers.append(message[node])
+            node = parent[node]
+        return [self.ids[k] for k in reversed(numbers)]
 
     def longest(self, calls: list[int]) -> list[str]:
         """The prompt of the first call of ``calls`` holding the most messages ([] for no calls)."""
@@ -99,8 +118,10 @@ def expand(calls: list) -> EncodedPrompts | None:
         return None
     ids = list(dict.fromkeys(added))
     number = dict(zip(ids, range(len(ids))))
-    values = np.fromiter(map(number.__getitem__, added), np.int64, len(added))
-    return EncodedPrompts(ids, _resolve(lengths, base_lines, keep, values), lengths)
+    numbers = list(map(number.__getitem__, added))
+    values = np.array(numbers, dtype=np.int64).reshape(len(added))
+    tree = _tree(base_lines.tolist(), keeps, list(map(len, adds)), numbers, lengths.tolist())
+    return EncodedPrompts(ids, lengths, *tree, (base_lines, keep, values))
 
 
 _PROMPT, _INDEX = operator.itemgetter(PROMPT), operator.itemgetter("index")
@@ -122,3 +143,42 @@ def _resolve(lengths: np.ndarray, base_lines: np.ndarray, keep: np.ndarray, adde
         value[start + kept : start + length] = added[taken : taken + fresh]
         taken += fresh
     return value
+
+
+def _tree(base_lines: list[int], keeps: list[int], added: list[int], numbers: list[int], lengths: list[int]):
+    """The prefix tree of the lines' prompts (``EncodedPrompts``): (parent, message, first, ends).
+
+    A line's kept positions are its base line's, so its path runs through the node at its base's
+    position ``keep - 1``: the base's whole prompt where it keeps all of it, else found by following
+    bases while the position is a kept one. Each id it adds is one step down, to the child of the
+    current node for that id, made where no earlier prompt had that prefix. The work goes with the
+    ids the lines add, not with their positions."""
+    parent, message, first, ends = [-1], [-1], [0], []
+    child: dict[int, int] = {}  # parent * (number of ids) + id number -> node
+    width = max(numbers, default=0) + 1
+    nodes: list[int] = []  # the node of every added position, in file order
+    starts: list[int] = []  # per line, where its added positions start in ``nodes``
+    taken = 0
+    for base, kept, fresh in zip(base_lines, keeps, added):
+        if not kept:
+            node = 0
+        elif kept == lengths[base]:
+            node = ends[base]
+        else:
+            at, position = base, kept - 1
+            while position < keeps[at]:
+                at = base_lines[at]
+            node = nodes[starts[at] + position - keeps[at]]
+        starts.append(taken)
+        for number in numbers[taken : taken + fresh]:
+            new = len(parent)
+            step = child.setdefault(node * width + number, new)
+            if step == new:
+                first.append(first[node] if node else new)
+                parent.append(node)
+                message.append(number)
+            node = step
+            nodes.append(node)
+        taken += fresh
+        ends.append(node)
+    return parent, message, first, ends

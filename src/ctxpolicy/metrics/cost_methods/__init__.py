@@ -14,7 +14,15 @@ from contextlib import contextmanager
 
 from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.cost_methods import anthropic, estimated, exact, measured, openai, profile
-from ctxpolicy.metrics.cost_methods.base import CostMethod, Counts, RunCalls, Sequences, SourceCalls
+from ctxpolicy.metrics.cost_methods.base import (
+    CostMethod,
+    Counts,
+    PrefixTree,
+    PrefixTrees,
+    RunCalls,
+    Sequences,
+    SourceCalls,
+)
 
 TABLE: list[CostMethod] = [
     estimated.METHOD,
@@ -26,7 +34,17 @@ TABLE: list[CostMethod] = [
 ]
 DEFAULT = "estimated"  # the schema's default for metrics.cost_method
 
-__all__ = ["TABLE", "DEFAULT", "CostMethod", "Counts", "RunCalls", "Sequences", "SourceCalls"]
+__all__ = [
+    "TABLE",
+    "DEFAULT",
+    "CostMethod",
+    "Counts",
+    "PrefixTree",
+    "PrefixTrees",
+    "RunCalls",
+    "Sequences",
+    "SourceCalls",
+]
 
 
 class UnknownMethodError(CtxpolicyError, ValueError):

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ctxpolicy.metrics.cost_methods.base import SEQUENCES, TIMES, CostMethod, Counts, RunCalls
+from ctxpolicy.metrics.cost_methods.base import SEQUENCES, TIMES, CostMethod, Counts, PrefixTrees, RunCalls
 
 MIN_PREFIX = 1024
 TTL_S = 300.0
@@ -38,6 +38,8 @@ def breakpoint_positions(lengths: np.ndarray) -> np.ndarray:
 
 
 def count(calls: RunCalls, block: int) -> Counts:
+    if isinstance(calls.sequences, PrefixTrees):
+        return _count_trees(calls, calls.sequences.trees)
     s = calls.sequences
     n = len(calls)
     prompts = calls.prompts
@@ -94,6 +96,40 @@ def count(calls: RunCalls, block: int) -> Counts:
         )
         cached = np.where(walked[run_of_call], reads, cached)
     return Counts(cached, np.where(prompts >= MIN_PREFIX, prompts - cached, 0))
+
+
+def _count_trees(calls: RunCalls, trees) -> Counts:
+    """``count`` over prefix trees (``base.PrefixTree``, one a run): the same cache, walked call by
+    call. A call reads the longest prefix on its path that an earlier call of its run wrote and
+    whose entry is still alive (walked up from its whole prompt: after the newest written prefix,
+    typically the previous call's, it stops), then writes the prefixes through its breakpoints."""
+    prompts = calls.prompts.tolist()
+    times = calls.filled("start", np.nan).astype(float).tolist()
+    cached = []
+    for tree in trees:
+        parent, tokens, first = tree.parent, tree.tokens, tree.first
+        written_by: dict[int, int] = {}  # node -> the latest call that wrote its prefix
+        read_at: dict[int, float] = {}  # node -> time of its latest read
+        for k, (end, length) in enumerate(zip(tree.ends, tree.lengths.tolist()), start=len(cached)):
+            prompt, now, total = prompts[k], times[k], max(tokens[end], 1)
+            served, node = 0, end
+            while node:
+                writer = written_by.get(node)
+                if writer is not None:
+                    alive_since = max(times[writer], read_at.get(node, -math.inf))
+                    if now != now or alive_since != alive_since or now - alive_since <= TTL_S:  # NaN: no times
+                        served = min(tokens[node] * prompt // total, prompt)
+                        read_at[node] = now
+                        break
+                node = parent[node]
+            cached.append(served)
+            marks = (first[end], parent[parent[end]] if length >= 3 else 0, end) if length else ()
+            for mark in marks:  # breakpoint_positions' three, by their nodes
+                if mark and tokens[mark] * prompt // total >= MIN_PREFIX:
+                    written_by[mark] = k
+    prompts_array = calls.prompts
+    cached_array = np.array(cached, dtype=np.int64)
+    return Counts(cached_array, np.where(prompts_array >= MIN_PREFIX, prompts_array - cached_array, 0))
 
 
 def _reads(

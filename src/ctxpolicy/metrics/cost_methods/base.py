@@ -11,9 +11,13 @@ tokens no ``measured`` bill. The methods themselves are listed once, in
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ctxpolicy.metrics.segments import run_sums
 
 # what a method may need beyond prompt sizes: each is a field of RunCalls that may be missing
 SEQUENCES = "sequences"  # the calls' message sequences (codes, local token counts)
@@ -49,6 +53,52 @@ class Sequences:
 
 
 @dataclass(frozen=True)
+class PrefixTree:
+    """One run's agent prompts as paths in a tree of whole-message prefixes (what a version-2
+    record's encoding gives, ``metrics.encoded_prompts``): node 0 is the empty prompt, every other
+    node one message longer than its parent, equal prefixes one node. The methods that start from
+    the ideal cache walk it (``metrics.cost.shared_prefix_tokens``, ``anthropic``), a few hundred
+    nodes a run where the prompts laid end to end hold thousands of positions."""
+
+    parent: list[int]  # per node, its parent (-1 for node 0)
+    tokens: list[int]  # per node, the local tokens of its prefix (its messages' counts summed)
+    first: list[int]  # per node, its ancestor one message long (0 for node 0)
+    ends: list[int]  # per agent call, the node of its whole prompt
+    lengths: np.ndarray  # per agent call, its number of messages
+    positions: Callable[[], Sequences]  # the same prompts laid end to end, made when a method reads them
+
+
+class PrefixTrees:
+    """Several runs' ``PrefixTree``s, in the runs' order, read as their ``Sequences`` laid end to
+    end: ``lengths`` at once, ``codes`` and ``tokens`` made (once) when a method reads them."""
+
+    def __init__(self, trees: list[PrefixTree]) -> None:
+        self.trees = trees
+        self.lengths = trees[0].lengths if len(trees) == 1 else np.concatenate([t.lengths for t in trees])
+
+    @functools.cached_property
+    def _laid_out(self) -> Sequences:
+        parts = [tree.positions() for tree in self.trees]
+        if len(parts) == 1:
+            return parts[0]
+        return Sequences(
+            *(np.concatenate([getattr(p, name) for p in parts]) for name in ("codes", "tokens")), self.lengths
+        )
+
+    @property
+    def codes(self) -> np.ndarray:
+        return self._laid_out.codes
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self._laid_out.tokens
+
+    def local_tokens(self) -> np.ndarray:
+        """Per agent call, the local tokens of its whole prompt."""
+        return np.array([tree.tokens[end] for tree in self.trees for end in tree.ends], dtype=np.int64)
+
+
+@dataclass(frozen=True)
 class SourceCalls:
     """A replay's source run as the measured profile reads it, one entry per agent call: the
     provider's prompt and cached tokens (NaN where not reported) and the local count of the prompt."""
@@ -69,7 +119,7 @@ class RunCalls:
     before: np.ndarray | None = None  # local tokens of the history before the first event (-1)
     after: np.ndarray | None = None  # local tokens of the history sent (est_tokens_after; -1)
     start: np.ndarray | None = None  # float seconds, NaN where unknown
-    sequences: Sequences | None = None
+    sequences: Sequences | PrefixTrees | None = None
     source: SourceCalls | None = None
     # several runs' agent calls laid end to end, ``runs[r]`` calls each (None: one run); only a
     # method with ``count_runs`` is handed such calls (``cost_methods.count_runs``)
@@ -83,14 +133,23 @@ class RunCalls:
         """Each call's longest whole-message prefix shared with an earlier call, rescaled to its
         server prompt and not floored to blocks (``metrics.cost.exact_cached_flat`` with block 1),
         computed once per run for every method that starts from the ideal cache."""
-        from ctxpolicy.metrics.cost import exact_cached_flat
+        from ctxpolicy.metrics.cost import exact_cached_flat, rescaled, shared_prefix_tokens
 
         if "ideal" not in self._memo:
             s = self.sequences
-            self._memo["ideal"] = exact_cached_flat(
-                s.codes, s.tokens, s.lengths, self.prompts, 1, prefixes=self.prefix_codes(), call=self.call_of()
-            )
+            if isinstance(s, PrefixTrees):
+                shared, local = shared_prefix_tokens(s.trees)
+                self._memo["ideal"] = rescaled(shared, local, self.prompts, 1)
+            else:
+                self._memo["ideal"] = exact_cached_flat(
+                    s.codes, s.tokens, s.lengths, self.prompts, 1, prefixes=self.prefix_codes(), call=self.call_of()
+                )
         return self._memo["ideal"]
+
+    def local_tokens(self) -> np.ndarray:
+        """Per call, the local tokens of its whole prompt (its messages' counts summed)."""
+        s = self.sequences
+        return s.local_tokens() if isinstance(s, PrefixTrees) else run_sums(s.tokens, s.lengths)
 
     def prefix_codes(self) -> np.ndarray:
         """Per position of the sequences, its whole-message prefix as a number (equal numbers,

@@ -44,9 +44,8 @@ def count_runs(calls: RunCalls, block: int) -> Counts:
 
 def _capped(calls: RunCalls, block: int) -> np.ndarray:
     source = calls.source
-    s = calls.sequences
     ideal = calls.ideal_shared()
-    local = run_sums(s.tokens, s.lengths)  # whole numbers: divided as floats, as exactly as a float bincount's
+    local = calls.local_tokens()  # whole numbers: divided as floats, as exactly as a float bincount's
     served_local = np.asarray(source.reported_cached, dtype=float) * source.local / np.maximum(source.prompts, 1)
     cap = np.floor(served_local * calls.prompts / np.maximum(local, 1)).astype(np.int64)
     return floor_block(np.minimum(np.minimum(ideal, cap), calls.prompts), block)
