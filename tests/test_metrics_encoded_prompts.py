@@ -173,3 +173,13 @@ def test_an_unknown_id_in_a_summary_prompt_alone_leaves_the_run_in_as_in_version
         sequences.append(records.parse_run(copy).sequences)
     for field in ("codes", "tokens", "lengths"):
         assert np.array_equal(getattr(sequences[0], field), getattr(sequences[1], field)), field
+
+
+def test_a_batch_of_both_versions_is_priced_as_each_run_alone(run_pair):
+    rows, sizes, columns, problems, _ = records.read_runs(list(run_pair))
+    alone = [records.read_run(d) for d in run_pair]
+    assert not problems and sizes.tolist() == [len(a.calls["index"]) for a in alone]
+    for name in columns:
+        together = np.concatenate([a.calls[name] for a in alone])
+        assert np.array_equal(columns[name], together, equal_nan=together.dtype.kind == "f"), name
+    assert rows == [a.row for a in alone]
