@@ -47,9 +47,6 @@ class EncodedPrompts:
         """Each call's prompt laid end to end: a position in ``ids`` per message (``_resolve``)."""
         return _resolve(self.lengths, *self.encoding)
 
-    def offsets(self) -> np.ndarray:
-        return np.cumsum(self.lengths) - self.lengths
-
     def prompt(self, call: int) -> list[str]:
         """Call ``call``'s prompt as message ids, read up its path in the tree."""
         parent, message, node, numbers = self.parent, self.message, self.ends[call], []
