@@ -169,7 +169,7 @@ def where_time_goes(root: Path, runs: int, processes: int) -> None:
     import pstats
 
     from ctxpolicy import rundir
-    from ctxpolicy.metrics import call_ids, chunk, commands, cost, records
+    from ctxpolicy.metrics import call_ids, chunk, commands, cost, encoded_prompts, records, typed_lines
     from ctxpolicy.metrics.aggregate import chunk_size
     from ctxpolicy.metrics.cost_methods import anthropic
 
@@ -182,8 +182,10 @@ def where_time_goes(root: Path, runs: int, processes: int) -> None:
         "    store + command counts": records._read_stores,
         "      command counting": commands.count_commands,
         "    calls.jsonl (_read_calls)": records._read_calls,
-        "      id arrays cut out": call_ids.split_lines,
-        "      call field checks": records._check_call_types,
+        "      compiled path (typed_lines)": typed_lines.read,
+        "        prompts' tree (encode)": encoded_prompts.encode,
+        "      id arrays cut out (version 1)": call_ids.split_lines,
+        "      field checks (general path)": records._check_call_types,
         "    id arrays -> codes": records._sequences,
         "  a chunk's columns (chunk.tables)": chunk.tables,
         "    prefix numbers": cost.prefix_codes,

@@ -1,6 +1,10 @@
 """The action formats' one owner: fences, detection, the default of older records."""
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxpolicy.metrics.commands import count_commands
 from ctxpolicy.policies import actions
@@ -37,3 +41,14 @@ def test_the_command_counts_follow_the_format():
     ]
     assert count_commands(messages) == (0, 0)  # an older run's default format: not these fences
     assert count_commands(messages, "bash") == (1, 1)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="`\n\x00ab h", max_size=40))
+def test_the_fence_pattern_finds_the_blocks_the_plain_lazy_pattern_finds(text):
+    """``FENCED_BLOCK`` matches a body a run of characters at a time; it must find exactly what the
+    plain pattern (body: the shortest text up to the first three backticks) finds."""
+    plain = re.compile(r"```([^\n`\x00]*)\n([^\x00]*?)```")
+    assert [m.span() + m.groups() for m in actions.FENCED_BLOCK.finditer(text)] == [
+        m.span() + m.groups() for m in plain.finditer(text)
+    ]

@@ -132,25 +132,41 @@ def aggregate(
     rows = [row for r in results for row in r[0]]
     runs = runs_frame([rows[i] for i in order])
     lengths = np.concatenate([r[1] for r in results]) if results else np.zeros(0, np.int64)
-    calls_in_order = _gather(lengths, order)
+    places = _places(lengths, order)
     merged_columns = {}
     for k in call_columns():
         # each chunk's column is let go once merged: the whole calls table is held once, not twice
         parts = [r[2].pop(k) for r in results if len(r[1])]  # a chunk of runs all left out has none to add
-        merged = np.concatenate(parts) if parts else np.zeros(0)
-        merged_columns[k] = merged if calls_in_order is None else merged[calls_in_order]
+        merged_columns[k] = _merged(parts, places)
     return Tables(runs, calls_frame(runs, lengths[order], merged_columns), problems)
 
 
-def _gather(lengths: np.ndarray, order: np.ndarray) -> np.ndarray | None:
-    """The call rows of runs ``order[0], order[1], ...`` (runs of ``lengths`` calls each, laid end to
-    end), as positions; None when the order is already the identity."""
+def _places(lengths: np.ndarray, order: np.ndarray) -> np.ndarray | None:
+    """Each call's row in the calls table: the runs read (``lengths`` calls each, laid end to end
+    in reading order) are the table's in the order ``order`` (the table's k-th run is
+    ``order[k]``); None where the two orders agree."""
     if len(order) == 0 or (order == np.arange(len(order))).all():
         return None
-    starts = np.cumsum(lengths) - lengths
     picked = lengths[order]
-    offsets = np.arange(int(picked.sum())) - np.repeat(np.cumsum(picked) - picked, picked)
-    return np.repeat(starts[order], picked) + offsets
+    start = np.empty(len(order), dtype=np.int64)
+    start[order] = np.cumsum(picked) - picked  # each run's first row in the table
+    first = np.cumsum(lengths) - lengths  # each run's first call as read
+    return np.repeat(start - first, lengths) + np.arange(int(lengths.sum()))
+
+
+def _merged(parts: list[np.ndarray], places: np.ndarray | None) -> np.ndarray:
+    """One calls column from its chunks' parts (in reading order), each part put straight into
+    its rows (``_places``): no concatenated copy to gather from, so a column is allocated once."""
+    if not parts:
+        return np.zeros(0)
+    if places is None:
+        return np.concatenate(parts)
+    merged = np.empty(len(places), dtype=np.result_type(*parts))
+    at = 0
+    for part in parts:
+        merged[places[at : at + len(part)]] = part
+        at += len(part)
+    return merged
 
 
 def _nullable_cost_columns() -> tuple[str, ...]:

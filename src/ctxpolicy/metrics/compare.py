@@ -497,19 +497,23 @@ def paired_differences(
     attempts = attempts or attempts_in_table(selected)
     by_cell = {str(cell): group for cell, group in selected.groupby("cell", observed=True, sort=True)}
     pairs = pairs if pairs is not None else list(combinations(sorted(by_cell), 2))
+    compared = list(dict.fromkeys(cell for pair in pairs for cell in pair))
+    for cell in compared:
+        if cell not in by_cell:
+            raise KeyError(f"cell {cell!r} has no runs for model {model!r}, benchmark {benchmark!r}")
+    # each cell is in several pairs: its per-task successes and description are found once
+    success = {cell: task_success(by_cell[cell], attempts) for cell in compared}
+    described = {cell: cell_description(by_cell[cell]) for cell in compared}
     rows = []
     for cell_a, cell_b in pairs:
-        for cell in (cell_a, cell_b):
-            if cell not in by_cell:
-                raise KeyError(f"cell {cell!r} has no runs for model {model!r}, benchmark {benchmark!r}")
         tasks = comparison_tasks(by_cell[cell_a], by_cell[cell_b])
-        a = task_success(by_cell[cell_a], attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
-        b = task_success(by_cell[cell_b], attempts).reindex(tasks, fill_value=0.0).to_numpy(float)
+        a = success[cell_a].reindex(tasks, fill_value=0.0).to_numpy(float)
+        b = success[cell_b].reindex(tasks, fill_value=0.0).to_numpy(float)
         diffs = 100 * boot_means(resample_counts(len(tasks), n_boot, seed), a - b)
         lo, hi = percentile_interval(diffs)
         finite = diffs[np.isfinite(diffs)]
         p = min(1.0, 2 * min((finite <= 0).mean(), (finite >= 0).mean())) if finite.size else np.nan
-        da, db = cell_description(by_cell[cell_a]), cell_description(by_cell[cell_b])
+        da, db = described[cell_a], described[cell_b]
         rows.append(
             {
                 "cell_a": cell_a,

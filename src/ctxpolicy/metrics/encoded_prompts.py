@@ -40,7 +40,7 @@ class EncodedPrompts:
     message: list[int]  # per node, its last message as a position in ``ids`` (-1 for node 0)
     first: list[int]  # per node, its ancestor one message long (itself, at that depth; 0 for node 0)
     ends: list[int]  # per call, the node of its whole prompt
-    encoding: tuple[np.ndarray, np.ndarray, np.ndarray]  # base lines, keeps, added ids' numbers
+    encoding: tuple[list[int], list[int], list[int]]  # base lines (-1: none), keeps, added ids' numbers
 
     @functools.cached_property
     def at(self) -> np.ndarray:
@@ -88,52 +88,54 @@ def expand(calls: list) -> EncodedPrompts | None:
         return None
     if (
         not set(map(type, indexes)) <= {int}
-        or not all(map(operator.lt, indexes, indexes[1:]))
         or any(map(dict.__contains__, calls, repeat(MESSAGE_IDS)))
         or not set(map(type, keeps)) <= {int}
         or not set(map(type, adds)) <= {list}
         or not set(map(type, bases)) <= {int, type(None)}
+        or not set(map(type, chain.from_iterable(adds))) <= {str}
     ):
         return None
-    added = list(chain.from_iterable(adds))
-    if not set(map(type, added)) <= {str}:
+    return encode(indexes, bases, keeps, adds)
+
+
+def encode(
+    indexes: list[int], bases: list[int | None], keeps: list[int], adds: list[list[str]]
+) -> EncodedPrompts | None:
+    """The prompts of lines whose fields already have their types (``expand``'s checks, or a
+    decoder's: ``typed_lines``): index, and the prompt's base, keep and add. None where an index is
+    not above the line before's, a base is no earlier line, or a keep is negative, not 0 without
+    a base, or longer than its base's prompt (``_tree`` checks the last three as it goes)."""
+    if not all(map(operator.lt, indexes, indexes[1:])):
         return None
-    n = len(calls)
+    n = len(indexes)
     line_of = dict(zip(indexes, range(n)))
-    lines = np.arange(n)
-    base_lines = np.fromiter((-1 if b is None else line_of.get(b, n) for b in bases), np.int64, n)
-    try:
-        keep = np.array(keeps, dtype=np.int64).reshape(n)
-    except OverflowError:  # a keep beyond 64 bits: more than any base holds
-        return None
-    lengths = keep + np.fromiter(map(len, adds), np.int64, n)
-    no_base = base_lines < 0
-    base_lines = np.where(no_base, lines, base_lines)  # no base: the line's own (empty) prefix
-    if (keep < 0).any() or (keep[no_base] != 0).any() or (base_lines[~no_base] >= lines[~no_base]).any():
-        return None
-    if (keep[~no_base] > lengths[base_lines[~no_base]]).any():
-        return None
+    line_of[None] = -1  # no base
+    base_lines = list(map(line_of.get, bases, repeat(n)))  # n: no line has that index
+    added = list(chain.from_iterable(adds))
     ids = list(dict.fromkeys(added))
     number = dict(zip(ids, range(len(ids))))
     numbers = list(map(number.__getitem__, added))
-    values = np.array(numbers, dtype=np.int64).reshape(len(added))
-    tree = _tree(base_lines.tolist(), keeps, list(map(len, adds)), numbers, lengths.tolist())
-    return EncodedPrompts(ids, lengths, *tree, (base_lines, keep, values))
+    tree = _tree(base_lines, keeps, list(map(len, adds)), numbers)
+    if tree is None:
+        return None
+    *tree, lengths = tree
+    return EncodedPrompts(ids, np.array(lengths, dtype=np.int64).reshape(n), *tree, (base_lines, keeps, numbers))
 
 
 _PROMPT, _INDEX = operator.itemgetter(PROMPT), operator.itemgetter("index")
 _PARTS = operator.itemgetter("base", "keep", "add")
 
 
-def _resolve(lengths: np.ndarray, base_lines: np.ndarray, keep: np.ndarray, added: np.ndarray) -> np.ndarray:
+def _resolve(lengths: np.ndarray, base_lines: list[int], keeps: list[int], added: list[int]) -> np.ndarray:
     """Each position's id number, line by line: a line's kept positions copied from its base
     line's (an earlier line, already resolved), its added ones from ``added`` (in order). Two
     slice copies a line: the copies are C loops, so the time goes with the lines, not with the
     positions (pointer doubling over every position took twice as long on a study's runs)."""
     value = np.empty(int(lengths.sum()), dtype=np.int64)
+    added = np.array(added, dtype=np.int64).reshape(len(added))
     offsets = (np.cumsum(lengths) - lengths).tolist()
     taken = 0
-    for start, length, base, kept in zip(offsets, lengths.tolist(), base_lines.tolist(), keep.tolist()):
+    for start, length, base, kept in zip(offsets, lengths.tolist(), base_lines, keeps):
         if kept:
             value[start : start + kept] = value[offsets[base] : offsets[base] + kept]
         fresh = length - kept
@@ -142,22 +144,30 @@ def _resolve(lengths: np.ndarray, base_lines: np.ndarray, keep: np.ndarray, adde
     return value
 
 
-def _tree(base_lines: list[int], keeps: list[int], added: list[int], numbers: list[int], lengths: list[int]):
-    """The prefix tree of the lines' prompts (``EncodedPrompts``): (parent, message, first, ends).
+def _tree(base_lines: list[int], keeps: list[int], added: list[int], numbers: list[int]):
+    """The prefix tree of the lines' prompts (``EncodedPrompts``): (parent, message, first, ends,
+    lengths), or None where a line's base (-1: none) is no earlier line or its keep is negative,
+    not 0 without a base, or longer than its base's prompt.
 
     A line's kept positions are its base line's, so its path runs through the node at its base's
     position ``keep - 1``: the base's whole prompt where it keeps all of it, else found by following
     bases while the position is a kept one. Each id it adds is one step down, to the child of the
     current node for that id, made where no earlier prompt had that prefix. The work goes with the
     ids the lines add, not with their positions."""
-    parent, message, first, ends = [-1], [-1], [0], []
+    parent, message, first, ends, lengths = [-1], [-1], [0], [], []
     child: dict[int, int] = {}  # parent * (number of ids) + id number -> node
     width = max(numbers, default=0) + 1
     nodes: list[int] = []  # the node of every added position, in file order
     starts: list[int] = []  # per line, where its added positions start in ``nodes``
     taken = 0
-    for base, kept, fresh in zip(base_lines, keeps, added):
-        if not kept:
+    for line, (base, kept, fresh) in enumerate(zip(base_lines, keeps, added)):
+        if base < 0:
+            if kept:
+                return None
+            node = 0
+        elif base >= line or kept < 0 or kept > lengths[base]:
+            return None
+        elif not kept:
             node = 0
         elif kept == lengths[base]:
             node = ends[base]
@@ -178,4 +188,5 @@ def _tree(base_lines: list[int], keeps: list[int], added: list[int], numbers: li
             nodes.append(node)
         taken += fresh
         ends.append(node)
-    return parent, message, first, ends
+        lengths.append(kept + fresh)
+    return parent, message, first, ends, lengths

@@ -29,11 +29,12 @@ import orjson
 from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_times
 from ctxpolicy.policies import actions
-from ctxpolicy.metrics import call_ids, cost_methods, encoded_prompts
+from ctxpolicy.metrics import call_ids, cost_methods, encoded_prompts, typed_lines
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, has_otrc, unchanged_prefix
 from ctxpolicy.metrics.chunk import BATCH_POSITIONS, ParsedRun, agent_time, source_of, tables  # noqa: F401 (agent_time: read from here)
 from ctxpolicy.metrics.cost_methods import PrefixTree, PrefixTrees, Sequences, SourceCalls
 from ctxpolicy.metrics.encoded_prompts import EncodedPrompts
+from ctxpolicy.metrics.typed_lines import CallLines
 from ctxpolicy import rundir
 from ctxpolicy.rundir import CALL_KINDS, CALLS_JSONL, RUN_JSON, VERDICT_JSON
 from ctxpolicy.schemas import describe, field_rule, quick_check, reading_view, schema
@@ -375,12 +376,13 @@ def _parse_run(run_dir: Path) -> ParsedRun:
     action_format = action_format_of(run, run_path)
     store, commands, assistant = _read_stores(run_dir, action_format, run)
     calls_path = run_dir / CALLS_JSONL
-    calls, values, prompts = _read_calls(calls_path)
-    agent = [kind == "agent" for kind in map(_KIND, calls)]
-    commands = _with_repeats(commands, assistant, calls, _longest_agent_prompt(prompts, agent), action_format)
-    _check_call_counts(calls, run.get("totals"), calls_path)
+    lines = _read_calls(calls_path)
+    values, prompts = lines.values, lines.prompts
+    agent = [kind == "agent" for kind in lines.kinds]
+    commands = _with_repeats(commands, assistant, lines, _longest_agent_prompt(prompts, agent), action_format)
+    _check_call_counts(agent, run.get("totals"), calls_path)
     source = source_calls(run_dir, run) if rundir.message_base(run_dir, run) is not None else None
-    events = _events(calls, values["events"], calls_path)
+    events = _events(values["index"], values["events"], calls_path)
     if isinstance(prompts, EncodedPrompts):
         sequences = _encoded_sequences(prompts, np.array(agent, dtype=bool), store, calls_path, values["index"])
         return ParsedRun(run_dir, run, verdict, commands, values, agent, events, sequences, source)
@@ -445,16 +447,17 @@ def source_calls(run_dir: Path, run: dict | None = None) -> SourceCalls:
 @functools.lru_cache(maxsize=64)
 def _source_calls(path: Path, mtime_ns: int, size: int) -> SourceCalls:
     """A source run's calls, parsed once per process (its replays, one per configuration, share it)."""
-    calls, values, _ = _read_calls(path)
-    return own_source(calls, values)
+    lines = _read_calls(path)
+    return own_source(lines.kinds, lines.values)
 
 
-def own_source(calls: list[dict], values: dict[str, list]) -> SourceCalls:
-    """A run's own agent calls as a source (a run that was really served is its own profile)."""
-    agent = np.array([c["kind"] == "agent" for c in calls], dtype=bool)
+def own_source(kinds: list[str], values: dict[str, list]) -> SourceCalls:
+    """A run's own agent calls (``kinds``: each call's kind) as a source (a run that was really
+    served is its own profile)."""
+    agent = np.array([kind == "agent" for kind in kinds], dtype=bool)
 
     def column(name: str) -> np.ndarray:
-        return np.array(values[name], dtype=np.float64).reshape(len(calls))  # null -> NaN
+        return np.array(values[name], dtype=np.float64).reshape(len(kinds))  # null -> NaN
 
     return source_of(agent, column("prompt_tokens"), column("cached_tokens"), column("est_tokens_after"))
 
@@ -467,11 +470,10 @@ def action_format_of(run: dict, path: Path) -> str:
         raise RecordError(path, str(exc)) from None
 
 
-def _with_repeats(commands, assistant: dict[str, dict], calls: list[dict], longest: list[str], action_format: str):
+def _with_repeats(commands, assistant: dict[str, dict], lines: CallLines, longest: list[str], action_format: str):
     """The command counts with each repeated reply counted every time it was given (``longest``:
     the ids of the longest agent prompt)."""
-    agent = [k for k, call in enumerate(calls) if call["kind"] == "agent"]
-    times = reply_times(longest, [calls[k].get("reply_id") for k in agent])
+    times = reply_times(longest, [reply for reply, kind in zip(lines.reply_ids, lines.kinds) if kind == "agent"])
     if not times:
         return commands
     r, e = count_repeats(assistant, times, action_format)
@@ -584,16 +586,25 @@ def _parse_lines(data: bytes, path: Path) -> list:
     raise RecordError(path, "corrupt JSON lines")
 
 
-def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], EncodedPrompts | list[bytes | None]]:
-    """Calls in index order, the values of their typed fields (checked, in the same order), and
-    the calls' prompts: version 2's as written (``encoded_prompts``), else each call's raw
-    message_ids array text (None: no prompt).
+def _read_calls(path: Path) -> CallLines:
+    """The calls in index order: their kinds, the values of their typed fields (checked), their
+    reply ids and their prompts: version 2's as written (``encoded_prompts``), else each call's
+    raw message_ids array text (None: no prompt).
 
-    A version-1 file's id arrays are most of it; cutting them out before JSON parsing and
-    decoding them in bulk (``call_ids``) is what keeps the aggregate of 35,000 runs short. A
-    version-2 file's prompts are expanded in bulk, never as lists of strings.
+    A writer's version-2 file is decoded and checked in one compiled pass (``typed_lines``); any
+    other file takes the general path below, which names what is wrong with it. A version-1
+    file's id arrays are most of it; cutting them out before JSON parsing and decoding them in
+    bulk (``call_ids``) is what keeps the aggregate of 35,000 runs short. A version-2 file's
+    prompts are expanded in bulk, never as lists of strings.
     """
     data = _read_bytes(path)
+    if b'"message_ids"' not in data and (lines := typed_lines.read(data, CALL_TYPED_FIELDS, CALL_KINDS)) is not None:
+        return lines
+    return _read_calls_generally(data, path)
+
+
+def _read_calls_generally(data: bytes, path: Path) -> CallLines:
+    """``_read_calls`` of any file (``data``: its bytes), naming what is wrong with it."""
     cut = call_ids.split_lines(data) if b'"message_ids"' in data else None
     encoded = None
     if cut is not None:  # one id array per line
@@ -623,7 +634,7 @@ def _read_calls(path: Path) -> tuple[list[dict], dict[str, list], EncodedPrompts
         calls, segments = [calls[i] for i in order], [segments[i] for i in order]
         values = {name: [column[i] for i in order] for name, column in values.items()}
     _check_unique_indexes(values["index"], path)
-    return calls, values, segments
+    return CallLines(list(map(_KIND, calls)), values, [call.get("reply_id") for call in calls], segments)
 
 
 _INDEX, _KIND = operator.itemgetter("index"), operator.itemgetter("kind")
@@ -645,13 +656,14 @@ def _check_unique_indexes(indexes: list, path: Path) -> None:
             raise RecordError(path, f"field index: call {after!r} appears {indexes.count(after)} times")
 
 
-def _check_call_counts(calls: list[dict], totals, path: Path) -> None:
-    """The agent and summary calls in calls.jsonl are as many as run.json's ``totals`` say (where
-    it says): fewer lines is a calls.jsonl cut short, more is one appended to after the run ended."""
+def _check_call_counts(agent: list[bool], totals, path: Path) -> None:
+    """The agent and summary calls in calls.jsonl (``agent``: whether each call is an agent call)
+    are as many as run.json's ``totals`` say (where it says): fewer lines is a calls.jsonl cut
+    short, more is one appended to after the run ended."""
     if not isinstance(totals, dict):
         return
-    agent = sum(1 for call in calls if call["kind"] == "agent")
-    for name, counted in (("agent_calls", agent), ("summary_calls", len(calls) - agent)):
+    agents = sum(agent)
+    for name, counted in (("agent_calls", agents), ("summary_calls", len(agent) - agents)):
         said = totals.get(name)
         if said is not None and said != counted:
             raise RecordError(path, f"{counted} {name.replace('_', ' ')}, but {RUN_JSON} totals.{name} says {said}")
@@ -733,16 +745,17 @@ def _unknown_id(path: Path, call, mid: str) -> RecordError:
     return RecordError(path, f"call {call}: message id {mid} is not in messages.jsonl")
 
 
-def _events(calls: list[dict], events_of: list, path: Path) -> list[tuple[int, int, int, int, bool]]:
+def _events(indexes: list[int], events_of: list, path: Path) -> list[tuple[int, int, int, int, bool]]:
     """Per call with compression events: (its position, the number of events, the step's (U, T)
     from ``unchanged_prefix`` (-1, -1 where they do not say where the change was), whether one
-    is OTRC). ``events_of`` holds each call's ``events``, already checked to be a list or null."""
+    is OTRC). ``events_of`` holds each call's ``events``, already checked to be a list or null;
+    ``indexes`` each call's index."""
     found = []
     for i in [i for i, events in enumerate(events_of) if events]:  # most calls have none
         try:
             where = unchanged_prefix(events_of[i])
         except ValueError as exc:
-            raise RecordError(path, f"call {calls[i]['index']}: {exc}") from None
+            raise RecordError(path, f"call {indexes[i]}: {exc}") from None
         unchanged, before = (-1, -1) if where is None else where
-        found.append((i, len(events_of[i]), unchanged, before, has_otrc(calls[i].get("events"))))
+        found.append((i, len(events_of[i]), unchanged, before, has_otrc(events_of[i])))
     return found

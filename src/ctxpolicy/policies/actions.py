@@ -33,8 +33,11 @@ DEFAULT = MSWEA
 
 # A fenced block: the opening fence with its label, the body, the closing fence. Blocks are matched
 # in order, so a closing fence is never taken for the opening of the next block; ``\x00`` (which
-# joins message texts for one pass over many) is never crossed.
-FENCED_BLOCK = re.compile(r"```([^\n`\x00]*)\n([^\x00]*?)```")
+# joins message texts for one pass over many) is never crossed. The body is the shortest text up
+# to the first three backticks (as ``([^\x00]*?)```"`` finds it), matched a run of other
+# characters at a time rather than trying the fence after every character: a fifth of the
+# aggregate's command counting.
+FENCED_BLOCK = re.compile(r"```([^\n`\x00]*)\n((?:[^`\x00]++|`(?!``))*+)```")
 LABELS = {MSWEA: ("mswea_bash_command",), BASH: ("bash", "sh", "")}
 """The fence labels each text format's commands are written under (``tool_calls`` and None read
 ``mswea_bash_command``: what our own policies write)."""

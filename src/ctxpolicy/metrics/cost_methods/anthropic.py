@@ -116,17 +116,23 @@ def _count_trees(calls: RunCalls, trees) -> Counts:
             while node:
                 writer = written_by.get(node)
                 if writer is not None:
-                    alive_since = max(times[writer], read_at.get(node, -math.inf))
+                    alive_since, read = times[writer], read_at.get(node)
+                    if read is not None and read > alive_since:  # max(write, read), as max() takes NaN
+                        alive_since = read
                     if now != now or alive_since != alive_since or now - alive_since <= TTL_S:  # NaN: no times
                         served = min(tokens[node] * prompt // total, prompt)
                         read_at[node] = now
                         break
                 node = parent[node]
             cached.append(served)
-            marks = (first[end], parent[parent[end]] if length >= 3 else 0, end) if length else ()
-            for mark in marks:  # breakpoint_positions' three, by their nodes
-                if mark and tokens[mark] * prompt // total >= MIN_PREFIX:
-                    written_by[mark] = k
+            if length:  # breakpoint_positions' three, by their nodes, each written from MIN_PREFIX server
+                least = MIN_PREFIX * total  # tokens: tokens[mark] * prompt // total >= MIN_PREFIX
+                if tokens[first[end]] * prompt >= least and first[end]:
+                    written_by[first[end]] = k
+                if length >= 3 and tokens[parent[parent[end]]] * prompt >= least and parent[parent[end]]:
+                    written_by[parent[parent[end]]] = k
+                if tokens[end] * prompt >= least:
+                    written_by[end] = k
     prompts_array = calls.prompts
     cached_array = np.array(cached, dtype=np.int64)
     return Counts(cached_array, np.where(prompts_array >= MIN_PREFIX, prompts_array - cached_array, 0))
