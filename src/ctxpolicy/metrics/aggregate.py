@@ -9,7 +9,7 @@ Unreadable runs (any reason: see ``records.read_run``) come back as ``RecordErro
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -129,15 +129,20 @@ def aggregate(
     problems = [RecordError(Path(path), reason) for _, path, reason in sorted(p for r in results for p in r[3])]
     read = np.array([number for r in results for number in r[4]], dtype=np.int64)
     order = np.argsort(read, kind="stable")  # reading order -> sorted order
-    rows = [row for r in results for row in r[0]]
-    runs = runs_frame([rows[i] for i in order])
     lengths = np.concatenate([r[1] for r in results]) if results else np.zeros(0, np.int64)
     places = _places(lengths, order)
-    merged_columns = {}
-    for k in call_columns():
+
+    def merge(name: str) -> np.ndarray:
         # each chunk's column is let go once merged: the whole calls table is held once, not twice
-        parts = [r[2].pop(k) for r in results if len(r[1])]  # a chunk of runs all left out has none to add
-        merged_columns[k] = _merged(parts, places)
+        return _merged([r[2].pop(name) for r in results if len(r[1])], places)  # a chunk all left out adds none
+
+    # the columns are merged in threads, on every core (numpy's copies release the interpreter lock,
+    # and most of their time is the kernel handing out fresh memory), while this one builds the runs table
+    with ThreadPoolExecutor(processes) as threads:
+        merging = threads.map(merge, call_columns())
+        rows = [row for r in results for row in r[0]]
+        runs = runs_frame([rows[i] for i in order])
+        merged_columns = dict(zip(call_columns(), merging))
     return Tables(runs, calls_frame(runs, lengths[order], merged_columns), problems)
 
 
