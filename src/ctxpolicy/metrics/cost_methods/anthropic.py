@@ -125,14 +125,12 @@ def _count_trees(calls: RunCalls, trees) -> Counts:
                         break
                 node = parent[node]
             cached.append(served)
-            if length:  # breakpoint_positions' three, by their nodes, each written from MIN_PREFIX server
-                least = MIN_PREFIX * total  # tokens: tokens[mark] * prompt // total >= MIN_PREFIX
-                if tokens[first[end]] * prompt >= least and first[end]:
-                    written_by[first[end]] = k
-                if length >= 3 and tokens[parent[parent[end]]] * prompt >= least and parent[parent[end]]:
-                    written_by[parent[parent[end]]] = k
-                if tokens[end] * prompt >= least:
-                    written_by[end] = k
+            if length:  # breakpoint_positions' three, by their nodes (none is node 0 at these depths)
+                # a prefix is written from MIN_PREFIX server tokens: tokens * prompt // total >= MIN_PREFIX
+                least = MIN_PREFIX * total
+                for mark in (first[end], parent[parent[end]] if length >= 3 else end, end):
+                    if tokens[mark] * prompt >= least:
+                        written_by[mark] = k
     prompts_array = calls.prompts
     cached_array = np.array(cached, dtype=np.int64)
     return Counts(cached_array, np.where(prompts_array >= MIN_PREFIX, prompts_array - cached_array, 0))
