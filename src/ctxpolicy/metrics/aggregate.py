@@ -20,6 +20,7 @@ import pandas as pd
 from ctxpolicy.atomic import atomic_output, atomic_write_json
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
 from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics.pages import ordinary_pages, set_huge_pages, system_arrow_pool
 from ctxpolicy.metrics.records import (
     CALL_KINDS,
     CALL_RUN_COLUMNS,
@@ -85,6 +86,13 @@ def keep_freed_memory() -> bool:
     return all([mallopt(param, value) == 1 for param, value in _WORKER_MALLOC])
 
 
+def _start_worker() -> None:
+    """A parser worker's set-up: freed memory kept (``keep_freed_memory``), ordinary pages
+    (``pages``)."""
+    keep_freed_memory()
+    set_huge_pages(False)
+
+
 def reading_order(run_dirs: list[Path]) -> list[tuple[int, Path]]:
     """The run directories, numbered in their sorted order, in the order they are read: by name
     first, so that the replays of one source (one name, one cell each) are read side by side and
@@ -106,6 +114,11 @@ def aggregate(
     processes: int | None = None,
     progress: bool = False,
 ) -> Tables:
+    with ordinary_pages():  # the calls table is the size where huge pages cost (metrics.pages)
+        return _aggregate(roots, block, discount, processes, progress)
+
+
+def _aggregate(roots: list[Path], block: int, discount: float, processes: int | None, progress: bool) -> Tables:
     from tqdm import tqdm
 
     run_dirs = find_run_dirs([Path(r) for r in roots])
@@ -115,35 +128,92 @@ def aggregate(
     chunks = [numbered[i : i + chunk] for i in range(0, len(numbered), chunk)]
     work = partial(_read_chunk, block=block, discount=discount)
     results = []
+    laid = LaidColumns(len(run_dirs))
     bar = tqdm(total=len(run_dirs), disable=not progress, desc="aggregate", unit="run")
+
+    def take(result) -> None:
+        rows, lengths, columns, problems, read = result
+        laid.add(columns, len(lengths))
+        results.append((rows, lengths, problems, read))
+
     if processes > 1 and len(chunks) > 1:
-        with ProcessPoolExecutor(processes, initializer=keep_freed_memory) as pool:
+        with ProcessPoolExecutor(processes, initializer=_start_worker) as pool:
             for part, result in zip(chunks, pool.map(work, chunks)):
-                results.append(result)
+                take(result)
                 bar.update(len(part))
     else:
         for part in chunks:
-            results.append(work(part))
+            take(work(part))
             bar.update(len(part))
     bar.close()
-    problems = [RecordError(Path(path), reason) for _, path, reason in sorted(p for r in results for p in r[3])]
-    read = np.array([number for r in results for number in r[4]], dtype=np.int64)
+    problems = [RecordError(Path(path), reason) for _, path, reason in sorted(p for r in results for p in r[2])]
+    read = np.array([number for r in results for number in r[3]], dtype=np.int64)
     order = np.argsort(read, kind="stable")  # reading order -> sorted order
     lengths = np.concatenate([r[1] for r in results]) if results else np.zeros(0, np.int64)
     places = _places(lengths, order)
+    columns = laid.columns()
 
-    def merge(name: str) -> np.ndarray:
-        # each chunk's column is let go once merged: the whole calls table is held once, not twice
-        return _merged([r[2].pop(name) for r in results if len(r[1])], places)  # a chunk all left out adds none
+    def put(name: str) -> np.ndarray:
+        # one column at a time a thread: the column it replaces is let go as soon as it is put, and
+        # the next one takes that memory back while it is still fresh in the allocator's hands
+        return _put(columns.pop(name), places)
 
-    # the columns are merged in threads, on every core (numpy's copies release the interpreter lock,
-    # and most of their time is the kernel handing out fresh memory), while this one builds the runs table
+    # the columns are put in table order in threads (numpy's copies release the interpreter lock)
+    # while this one builds the runs table
     with ThreadPoolExecutor(processes) as threads:
-        merging = threads.map(merge, call_columns())
+        names = list(columns)
+        putting = threads.map(put, names)
         rows = [row for r in results for row in r[0]]
         runs = runs_frame([rows[i] for i in order])
-        merged_columns = dict(zip(call_columns(), merging))
+        merged_columns = dict(zip(names, putting))
     return Tables(runs, calls_frame(runs, lengths[order], merged_columns), problems)
+
+
+class LaidColumns:
+    """The calls columns of the chunks read, laid end to end in reading order, each in one array
+    reserved for the whole corpus at the rate of the chunks so far (reserved memory that is never
+    written costs nothing), grown by ``realloc`` where a later chunk outruns it (no copy where the
+    allocator maps the array) and cut to its length at the end. Each chunk is copied in as it comes
+    and its own arrays let go, so the next chunk's arrays reuse their memory: the table is written
+    once into fresh memory, where keeping the chunks' parts and merging them wrote it twice (fresh
+    memory is the costly kind: ``metrics.pages``)."""
+
+    def __init__(self, runs: int):
+        self.runs, self.runs_added, self.rows, self.reserved = runs, 0, 0, 0
+        self._columns: dict[str, np.ndarray] = {}
+
+    def add(self, parts: dict[str, np.ndarray], runs: int) -> None:
+        """Append a chunk's columns (``runs`` runs; a chunk whose runs were all left out adds none)."""
+        if not runs:
+            return
+        size = len(next(iter(parts.values())))
+        self.runs_added += runs
+        needed = self.rows + size
+        if needed > self.reserved or not self._columns:
+            projected = -(-needed * max(self.runs, self.runs_added) // self.runs_added)
+            self.reserved = max(needed, projected + projected // 8)
+            for name, part in parts.items():
+                self._columns[name] = self._grown(self._columns.get(name), part.dtype)
+        for name, part in parts.items():
+            column = self._columns[name]
+            if not np.can_cast(part.dtype, column.dtype, casting="safe"):
+                column = self._columns[name] = column.astype(np.promote_types(column.dtype, part.dtype))
+            column[self.rows : needed] = part
+        self.rows = needed
+
+    def _grown(self, column: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
+        if column is None:
+            return np.empty(self.reserved, dtype=dtype)
+        column.resize(self.reserved, refcheck=False)  # realloc: the new rows are zeroed, the old kept
+        return column
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns, each cut to the rows added ({} where no chunk added any), handed over:
+        none is held here any longer, so a column let go by its new owner is freed."""
+        columns, self._columns = self._columns, {}
+        for column in columns.values():
+            column.resize(self.rows, refcheck=False)
+        return columns
 
 
 def _places(lengths: np.ndarray, order: np.ndarray) -> np.ndarray | None:
@@ -159,19 +229,13 @@ def _places(lengths: np.ndarray, order: np.ndarray) -> np.ndarray | None:
     return np.repeat(start - first, lengths) + np.arange(int(lengths.sum()))
 
 
-def _merged(parts: list[np.ndarray], places: np.ndarray | None) -> np.ndarray:
-    """One calls column from its chunks' parts (in reading order), each part put straight into
-    its rows (``_places``): no concatenated copy to gather from, so a column is allocated once."""
-    if not parts:
-        return np.zeros(0)
+def _put(column: np.ndarray, places: np.ndarray | None) -> np.ndarray:
+    """A calls column laid in reading order, put in table order (``_places``)."""
     if places is None:
-        return np.concatenate(parts)
-    merged = np.empty(len(places), dtype=np.result_type(*parts))
-    at = 0
-    for part in parts:
-        merged[places[at : at + len(part)]] = part
-        at += len(part)
-    return merged
+        return column
+    put = np.empty_like(column)
+    put[places] = column
+    return put
 
 
 def _nullable_cost_columns() -> tuple[str, ...]:
@@ -203,18 +267,19 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
 def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.ndarray]) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=[*CALL_RUN_COLUMNS, *call_columns()])
-    run_no = np.repeat(np.arange(len(runs)), lengths)
     data = {}
     for name in CALL_RUN_COLUMNS:
-        values = runs[name] if len(runs) else pd.Series([], dtype=object)
+        values = runs[name]
         if name == "attempt":
-            data[name] = values.to_numpy()[run_no] if len(runs) else np.zeros(0, np.int64)
+            data[name] = np.repeat(values.to_numpy(), lengths)
             continue
         category = values.astype("category")
-        data[name] = pd.Categorical.from_codes(category.cat.codes.to_numpy()[run_no], category.cat.categories)
+        data[name] = pd.Categorical.from_codes(
+            np.repeat(category.cat.codes.to_numpy(), lengths), category.cat.categories
+        )
     for name in call_columns():
         data[name] = columns[name]
-    data["kind"] = pd.Categorical.from_codes(columns["kind"].astype(np.int8), CALL_KINDS)
+    data["kind"] = pd.Categorical.from_codes(columns["kind"].astype(np.int8, copy=False), CALL_KINDS)
     return pd.DataFrame(data, copy=False)  # the merged columns as they are, not copied into blocks
 
 
@@ -223,8 +288,9 @@ def write_tables(tables: Tables, out_dir: Path) -> tuple[Path, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = out_dir / "runs.parquet", out_dir / "calls.parquet"
-    for frame, path in zip((tables.runs, tables.calls), paths):
-        _write_parquet_atomic(frame, path)
+    with ordinary_pages(), system_arrow_pool():  # metrics.pages
+        for frame, path in zip((tables.runs, tables.calls), paths):
+            _write_parquet_atomic(frame, path)
     return paths
 
 

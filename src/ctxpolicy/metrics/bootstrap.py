@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ctxpolicy.metrics.pages import ordinary_pages
+
 DEFAULT_RESAMPLES = 10_000
 CONFIDENCE = 0.95
 
@@ -23,7 +25,8 @@ def resample_counts(n_tasks: int, n_boot: int = DEFAULT_RESAMPLES, seed: int = 0
 
     Depends only on its arguments, so comparisons over the same number of tasks share one
     (read-only, cached) matrix."""
-    counts = _draw_counts(n_tasks, n_boot, seed)
+    with ordinary_pages():  # four arrays of n_boot x n_tasks (metrics.pages)
+        counts = _draw_counts(n_tasks, n_boot, seed)
     counts.flags.writeable = False
     return counts
 
