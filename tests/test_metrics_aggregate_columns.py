@@ -39,6 +39,17 @@ def test_laid_columns_are_the_chunks_end_to_end_through_growth_promotion_and_emp
     assert laid.columns() == {}  # handed over: none is held back, so each is freed with its new owner
 
 
+def test_a_reservation_the_kernel_refuses_falls_back_to_the_rows_needed():
+    rng = np.random.default_rng(4)
+    laid = LaidColumns(runs=10**15)  # the first chunk's rate over this many runs: exabytes
+    first, second = _chunk(rng, 30), _chunk(rng, 50)
+    laid.add(first, 3)
+    assert laid.reserved == 30
+    laid.add(second, 2)
+    columns = laid.columns()
+    np.testing.assert_array_equal(columns["a"], np.concatenate([first["a"], second["a"]]))
+
+
 def test_laid_columns_of_no_chunk_are_none_and_of_runs_without_calls_are_empty():
     laid = LaidColumns(runs=5)
     laid.add({"a": np.zeros(0)}, 0)
@@ -54,7 +65,7 @@ def test_calls_table_is_each_runs_own_laid_in_table_order(tmp_path):
     run_dirs = make_runs(
         tmp_path / "runs",
         policies=("FC", "SU/Th/0.5", "OTRC/St"),
-        tasks=5,
+        tasks=4,
         attempts=2,
         calls_per_run=9,
         calls_version=2,

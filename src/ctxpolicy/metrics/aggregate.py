@@ -191,9 +191,10 @@ class LaidColumns:
         needed = self.rows + size
         if needed > self.reserved or not self._columns:
             projected = -(-needed * max(self.runs, self.runs_added) // self.runs_added)
-            self.reserved = max(needed, projected + projected // 8)
-            for name, part in parts.items():
-                self._columns[name] = self._grown(self._columns.get(name), part.dtype)
+            try:
+                self._reserve(max(needed, projected + projected // 8), parts)
+            except MemoryError:  # more than the kernel grants at once (a first chunk far below the rest)
+                self._reserve(needed, parts)
         for name, part in parts.items():
             column = self._columns[name]
             if not np.can_cast(part.dtype, column.dtype, casting="safe"):
@@ -201,11 +202,14 @@ class LaidColumns:
             column[self.rows : needed] = part
         self.rows = needed
 
-    def _grown(self, column: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
-        if column is None:
-            return np.empty(self.reserved, dtype=dtype)
-        column.resize(self.reserved, refcheck=False)  # realloc: the new rows are zeroed, the old kept
-        return column
+    def _reserve(self, rows: int, parts: dict[str, np.ndarray]) -> None:
+        self.reserved = rows
+        for name, part in parts.items():
+            column = self._columns.get(name)
+            if column is None:
+                self._columns[name] = np.empty(rows, dtype=part.dtype)
+            else:
+                column.resize(rows, refcheck=False)  # realloc: the new rows are zeroed, the old kept
 
     def columns(self) -> dict[str, np.ndarray]:
         """The columns, each cut to the rows added ({} where no chunk added any), handed over:
