@@ -154,8 +154,8 @@ def _aggregate(roots: list[Path], block: int, discount: float, processes: int | 
     columns = laid.columns()
 
     def put(name: str) -> np.ndarray:
-        # one column at a time a thread: the column it replaces is let go as soon as it is put, and
-        # the next one takes that memory back while it is still fresh in the allocator's hands
+        # one column at a time a thread: the column it replaces is freed as soon as it is put, so
+        # the next copy can take those pages back before the kernel reports them to the host
         return _put(columns.pop(name), places)
 
     # the columns are put in table order in threads (numpy's copies release the interpreter lock)
