@@ -165,8 +165,8 @@ def _aggregate(roots: list[Path], block: int, discount: float, processes: int | 
         putting = threads.map(put, names)
         rows = [row for r in results for row in r[0]]
         runs = runs_frame([rows[i] for i in order])
-        merged_columns = dict(zip(names, putting))
-    return Tables(runs, calls_frame(runs, lengths[order], merged_columns), problems)
+        in_table_order = dict(zip(names, putting))
+    return Tables(runs, calls_frame(runs, lengths[order], in_table_order), problems)
 
 
 class LaidColumns:
@@ -284,7 +284,7 @@ def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.n
     for name in call_columns():
         data[name] = columns[name]
     data["kind"] = pd.Categorical.from_codes(columns["kind"].astype(np.int8, copy=False), CALL_KINDS)
-    return pd.DataFrame(data, copy=False)  # the merged columns as they are, not copied into blocks
+    return pd.DataFrame(data, copy=False)  # the columns as they are, not copied into blocks
 
 
 def write_tables(tables: Tables, out_dir: Path) -> tuple[Path, Path]:

@@ -25,7 +25,8 @@ def resample_counts(n_tasks: int, n_boot: int = DEFAULT_RESAMPLES, seed: int = 0
 
     Depends only on its arguments, so comparisons over the same number of tasks share one
     (read-only, cached) matrix."""
-    with ordinary_pages():  # four arrays of n_boot x n_tasks (metrics.pages)
+    # four arrays of n_boot x n_tasks: the study's comparisons took 2.1-2.3 s so, 2.5-3.2 s on huge pages
+    with ordinary_pages():  # (metrics.pages)
         counts = _draw_counts(n_tasks, n_boot, seed)
     counts.flags.writeable = False
     return counts
