@@ -161,3 +161,24 @@ def test_without_loop_devices_fuse2fs_holds_the_same_quota(tmp_path: Path, monke
         assert "No space left on device" in result.output and result.limit == "disk", result.output
         assert_host_bounded(workspace.parent)
     assert not os.path.ismount(workspace) and not quota.image_path(workspace).exists()
+
+
+def test_tables_written_past_a_real_quota_fail_whole_and_keep_the_old_tables(tmp_path: Path):
+    """A table the full disk refuses is an error, its temporary file goes, and the tables written
+    before stay as they were."""
+    import numpy as np
+    import pandas as pd
+
+    from ctxpolicy.metrics.aggregate import Tables, write_tables
+
+    require(quota.mount_method() is not None, "root (loop devices) or fuse2fs, to mount an image")
+    runs = pd.DataFrame({"run_dir": ["a"], "resolved": [True]})
+    small = pd.DataFrame({"x": np.arange(10.0)})
+    large = pd.DataFrame({"x": np.random.default_rng(0).random(3_000_000)})  # 24 MB of incompressible floats
+    with quota.bounded_directory(tmp_path / "tables", LIMITS) as out:
+        written = [path.read_bytes() for path in write_tables(Tables(runs, small), out)]
+        with pytest.raises(OSError) as failed:
+            write_tables(Tables(runs, large), out)
+        assert "No space left on device" in str(failed.value)
+        assert [path.read_bytes() for path in (out / "runs.parquet", out / "calls.parquet")] == written
+        assert sorted(p.name for p in out.iterdir() if p.name != "lost+found") == ["calls.parquet", "runs.parquet"]

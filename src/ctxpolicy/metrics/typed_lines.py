@@ -88,8 +88,8 @@ def _decoder(typed_fields: tuple[str, ...], kinds: tuple[str, ...]) -> tuple[msg
             fields.append((name, Literal[kinds]))
         elif name == PROMPT:
             fields.append((name, prompt_type))
-        elif name == "events":  # decoded (so checked) here, taken from the general path's parser (``_events``)
-            fields.append((name, Optional[list], None))
+        elif name == "events":  # its text, parsed by the general path's parser (``_events``)
+            fields.append((name, msgspec.Raw, _NO_EVENTS))
         elif name in typed_fields:
             fields.append((name, _number_type(field_rule("call", name)), None))
         else:
@@ -101,7 +101,7 @@ def _decoder(typed_fields: tuple[str, ...], kinds: tuple[str, ...]) -> tuple[msg
 def read(data: bytes, typed_fields: tuple[str, ...], kinds: tuple[str, ...]) -> CallLines | None:
     """A calls.jsonl's lines (``data``, the file's bytes), or None where this path does not take
     the file (the general path then reads it)."""
-    if not data.endswith(b"\n") or b"\n\n" in data or data.startswith(b"\n"):
+    if not data.endswith(b"\n") or data.startswith(b"\n"):  # an empty line elsewhere makes the array invalid
         return None
     decoder, fields = _decoder(typed_fields, kinds)
     try:
@@ -109,9 +109,12 @@ def read(data: bytes, typed_fields: tuple[str, ...], kinds: tuple[str, ...]) -> 
     except (msgspec.DecodeError, RecursionError):  # a ValidationError too: a value this path does not take
         return None
     columns = dict(zip(fields, map(list, zip(*map(msgspec.structs.astuple, lines)))))  # at least one line
+    texts = columns["events"]
+    if data.count(b'"events"') != sum(text is not _NO_EVENTS for text in texts):
+        return None  # a line names events twice: the first is skipped unchecked (``_events``)
     try:
-        columns["events"] = _events(columns["events"], data)
-    except orjson.JSONDecodeError:  # nested past the parser's depth limit
+        columns["events"] = _events(texts)
+    except (orjson.JSONDecodeError, TypeError):  # nested past the parser's depth limit, or not a list
         return None
     bases, keeps, adds = map(list, zip(*map(msgspec.structs.astuple, columns[PROMPT])))  # its fields' order
     encoded = encoded_prompts.encode(columns["index"], bases, keeps, adds)
@@ -120,14 +123,27 @@ def read(data: bytes, typed_fields: tuple[str, ...], kinds: tuple[str, ...]) -> 
     return CallLines(columns["kind"], {name: columns[name] for name in typed_fields}, columns["reply_id"], encoded)
 
 
-def _events(decoded: list, data: bytes) -> list:
-    """The lines' events, each line that has any parsed again by the general path's parser: its
-    values are those the general path reads (an integer beyond 64 bits is a float there, an
-    integer here). The line is parsed inside an array, as there, so that the parser's depth
-    limit falls where it falls there. Most lines have none."""
-    with_events = [k for k, events in enumerate(decoded) if events]
-    if with_events:
-        text = data.split(b"\n")
-        for k in with_events:
-            decoded[k] = orjson.loads(b"[" + text[k] + b"]")[0]["events"]
-    return decoded
+_NO_EVENTS = msgspec.Raw(b"null")
+
+
+def _events(texts: list[msgspec.Raw]) -> list:
+    """Each line's events (a list, or None), from their text as written: parsed by the general
+    path's parser, so that their values are those the general path reads (an integer beyond 64 bits
+    is a float there, an integer to msgspec), at the depth where the general path finds them (an
+    array of lines, each an object) so that the parser's depth limit falls where it falls there.
+    Most lines have none: ``[]`` and ``null`` are taken as they are. TypeError where a line's
+    events are neither a list nor null. The decoder checks no value inside the text it hands over
+    (``msgspec.Raw``), so a line that names events twice, the first unread, is left to the general
+    path (``read``)."""
+    events = []
+    for text in map(bytes, texts):
+        if text == b"[]":
+            events.append([])
+        elif text == b"null":
+            events.append(None)
+        else:
+            value = orjson.loads(b'[{"events":' + text + b"}]")[0]["events"]
+            if value is not None and type(value) is not list:
+                raise TypeError(f"events is {type(value).__name__}")
+            events.append(value)
+    return events
