@@ -106,6 +106,10 @@ REFUSED, READ = "refused", "read"
             lambda d: d.replace(b'"events":[]', b'"events":[1e400],"events":[]', 1), REFUSED, id="bad, then repeated"
         ),
         pytest.param(
+            lambda d: d.replace(b'"events":[]', b'"events":[{"kind":"TR"}],"events":[]', 1), READ, id="events twice"
+        ),
+        pytest.param(lambda d: d.replace(b'"events":[]', b'"events":{}', 1), REFUSED, id="events an object"),
+        pytest.param(
             lambda d: d.replace(b'"events":[]', b'"events":[' + b"[" * 1100 + b"]" * 1100 + b"]", 1),
             REFUSED,
             id="too deep",
