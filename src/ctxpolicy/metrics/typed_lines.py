@@ -111,11 +111,11 @@ def read(data: bytes, typed_fields: tuple[str, ...], kinds: tuple[str, ...]) -> 
     columns = dict(zip(fields, map(list, zip(*map(msgspec.structs.astuple, lines)))))  # at least one line
     texts = columns["events"]
     if data.count(b'"events"') != sum(text is not _NO_EVENTS for text in texts):
-        return None  # a line names events twice: the first is skipped unchecked (``_events``)
-    try:
-        columns["events"] = _events(texts)
-    except (orjson.JSONDecodeError, TypeError):  # nested past the parser's depth limit, or not a list
+        return None  # more than a key a line holding it: one named twice (the first skipped unchecked), or a text
+    events = _events(texts)
+    if events is None:
         return None
+    columns["events"] = events
     bases, keeps, adds = map(list, zip(*map(msgspec.structs.astuple, columns[PROMPT])))  # its fields' order
     encoded = encoded_prompts.encode(columns["index"], bases, keeps, adds)
     if encoded is None:
@@ -126,15 +126,15 @@ def read(data: bytes, typed_fields: tuple[str, ...], kinds: tuple[str, ...]) -> 
 _NO_EVENTS = msgspec.Raw(b"null")
 
 
-def _events(texts: list[msgspec.Raw]) -> list:
+def _events(texts: list[msgspec.Raw]) -> list | None:
     """Each line's events (a list, or None), from their text as written: parsed by the general
     path's parser, so that their values are those the general path reads (an integer beyond 64 bits
     is a float there, an integer to msgspec), at the depth where the general path finds them (an
     array of lines, each an object) so that the parser's depth limit falls where it falls there.
-    Most lines have none: ``[]`` and ``null`` are taken as they are. TypeError where a line's
-    events are neither a list nor null. The decoder checks no value inside the text it hands over
-    (``msgspec.Raw``), so a line that names events twice, the first unread, is left to the general
-    path (``read``)."""
+    Most lines have none: ``[]`` and ``null`` are taken as they are. None where this path does not
+    take them (past the depth limit, or neither a list nor null). The decoder checks no value
+    inside the text it hands over (``msgspec.Raw``), so a line that names events twice, the first
+    unread, is left to the general path (``read``)."""
     events = []
     for text in map(bytes, texts):
         if text == b"[]":
@@ -142,8 +142,11 @@ def _events(texts: list[msgspec.Raw]) -> list:
         elif text == b"null":
             events.append(None)
         else:
-            value = orjson.loads(b'[{"events":' + text + b"}]")[0]["events"]
+            try:
+                value = orjson.loads(b'[{"events":' + text + b"}]")[0]["events"]
+            except orjson.JSONDecodeError:
+                return None
             if value is not None and type(value) is not list:
-                raise TypeError(f"events is {type(value).__name__}")
+                return None
             events.append(value)
     return events
