@@ -3,11 +3,15 @@ order, and the memory switches it builds them under (``metrics.pages``)."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from ctxpolicy.metrics.aggregate import LaidColumns, aggregate
+from ctxpolicy.metrics import aggregate as aggregate_module
+from ctxpolicy.metrics.aggregate import LaidColumns, aggregate, cut_in_chunks, reading_order
 from ctxpolicy.metrics.pages import ordinary_pages, set_huge_pages, system_arrow_pool
 from ctxpolicy.testing.runs import make_runs
 
@@ -59,9 +63,12 @@ def test_laid_columns_of_no_chunk_are_none_and_of_runs_without_calls_are_empty()
     assert len(column) == 0 and column.dtype == np.int8
 
 
-def test_calls_table_is_each_runs_own_laid_in_table_order(tmp_path):
-    """The whole corpus in many chunks on two workers (read by name, not in table order) gives the
-    calls table that reading each run on its own and stacking them in sorted order gives."""
+@pytest.mark.parametrize("by_name", [True, False], ids=["read by name", "read in table order"])
+def test_calls_table_is_each_runs_own_laid_in_table_order(tmp_path, monkeypatch, by_name):
+    """The whole corpus in many chunks on two workers gives the calls table that reading each run
+    on its own and stacking them in sorted order gives, whether it is read by name (as a corpus of
+    replays is: the columns are then put in table order) or in table order (as any other is)."""
+    monkeypatch.setattr(aggregate_module, "holds_replays", lambda run_dirs: by_name)
     run_dirs = make_runs(
         tmp_path / "runs",
         policies=("FC", "SU/Th/0.5", "OTRC/St"),
@@ -77,6 +84,40 @@ def test_calls_table_is_each_runs_own_laid_in_table_order(tmp_path):
     for name in whole.columns:  # categoricals: each run's own has one category, so compare values
         pd.testing.assert_series_equal(whole[name].astype(object), stacked[name].astype(object))
     assert whole["run_dir"].iloc[0] == str(sorted(run_dirs)[0])
+
+
+@pytest.mark.parametrize(
+    ("items", "size", "processes", "sizes"),
+    [
+        (35_028, 500, 2, [500] * 68 + [125] * 8 + [28]),  # the study's size: the last two chunks in quarters
+        (2_000, 500, 2, [500] * 2 + [125] * 8),
+        (700, 500, 2, [125] * 5 + [75]),  # fewer than two chunks: all in quarters
+        (7, 1, 2, [1] * 7),
+        (0, 1, 2, []),
+    ],
+)
+def test_chunks_are_the_items_in_order_the_last_ones_in_quarters(items, size, processes, sizes):
+    chunks = cut_in_chunks(list(range(items)), size, processes)
+    assert [len(chunk) for chunk in chunks] == sizes
+    assert [item for chunk in chunks for item in chunk] == list(range(items))
+
+
+def test_a_corpus_is_read_by_name_only_where_it_holds_replays(tmp_path):
+    run_dirs = sorted(make_runs(tmp_path / "runs", policies=("FC", "OTRC/St"), tasks=3, attempts=1, calls_per_run=3))
+    in_table_order = list(enumerate(run_dirs))
+    assert reading_order(run_dirs) == in_table_order
+    # one run made a replay of another (run.json's message_base): the replays of one source are
+    # read side by side, by name
+    replay, source = run_dirs[0], run_dirs[3]
+    record = json.loads((replay / "run.json").read_text())
+    record["message_base"] = {"run": os.path.relpath(source, replay), "sha256": "0" * 64}
+    (replay / "run.json").write_text(json.dumps(record))
+    by_name = reading_order(run_dirs)
+    assert sorted(by_name) == in_table_order
+    assert [path.name for _, path in by_name] == sorted(path.name for path in run_dirs)
+    # a run.json that cannot be read says nothing of the order (the aggregate names it)
+    (replay / "run.json").write_text("{not json")
+    assert reading_order(run_dirs) == in_table_order
 
 
 def test_ordinary_pages_switch_numpy_huge_pages_off_and_back():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -196,6 +198,7 @@ def test_paired_differences_and_holm(runs):
     expected = np.empty(3)
     expected[order] = adjusted
     assert table["p_holm"].to_numpy() == pytest.approx(expected)
+    assert gc.get_freeze_count() == 0  # the objects set aside for statsmodels' collection are back
 
 
 def test_paired_differences_with_chosen_pairs(runs):

@@ -8,6 +8,7 @@ Unreadable runs (any reason: see ``records.read_run``) come back as ``RecordErro
 
 from __future__ import annotations
 
+import gc
 import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ctxpolicy import rundir
 from ctxpolicy.atomic import atomic_output, atomic_write_json
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
 from ctxpolicy.metrics import cost_methods
@@ -27,6 +29,7 @@ from ctxpolicy.metrics.records import (
     RecordError,
     call_columns,
     find_run_dirs,
+    no_cycle_collection,
     read_runs,
     run_columns,
 )
@@ -88,22 +91,52 @@ def keep_freed_memory() -> bool:
 
 def _start_worker() -> None:
     """A parser worker's set-up: freed memory kept (``keep_freed_memory``), ordinary pages
-    (``pages``)."""
+    (``pages``), the cycle collector as usual (the aggregate pauses it where it forks)."""
     keep_freed_memory()
     set_huge_pages(False)
+    gc.enable()
 
 
 def reading_order(run_dirs: list[Path]) -> list[tuple[int, Path]]:
-    """The run directories, numbered in their sorted order, in the order they are read: by name
-    first, so that the replays of one source (one name, one cell each) are read side by side and
-    each worker parses the source's store once (``records._base_store``); the tables keep the
-    sorted order whatever the reading order."""
-    return sorted(enumerate(run_dirs), key=lambda pair: (pair[1].name, pair[0]))
+    """The run directories, numbered in their sorted order, in the order they are read. Where the
+    corpus holds replays (``holds_replays``), by name first, so that the replays of one source
+    (one name, one cell each) are read side by side and each worker parses the source's store
+    once (``records._base_store``); else in their sorted order, the tables' own, so that the
+    calls columns are laid in table order as they come and never copied into it (``_places``).
+    The tables are the same whatever the reading order."""
+    numbered = list(enumerate(run_dirs))
+    if not holds_replays(run_dirs):
+        return numbered
+    return sorted(numbered, key=lambda pair: (pair[1].name, pair[0]))
+
+
+def holds_replays(run_dirs: list[Path], sample: int = 16) -> bool:
+    """Whether any of ``sample`` run directories spread over ``run_dirs`` is a replay (its
+    run.json names a ``message_base``): in an imported corpus nearly every run is, so a few
+    tell. Only the reading order hangs on the answer; a run.json that cannot be read says no
+    (the aggregate names what is wrong with it)."""
+    step = max(len(run_dirs) // sample, 1)
+    for run_dir in run_dirs[::step][:sample]:
+        try:
+            if rundir.message_base(run_dir) is not None:
+                return True
+        except rundir.RunRecordError:
+            continue
+    return False
 
 
 def chunk_size(runs: int, processes: int) -> int:
     """The runs a worker reads at once (``records.read_runs``): eight chunks a process, at most 500 runs."""
     return max(1, min(500, runs // (processes * 8) + 1))
+
+
+def cut_in_chunks(numbered: list, size: int, processes: int) -> list[list]:
+    """``numbered`` in chunks of ``size``, but for the last ``processes`` chunks or so, cut in
+    quarters of that: the workers take chunks as they finish, so the last ones to finish wait
+    on one another for at most a quarter chunk rather than a whole one."""
+    tail = max(len(numbered) - processes * size, 0) // size * size  # where the quarters start
+    cuts = [*range(0, tail, size), *range(tail, len(numbered), max(size // 4, 1))]
+    return [numbered[start:end] for start, end in zip(cuts, [*cuts[1:], len(numbered)])]
 
 
 def aggregate(
@@ -114,7 +147,9 @@ def aggregate(
     processes: int | None = None,
     progress: bool = False,
 ) -> Tables:
-    with ordinary_pages():  # the calls table is the size where huge pages cost (metrics.pages)
+    # the calls table is the size where huge pages cost (metrics.pages); the merged rows are
+    # many small objects, freed by their reference counts (records.no_cycle_collection)
+    with ordinary_pages(), no_cycle_collection():
         return _aggregate(roots, block, discount, processes, progress)
 
 
@@ -125,7 +160,7 @@ def _aggregate(roots: list[Path], block: int, discount: float, processes: int | 
     processes = processes or min(len(os.sched_getaffinity(0)), 8)
     chunk = chunk_size(len(run_dirs), processes)
     numbered = reading_order(run_dirs)
-    chunks = [numbered[i : i + chunk] for i in range(0, len(numbered), chunk)]
+    chunks = cut_in_chunks(numbered, chunk, processes)
     work = partial(_read_chunk, block=block, discount=discount)
     results = []
     laid = LaidColumns(len(run_dirs))

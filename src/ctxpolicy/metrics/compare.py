@@ -12,6 +12,8 @@ the figures read it too.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Iterable
 from itertools import combinations
 
@@ -538,10 +540,23 @@ def paired_differences(
         table["p_holm"] = np.nan
         table["reject_holm"] = False
         if known.any():
-            reject, adjusted, _, _ = multipletests(table.loc[known, "p_boot"], alpha=alpha, method="holm")
+            with _older_objects_frozen():
+                reject, adjusted, _, _ = multipletests(table.loc[known, "p_boot"], alpha=alpha, method="holm")
             table.loc[known, "p_holm"] = adjusted
             table.loc[known, "reject_holm"] = reject
     return table
+
+
+@contextlib.contextmanager
+def _older_objects_frozen():
+    """The objects that exist set aside from the cycle collector (``gc.freeze``) inside the block:
+    statsmodels' Holm correction runs a full collection on every call, which then walks only what
+    the block made, not every object of the process (a run table's worth after an aggregate)."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 # -- outcome breakdown -------------------------------------------------------------------
