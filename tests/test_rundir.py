@@ -76,6 +76,58 @@ def test_finding_runs_skips_stale_and_workspace_and_never_enters_a_run(tmp_path)
         rundir.find_run_dirs(tmp_path / "nowhere")
 
 
+def _walked_runs(root, markers):
+    """The run directories as ``os.walk`` finds them: folders holding a marker that is no folder,
+    never entered, ``workspace/``, ``stale/`` and partial folders passed by (the definition the
+    walk that looks markers up by name must keep)."""
+    found = []
+    for directory, subdirs, files in os.walk(root):
+        if any(name in files for name in markers):
+            found.append(Path(directory))
+            subdirs.clear()
+        else:
+            subdirs[:] = [
+                d for d in subdirs if d not in rundir.SKIPPED_DIRS and not d.startswith(rundir.PARTIAL_PREFIX)
+            ]
+    return sorted(found)
+
+
+def test_finding_runs_gives_what_os_walk_gives_on_an_odd_tree(tmp_path):
+    root, cell = tmp_path / "root", tmp_path / "root" / "local" / "FC"
+    _run(cell / "plain__a1")
+    _run(cell / "plain__a1" / "nested__a1")  # inside a run: never entered
+    (cell / "calls_only__a1").mkdir(parents=True)
+    (cell / "calls_only__a1" / rundir.CALLS_JSONL).write_text("")
+    (cell / "folder_marker" / rundir.RUN_JSON).mkdir(parents=True)  # a folder named run.json marks nothing
+    _run(cell / "folder_marker" / "below__a1")
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (cell / "linked__a1").mkdir()
+    (cell / "linked__a1" / rundir.RUN_JSON).symlink_to(tmp_path / "elsewhere.json")
+    (cell / "dangling__a1").mkdir()
+    (cell / "dangling__a1" / rundir.RUN_JSON).symlink_to(tmp_path / "gone.json")  # no folder: a marker
+    (cell / "folder_link").mkdir()
+    (cell / "folder_link" / rundir.MESSAGES_JSONL).symlink_to(tmp_path, target_is_directory=True)
+    _run(cell / "folder_link" / "under__a1")
+    (cell / "fifo__a1").mkdir()
+    os.mkfifo(cell / "fifo__a1" / rundir.RUN_JSON)
+    (root / "local" / "to_cell").symlink_to(cell, target_is_directory=True)  # a link to a folder: not entered
+    _run(cell / f"{rundir.PARTIAL_PREFIX}half__a1")
+    _run(root / "local" / "workspace" / "w__a1")
+    (root / "empty").mkdir()
+    for markers in (rundir.RUN_FILES, (rundir.RUN_JSON,)):
+        expected = _walked_runs(root, markers)
+        assert rundir.find_run_dirs(root, markers) == expected
+    assert [p.name for p in _walked_runs(root, rundir.RUN_FILES)] == [
+        "calls_only__a1",
+        "dangling__a1",
+        "fifo__a1",
+        "under__a1",
+        "below__a1",
+        "linked__a1",
+        "plain__a1",
+    ]  # the tree is as odd as meant: every kind of marker found, every trap passed by
+
+
 def test_set_aside_moves_a_run_to_stale_where_no_reader_counts_it(tmp_path):
     cell = tmp_path / "FC"
     first = rundir.set_aside(_run(cell / "a__a1"), cell)

@@ -96,18 +96,84 @@ def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[st
     for root in map(Path, roots):
         if not root.is_dir():
             raise NotADirectoryError(f"{root}: no such directory")
-        for directory, subdirs, files in os.walk(root):
-            if any(name in files for name in markers):
-                where = os.stat(directory)
-                found.setdefault((where.st_dev, where.st_ino), Path(directory))
-                subdirs.clear()
-            else:
-                subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.startswith(PARTIAL_PREFIX)]
+        _walk_runs(root, markers, found)
     # by their parts: Path's own order on Python 3.11, without a Python-level __lt__ per comparison
     return sorted(found.values(), key=_PARTS)
 
 
 _PARTS = operator.attrgetter("parts")
+
+
+def _walk_runs(root: Path, markers: tuple[str, ...], found: dict[tuple[int, int], Path]) -> None:
+    """The run directories under ``root`` into ``found``, as ``os.walk(root)`` top-down would
+    reach them (each folder's subfolders in listing order, links to folders not followed): a
+    folder is a run directory when one of ``markers`` in it is no folder. The markers are looked
+    up by name first (a run directory is then never listed: a third of the walk's time); a
+    folder is listed only to go down into it, or where a lookup cannot tell."""
+    pending = [iter([(str(root), root)])]  # per depth, the folders still to visit there
+    while pending:
+        for directory, path in pending[-1]:
+            marked = _holds_marker(directory, markers)
+            if marked is None:  # a lookup could not tell: what a listing holds decides, as in os.walk
+                names = _listing(directory)
+                marked = names is not None and any(names.get(name) is False for name in markers)
+            if marked:
+                where = os.stat(directory)
+                found.setdefault((where.st_dev, where.st_ino), path)
+                continue
+            subdirs = [
+                name
+                for name, is_folder in (_listing(directory) or {}).items()
+                if is_folder and name not in SKIPPED_DIRS and not name.startswith(PARTIAL_PREFIX)
+            ]
+            pending.append(iter([(os.path.join(directory, name), path / name) for name in subdirs]))
+            break
+        else:
+            pending.pop()
+
+
+def _holds_marker(directory: str, markers: tuple[str, ...]) -> bool | None:
+    """Whether one of ``markers`` in ``directory`` is no folder (a link counts as what it points
+    to; a dangling one as no folder, as ``os.walk`` counts it); None where a lookup fails for
+    another reason than that there is no such entry."""
+    for name in markers:
+        path = os.path.join(directory, name)
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                try:
+                    mode = os.stat(path).st_mode
+                except (FileNotFoundError, NotADirectoryError):
+                    return True  # dangling
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return None
+        if not stat.S_ISDIR(mode):
+            return True
+    return False
+
+
+def _listing(directory: str) -> dict[str, bool] | None:
+    """``directory``'s entries, each with whether it is a folder that ``os.walk`` goes down into
+    (a link to one is listed but not followed), in listing order; None where it cannot be listed
+    (``os.walk`` passes it by)."""
+    try:
+        with os.scandir(directory) as entries:
+            return {entry.name: _is_folder(entry) for entry in entries}
+    except OSError:
+        return None
+
+
+def _is_folder(entry: os.DirEntry) -> bool | None:
+    """True for a folder (no link), None for a link to one (listed as a folder, never entered),
+    False for anything else (an entry that cannot be looked at included, as in ``os.walk``)."""
+    try:
+        if not entry.is_dir():
+            return False
+        return None if entry.is_symlink() else True
+    except OSError:
+        return False
 
 
 def runs_of_cell(cell: str | Path, markers: Iterable[str] = (RUN_JSON,)) -> list[Path]:
