@@ -13,6 +13,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -60,13 +61,16 @@ class Tables:
 
 
 def _read_chunk(run_dirs: list[tuple[int, Path]], block: int, discount: float):
-    """Read (number, run directory) pairs: the rows, call counts and merged call columns of the
-    runs read and their numbers, and the (number, path, reason) of those left out."""
+    """Read (number, run directory) pairs: the rows (as columns: a list per field, {} where no run
+    was read), call counts and merged call columns of the runs read and their numbers, and the
+    (number, path, reason) of those left out. Rows go back as columns: a list of values a field
+    is a fraction of the dicts' size, which the main process would otherwise rebuild and hold."""
     numbers = [number for number, _ in run_dirs]
     rows, lengths, merged, problems, read = read_runs([run_dir for _, run_dir in run_dirs], block, discount)
     problems = [(numbers[at], str(exc.path), exc.reason) for at, exc in problems]
     merged = {k: merged[k] if len(lengths) else np.zeros(0) for k in call_columns()}
-    return rows, lengths, merged, problems, [numbers[at] for at in read]
+    row_columns = {name: [row[name] for row in rows] for name in rows[0]} if rows else {}
+    return row_columns, lengths, merged, problems, [numbers[at] for at in read]
 
 
 # glibc's mallopt parameters (malloc.h) and what a parser worker sets them to
@@ -198,8 +202,7 @@ def _aggregate(roots: list[Path], block: int, discount: float, processes: int | 
     with ThreadPoolExecutor(processes) as threads:
         names = list(columns)
         putting = threads.map(put, names)
-        rows = [row for r in results for row in r[0]]
-        runs = runs_frame([rows[i] for i in order])
+        runs = runs_frame(_rows_in_table_order([r[0] for r in results], order))
         in_table_order = dict(zip(names, putting))
     return Tables(runs, calls_frame(runs, lengths[order], in_table_order), problems)
 
@@ -283,8 +286,23 @@ def _nullable_cost_columns() -> tuple[str, ...]:
     return tuple(c for m in cost_methods.methods() if m.needs or m.call_column for c in m.run_columns)
 
 
-def runs_frame(rows: list[dict]) -> pd.DataFrame:
-    runs = pd.DataFrame(rows, columns=list(rows[0]) if rows else list(run_columns()))
+def _rows_in_table_order(parts: list[dict[str, list]], order: np.ndarray) -> dict[str, list]:
+    """The chunks' rows (each chunk's a list per field: ``_read_chunk``), laid end to end and put
+    in table order (the table's k-th run is ``order[k]``); {} where no run was read."""
+    parts = [part for part in parts if part]
+    if not parts:
+        return {}
+    positions = None if (order == np.arange(len(order))).all() else order.tolist()
+    columns = {}
+    for name in parts[0]:
+        values = list(chain.from_iterable(part[name] for part in parts))
+        columns[name] = values if positions is None else list(map(values.__getitem__, positions))
+    return columns
+
+
+def runs_frame(columns: dict[str, list]) -> pd.DataFrame:
+    """The runs table from its rows' columns (a list per field, in table order; {}: no run)."""
+    runs = pd.DataFrame(columns) if columns else pd.DataFrame(columns=list(run_columns()))
     for column in (
         "depth",
         "threshold_tokens",
