@@ -63,8 +63,8 @@ class Tables:
 def _read_chunk(run_dirs: list[tuple[int, Path]], block: int, discount: float):
     """Read (number, run directory) pairs: the rows (as columns: a list per field, {} where no run
     was read), call counts and merged call columns of the runs read and their numbers, and the
-    (number, path, reason) of those left out. Rows go back as columns: a list of values a field
-    is a fraction of the dicts' size, which the main process would otherwise rebuild and hold."""
+    (number, path, reason) of those left out. Rows go back as columns: lists of values take a
+    fraction of the new memory that the main process took to unpickle and hold one dict a run."""
     numbers = [number for number, _ in run_dirs]
     rows, lengths, merged, problems, read = read_runs([run_dir for _, run_dir in run_dirs], block, discount)
     problems = [(numbers[at], str(exc.path), exc.reason) for at, exc in problems]
