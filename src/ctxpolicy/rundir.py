@@ -113,7 +113,7 @@ def _walk_runs(root: Path, markers: tuple[str, ...], found: dict[tuple[int, int]
     pending = [iter([(str(root), root)])]  # per depth, the folders still to visit there
     while pending:
         for directory, path in pending[-1]:
-            marked = _holds_marker(directory, markers)
+            marked, names = _holds_marker(directory, markers), None
             if marked is None:  # a lookup could not tell: what a listing holds decides, as in os.walk
                 names = _listing(directory)
                 marked = names is not None and any(names.get(name) is False for name in markers)
@@ -121,9 +121,11 @@ def _walk_runs(root: Path, markers: tuple[str, ...], found: dict[tuple[int, int]
                 where = os.stat(directory)
                 found.setdefault((where.st_dev, where.st_ino), path)
                 continue
+            if names is None:
+                names = _listing(directory)
             subdirs = [
                 name
-                for name, is_folder in (_listing(directory) or {}).items()
+                for name, is_folder in (names or {}).items()
                 if is_folder and name not in SKIPPED_DIRS and not name.startswith(PARTIAL_PREFIX)
             ]
             pending.append(iter([(os.path.join(directory, name), path / name) for name in subdirs]))

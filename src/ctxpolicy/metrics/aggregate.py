@@ -202,7 +202,7 @@ def _aggregate(roots: list[Path], block: int, discount: float, processes: int | 
     with ThreadPoolExecutor(processes) as threads:
         names = list(columns)
         putting = threads.map(put, names)
-        runs = runs_frame(_rows_in_table_order([r[0] for r in results], order))
+        runs = runs_frame(_rows_in_table_order([r[0] for r in results], None if places is None else order))
         in_table_order = dict(zip(names, putting))
     return Tables(runs, calls_frame(runs, lengths[order], in_table_order), problems)
 
@@ -286,13 +286,14 @@ def _nullable_cost_columns() -> tuple[str, ...]:
     return tuple(c for m in cost_methods.methods() if m.needs or m.call_column for c in m.run_columns)
 
 
-def _rows_in_table_order(parts: list[dict[str, list]], order: np.ndarray) -> dict[str, list]:
+def _rows_in_table_order(parts: list[dict[str, list]], order: np.ndarray | None) -> dict[str, list]:
     """The chunks' rows (each chunk's a list per field: ``_read_chunk``), laid end to end and put
-    in table order (the table's k-th run is ``order[k]``); {} where no run was read."""
+    in table order (the table's k-th run is ``order[k]``; None: read in table order, as
+    ``_places`` says); {} where no run was read."""
     parts = [part for part in parts if part]
     if not parts:
         return {}
-    positions = None if (order == np.arange(len(order))).all() else order.tolist()
+    positions = None if order is None else order.tolist()
     columns = {}
     for name in parts[0]:
         values = list(chain.from_iterable(part[name] for part in parts))
