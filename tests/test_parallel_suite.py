@@ -258,6 +258,51 @@ def test_units_are_ordered_by_their_tests_summed_costs_longest_first():
     assert xdist_scheduling.longest_first(units, {}) == ["group:b", "a", "c", "d"]  # by test count
 
 
+class FakeWorker:
+    """What the scheduler uses of xdist's WorkerController: the commands it was sent."""
+
+    def __init__(self, name):
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.sent, self.shutting_down = [], False
+
+    def send_runtest_some(self, indices):
+        self.sent.append(list(indices))
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def test_a_second_worker_dying_while_the_first_ones_replacement_collects_loses_no_test():
+    # the CI run of 2026-12-05: gw1 died, its replacement gw2 was still collecting when gw0 died
+    # in a group; the group's rest went to gw2 before it had a collection, and was never run
+    ids = ["t.py::alone", "t.py::kill", *(f"t.py::g[{i}]" for i in range(4))]
+    config = type("Config", (), {"getvalue": lambda self, name: ["2*popen"], "option": None})()
+    sched = xdist_scheduling.GroupScheduling(config)
+    sched._groups, sched._costs = {f"t.py::g[{i}]": "doomed" for i in range(4)}, {}
+    gw0, gw1, gw2 = FakeWorker("gw0"), FakeWorker("gw1"), FakeWorker("gw2")
+    for worker in (gw0, gw1):
+        sched.add_node(worker)
+        sched.add_node_collection(worker, ids)
+    sched.schedule()
+    group_worker = gw0 if [2, 3, 4, 5] in gw0.sent else gw1
+    other = gw1 if group_worker is gw0 else gw0
+    for batch in other.sent:  # the other worker runs all it gets, and is told to finish
+        for index in batch:
+            sched.mark_test_complete(other, index)
+    assert sorted(i for batch in other.sent for i in batch) == [0, 1]
+    assert other.shutting_down and sched.remove_node(other) is None
+    sched.add_node(gw2)  # the replacement has said it is ready; it still collects
+    sched.mark_test_complete(group_worker, 2)  # g[0] passes, then the worker dies in g[1]
+    assert sched.remove_node(group_worker) == "t.py::g[1]"
+    assert gw2.sent == [] and not gw2.shutting_down
+    sched.add_node_collection(gw2, ids)
+    sched.schedule()
+    assert gw2.sent == [[4, 5]] and gw2.shutting_down  # g[2] and g[3], then it finishes
+    for index in (4, 5):
+        sched.mark_test_complete(gw2, index)
+    assert sched.remove_node(gw2) is None and sched.tests_finished
+
+
 class FakeCache:
     def __init__(self, stored=None):
         self.stored = dict(stored or {})

@@ -15,7 +15,9 @@ So the groups travel beside the ids, as the maintainers propose: each worker wri
 and the scheduler, a subclass of xdist's own, reads it when it splits the tests into units.
 The subclass changes two steps besides: a dead worker's unfinished tests go back on the queue
 (the one it died in is reported failed by xdist and not run again: pytest-dev/pytest-xdist#1371),
-and a worker that has taken the last unit is told to finish, as at the start of a run.
+and a worker that has taken the last unit is told to finish, as at the start of a run. A
+replacement worker gets no work before its collection is in (xdist would hand it a unit it cannot
+send when a second worker dies while the replacement of the first still collects).
 
 And it hands the units out longest first (xdist's own order is the collection's), so that the
 workers finish together: a long group started last (the embedded model's, a workflow run's)
@@ -230,7 +232,11 @@ class GroupScheduling(LoadScopeScheduling):
         return crashitem
 
     def _reschedule(self, node) -> None:
-        if node.shutting_down:
+        # a replacement still collecting has no collection to send indices from (xdist's own
+        # _assign_work_unit would fail on it, after taking the unit off the queue, inside
+        # remove_node, where DSession swallows a KeyError: the unit and the crash report were
+        # lost); it gets work when its collection is in, from schedule()
+        if node.shutting_down or node not in self.registered_collections:
             return
         if self.workqueue and self._pending_of(self.assigned_work[node]) <= 2:
             self._assign_work_unit(node)
