@@ -24,8 +24,8 @@ aggregate read from disk rather than from the page cache (a corpus just evicted 
 reads a third slower, in CPU time too). So that runs compare, the corpus is read into the page
 cache before the clock starts (``--cold``: not). Peak memory is reported
 for the main process and for the largest parser worker; their sum (main + processes x worker)
-bounds the total; the page faults of the main process are printed beside it (on a virtual
-machine whose host backs fresh memory slowly, each costs time: ``metrics.pages``).
+bounds the total; the pages the main process and the workers faulted in are printed beside it
+(on a virtual machine whose host backs fresh memory slowly, each costs time: ``metrics.pages``).
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def into_page_cache(root: Path) -> float:
     """Read every file of the corpus into the page cache before the clock starts: the kernel is
     asked for all of them first (``posix_fadvise`` WILLNEED, so the disk reads them in parallel),
     then each is read through, so that none is still on its way when the clock starts (WILLNEED
-    alone left 90-180 MB for the aggregate to read from disk). This machine's page cache loses
+    alone left 75-180 MB for the aggregate to read from disk). This machine's page cache loses
     parts of a 3 GB corpus between runs, and a corpus read from disk measures the disk, not the
     reader. The seconds it took; ``--cold`` skips it."""
     started = time.perf_counter()
