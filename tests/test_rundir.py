@@ -111,6 +111,7 @@ def test_finding_runs_gives_what_os_walk_gives_on_an_odd_tree(tmp_path):
     (cell / "fifo__a1").mkdir()
     os.mkfifo(cell / "fifo__a1" / rundir.RUN_JSON)
     (root / "local" / "to_cell").symlink_to(cell, target_is_directory=True)  # a link to a folder: not entered
+    (root / "local" / "to_run").symlink_to(cell / "plain__a1", target_is_directory=True)  # nor to a run
     _run(cell / f"{rundir.PARTIAL_PREFIX}half__a1")
     _run(root / "local" / "workspace" / "w__a1")
     (root / "empty").mkdir()
