@@ -201,6 +201,18 @@ def test_paired_differences_and_holm(runs):
     assert gc.get_freeze_count() == 0  # the objects set aside for statsmodels' collection are back
 
 
+def test_holm_leaves_objects_the_caller_froze_frozen(runs):
+    kept = [[]]  # frozen by the caller, as a server does before it forks
+    gc.freeze()
+    try:
+        table = paired_differences(runs, model="m", benchmark="b", n_boot=200, holm=True)
+        assert table["p_holm"].notna().any()
+        assert not any(o is kept for o in gc.get_objects())  # still set aside: frozen objects are in no generation
+    finally:
+        gc.unfreeze()
+    assert any(o is kept for o in gc.get_objects())
+
+
 def test_paired_differences_with_chosen_pairs(runs):
     table = paired_differences(runs, model="m", benchmark="b", pairs=[("TR", "FC")], n_boot=100)
     assert table["diff_pp"].tolist() == pytest.approx([100 * (2 / 3 - 5 / 9)])

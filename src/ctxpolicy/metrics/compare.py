@@ -551,7 +551,12 @@ def paired_differences(
 def _older_objects_frozen():
     """The objects that exist set aside from the cycle collector (``gc.freeze``) inside the block:
     statsmodels' Holm correction runs a full collection on every call, which then walks only what
-    the block made, not every object of the process (a run table's worth after an aggregate)."""
+    the block made, not every object of the process (a run table's worth after an aggregate).
+    Where objects are frozen already (the caller's own ``gc.freeze``), nothing is done: unfreezing
+    takes back every frozen object, not only ours."""
+    if gc.get_freeze_count():
+        yield
+        return
     gc.freeze()
     try:
         yield
