@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ctxpolicy.metrics import cli_aggregate
-from ctxpolicy.metrics.aggregate import aggregate, write_tables
+from ctxpolicy.metrics.aggregate import Tables, aggregate, write_tables
 from ctxpolicy.metrics.outcomes import outcome_class
 
 RUNS_COLUMNS = [
@@ -335,6 +335,19 @@ def test_tables_have_the_documented_columns_and_are_written(tmp_path):
     assert [c for c in CALLS_COLUMNS if c not in calls.columns] == []
     assert len(runs) == 2 and len(calls) == 8
     assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == ["calls.parquet", "runs.parquet"]
+
+
+def test_a_table_that_cannot_be_written_leaves_both_tables_as_they_were(tmp_path):
+    write_run(tmp_path / "runs" / "cell" / "t1__a1")
+    tables = aggregate([tmp_path / "runs"], processes=1)
+    out = tmp_path / "tables"
+    runs_path, calls_path = write_tables(tables, out)
+    before = runs_path.read_bytes(), calls_path.read_bytes()
+    unwritable = tables.calls.assign(step=[object()] * len(tables.calls))  # no parquet type for it
+    with pytest.raises(ValueError, match="Conversion failed for column step"):  # pyarrow's ArrowInvalid
+        write_tables(Tables(tables.runs.iloc[:0], unwritable, []), out)
+    assert (runs_path.read_bytes(), calls_path.read_bytes()) == before  # the runs table written, not renamed
+    assert sorted(p.name for p in out.iterdir()) == ["calls.parquet", "runs.parquet"]  # no temporary file left
 
 
 def test_aggregate_cli_reports_left_out_runs(tmp_path, capsys):

@@ -112,12 +112,15 @@ def test_finding_runs_gives_what_os_walk_gives_on_an_odd_tree(tmp_path):
     os.mkfifo(cell / "fifo__a1" / rundir.RUN_JSON)
     (root / "local" / "to_cell").symlink_to(cell, target_is_directory=True)  # a link to a folder: not entered
     (root / "local" / "to_run").symlink_to(cell / "plain__a1", target_is_directory=True)  # nor to a run
+    _run(tmp_path / "outside__a1")
+    (cell / "to_outside__a1").symlink_to(tmp_path / "outside__a1", target_is_directory=True)  # in the cell too
     _run(cell / f"{rundir.PARTIAL_PREFIX}half__a1")
     _run(root / "local" / "workspace" / "w__a1")
     (root / "empty").mkdir()
     for markers in (rundir.RUN_FILES, (rundir.RUN_JSON,)):
         expected = _walked_runs(root, markers)
         assert rundir.find_run_dirs(root, markers) == expected
+        assert rundir.runs_of_cell(cell, markers) == [p for p in expected if p.parent == cell]  # one rule
     assert [p.name for p in _walked_runs(root, rundir.RUN_FILES)] == [
         "calls_only__a1",
         "dangling__a1",
@@ -127,6 +130,23 @@ def test_finding_runs_gives_what_os_walk_gives_on_an_odd_tree(tmp_path):
         "linked__a1",
         "plain__a1",
     ]  # the tree is as odd as meant: every kind of marker found, every trap passed by
+
+
+def test_a_folder_whose_markers_cannot_be_looked_up_is_judged_by_its_listing(tmp_path, monkeypatch):
+    run, folder = tmp_path / "run__a1", tmp_path / "folder_marker"
+    _run(run)
+    (folder / rundir.RUN_JSON).mkdir(parents=True)
+    lstat = os.lstat
+
+    def refused(path, *args, **kwargs):  # a lookup that fails for another reason than no such entry
+        if Path(path).parent in (run, folder):
+            raise PermissionError(13, "Permission denied", str(path))
+        return lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(rundir.os, "lstat", refused)
+    assert rundir._holds_marker(str(run), rundir.RUN_FILES) is None  # the listing decides
+    assert rundir.is_run_dir(run) and not rundir.is_run_dir(folder)
+    assert rundir.find_run_dirs(tmp_path) == [run]
 
 
 def test_set_aside_moves_a_run_to_stale_where_no_reader_counts_it(tmp_path):

@@ -74,9 +74,14 @@ def run_dir(root: str | Path, benchmark: str, model: str, cell: str, task_id: st
 
 
 def is_run_dir(path: str | Path, markers: Iterable[str] = RUN_FILES) -> bool:
-    """True when ``path`` is a directory holding one of ``markers``."""
-    path = Path(path)
-    return path.is_dir() and any((path / name).exists() for name in markers)
+    """True when ``path`` is a directory holding one of ``markers`` that is no folder: the rule
+    ``find_run_dirs`` finds run directories by (a marker that is a link counts as what it points
+    to, a dangling one as no folder, as ``os.walk`` counts it)."""
+    path, markers = os.fspath(path), tuple(markers)
+    if not os.path.isdir(path):
+        return False
+    held = _holds_marker(path, markers)
+    return _lists_marker(path, markers) if held is None else held
 
 
 def find_run_dirs(roots: str | Path | Iterable[str | Path], markers: Iterable[str] = RUN_FILES) -> list[Path]:
@@ -154,13 +159,35 @@ def _holds_marker(directory: str, markers: tuple[str, ...]) -> bool | None:
     return False
 
 
+def _lists_marker(directory: str, markers: tuple[str, ...]) -> bool:
+    """Whether ``directory``'s listing holds one of ``markers`` that is no folder, each entry taken
+    as ``os.walk`` takes it (one it cannot tell is no folder); False where it cannot be listed, as
+    ``os.walk`` then passes the folder by. For a folder whose markers cannot be looked up by name."""
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name in markers:
+                    try:
+                        folder = entry.is_dir()
+                    except OSError:
+                        folder = False
+                    if not folder:
+                        return True
+    except OSError:
+        return False
+    return False
+
+
 def runs_of_cell(cell: str | Path, markers: Iterable[str] = (RUN_JSON,)) -> list[Path]:
-    """The run directories directly in a cell directory (those holding one of ``markers``), sorted;
-    ``stale/`` and ``workspace/`` are none."""
+    """The run directories directly in a cell directory (``is_run_dir``), sorted: those
+    ``find_run_dirs`` finds there. ``stale/``, ``workspace/``, a partial folder and a link are none."""
     return sorted(
         d
         for d in Path(cell).iterdir()
-        if d.name not in SKIPPED_DIRS and not d.name.startswith(PARTIAL_PREFIX) and is_run_dir(d, markers)
+        if d.name not in SKIPPED_DIRS
+        and not d.name.startswith(PARTIAL_PREFIX)
+        and not d.is_symlink()  # a link to a folder is not followed, as the walk does not follow it
+        and is_run_dir(d, markers)
     )
 
 

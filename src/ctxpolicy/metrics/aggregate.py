@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
@@ -342,14 +343,21 @@ def calls_frame(runs: pd.DataFrame, lengths: np.ndarray, columns: dict[str, np.n
 
 
 def write_tables(tables: Tables, out_dir: Path) -> tuple[Path, Path]:
-    """Write runs.parquet and calls.parquet atomically (temporary file, fsync, rename), side by
-    side: pyarrow encodes the large calls table without the interpreter lock, so the runs table
-    (strings, mostly under the lock) is converted and written meanwhile on the other core."""
+    """Write runs.parquet and calls.parquet side by side, each into a temporary file, and rename
+    both over the tables only once both are whole: a table that cannot be written leaves both
+    files as they were. pyarrow encodes the large calls table without the interpreter lock, so
+    the runs table (strings, mostly under the lock) is converted and written meanwhile on the
+    other core."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = out_dir / "runs.parquet", out_dir / "calls.parquet"
-    with ordinary_pages(), system_arrow_pool(), ThreadPoolExecutor(len(paths)) as threads:  # metrics.pages
-        list(threads.map(_write_parquet_atomic, (tables.runs, tables.calls), paths))
+    with ordinary_pages(), system_arrow_pool(), ExitStack() as renames:  # metrics.pages
+        handles = [renames.enter_context(atomic_output(path)) for path in paths]
+        with ThreadPoolExecutor(len(paths)) as threads:
+            frames = tables.runs, tables.calls
+            written = [threads.submit(frame.to_parquet, handle, index=False) for frame, handle in zip(frames, handles)]
+        for write in written:
+            write.result()  # a failure leaves the stack: every temporary file removed, no table replaced
     return paths
 
 
@@ -364,8 +372,3 @@ def write_left_out(tables: Tables, out_dir: Path) -> Path:
         indent=1,
     )
     return path
-
-
-def _write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
-    with atomic_output(path) as handle:
-        frame.to_parquet(handle, index=False)
