@@ -222,7 +222,7 @@ def set_aside(run: str | Path, cell: str | Path) -> Path:
 def owns_run_dir(path: str | Path) -> bool:
     """True when ``path`` may be (re)used for a run without ``--force``: it does not exist, is an
     empty folder, or is a run directory of ours (``RUN_MARKER`` or one of ``RUN_FILES``, complete or
-    not). Any other folder holds someone else's files, which a run would delete."""
+    not, that is no folder: ``is_run_dir``). Any other folder holds someone else's files, which a run would delete."""
     path = Path(path)
     if not path.exists():
         return True

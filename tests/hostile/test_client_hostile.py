@@ -370,7 +370,12 @@ def test_ctxpolicy_run_never_replaces_a_complete_run_silently(study, tmp_path, c
 
 def test_ctxpolicy_run_into_an_unusable_run_directory_is_one_line(study, tmp_path, capsys):
     out = tmp_path / "cell" / "hello-world__a1"
-    (out / "run.json").mkdir(parents=True)
-    assert cli.main(run_argv(study, "http://127.0.0.1:9/v1", out)) == 1
+    (out / "run.json").mkdir(parents=True)  # a folder named run.json makes no run directory (rundir.is_run_dir)
+    (out / "run.json" / "notes.txt").write_text("someone's")
+    assert cli.main(run_argv(study, "http://127.0.0.1:9/v1", out)) == 2
+    err = capsys.readouterr().err
+    assert "not a run directory" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    assert cli.main(run_argv(study, "http://127.0.0.1:9/v1", out, "--force")) == 1
     err = capsys.readouterr().err
     assert "Is a directory" in err and len(err.strip().splitlines()) == 1
+    assert (out / "run.json" / "notes.txt").read_text() == "someone's"
