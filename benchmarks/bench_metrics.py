@@ -22,7 +22,8 @@ generation is not part of the timed figures. Wall time depends on what else runs
 machine, so the CPU time of all processes and the load average are printed too, and what the
 aggregate read from disk rather than from the page cache (a corpus just evicted by other work
 reads a third slower, in CPU time too). So that runs compare, the corpus is read into the page
-cache before the clock starts (``--cold``: not). Peak memory is reported
+cache before the clock starts (``--cold``: not; the page cache's growth meanwhile, the part read
+back from disk, is printed beside it). Peak memory is reported
 for the main process and for the largest parser worker; their sum (main + processes x worker)
 bounds the total; the pages the main process and the workers faulted in are printed beside it
 (on a virtual machine whose host backs fresh memory slowly, each costs time: ``metrics.pages``).
@@ -264,6 +265,16 @@ def load_late_imports() -> float:
     return time.perf_counter() - started
 
 
+def page_cache_mb() -> float:
+    """The page cache's size (``Cached`` in /proc/meminfo), in MB; NaN where there is no such file."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            kib = next(int(line.split()[1]) for line in meminfo if line.startswith("Cached:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return math.nan
+    return kib / 1024
+
+
 def into_page_cache(root: Path) -> float:
     """Read every file of the corpus into the page cache before the clock starts: the kernel is
     asked for all of them first (``posix_fadvise`` WILLNEED, so the disk reads them in parallel),
@@ -329,7 +340,9 @@ def main() -> int:
         print("identical" if same else "the tables differ")
         return 0 if same else 1
     imports_s = load_late_imports()
+    cached_before = page_cache_mb()
     cache_s = math.nan if args.cold else into_page_cache(root)
+    cache_grew_mb = page_cache_mb() - cached_before
     phases = {}
     load_before = os.getloadavg()[0]
     blocks_before = disk_blocks_read()
@@ -372,7 +385,10 @@ def main() -> int:
     print(f"  {'total':28s} {total:7.1f} s   (target < {TARGET_S} s on 2 idle cores)")
     print(f"  {'(imports, before the clock)':28s} {imports_s:7.1f} s")
     if not args.cold:
-        print(f"  {'(corpus into page cache)':28s} {cache_s:7.1f} s")
+        print(
+            f"  {'(corpus into page cache)':28s} {cache_s:7.1f} s   (the page cache grew {max(cache_grew_mb, 0):,.0f} MB, "
+            "the corpus read back from disk: on the 2-core VM, runs after such a read found fresh memory slower)"
+        )
     print(
         f"CPU time, all processes: {cpu:.1f} s (on {args.processes} idle cores the wall time is at least "
         f"{cpu / args.processes:.1f} s); load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
