@@ -386,8 +386,8 @@ def main() -> int:
     print(f"  {'(imports, before the clock)':28s} {imports_s:7.1f} s")
     if not args.cold:
         print(
-            f"  {'(corpus into page cache)':28s} {cache_s:7.1f} s   (the page cache grew {max(cache_grew_mb, 0):,.0f} MB, "
-            "the corpus read back from disk: on the 2-core VM, runs after such a read found fresh memory slower)"
+            f"  {'(corpus into page cache)':28s} {cache_s:7.1f} s   (the page cache grew {max(cache_grew_mb, 0):,.0f} MB "
+            "meanwhile: the part of the corpus read back from disk)"
         )
     print(
         f"CPU time, all processes: {cpu:.1f} s (on {args.processes} idle cores the wall time is at least "
