@@ -123,13 +123,21 @@ def _walk_runs(root: Path, markers: tuple[str, ...], found: dict[tuple[int, int]
         kept = []
         for name in subdirs:
             path = os.path.join(directory, name)
-            if name in SKIPPED_DIRS or name.startswith(PARTIAL_PREFIX) or os.path.islink(path):
-                continue  # a link to a folder is not followed, as os.walk does not
+            if _passed_by(path):
+                continue
             if _holds_marker(path, markers):
                 _record(path, found)
             else:  # no marker, or a lookup that cannot tell
                 kept.append(name)
         subdirs[:] = kept
+
+
+def _passed_by(folder: str | Path) -> bool:
+    """Whether the search for run directories passes ``folder`` by, found inside a folder it
+    searches: ``workspace/``, ``stale/``, a partial folder, a link (not followed, as ``os.walk``
+    does not follow it)."""
+    name = os.path.basename(folder)
+    return name in SKIPPED_DIRS or name.startswith(PARTIAL_PREFIX) or os.path.islink(folder)
 
 
 def _record(directory: str, found: dict[tuple[int, int], Path]) -> None:
@@ -181,14 +189,7 @@ def _lists_marker(directory: str, markers: tuple[str, ...]) -> bool:
 def runs_of_cell(cell: str | Path, markers: Iterable[str] = (RUN_JSON,)) -> list[Path]:
     """The run directories directly in a cell directory (``is_run_dir``), sorted: those
     ``find_run_dirs`` finds there. ``stale/``, ``workspace/``, a partial folder and a link are none."""
-    return sorted(
-        d
-        for d in Path(cell).iterdir()
-        if d.name not in SKIPPED_DIRS
-        and not d.name.startswith(PARTIAL_PREFIX)
-        and not d.is_symlink()  # a link to a folder is not followed, as the walk does not follow it
-        and is_run_dir(d, markers)
-    )
+    return sorted(d for d in Path(cell).iterdir() if not _passed_by(d) and is_run_dir(d, markers))
 
 
 def partial_dir(run: str | Path) -> Path:
