@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxpolicy.metrics import records
+from ctxpolicy.metrics import records, tree_kernels
 from ctxpolicy.metrics.cost_methods import PrefixTrees, RunCalls, Sequences, anthropic
 from ctxpolicy.metrics.encoded_prompts import expand
 from ctxpolicy.rundir import PromptEncoder
@@ -92,3 +92,35 @@ def test_a_tree_holds_one_node_per_distinct_prefix_and_reads_back_every_prompt()
     at, _, lengths = encoded.agent_positions(np.ones(len(prompts), dtype=bool))
     assert [encoded.ids[k] for k in at.tolist()] == [mid for ids in prompts for mid in ids]
     assert lengths.tolist() == list(map(len, prompts))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(IDS[:3]), max_size=6), min_size=1, max_size=40))
+def test_every_distinct_prefix_is_one_node_whatever_the_prompts_share(prompts):
+    # three ids and up to 40 prompts: prefixes recur, are cut back and grow again, so the compiled
+    # builder's table of children (tree_kernels.build_tree) finds most children it is asked for
+    encoder = PromptEncoder()
+    lines = [encoder.encode_line({"index": k, "kind": "agent", "message_ids": ids}) for k, ids in enumerate(prompts)]
+    encoded = expand(lines)
+    assert [encoded.prompt(k) for k in range(len(prompts))] == prompts
+    distinct = {tuple(ids[:depth]) for ids in prompts for depth in range(len(ids) + 1)}
+    assert len(encoded.parent) == len(distinct)
+
+    def read_back(node: int) -> list[str]:
+        return [encoded.ids[k] for k in tree_kernels.path(encoded.parent, encoded.message, node).tolist()]
+
+    assert sorted(map(tuple, map(read_back, range(len(encoded.parent))))) == sorted(distinct)
+    for k, ids in enumerate(prompts):
+        assert read_back(encoded.first[encoded.ends[k]]) == ids[:1]
+
+
+def test_a_node_with_many_children_finds_each_child_again():
+    # one prefix continued by 300 ids, twice over: the second time every child exists already, and
+    # the table of children must tell them apart where their slots collide
+    continuations = [f"{n:016x}" for n in range(100, 400)]
+    prompts = [["s", mid] for mid in continuations] * 2 + [["s", mid, "t"] for mid in continuations[::7]]
+    encoder = PromptEncoder()
+    lines = [encoder.encode_line({"index": k, "kind": "agent", "message_ids": ids}) for k, ids in enumerate(prompts)]
+    encoded = expand(lines)
+    assert [encoded.prompt(k) for k in range(len(prompts))] == prompts
+    assert len(encoded.parent) == 1 + 1 + len(continuations) + len(continuations[::7])

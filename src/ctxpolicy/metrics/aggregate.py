@@ -23,7 +23,7 @@ import pandas as pd
 from ctxpolicy import rundir
 from ctxpolicy.atomic import atomic_output, atomic_write_json
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT
-from ctxpolicy.metrics import cost_methods
+from ctxpolicy.metrics import cost_methods, tree_kernels
 from ctxpolicy.metrics.pages import ordinary_pages, set_huge_pages, system_arrow_pool
 from ctxpolicy.metrics.records import (
     CALL_KINDS,
@@ -177,6 +177,7 @@ def _aggregate(roots: list[Path], block: int, discount: float, processes: int | 
         results.append((rows, lengths, problems, read))
 
     if processes > 1 and len(chunks) > 1:
+        tree_kernels.warm()  # once here, not once a worker
         with ProcessPoolExecutor(processes, initializer=_start_worker) as pool:
             for part, result in zip(chunks, pool.map(work, chunks)):
                 take(result)

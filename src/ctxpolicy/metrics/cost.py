@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctxpolicy.metrics.segments import run_sums
+from ctxpolicy.metrics import tree_kernels
 
 DEFAULT_BLOCK = 16
 DEFAULT_DISCOUNT = 0.1
@@ -107,22 +108,11 @@ def shared_prefix_tokens(trees) -> tuple[np.ndarray, np.ndarray]:
     sent, and of its whole prompt. The prefixes earlier calls sent are the nodes on their paths:
     a call's path is walked up to the first such node, then marked on the way up, so that each
     node is marked once and the work goes with the tree's nodes, not with the prompts' positions."""
-    shared, local = [], []
-    for tree in trees:
-        parent, tokens = tree.parent, tree.tokens
-        sent = [False] * len(parent)
-        sent[0] = True  # the empty prefix
-        for end in tree.ends:
-            node = end
-            while not sent[node]:
-                node = parent[node]
-            shared.append(tokens[node])
-            local.append(tokens[end])
-            node = end
-            while not sent[node]:
-                sent[node] = True
-                node = parent[node]
-    return np.array(shared, dtype=np.int64), np.array(local, dtype=np.int64)
+    shared = [tree_kernels.shared_prefixes(tree.parent, tree.tokens, tree.ends) for tree in trees]
+    local = [tree.tokens[tree.ends] for tree in trees]
+    if len(trees) == 1:
+        return shared[0], local[0]
+    return np.concatenate(shared).astype(np.int64, copy=False), np.concatenate(local).astype(np.int64, copy=False)
 
 
 def prefix_hashes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray:

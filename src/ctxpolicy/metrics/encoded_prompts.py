@@ -23,7 +23,7 @@ from itertools import chain, repeat
 
 import numpy as np
 
-from ctxpolicy.metrics import call_ids
+from ctxpolicy.metrics import call_ids, tree_kernels
 from ctxpolicy.rundir import MESSAGE_IDS, PROMPT
 
 
@@ -36,11 +36,11 @@ class EncodedPrompts:
 
     ids: list[str]  # the distinct message ids, in order of first appearance
     lengths: np.ndarray  # each call's number of messages
-    parent: list[int]  # per node, its parent (-1 for node 0)
-    message: list[int]  # per node, its last message as a position in ``ids`` (-1 for node 0)
-    first: list[int]  # per node, its ancestor one message long (itself, at that depth; 0 for node 0)
-    ends: list[int]  # per call, the node of its whole prompt
-    encoding: tuple[list[int], list[int], list[int]]  # base lines (-1: none), keeps, added ids' numbers
+    parent: np.ndarray  # per node, its parent (-1 for node 0)
+    message: np.ndarray  # per node, its last message as a position in ``ids`` (-1 for node 0)
+    first: np.ndarray  # per node, its ancestor one message long (itself, at that depth; 0 for node 0)
+    ends: np.ndarray  # per call, the node of its whole prompt
+    encoding: tuple[list[int], list[int], np.ndarray]  # base lines (-1: none), keeps, added ids' numbers
 
     @functools.cached_property
     def at(self) -> np.ndarray:
@@ -49,11 +49,7 @@ class EncodedPrompts:
 
     def prompt(self, call: int) -> list[str]:
         """Call ``call``'s prompt as message ids, read up its path in the tree."""
-        parent, message, node, numbers = self.parent, self.message, self.ends[call], []
-        while node:
-            numbers.append(message[node])
-            node = parent[node]
-        return [self.ids[k] for k in reversed(numbers)]
+        return [self.ids[k] for k in tree_kernels.path(self.parent, self.message, self.ends[call]).tolist()]
 
     def longest(self, calls: list[int]) -> list[str]:
         """The prompt of the first call of ``calls`` holding the most messages ([] for no calls)."""
@@ -114,25 +110,24 @@ def encode(
     added = list(chain.from_iterable(adds))
     ids = list(dict.fromkeys(added))
     number = dict(zip(ids, range(len(ids))))
-    numbers = list(map(number.__getitem__, added))
+    numbers = np.fromiter(map(number.__getitem__, added), np.int64, len(added))
     tree = _tree(base_lines, keeps, list(map(len, adds)), numbers)
     if tree is None:
         return None
     *tree, lengths = tree
-    return EncodedPrompts(ids, np.array(lengths, dtype=np.int64).reshape(n), *tree, (base_lines, keeps, numbers))
+    return EncodedPrompts(ids, lengths, *tree, (base_lines, keeps, numbers))
 
 
 _PROMPT, _INDEX = operator.itemgetter(PROMPT), operator.itemgetter("index")
 _PARTS = operator.itemgetter("base", "keep", "add")
 
 
-def _resolve(lengths: np.ndarray, base_lines: list[int], keeps: list[int], added: list[int]) -> np.ndarray:
+def _resolve(lengths: np.ndarray, base_lines: list[int], keeps: list[int], added: np.ndarray) -> np.ndarray:
     """Each position's id number, line by line: a line's kept positions copied from its base
     line's (an earlier line, already resolved), its added ones from ``added`` (in order). Two
     slice copies a line: the copies are C loops, so the time goes with the lines, not with the
     positions (pointer doubling over every position took twice as long on a study's runs)."""
     value = np.empty(int(lengths.sum()), dtype=np.int64)
-    added = np.array(added, dtype=np.int64).reshape(len(added))
     offsets = (np.cumsum(lengths) - lengths).tolist()
     taken = 0
     for start, length, base, kept in zip(offsets, lengths.tolist(), base_lines, keeps):
@@ -144,49 +139,19 @@ def _resolve(lengths: np.ndarray, base_lines: list[int], keeps: list[int], added
     return value
 
 
-def _tree(base_lines: list[int], keeps: list[int], added: list[int], numbers: list[int]):
+def _tree(base_lines: list[int], keeps: list[int], added: list[int], numbers: np.ndarray):
     """The prefix tree of the lines' prompts (``EncodedPrompts``): (parent, message, first, ends,
-    lengths), or None where a line's base (-1: none) is no earlier line or its keep is negative,
-    not 0 without a base, or longer than its base's prompt.
+    lengths), each an int64 array, or None where a line's base (-1: none) is no earlier line or its
+    keep is negative, not 0 without a base, or longer than its base's prompt.
 
     A line's kept positions are its base line's, so its path runs through the node at its base's
     position ``keep - 1``: the base's whole prompt where it keeps all of it, else found by following
     bases while the position is a kept one. Each id it adds is one step down, to the child of the
     current node for that id, made where no earlier prompt had that prefix. The work goes with the
-    ids the lines add, not with their positions."""
-    parent, message, first, ends, lengths = [-1], [-1], [0], [], []
-    child: dict[int, int] = {}  # parent * (number of ids) + id number -> node
-    width = max(numbers, default=0) + 1
-    nodes: list[int] = []  # the node of every added position, in file order
-    starts: list[int] = []  # per line, where its added positions start in ``nodes``
-    taken = 0
-    for line, (base, kept, fresh) in enumerate(zip(base_lines, keeps, added)):
-        if base < 0:
-            if kept:
-                return None
-            node = 0
-        elif base >= line or kept < 0 or kept > lengths[base]:
-            return None
-        elif not kept:
-            node = 0
-        elif kept == lengths[base]:
-            node = ends[base]
-        else:
-            at, position = base, kept - 1
-            while position < keeps[at]:
-                at = base_lines[at]
-            node = nodes[starts[at] + position - keeps[at]]
-        starts.append(taken)
-        for number in numbers[taken : taken + fresh]:
-            new = len(parent)
-            step = child.setdefault(node * width + number, new)
-            if step == new:
-                first.append(first[node] if node else new)
-                parent.append(node)
-                message.append(number)
-            node = step
-            nodes.append(node)
-        taken += fresh
-        ends.append(node)
-        lengths.append(kept + fresh)
-    return parent, message, first, ends, lengths
+    ids the lines add, not with their positions; the loop is compiled (``tree_kernels.build_tree``)."""
+    try:
+        arrays = [np.array(values, dtype=np.int64).reshape(len(values)) for values in (base_lines, keeps, added)]
+    except OverflowError:  # a keep beyond 64 bits is longer than any base's prompt
+        return None
+    ok, *tree = tree_kernels.build_tree(*arrays, numbers)
+    return tree if ok else None

@@ -30,7 +30,7 @@ import orjson
 from ctxpolicy.errors import CtxpolicyError
 from ctxpolicy.metrics.commands import count_commands, count_repeats, reply_times
 from ctxpolicy.policies import actions
-from ctxpolicy.metrics import call_ids, cost_methods, encoded_prompts, typed_lines
+from ctxpolicy.metrics import call_ids, cost_methods, encoded_prompts, tree_kernels, typed_lines
 from ctxpolicy.metrics.cost import DEFAULT_BLOCK, DEFAULT_DISCOUNT, has_otrc, unchanged_prefix
 from ctxpolicy.metrics.chunk import BATCH_POSITIONS, ParsedRun, agent_time, source_of, tables  # noqa: F401 (agent_time: read from here)
 from ctxpolicy.metrics.cost_methods import PrefixTree, PrefixTrees, Sequences, SourceCalls
@@ -420,17 +420,15 @@ def _encoded_sequences(
             first = int(np.argmax(unknown))
             raise _unknown_id(path, indexes[call[first]], prompts.ids[at[first]]) from None
         tokens = np.fromiter((store.get(mid, 0) for mid in prompts.ids), np.int64, len(prompts.ids))
-    counts, parent, message = tokens.tolist(), prompts.parent, prompts.message
-    through = [0] * len(parent)  # a node's prefix's tokens: its parent's (an earlier node) and its message's
-    for node in range(1, len(parent)):
-        through[node] = through[parent[node]] + counts[message[node]]
+    through = tree_kernels.prefix_tokens(prompts.parent, prompts.message, tokens)
 
     def positions() -> Sequences:
         at, _, lengths = prompts.agent_positions(agent)
         return Sequences(prompts.keys()[at], tokens[at], lengths)
 
-    ends = [end for end, is_agent in zip(prompts.ends, agent.tolist()) if is_agent]
-    return PrefixTrees([PrefixTree(parent, through, prompts.first, ends, prompts.lengths[agent], positions)])
+    return PrefixTrees(
+        [PrefixTree(prompts.parent, through, prompts.first, prompts.ends[agent], prompts.lengths[agent], positions)]
+    )
 
 
 def source_calls(run_dir: Path, run: dict | None = None) -> SourceCalls:

@@ -124,6 +124,7 @@ def read(data: bytes, typed_fields: tuple[str, ...], kinds: tuple[str, ...]) -> 
 
 
 _NO_EVENTS = msgspec.Raw(b"null")
+_EMPTY_EVENTS = {b"[]", b"null"}
 
 
 def _events(texts: list[msgspec.Raw]) -> list | None:
@@ -135,8 +136,11 @@ def _events(texts: list[msgspec.Raw]) -> list | None:
     take them (past the depth limit, or neither a list nor null). The decoder checks no value
     inside the text it hands over (``msgspec.Raw``), so a line that names events twice, the first
     unread, is left to the general path (``read``)."""
+    raw = list(map(bytes, texts))
+    if set(raw) <= _EMPTY_EVENTS:  # most files: no line has events
+        return [[] if text == b"[]" else None for text in raw]
     events = []
-    for text in map(bytes, texts):
+    for text in raw:
         if text == b"[]":
             events.append([])
         elif text == b"null":

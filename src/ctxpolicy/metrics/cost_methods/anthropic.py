@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from ctxpolicy.metrics import tree_kernels
 from ctxpolicy.metrics.cost_methods.base import SEQUENCES, TIMES, CostMethod, Counts, PrefixTrees, RunCalls
 
 MIN_PREFIX = 1024
@@ -100,40 +101,32 @@ def count(calls: RunCalls, block: int) -> Counts:
 
 def _count_trees(calls: RunCalls, trees) -> Counts:
     """``count`` over prefix trees (``base.PrefixTree``, one a run): the same cache, walked call by
-    call. A call reads the longest prefix on its path that an earlier call of its run wrote and
-    whose entry is still alive (walked up from its whole prompt: after the newest written prefix,
-    typically the previous call's, it stops), then writes the prefixes through its breakpoints."""
-    prompts = calls.prompts.tolist()
-    times = calls.filled("start", np.nan).astype(float).tolist()
-    cached = []
+    call (``tree_kernels.breakpoint_reads``). A call reads the longest prefix on its path that an
+    earlier call of its run wrote and whose entry is still alive (walked up from its whole prompt:
+    after the newest written prefix, typically the previous call's, it stops), then writes the
+    prefixes through its breakpoints (``breakpoint_positions``' three, by their nodes)."""
+    prompts = calls.prompts
+    times = calls.filled("start", np.nan).astype(float)
+    parts, at = [], 0
     for tree in trees:
-        parent, tokens, first = tree.parent, tree.tokens, tree.first
-        written_by: dict[int, int] = {}  # node -> the latest call that wrote its prefix
-        read_at: dict[int, float] = {}  # node -> time of its latest read
-        for k, (end, length) in enumerate(zip(tree.ends, tree.lengths.tolist()), start=len(cached)):
-            prompt, now, total = prompts[k], times[k], max(tokens[end], 1)
-            served, node = 0, end
-            while node:
-                writer = written_by.get(node)
-                if writer is not None:
-                    alive_since, read = times[writer], read_at.get(node)
-                    if read is not None and read > alive_since:  # max(write, read), as max() takes NaN
-                        alive_since = read
-                    if now != now or alive_since != alive_since or now - alive_since <= TTL_S:  # NaN: no times
-                        served = min(tokens[node] * prompt // total, prompt)
-                        read_at[node] = now
-                        break
-                node = parent[node]
-            cached.append(served)
-            if length:  # breakpoint_positions' three, by their nodes (none is node 0 at these depths)
-                # a prefix is written from MIN_PREFIX server tokens: tokens * prompt // total >= MIN_PREFIX
-                least = MIN_PREFIX * total
-                for mark in (first[end], parent[parent[end]] if length >= 3 else end, end):
-                    if tokens[mark] * prompt >= least:
-                        written_by[mark] = k
-    prompts_array = calls.prompts
-    cached_array = np.array(cached, dtype=np.int64)
-    return Counts(cached_array, np.where(prompts_array >= MIN_PREFIX, prompts_array - cached_array, 0))
+        n = len(tree.ends)
+        lengths = np.asarray(tree.lengths, dtype=np.int64)
+        parts.append(
+            tree_kernels.breakpoint_reads(
+                tree.parent,
+                tree.tokens,
+                tree.first,
+                tree.ends,
+                lengths,
+                prompts[at : at + n],
+                times[at : at + n],
+                MIN_PREFIX,
+                TTL_S,
+            )
+        )
+        at += n
+    cached = parts[0] if len(parts) == 1 else np.concatenate([np.zeros(0, np.int64), *parts])
+    return Counts(cached, np.where(prompts >= MIN_PREFIX, prompts - cached, 0))
 
 
 def _reads(

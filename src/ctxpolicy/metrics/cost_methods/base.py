@@ -60,10 +60,10 @@ class PrefixTree:
     the ideal cache walk it (``metrics.cost.shared_prefix_tokens``, ``anthropic``), a few hundred
     nodes a run where the prompts laid end to end hold thousands of positions."""
 
-    parent: list[int]  # per node, its parent (-1 for node 0)
-    tokens: list[int]  # per node, the local tokens of its prefix (its messages' counts summed)
-    first: list[int]  # per node, its ancestor one message long (0 for node 0)
-    ends: list[int]  # per agent call, the node of its whole prompt
+    parent: np.ndarray  # per node, its parent (-1 for node 0); int64, as every array here
+    tokens: np.ndarray  # per node, the local tokens of its prefix (its messages' counts summed)
+    first: np.ndarray  # per node, its ancestor one message long (0 for node 0)
+    ends: np.ndarray  # per agent call, the node of its whole prompt
     lengths: np.ndarray  # per agent call, its number of messages
     positions: Callable[[], Sequences]  # the same prompts laid end to end, made when a method reads them
 
@@ -95,7 +95,7 @@ class PrefixTrees:
 
     def local_tokens(self) -> np.ndarray:
         """Per agent call, the local tokens of its whole prompt."""
-        return np.array([tree.tokens[end] for tree in self.trees for end in tree.ends], dtype=np.int64)
+        return np.concatenate([tree.tokens[tree.ends] for tree in self.trees]).astype(np.int64, copy=False)
 
 
 @dataclass(frozen=True)
