@@ -7,6 +7,9 @@ and over several runs counted together, with start times that let cache entries 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -124,3 +127,20 @@ def test_a_node_with_many_children_finds_each_child_again():
     encoded = expand(lines)
     assert [encoded.prompt(k) for k in range(len(prompts))] == prompts
     assert len(encoded.parent) == 1 + 1 + len(continuations) + len(continuations[::7])
+
+
+def test_the_kernels_run_where_numba_can_keep_no_machine_code():
+    # as in a read-only install with a read-only home: numba finds no folder for its cache, and
+    # tree_kernels compiles without one instead of failing
+    env = {
+        **os.environ,
+        "NUMBA_CACHE_LOCATOR_CLASSES": "UserProvidedCacheLocator",
+        "NUMBA_CACHE_DIR": "/proc/ctxpolicy-no-such-folder",
+    }
+    code = (
+        "import numpy as np; from ctxpolicy.metrics import tree_kernels; "
+        "print(tree_kernels.path(np.array([-1, 0, 1]), np.array([-1, 7, 9]), 2).tolist())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[7, 9]"
