@@ -107,12 +107,14 @@ def shared_prefix_tokens(trees) -> tuple[np.ndarray, np.ndarray]:
     run): per agent call, the local tokens of its longest prefix an earlier agent call of its run
     sent, and of its whole prompt. The prefixes earlier calls sent are the nodes on their paths:
     a call's path is walked up to the first such node, then marked on the way up, so that each
-    node is marked once and the work goes with the tree's nodes, not with the prompts' positions."""
+    node is marked once and the work goes with the tree's nodes, not with the prompts' positions
+    (a compiled loop a run, ``tree_kernels.shared_prefixes``)."""
     shared = [tree_kernels.shared_prefixes(tree.parent, tree.tokens, tree.ends) for tree in trees]
     local = [tree.tokens[tree.ends] for tree in trees]
     if len(trees) == 1:
         return shared[0], local[0]
-    return np.concatenate(shared).astype(np.int64, copy=False), np.concatenate(local).astype(np.int64, copy=False)
+    none = np.zeros(0, np.int64)
+    return np.concatenate([none, *shared]), np.concatenate([none, *local])
 
 
 def prefix_hashes(codes: np.ndarray, lengths: np.ndarray, runs: np.ndarray | None = None) -> np.ndarray:
