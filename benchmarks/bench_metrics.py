@@ -3,7 +3,9 @@
 Targets (issue 33, tightening issue 4's 60 s and 4 GB): 35,000 runs of about 100 calls,
 aggregation + all comparisons with 10,000-resample intervals, under 30 s and no more than 1.9 GB
 on 2 idle cores. The modules the timed code imports are imported before the clock starts
-(statsmodels, which the comparisons import when first asked, is timed and printed apart). After
+(statsmodels, which the comparisons import when first asked, is timed and printed apart); numba and
+the compiled loops of ``metrics.tree_kernels`` load inside the clock, as in any aggregate (about
+0.5 s from numba's cache; a first run in a fresh checkout compiles them, 2.3 s more). After
 the timed figures, a profile of the reader on a few hundred runs says where its time goes
 (``--profile N``).
 
