@@ -69,6 +69,10 @@ fi
 # an edited module's stale bytecode is never used: Python checks the source's time and size).
 # Not fatal: a read-only checkout only goes without the cache.
 .venv/bin/python -m compileall -q -j 0 src >/dev/null || echo "==> could not compile every module under src/ (read-only?): they compile as they are imported"
+# the aggregate's compiled loops (metrics.tree_kernels, numba): compiled once here (about 2 s) into
+# numba's cache rather than by the first jobs and test workers that price runs, each on its own
+.venv/bin/python -c "from ctxpolicy.metrics import tree_kernels; tree_kernels.warm()" ||
+  echo "==> could not compile the aggregate's loops ahead: they compile when first used"
 
 echo "==> assembling the embedded model"
 .venv/bin/python -m ctxpolicy.serving.models ensure --install qwen2.5-coder-0.5b-instruct-q4_k_m
