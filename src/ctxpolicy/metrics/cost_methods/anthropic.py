@@ -107,8 +107,9 @@ def _count_trees(calls: RunCalls, trees) -> Counts:
     prefixes through its breakpoints (``breakpoint_positions``' three, by their nodes)."""
     prompts = calls.prompts
     times = calls.filled("start", np.nan).astype(float)
-    if sum(len(tree.ends) for tree in trees) != len(prompts):  # the compiled walk reads unchecked
-        raise ValueError(f"{len(prompts)} calls for trees of {sum(len(tree.ends) for tree in trees)} prompts")
+    in_trees = sum(len(tree.ends) for tree in trees)
+    if in_trees != len(prompts):  # the compiled walk reads its arrays unchecked
+        raise ValueError(f"{len(prompts)} calls for trees of {in_trees} prompts")
     parts, at = [], 0
     for tree in trees:
         n = len(tree.ends)
